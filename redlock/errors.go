@@ -1,0 +1,61 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNotAcquired is returned by [Mutex.Lock] and [Mutex.TryLock] when no
+// quorum of nodes granted the lock within its validity: the lock is held
+// elsewhere, too many nodes failed, or the nodes answered too slowly for any
+// validity to remain. The returned error also wraps one [*NodeError] per
+// node that failed and, when the caller's context ended, the context's error.
+var ErrNotAcquired = errors.New("redlock: lock not acquired")
+
+// ErrNotHeld is returned by [Mutex.Unlock] and [Mutex.Extend] when the
+// mutex does not hold the lock: it was never acquired, was already
+// unlocked, its validity ran out (Extend), or fewer than a quorum of nodes
+// still held this acquisition's token. The returned error wraps one
+// [*NodeError] per node that failed.
+var ErrNotHeld = errors.New("redlock: lock not held")
+
+// ErrNodeTimeout is the cause inside a [*NodeError] when a node did not
+// answer within the node timeout (see [WithNodeTimeout]).
+var ErrNodeTimeout = errors.New("redlock: node timeout")
+
+// ErrInvalidArgument is wrapped by every error that reports bad input: from
+// [New] and [Redlock.NewMutex] for bad clients, names or options, and from
+// the [Mutex] methods for a nil context.
+var ErrInvalidArgument = errors.New("redlock: invalid argument")
+
+// ErrClosed is returned by every call on a [Redlock], and on its mutexes,
+// made after [Redlock.Close].
+var ErrClosed = errors.New("redlock: closed")
+
+// NodeError reports one node's failure during an operation: a network or
+// server error, or [ErrNodeTimeout]. Operations join one NodeError per
+// failed node into the error they return; reach them with [errors.As]:
+//
+//	var nodeErr *redlock.NodeError
+//	if errors.As(err, &nodeErr) { ... }
+//
+// or walk them all by unwrapping the joined error (Unwrap() []error).
+type NodeError struct {
+	// Index is the node's position in the clients given to [New].
+	Index int
+	// Addr is the node's address as its client reports it.
+	Addr string
+	// Err is the cause.
+	Err error
+}
+
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("redlock: node %d (%s): %v", e.Index, e.Addr, e.Err)
+}
+
+// Unwrap returns the cause, so errors.Is(err, redlock.ErrNodeTimeout) works.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}

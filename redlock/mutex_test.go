@@ -1,0 +1,487 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var errBoom = errors.New("fake: boom")
+
+// nodeErrs returns the *NodeError values joined into err.
+func nodeErrs(err error) []*NodeError {
+	var out []*NodeError
+	var walk func(error)
+	walk = func(err error) {
+		var ne *NodeError
+		if errors.As(err, &ne) && err == error(ne) {
+			out = append(out, ne)
+			return
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+func holders(fs []*fakeNode, key, token string) (n int) {
+	for _, f := range fs {
+		if v, ok := f.get(key); ok && v == token {
+			n++
+		}
+	}
+	return n
+}
+
+func keyOn(fs []*fakeNode, key string) (n int) {
+	for _, f := range fs {
+		if _, ok := f.get(key); ok {
+			n++
+		}
+	}
+	return n
+}
+
+func TestTryLockAllGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(10*time.Second))
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = 3 * time.Millisecond })
+		}
+		start := time.Now()
+		require.NoError(t, m.TryLock(t.Context()))
+		assert.Equal(t, 3*time.Millisecond, time.Since(start))
+		// Until is start + ttl - drift, whatever the attempt cost.
+		assert.Equal(t, start.Add(10*time.Second-102*time.Millisecond), m.Until())
+		synctest.Wait()
+		assert.Equal(t, 5, holders(fs, "k", m.token))
+		time.Sleep(time.Second)
+		assert.Equal(t, 9*time.Second, fs[0].ttl("k"), "PX ttl set when the node applied it")
+	})
+}
+
+func TestTryLockMinorityFaults(t *testing.T) {
+	for name, fault := range map[string]func(*fakeNode){
+		"held elsewhere": func(f *fakeNode) { f.set("k", "other", time.Minute) },
+		"error":          func(f *fakeNode) { f.faults(func(n *fakeNode) { n.err = errBoom }) },
+		"reply lost":     func(f *fakeNode) { f.faults(func(n *fakeNode) { n.lose = true }) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, fs := newFakeRedlock(t, 5)
+				m := newFakeMutex(t, r, "k")
+				fault(fs[1])
+				fault(fs[3])
+				require.NoError(t, m.TryLock(t.Context()))
+				assert.GreaterOrEqual(t, holders(fs, "k", m.token), 3)
+			})
+		})
+	}
+}
+
+func TestTryLockMajorityHeldElsewhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k")
+		for _, f := range fs[:3] {
+			f.set("k", "other", time.Minute)
+		}
+		err := m.TryLock(t.Context())
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.Empty(t, nodeErrs(err), "refusals are not node errors")
+		assert.True(t, m.Until().IsZero())
+		// Released where it was granted; the other holder's keys untouched.
+		for _, f := range fs[:3] {
+			v, _ := f.get("k")
+			assert.Equal(t, "other", v)
+			assert.Zero(t, f.count("release"), "%s: a node that answered 'held' must not be released", f.name)
+		}
+		for _, f := range fs[3:] {
+			_, ok := f.get("k")
+			assert.False(t, ok, "%s still holds the failed attempt's token", f.name)
+		}
+	})
+}
+
+func TestTryLockMajorityFailingReportsEachNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k")
+		fs[0].faults(func(n *fakeNode) { n.err = errBoom })
+		fs[2].faults(func(n *fakeNode) { n.lose = true }) // applied, reply lost: must be released
+		fs[4].faults(func(n *fakeNode) { n.err = errBoom })
+		err := m.TryLock(t.Context())
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, errBoom)
+		got := nodeErrs(err)
+		require.Len(t, got, 3)
+		idx := []int{got[0].Index, got[1].Index, got[2].Index}
+		assert.ElementsMatch(t, []int{0, 2, 4}, idx)
+		for _, ne := range got {
+			assert.Equal(t, fs[ne.Index].name, ne.Addr)
+		}
+		assert.Zero(t, keyOn(fs, "k"), "a failed attempt left a token behind")
+		assert.Equal(t, 1, fs[2].count("release"), "the node whose reply was lost must be released")
+	})
+}
+
+func TestTryLockDecidesAtQuorum(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(500*time.Millisecond))
+		m := newFakeMutex(t, r, "k")
+		for i, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = time.Duration(i+1) * 10 * time.Millisecond })
+		}
+		start := time.Now()
+		require.NoError(t, m.TryLock(t.Context()))
+		assert.Equal(t, 30*time.Millisecond, time.Since(start), "success is decided by the 3rd fastest node")
+
+		m2 := newFakeMutex(t, r, "k")
+		start = time.Now()
+		require.ErrorIs(t, m2.TryLock(t.Context()), ErrNotAcquired)
+		assert.Equal(t, 30*time.Millisecond, time.Since(start), "failure is decided as soon as a quorum is out of reach")
+	})
+}
+
+func TestTryLockNodeTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(50*time.Millisecond))
+		m := newFakeMutex(t, r, "k")
+		for _, f := range fs[2:] {
+			f.faults(func(n *fakeNode) { n.hang = make(chan struct{}) })
+		}
+		start := time.Now()
+		err := m.TryLock(t.Context())
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.Equal(t, 50*time.Millisecond, time.Since(start), "one node timeout, not more")
+		got := nodeErrs(err)
+		require.Len(t, got, 3)
+		for _, ne := range got {
+			assert.ErrorIs(t, ne, ErrNodeTimeout)
+			assert.GreaterOrEqual(t, ne.Index, 2)
+		}
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "a node timeout is not the caller's deadline")
+		assert.Zero(t, keyOn(fs[:2], "k"), "answered nodes are released before TryLock returns")
+
+		// The hung nodes apply the SET late; each is released right after.
+		for _, f := range fs[2:] {
+			close(f.hang)
+		}
+		synctest.Wait()
+		assert.Zero(t, keyOn(fs, "k"), "a late SET must be undone")
+		for _, f := range fs[2:] {
+			assert.Equal(t, []string{"acquire", "release"}, f.applied, "release must follow the SET it undoes")
+		}
+	})
+}
+
+func TestTryLockNoValidityLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3, WithNodeTimeout(90*time.Millisecond))
+		m := newFakeMutex(t, r, "k", WithTTL(100*time.Millisecond), WithDriftFactor(0))
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = 80 * time.Millisecond }) // validity 100 - 80 - 2 > 0
+		}
+		require.NoError(t, m.TryLock(t.Context()))
+		require.NoError(t, m.Unlock(t.Context()))
+
+		synctest.Wait()
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = 89 * time.Millisecond })
+		}
+		// 90 - 89 - 2 < 0: a quorum, but no validity.
+		m = newFakeMutex(t, r, "k", WithTTL(90*time.Millisecond), WithNodeTimeout(89*time.Millisecond+time.Microsecond), WithDriftFactor(0))
+		err := m.TryLock(t.Context())
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.Contains(t, err.Error(), "no validity left")
+		assert.Zero(t, keyOn(fs, "k"), "a lock without validity must be released everywhere")
+	})
+}
+
+func TestTryLockContextCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(time.Second))
+		m := newFakeMutex(t, r, "k")
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = 100 * time.Millisecond })
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(10*time.Millisecond, cancel)
+		start := time.Now()
+		err := m.TryLock(ctx)
+		assert.Equal(t, 10*time.Millisecond, time.Since(start), "returns when the context ends")
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, context.Canceled)
+		// Cleanup goes on although the caller's context is done.
+		synctest.Wait()
+		assert.Zero(t, keyOn(fs, "k"))
+
+		// An ended context makes no attempt at all.
+		require.ErrorIs(t, m.TryLock(ctx), context.Canceled)
+		assert.Equal(t, 1, fs[0].count("acquire"))
+	})
+}
+
+func TestTryLockContextCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k")
+		fs[0].faults(func(n *fakeNode) { n.hang = make(chan struct{}) })
+		fs[1].faults(func(n *fakeNode) { n.hang = make(chan struct{}) })
+		cause := errors.New("shutting down")
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(time.Millisecond, func() { cancel(cause) })
+		err := m.TryLock(ctx)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorIs(t, err, cause)
+	})
+}
+
+func TestLockRetriesUntilReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		holder := newFakeMutex(t, r, "k")
+		waiter := newFakeMutex(t, r, "k")
+		require.NoError(t, holder.Lock(t.Context()))
+		time.AfterFunc(time.Second, func() { assert.NoError(t, holder.Unlock(context.Background())) })
+		start := time.Now()
+		require.NoError(t, waiter.Lock(t.Context()))
+		waited := time.Since(start)
+		assert.GreaterOrEqual(t, waited, time.Second)
+		assert.Less(t, waited, time.Second+DefaultRetryDelayMax+time.Millisecond, "back-off is bounded by the max delay")
+		attempts := fs[0].count("acquire") - 1
+		// Exponential: 10, ≤20, ≤40, ≤80, ≤160, then ≤200ms apart: at least 1s/200ms attempts.
+		assert.GreaterOrEqual(t, attempts, 5)
+		assert.Equal(t, 5, holders(fs, "k", waiter.token))
+	})
+}
+
+func TestLockTriesBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		for _, f := range fs {
+			f.set("k", "other", time.Hour)
+		}
+		m := newFakeMutex(t, r, "k", WithTries(4), WithRetryDelay(time.Millisecond, time.Millisecond))
+		start := time.Now()
+		err := m.Lock(t.Context())
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.Equal(t, 4, fs[0].count("acquire"))
+		assert.Equal(t, 3*time.Millisecond, time.Since(start))
+	})
+}
+
+func TestLockContextDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		for _, f := range fs {
+			f.set("k", "other", time.Hour)
+		}
+		m := newFakeMutex(t, r, "k")
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := m.Lock(ctx)
+		assert.Equal(t, 300*time.Millisecond, time.Since(start), "Lock returns when the context ends, not after a full back-off")
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}
+
+func TestBackoffBounds(t *testing.T) {
+	lo, hi := 10*time.Millisecond, 200*time.Millisecond
+	for attempt := 1; attempt < 100; attempt++ {
+		ceiling := lo
+		for range attempt - 1 {
+			ceiling = min(hi, 2*ceiling)
+		}
+		for range 50 {
+			d := backoff(attempt, lo, hi)
+			require.GreaterOrEqual(t, d, lo)
+			require.LessOrEqual(t, d, ceiling, "attempt %d", attempt)
+		}
+	}
+	assert.Equal(t, lo, backoff(1, lo, hi), "the first retry waits the minimum")
+	assert.Equal(t, time.Millisecond, backoff(7, time.Millisecond, time.Millisecond))
+}
+
+func TestUnlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k")
+		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld, "not locked yet")
+		require.NoError(t, m.Lock(t.Context()))
+		require.NoError(t, m.Unlock(t.Context()))
+		assert.True(t, m.Until().IsZero())
+		synctest.Wait()
+		assert.Zero(t, keyOn(fs, "k"))
+		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld, "already unlocked")
+	})
+}
+
+func TestUnlockByStaleHolderKeepsNewHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		stale := newFakeMutex(t, r, "k", WithTTL(time.Second))
+		fresh := newFakeMutex(t, r, "k", WithTTL(time.Minute))
+		require.NoError(t, stale.Lock(t.Context()))
+		time.Sleep(time.Second) // the stale holder's keys expire
+		require.NoError(t, fresh.TryLock(t.Context()))
+		err := stale.Unlock(t.Context())
+		require.ErrorIs(t, err, ErrNotHeld)
+		synctest.Wait()
+		assert.Equal(t, 5, holders(fs, "k", fresh.token), "the stale Unlock freed the new holder's lock")
+	})
+}
+
+func TestUnlockMinorityFailing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k")
+		require.NoError(t, m.Lock(t.Context()))
+		fs[0].faults(func(n *fakeNode) { n.err = errBoom })
+		fs[1].faults(func(n *fakeNode) { n.err = errBoom })
+		require.NoError(t, m.Unlock(t.Context()))
+		synctest.Wait()
+		fs[0].faults(func(n *fakeNode) { n.err = nil })
+		fs[1].faults(func(n *fakeNode) { n.err = nil })
+		require.NoError(t, m.Lock(t.Context()))
+		fs[0].faults(func(n *fakeNode) { n.err = errBoom })
+		fs[1].faults(func(n *fakeNode) { n.err = errBoom })
+		fs[2].faults(func(n *fakeNode) { n.err = errBoom })
+		err := m.Unlock(t.Context())
+		require.ErrorIs(t, err, ErrNotHeld)
+		assert.Len(t, nodeErrs(err), 3)
+	})
+}
+
+func TestExtend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second), WithDriftFactor(0))
+		require.ErrorIs(t, m.Extend(t.Context()), ErrNotHeld, "not locked yet")
+		require.NoError(t, m.Lock(t.Context()))
+		first := m.Until()
+		time.Sleep(600 * time.Millisecond)
+		start := time.Now()
+		require.NoError(t, m.Extend(t.Context()))
+		assert.Equal(t, start.Add(time.Second-2*time.Millisecond), m.Until(), "validity counts from the extension's start")
+		assert.True(t, m.Until().After(first))
+		assert.Equal(t, time.Second, fs[0].ttl("k"), "full ttl re-armed")
+	})
+}
+
+func TestExtendNeverRecreates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second))
+		require.NoError(t, m.Lock(t.Context()))
+		until := m.Until()
+		synctest.Wait() // every node has answered
+		for _, f := range fs[:3] { // the key vanishes early on a majority
+			f.mu.Lock()
+			delete(f.data, "k")
+			f.mu.Unlock()
+		}
+		err := m.Extend(t.Context())
+		require.ErrorIs(t, err, ErrNotHeld)
+		assert.Equal(t, until, m.Until(), "a failed extension leaves the window as it was")
+		assert.Equal(t, 2, keyOn(fs, "k"), "extend must not re-create a key")
+	})
+}
+
+func TestExtendAfterValidityRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second), WithDriftFactor(0.1))
+		require.NoError(t, m.Lock(t.Context()))
+		// Keys live for 1s on the nodes, but validity ended at 898ms.
+		time.Sleep(950 * time.Millisecond)
+		require.ErrorIs(t, m.Extend(t.Context()), ErrNotHeld)
+		assert.Zero(t, fs[0].count("extend"), "no I/O once validity has run out")
+	})
+}
+
+func TestMutexSharedByGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+		}
+		m := newFakeMutex(t, r, "k")
+		counter, inside := 0, 0
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 5 {
+					require.NoError(t, m.Lock(t.Context()))
+					inside++
+					assert.Equal(t, 1, inside, "two goroutines inside the lock")
+					v := counter
+					time.Sleep(3 * time.Millisecond)
+					counter = v + 1
+					inside--
+					require.NoError(t, m.Unlock(t.Context()))
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, 40, counter)
+	})
+}
+
+func TestConcurrentUnlockReleasesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k")
+		require.NoError(t, m.Lock(t.Context()))
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- m.Unlock(t.Context()) }()
+		}
+		e1, e2 := <-errs, <-errs
+		assert.True(t, (e1 == nil) != (e2 == nil), "exactly one Unlock succeeds: %v, %v", e1, e2)
+		assert.True(t, errors.Is(e1, ErrNotHeld) || errors.Is(e2, ErrNotHeld))
+	})
+}
+
+func TestClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k")
+		require.NoError(t, r.Close(t.Context()))
+		require.ErrorIs(t, m.TryLock(t.Context()), ErrClosed)
+		require.ErrorIs(t, m.Lock(t.Context()), ErrClosed)
+		_, err := r.NewMutex("j")
+		require.ErrorIs(t, err, ErrClosed)
+	})
+}
+
+func TestCloseWaitsForStragglers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3, WithNodeTimeout(10*time.Millisecond))
+		m := newFakeMutex(t, r, "k")
+		fs[2].faults(func(n *fakeNode) { n.delay = time.Second })
+		require.NoError(t, m.TryLock(t.Context()))
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, r.Close(ctx), context.DeadlineExceeded, "a node call is still running")
+		start := time.Now()
+		require.NoError(t, r.Close(t.Context()))
+		assert.Equal(t, 900*time.Millisecond, time.Since(start))
+	})
+}

@@ -1,0 +1,289 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The algorithm: fan an operation out to every node in parallel, tally the
+// answers, decide as soon as the outcome is certain, and clean up after a
+// failed acquisition. It reads top to bottom: acquire, then the fan-out it
+// rests on, then the tally.
+
+// quorum is the number of nodes that make a majority of n. Any two sets of
+// quorum(n) nodes intersect, so two holders can never both have a quorum.
+func quorum(n int) int { return n/2 + 1 }
+
+// acquire makes one attempt to take key on a quorum with a fresh token.
+//
+//  1. Note the start on the monotonic clock.
+//  2. Send SET key token PX ttl NX to every node at once, each bounded by the
+//     node timeout.
+//  3. Decide as soon as a quorum granted or can no longer grant.
+//  4. Succeed only with a quorum AND validity left: the window ends at
+//     start + ttl - drift, whatever the attempt cost.
+//  5. Otherwise release on every node that did not answer "held by another
+//     value": a node that failed or timed out may have applied the SET and
+//     lost its reply. A node still busy with the SET is released right after
+//     it answers, so the release cannot overtake the SET it undoes.
+//
+// On failure the caller waits for the releases of nodes that had answered
+// (bounded by the node timeout), so a failed attempt leaves no token behind
+// on a responsive node once it returns; when ctx has ended it returns at
+// once and the releases finish in the background. Releases never use the
+// caller's cancellation: cleanup must happen even after ctx is done.
+func (r *Redlock) acquire(ctx context.Context, key, token string, cfg *config) (time.Time, error) {
+	start := r.now()
+	f, err := r.fanOut(ctx, cfg.nodeTimeout,
+		func(ctx context.Context, n node) (bool, error) { return n.acquire(ctx, key, token, cfg.ttl) },
+		func(ctx context.Context, n node) { _, _ = n.release(ctx, key, token) },
+	)
+	if err != nil {
+		return time.Time{}, err
+	}
+	t := f.wait(ctx)
+	until := validUntil(start, cfg.ttl, cfg.driftFactor)
+	if t.won() && r.now().Before(until) {
+		f.decide(false)
+		return until, nil
+	}
+	f.decide(true)
+	if ctx.Err() == nil {
+		f.waitUndone(cfg.nodeTimeout)
+	}
+	reason := fmt.Sprintf("%d of %d nodes granted, quorum %d", t.yes, t.n, t.quorum)
+	if t.won() {
+		reason = fmt.Sprintf("quorum granted after %v, no validity left of ttl %v", r.now().Sub(start), cfg.ttl)
+	}
+	return time.Time{}, t.err(ErrNotAcquired, reason)
+}
+
+// release runs the release script for token on every node and reports
+// whether a quorum still held it. Nodes that have not answered when the
+// outcome is certain finish in the background.
+func (r *Redlock) release(ctx context.Context, key, token string, cfg *config) error {
+	f, err := r.fanOut(ctx, cfg.nodeTimeout,
+		func(ctx context.Context, n node) (bool, error) { return n.release(ctx, key, token) }, nil)
+	if err != nil {
+		return err
+	}
+	t := f.wait(ctx)
+	if t.won() {
+		return nil
+	}
+	return t.err(ErrNotHeld, fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum))
+}
+
+// extend runs the extend script for token on every node and reports whether
+// a quorum still held it and re-armed its TTL.
+func (r *Redlock) extend(ctx context.Context, key, token string, cfg *config) error {
+	f, err := r.fanOut(ctx, cfg.nodeTimeout,
+		func(ctx context.Context, n node) (bool, error) { return n.extend(ctx, key, token, cfg.ttl) }, nil)
+	if err != nil {
+		return err
+	}
+	t := f.wait(ctx)
+	if t.won() {
+		return nil
+	}
+	return t.err(ErrNotHeld, fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum))
+}
+
+// nodeOp is one round trip to one node; ok is its yes or no.
+type nodeOp func(ctx context.Context, n node) (ok bool, err error)
+
+// vote is one node's answer to a nodeOp.
+type vote struct {
+	node int
+	ok   bool
+	err  error
+}
+
+// fanout is one operation in flight on every node. Its goroutines belong
+// to the Redlock's WaitGroup: each ends when its node call (and undo, if
+// any) returns, which the node timeout bounds for clients that honour
+// context deadlines and the client's own timeouts bound otherwise.
+type fanout struct {
+	r       *Redlock
+	timeout time.Duration
+	votes   chan vote     // one per node, buffered: senders never block
+	decided chan struct{} // closed by decide
+	undo    bool          // written before decided is closed
+	undone  chan int      // nodes whose undo step finished, buffered
+	replied []bool        // per node: its reply arrived before the decision
+}
+
+// fanOut starts op on every node, each in its own goroutine with a context
+// that keeps ctx's values but not its cancellation, bounded by timeout. If
+// undo is not nil, each goroutine waits for the decision after its op and,
+// when decide(true) is called and its node did not answer no, runs undo with
+// a fresh timeout.
+func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, op nodeOp, undo func(context.Context, node)) (*fanout, error) {
+	n := len(r.nodes)
+	f := &fanout{
+		r:       r,
+		timeout: timeout,
+		votes:   make(chan vote, n),
+		decided: make(chan struct{}),
+		undone:  make(chan int, n),
+		replied: make([]bool, n),
+	}
+	if err := r.track(n); err != nil {
+		return nil, err
+	}
+	detached := context.WithoutCancel(ctx)
+	deadline := time.Now().Add(timeout)
+	for i, nd := range r.nodes {
+		go func() {
+			defer r.wg.Done()
+			opCtx, cancel := context.WithDeadline(detached, deadline)
+			ok, err := op(opCtx, nd)
+			cancel()
+			f.votes <- vote{node: i, ok: ok, err: err}
+			if undo == nil {
+				return
+			}
+			<-f.decided
+			if f.undo && (err != nil || ok) {
+				uctx, ucancel := context.WithTimeout(detached, timeout)
+				undo(uctx, nd)
+				ucancel()
+			}
+			f.undone <- i
+		}()
+	}
+	return f, nil
+}
+
+// wait collects votes until the outcome is certain: a quorum said yes, a
+// quorum can no longer say yes, the node timeout passed (every node still
+// silent then counts as failed with ErrNodeTimeout), or ctx ended.
+func (f *fanout) wait(ctx context.Context) *tally {
+	t := newTally(len(f.replied))
+	timer := time.NewTimer(f.timeout)
+	defer timer.Stop()
+	for !t.decided() {
+		select {
+		case v := <-f.votes:
+			f.replied[v.node] = true
+			t.add(v.node, v.ok, f.nodeErr(v.node, v.err))
+		case <-timer.C:
+			for i, a := range t.answers {
+				if a == pending {
+					t.add(i, false, f.nodeErr(i, ErrNodeTimeout))
+				}
+			}
+		case <-ctx.Done():
+			t.ctxErr = ctx.Err()
+			if cause := context.Cause(ctx); cause != t.ctxErr {
+				t.ctxErr = errors.Join(t.ctxErr, cause)
+			}
+			return t
+		}
+	}
+	return t
+}
+
+func (f *fanout) nodeErr(i int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &NodeError{Index: i, Addr: f.r.nodes[i].addr(), Err: err}
+}
+
+// decide releases the goroutines waiting for the outcome; undo says whether
+// they must undo their op.
+func (f *fanout) decide(undo bool) {
+	f.undo = undo
+	close(f.decided)
+}
+
+// waitUndone waits, at most timeout, for the undo steps of the nodes that
+// had replied when the outcome was decided.
+func (f *fanout) waitUndone(timeout time.Duration) {
+	left := 0
+	for _, r := range f.replied {
+		if r {
+			left++
+		}
+	}
+	if left == 0 {
+		return
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for left > 0 {
+		select {
+		case i := <-f.undone:
+			if f.replied[i] {
+				left--
+			}
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// answer is what one node said, as far as the tally knows.
+type answer uint8
+
+const (
+	pending answer = iota // not answered yet
+	granted               // did what was asked
+	refused               // answered no: held by another value, token absent
+	failed                // error or timeout
+)
+
+// tally counts the answers of one fan-out and knows when the outcome is
+// certain.
+type tally struct {
+	n, quorum int
+	yes, no   int // granted, and refused or failed
+	answers   []answer
+	nodeErrs  []error
+	ctxErr    error
+}
+
+func newTally(n int) *tally {
+	return &tally{n: n, quorum: quorum(n), answers: make([]answer, n)}
+}
+
+func (t *tally) add(i int, ok bool, err error) {
+	if t.answers[i] != pending {
+		return
+	}
+	switch {
+	case err != nil:
+		t.answers[i] = failed
+		t.nodeErrs = append(t.nodeErrs, err)
+		t.no++
+	case ok:
+		t.answers[i] = granted
+		t.yes++
+	default:
+		t.answers[i] = refused
+		t.no++
+	}
+}
+
+// won reports whether a quorum answered yes.
+func (t *tally) won() bool { return t.yes >= t.quorum }
+
+// lost reports whether a quorum can no longer answer yes.
+func (t *tally) lost() bool { return t.n-t.no < t.quorum }
+
+func (t *tally) decided() bool { return t.won() || t.lost() }
+
+// err builds the error of a failed operation: sentinel, the reason, the
+// context's error when it ended, and one *NodeError per failed node.
+func (t *tally) err(sentinel error, reason string) error {
+	errs := make([]error, 0, 2+len(t.nodeErrs))
+	errs = append(errs, fmt.Errorf("%w: %s", sentinel, reason))
+	if t.ctxErr != nil {
+		errs = append(errs, t.ctxErr)
+	}
+	errs = append(errs, t.nodeErrs...)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,155 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redlock is a set of N independent Redis masters on which locks are taken
+// by majority. Create it with [New] and take locks through the [Mutex]
+// values that [Redlock.NewMutex] returns.
+//
+// A Redlock is safe for use by any number of goroutines. It owns the
+// goroutines that talk to the nodes; [Redlock.Close] waits for them. It does
+// not own the clients: closing them stays the caller's job, after Close.
+type Redlock struct {
+	nodes []node
+	cfg   config // defaults for every mutex
+	now   clock
+
+	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New returns a Redlock over the given clients, one per independent Redis
+// master. The lock's key is the same on every node, so each client must
+// address a different server (a cluster client counts as one node).
+//
+// Any N ≥ 1 works; a lock needs N/2+1 nodes, so N nodes tolerate
+// (N-1)/2 failed ones: 1 → 0, 2 → 0, 3 → 1, 4 → 1, 5 → 2, 7 → 3. An even N
+// tolerates no more failures than N-1 and costs one more round trip.
+//
+// The options set the defaults of every mutex created from this Redlock.
+// New does no I/O. It returns an error wrapping [ErrInvalidArgument] for no
+// clients, a nil client, a client given twice (or two clients with the same
+// address), or an invalid option.
+func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
+	if len(clients) == 0 {
+		return nil, invalid("no clients")
+	}
+	nodes := make([]node, len(clients))
+	seen := make(map[string]int, len(clients))
+	for i, c := range clients {
+		if isNil(c) {
+			return nil, invalid("client %d is nil", i)
+		}
+		for j := range i {
+			if sameClient(clients[j], c) {
+				return nil, invalid("clients %d and %d are the same client", j, i)
+			}
+		}
+		n := newRedisNode(c)
+		if j, dup := seen[n.address]; dup {
+			return nil, invalid("clients %d and %d both address %s", j, i, n.address)
+		}
+		seen[n.address] = i
+		nodes[i] = n
+	}
+	return newRedlock(nodes, opts...)
+}
+
+// newRedlock builds a Redlock over any nodes; tests pass fakes.
+func newRedlock(nodes []node, opts ...Option) (*Redlock, error) {
+	cfg := defaultConfig()
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	return &Redlock{nodes: nodes, cfg: cfg, now: time.Now}, nil
+}
+
+// NewMutex returns a mutex for the lock called name. The name is the key
+// used on every node as is: callers namespace their own names. The options
+// override, for this mutex only, those given to [New]. NewMutex does no I/O;
+// it returns an error wrapping [ErrInvalidArgument] for an empty name or an
+// invalid option, and [ErrClosed] after [Redlock.Close].
+func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
+	if name == "" {
+		return nil, invalid("empty mutex name")
+	}
+	cfg := r.cfg
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	r.mu.RLock()
+	closed := r.closed
+	r.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	return &Mutex{r: r, name: name, cfg: cfg}, nil
+}
+
+// Quorum returns how many nodes must agree for a lock to be held: N/2+1.
+func (r *Redlock) Quorum() int { return quorum(len(r.nodes)) }
+
+// Close stops new operations and waits until every goroutine the Redlock
+// started has returned, or until ctx ends, whose error it then returns.
+// Operations return before all their node calls have: a call to a slow or
+// paused node, or the release that follows a failed acquisition, may run on
+// after Lock, Unlock or Extend returned, until it finishes or times out.
+// Close is where a program (or a leak-checking test) waits for them. Locks
+// still held are not released: their keys expire after their TTL. Calls
+// after Close return [ErrClosed]; Close itself may be called again.
+func (r *Redlock) Close(ctx context.Context) error {
+	if ctx == nil {
+		return invalid("nil context")
+	}
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("redlock: close: %w", ctx.Err())
+	}
+}
+
+// track registers n goroutines about to start, unless the Redlock is closed.
+func (r *Redlock) track(n int) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return ErrClosed
+	}
+	r.wg.Add(n)
+	return nil
+}
+
+func isNil(c redis.UniversalClient) bool {
+	if c == nil {
+		return true
+	}
+	v := reflect.ValueOf(c)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
+}
+
+func sameClient(a, b redis.UniversalClient) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
+}

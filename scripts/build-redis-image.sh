@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds a minimal Redis image (FROM scratch) from Debian's redis-server
+# package, so the integration tests need no registry.
+# Usage: scripts/build-redis-image.sh TAG
+set -euo pipefail
+tag="${1:?usage: build-redis-image.sh TAG}"
+
+log() { printf 'build-redis-image: %s\n' "$*" >&2; }
+
+if ! command -v redis-server >/dev/null 2>&1; then
+	if [[ "$(id -u)" != 0 ]]; then
+		log "redis-server is not installed and this is not root: install Debian's redis-server or set REDLOCK_REDIS_IMAGE"
+		exit 1
+	fi
+	log "installing Debian's redis-server"
+	apt-get update -q >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >/dev/null
+fi
+
+ctx="$(mktemp -d)"
+trap 'rm -rf "$ctx"' EXIT
+mkdir -p "$ctx/usr/bin" "$ctx/etc/redis" "$ctx/data" "$ctx/tmp"
+cp -L "$(command -v redis-server)" "$ctx/usr/bin/redis-server"
+cp -L "$(command -v redis-cli)" "$ctx/usr/bin/redis-cli"
+for bin in "$ctx/usr/bin/redis-server" "$ctx/usr/bin/redis-cli"; do
+	ldd "$bin" | grep -o '/[^ ]*' | while read -r lib; do
+		mkdir -p "$ctx$(dirname "$lib")"
+		cp -L "$lib" "$ctx$lib"
+	done
+done
+cat >"$ctx/etc/redis/redis.conf" <<'CONF'
+# Test nodes: no persistence unless a test asks for it on the command line.
+bind 127.0.0.1
+protected-mode no
+daemonize no
+dir /data
+save ""
+appendonly no
+logfile ""
+CONF
+cat >"$ctx/Dockerfile" <<'DOCKER'
+FROM scratch
+COPY . /
+WORKDIR /data
+ENTRYPOINT ["/usr/bin/redis-server", "/etc/redis/redis.conf"]
+DOCKER
+log "building $tag"
+DOCKER_BUILDKIT=0 docker build -q -t "$tag" "$ctx" >&2
