@@ -22,7 +22,9 @@ import (
 // still safe, because the algorithm stops waiting at that deadline itself.
 type node interface {
 	// acquire sets key to token with the given time to live, only if key
-	// does not exist. ok is false, with a nil error, when the key exists.
+	// does not exist. ok is true when key now holds token (set by this
+	// call, or by an earlier try of the same call that a client retried);
+	// ok is false, with a nil error, when key holds another value.
 	acquire(ctx context.Context, key, token string, ttl time.Duration) (ok bool, err error)
 	// release deletes key if it holds token. ok is false when it did not.
 	release(ctx context.Context, key, token string) (ok bool, err error)
@@ -46,17 +48,21 @@ func newRedisNode(c redis.UniversalClient) *redisNode {
 func (n *redisNode) addr() string { return n.address }
 
 func (n *redisNode) acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	// SET key token PX ttl NX, spelled out so that the TTL is always sent in
-	// milliseconds whatever its size.
-	cmd := redis.NewStatusCmd(ctx, "set", key, token, "px", ttl.Milliseconds(), "nx")
+	// SET key token NX GET PX ttl (Redis 7.0 or later). GET makes the answer
+	// tell "absent, now set" (nil) from "already holds this value", so a SET
+	// that go-redis retried after a network error, whose first try was
+	// applied, still counts as granted, and is released if the attempt fails,
+	// instead of passing for "held by another". The TTL is always sent in
+	// milliseconds.
+	cmd := redis.NewStringCmd(ctx, "set", key, token, "nx", "get", "px", ttl.Milliseconds())
 	err := n.client.Process(ctx, cmd)
 	switch {
 	case errors.Is(err, redis.Nil):
-		return false, nil // the key exists: held by another value
+		return true, nil // the key was absent: set to token
 	case err != nil:
 		return false, err
 	}
-	return true, nil
+	return cmd.Val() == token, nil // held: by this token, or by another value
 }
 
 func (n *redisNode) release(ctx context.Context, key, token string) (bool, error) {

@@ -1,0 +1,171 @@
+package redlock
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// These tests drive the go-redis transport in pool.go against in-process
+// servers: miniredis for the commands and scripts, and a listener that never
+// answers for a paused node. Real Redis is exercised in integration/.
+
+func newMiniClients(t *testing.T, n int) ([]*miniredis.Miniredis, []redis.UniversalClient) {
+	t.Helper()
+	servers := make([]*miniredis.Miniredis, n)
+	clients := make([]redis.UniversalClient, n)
+	for i := range n {
+		servers[i] = miniredis.RunT(t)
+		c := redis.NewClient(&redis.Options{Addr: servers[i].Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	return servers, clients
+}
+
+func TestRedisNodeCommands(t *testing.T) {
+	servers, clients := newMiniClients(t, 1)
+	s, n := servers[0], newRedisNode(clients[0])
+	ctx := t.Context()
+	assert.Equal(t, s.Addr(), n.addr())
+
+	ok, err := n.acquire(ctx, "k", "t1", 1500*time.Millisecond)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, 1500*time.Millisecond, s.TTL("k"), "PX in milliseconds")
+	ok, err = n.acquire(ctx, "k", "t2", time.Second)
+	require.NoError(t, err)
+	assert.False(t, ok, "NX: held by another value")
+	ok, err = n.acquire(ctx, "k", "t1", time.Second)
+	require.NoError(t, err)
+	assert.True(t, ok, "a retried SET that was applied counts as granted")
+	assert.Equal(t, 1500*time.Millisecond, s.TTL("k"), "a retry does not re-arm the TTL")
+
+	ok, err = n.extend(ctx, "k", "t2", 5*time.Second)
+	require.NoError(t, err)
+	assert.False(t, ok, "extend with a foreign token")
+	ok, err = n.extend(ctx, "k", "t1", 5*time.Second)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, 5*time.Second, s.TTL("k"))
+
+	ok, err = n.release(ctx, "k", "t2")
+	require.NoError(t, err)
+	assert.False(t, ok, "release with a foreign token")
+	assert.True(t, s.Exists("k"))
+	ok, err = n.release(ctx, "k", "t1")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.False(t, s.Exists("k"))
+
+	ok, err = n.extend(ctx, "k", "t1", 5*time.Second)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	assert.False(t, s.Exists("k"), "extend must never re-create the key")
+
+	require.NoError(t, s.Set("str", "x"))
+	s.HSet("hash", "f", "v")
+	_, err = n.acquire(ctx, "hash", "t1", time.Second)
+	assert.Error(t, err, "a key of another type is a node error")
+	_, err = n.release(ctx, "hash", "t1")
+	assert.Error(t, err, "a script on a key of another type is a node error")
+}
+
+func TestRedisMutexOnMiniredis(t *testing.T) {
+	servers, clients := newMiniClients(t, 3)
+	r, err := New(clients)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
+	m, err := r.NewMutex("orders:1", WithTTL(time.Second))
+	require.NoError(t, err)
+	require.NoError(t, m.Lock(t.Context()))
+	servers[0].Close() // a minority goes down
+	require.NoError(t, m.Extend(t.Context()))
+	require.NoError(t, m.Unlock(t.Context()))
+	require.NoError(t, r.Close(t.Context()))
+	assert.False(t, servers[1].Exists("orders:1"))
+	assert.False(t, servers[2].Exists("orders:1"))
+}
+
+// silentListener accepts connections and never answers, as a paused node
+// does; it closes them all when the test ends.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+// TestNodeTimeoutWithDefaultClientOptions checks that a silent node costs one
+// node timeout even though go-redis, at its default options, applies no
+// context deadline to socket reads (its own read timeout is 3s).
+func TestNodeTimeoutWithDefaultClientOptions(t *testing.T) {
+	testNodeTimeout(t, false)
+}
+
+// With ContextTimeoutEnabled, go-redis also applies the node timeout to the
+// socket, so the abandoned calls end at once as well: what the README
+// recommends for lock clients.
+func TestNodeTimeoutWithContextTimeoutEnabled(t *testing.T) {
+	closed := testNodeTimeout(t, true)
+	assert.Less(t, closed, time.Second, "abandoned calls outlived the node timeout")
+}
+
+func testNodeTimeout(t *testing.T, contextTimeout bool) (closeTook time.Duration) {
+	servers, clients := newMiniClients(t, 2)
+	var silent []redis.UniversalClient
+	for range 3 {
+		c := redis.NewClient(&redis.Options{Addr: silentListener(t), ContextTimeoutEnabled: contextTimeout})
+		t.Cleanup(func() { _ = c.Close() })
+		silent = append(silent, c)
+	}
+	r, err := New(append(clients, silent...), WithNodeTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	m, err := r.NewMutex("k")
+	require.NoError(t, err)
+
+	start := time.Now()
+	err = m.TryLock(t.Context())
+	took := time.Since(start)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorIs(t, err, ErrNodeTimeout)
+	assert.Less(t, took, time.Second, "TryLock waited for the client's 3s read timeout")
+	assert.Len(t, nodeErrs(err), 3)
+	assert.False(t, servers[0].Exists("k"), "the failed attempt was released on a responsive node")
+	// The abandoned calls end at the client's read timeout; Close waits.
+	start = time.Now()
+	require.NoError(t, r.Close(t.Context()))
+	t.Logf("Close waited %v for the abandoned calls", time.Since(start))
+	return time.Since(start)
+}
