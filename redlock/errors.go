@@ -59,3 +59,27 @@ func (e *NodeError) Unwrap() error { return e.Err }
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
+
+// NodeErrors returns every [*NodeError] in err's tree, in the order
+// [errors.Join] holds them: one per node that failed in the operation that
+// returned err. errors.As finds only the first.
+func NodeErrors(err error) []*NodeError {
+	var out []*NodeError
+	var walk func(error)
+	walk = func(err error) {
+		if ne, ok := err.(*NodeError); ok { //nolint:errorlint // walking the tree by hand
+			out = append(out, ne)
+			return
+		}
+		switch u := err.(type) { //nolint:errorlint // walking the tree by hand
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}

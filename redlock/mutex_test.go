@@ -14,29 +14,6 @@ import (
 
 var errBoom = errors.New("fake: boom")
 
-// nodeErrs returns the *NodeError values joined into err.
-func nodeErrs(err error) []*NodeError {
-	var out []*NodeError
-	var walk func(error)
-	walk = func(err error) {
-		var ne *NodeError
-		if errors.As(err, &ne) && err == error(ne) {
-			out = append(out, ne)
-			return
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				walk(e)
-			}
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		}
-	}
-	walk(err)
-	return out
-}
-
 func holders(fs []*fakeNode, key, token string) (n int) {
 	for _, f := range fs {
 		if v, ok := f.get(key); ok && v == token {
@@ -102,7 +79,7 @@ func TestTryLockMajorityHeldElsewhere(t *testing.T) {
 		}
 		err := m.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired)
-		assert.Empty(t, nodeErrs(err), "refusals are not node errors")
+		assert.Empty(t, NodeErrors(err), "refusals are not node errors")
 		assert.True(t, m.Until().IsZero())
 		// Released where it was granted; the other holder's keys untouched.
 		for _, f := range fs[:3] {
@@ -127,7 +104,7 @@ func TestTryLockMajorityFailingReportsEachNode(t *testing.T) {
 		err := m.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired)
 		require.ErrorIs(t, err, errBoom)
-		got := nodeErrs(err)
+		got := NodeErrors(err)
 		require.Len(t, got, 3)
 		idx := []int{got[0].Index, got[1].Index, got[2].Index}
 		assert.ElementsMatch(t, []int{0, 2, 4}, idx)
@@ -168,7 +145,7 @@ func TestTryLockNodeTimeout(t *testing.T) {
 		err := m.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired)
 		assert.Equal(t, 50*time.Millisecond, time.Since(start), "one node timeout, not more")
-		got := nodeErrs(err)
+		got := NodeErrors(err)
 		require.Len(t, got, 3)
 		for _, ne := range got {
 			assert.ErrorIs(t, ne, ErrNodeTimeout)
@@ -365,7 +342,7 @@ func TestUnlockMinorityFailing(t *testing.T) {
 		fs[2].faults(func(n *fakeNode) { n.err = errBoom })
 		err := m.Unlock(t.Context())
 		require.ErrorIs(t, err, ErrNotHeld)
-		assert.Len(t, nodeErrs(err), 3)
+		assert.Len(t, NodeErrors(err), 3)
 	})
 }
 
@@ -391,7 +368,7 @@ func TestExtendNeverRecreates(t *testing.T) {
 		m := newFakeMutex(t, r, "k", WithTTL(time.Second))
 		require.NoError(t, m.Lock(t.Context()))
 		until := m.Until()
-		synctest.Wait() // every node has answered
+		synctest.Wait()            // every node has answered
 		for _, f := range fs[:3] { // the key vanishes early on a majority
 			f.mu.Lock()
 			delete(f.data, "k")

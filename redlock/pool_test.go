@@ -161,7 +161,7 @@ func testNodeTimeout(t *testing.T, contextTimeout bool) (closeTook time.Duration
 	require.ErrorIs(t, err, ErrNotAcquired)
 	assert.ErrorIs(t, err, ErrNodeTimeout)
 	assert.Less(t, took, time.Second, "TryLock waited for the client's 3s read timeout")
-	assert.Len(t, nodeErrs(err), 3)
+	assert.Len(t, NodeErrors(err), 3)
 	assert.False(t, servers[0].Exists("k"), "the failed attempt was released on a responsive node")
 	// The abandoned calls end at the client's read timeout; Close waits.
 	start = time.Now()

@@ -1,0 +1,238 @@
+// Package integration runs the lock against real Redis servers: a harness
+// that starts N Redis nodes in containers (testcontainers-go, host
+// networking on 127.0.0.1) and injects faults into them, and the scenarios
+// in its tests. The demo (cmd/redlock-demo) uses the same harness.
+//
+// The image is $REDLOCK_REDIS_IMAGE, redlock-redis:7 when unset, which
+// scripts/build-redis-image.sh builds from Debian's redis-server package;
+// `make test` and `make demo` prepare the engine and image and set the
+// environment testcontainers needs (scripts/with-redis-env.sh).
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"github.com/redis/go-redis/v9"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+// DefaultImage is the Redis image used when REDLOCK_REDIS_IMAGE is unset.
+const DefaultImage = "redlock-redis:7"
+
+// Image returns the Redis image the harness runs.
+func Image() string {
+	if img := os.Getenv("REDLOCK_REDIS_IMAGE"); img != "" {
+		return img
+	}
+	return DefaultImage
+}
+
+// Cluster is a set of independent Redis nodes, each in its own container
+// listening on its own port of 127.0.0.1. A node keeps its port across
+// stop/start and kill/start. Methods are safe for concurrent use.
+type Cluster struct {
+	docker client.APIClient
+	nodes  []*node
+}
+
+type node struct {
+	mu   sync.Mutex
+	port int
+	ctr  *testcontainers.DockerContainer
+}
+
+// Start starts n Redis nodes in parallel and waits until each answers PING.
+// Each node runs without persistence: a restarted node has forgotten every
+// key. On error, the nodes already started are terminated.
+func Start(ctx context.Context, n int) (*Cluster, error) {
+	provider, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return nil, dockerMissing(err)
+	}
+	c := &Cluster{docker: provider.Client(), nodes: make([]*node, n)}
+	ports, err := freePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		c.nodes[i] = &node{port: ports[i]}
+		wg.Go(func() { errs[i] = c.nodes[i].run(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = c.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	for i := range n {
+		if err := c.waitReady(ctx, i); err != nil {
+			_ = c.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func dockerMissing(err error) error {
+	return fmt.Errorf("integration: no Docker engine (%w); run the tests with `make test`, "+
+		"which installs and starts one as root, or start Docker yourself", err)
+}
+
+func (n *node) run(ctx context.Context) error {
+	ctr, err := testcontainers.Run(ctx, Image(),
+		testcontainers.WithCmd(
+			"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no",
+			"--enable-debug-command", "yes",
+		),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.NetworkMode = "host"
+		}),
+		testcontainers.WithWaitStrategy(wait.ForLog("Ready to accept connections").WithStartupTimeout(30*time.Second)),
+	)
+	n.ctr = ctr
+	if err != nil {
+		return fmt.Errorf("integration: start redis on port %d (image %s): %w", n.port, Image(), err)
+	}
+	return nil
+}
+
+// freePorts asks the kernel for n distinct free ports on 127.0.0.1.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("integration: free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// Len returns the number of nodes.
+func (c *Cluster) Len() int { return len(c.nodes) }
+
+// Addr returns node i's address, host:port on 127.0.0.1.
+func (c *Cluster) Addr(i int) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.nodes[i].port))
+}
+
+// Clients returns one new go-redis client per node, as an independent
+// process would have. opts may be nil; its Addr is replaced. The caller
+// closes them.
+func (c *Cluster) Clients(opts *redis.Options) []redis.UniversalClient {
+	out := make([]redis.UniversalClient, len(c.nodes))
+	for i := range c.nodes {
+		o := &redis.Options{}
+		if opts != nil {
+			*o = *opts
+		}
+		o.Addr = c.Addr(i)
+		out[i] = redis.NewClient(o)
+	}
+	return out
+}
+
+// Kill sends SIGKILL to node i: clients see connection refused at once.
+func (c *Cluster) Kill(ctx context.Context, i int) error {
+	_, err := c.docker.ContainerKill(ctx, c.id(i), client.ContainerKillOptions{Signal: "SIGKILL"})
+	return c.wrap("kill", i, err)
+}
+
+// Stop stops node i gracefully.
+func (c *Cluster) Stop(ctx context.Context, i int) error {
+	n := c.nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	timeout := 5 * time.Second
+	return c.wrap("stop", i, n.ctr.Stop(ctx, &timeout))
+}
+
+// Restart starts node i again, after Kill or Stop, on the same port, and
+// waits until it answers PING. Without persistence it has lost every key.
+func (c *Cluster) Restart(ctx context.Context, i int) error {
+	n := c.nodes[i]
+	n.mu.Lock()
+	err := n.ctr.Start(ctx)
+	n.mu.Unlock()
+	if err != nil {
+		return c.wrap("start", i, err)
+	}
+	return c.waitReady(ctx, i)
+}
+
+// Pause freezes node i (cgroup freezer): connections stay open and
+// commands get no answer, as with a stalled machine.
+func (c *Cluster) Pause(ctx context.Context, i int) error {
+	_, err := c.docker.ContainerPause(ctx, c.id(i), client.ContainerPauseOptions{})
+	return c.wrap("pause", i, err)
+}
+
+// Unpause resumes node i; it then answers the commands queued meanwhile.
+func (c *Cluster) Unpause(ctx context.Context, i int) error {
+	_, err := c.docker.ContainerUnpause(ctx, c.id(i), client.ContainerUnpauseOptions{})
+	return c.wrap("unpause", i, err)
+}
+
+// Close terminates every node's container.
+func (c *Cluster) Close(ctx context.Context) error {
+	var errs []error
+	for i, n := range c.nodes {
+		if n == nil || n.ctr == nil {
+			continue
+		}
+		errs = append(errs, c.wrap("terminate", i, n.ctr.Terminate(ctx, testcontainers.StopTimeout(0))))
+	}
+	return errors.Join(errs...)
+}
+
+// waitReady polls PING on node i until it answers (the log's "Ready" line
+// cannot tell a restart from the first start).
+func (c *Cluster) waitReady(ctx context.Context, i int) error {
+	rc := redis.NewClient(&redis.Options{Addr: c.Addr(i), MaxRetries: -1, DialTimeout: time.Second})
+	defer func() { _ = rc.Close() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := rc.Ping(ctx).Err()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return c.wrap("wait for PING", i, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) id(i int) string {
+	n := c.nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ctr.GetContainerID()
+}
+
+func (c *Cluster) wrap(op string, i int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("integration: %s node %d (%s): %w", op, i, c.Addr(i), err)
+}

@@ -1,0 +1,113 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
+		// Without it testcontainers dials the default gateway on machines
+		// where it believes it runs in a container. Never skip: say how.
+		println("integration: TESTCONTAINERS_HOST_OVERRIDE is unset; run these tests with `make test` " +
+			"(or through scripts/with-redis-env.sh), which prepares Docker, the Redis image and the environment")
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m,
+		// The Docker client's HTTP keep-alive connections outlive the tests
+		// by design; they belong to testcontainers' shared provider.
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("github.com/testcontainers/testcontainers-go.(*Reaper).connect.func1"),
+	)
+}
+
+// startCluster starts n Redis nodes for one test and terminates them after.
+func startCluster(t *testing.T, n int) *Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, n)
+	require.NoError(t, err, "start %d Redis nodes", n)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, c.Close(ctx))
+	})
+	return c
+}
+
+// newRedlock returns a Redlock with its own clients (as a separate process
+// would have, at go-redis' default options), closed after the test.
+func newRedlock(t *testing.T, c *Cluster, opts ...redlock.Option) *redlock.Redlock {
+	t.Helper()
+	clients := c.Clients(nil)
+	rl, err := redlock.New(clients, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, rl.Close(ctx), "background node calls did not finish")
+		for _, cl := range clients {
+			_ = cl.Close()
+		}
+	})
+	return rl
+}
+
+func newMutex(t *testing.T, rl *redlock.Redlock, name string, opts ...redlock.Option) *redlock.Mutex {
+	t.Helper()
+	m, err := rl.NewMutex(name, opts...)
+	require.NoError(t, err)
+	return m
+}
+
+// inspector returns direct clients to every node, for reading and planting
+// keys behind the lock's back.
+func inspector(t *testing.T, c *Cluster) []*redis.Client {
+	t.Helper()
+	out := make([]*redis.Client, c.Len())
+	for i := range out {
+		out[i] = redis.NewClient(&redis.Options{Addr: c.Addr(i), MaxRetries: -1})
+		cl := out[i]
+		t.Cleanup(func() { _ = cl.Close() })
+	}
+	return out
+}
+
+// values returns key's value on every node ("" where absent; "<down>" where
+// the node does not answer).
+func values(t *testing.T, nodes []*redis.Client, key string) []string {
+	t.Helper()
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		v, err := n.Get(ctx, key).Result()
+		cancel()
+		switch {
+		case err == redis.Nil:
+			out[i] = ""
+		case err != nil:
+			out[i] = "<down>"
+		default:
+			out[i] = v
+		}
+	}
+	return out
+}
+
+func indexes(errs []*redlock.NodeError) []int {
+	out := make([]int, len(errs))
+	for i, e := range errs {
+		out[i] = e.Index
+	}
+	return out
+}
