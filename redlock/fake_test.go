@@ -14,10 +14,12 @@ type fakeNode struct {
 
 	mu      sync.Mutex
 	data    map[string]fakeEntry
-	delay   time.Duration // before each call is applied
-	err     error         // every call fails with it, without effect
-	lose    bool          // calls take effect but the reply is lost
-	hang    chan struct{} // calls block until it is closed, then apply
+	delay   time.Duration            // before each call is applied
+	err     error                    // every call fails with it, without effect
+	lose    bool                     // calls take effect but the reply is lost
+	hang    chan struct{}            // calls block until it is closed, then apply
+	ctxHang bool                     // calls block until ctx ends, and fail with its error
+	opDelay map[string]time.Duration // extra delay of one kind of call
 	calls   map[string]int
 	applied []string // ops applied, in order: "acquire token", ...
 }
@@ -69,8 +71,12 @@ func (n *fakeNode) count(op string) int {
 func (n *fakeNode) do(ctx context.Context, op, key string, apply func() bool) (bool, error) {
 	n.mu.Lock()
 	n.calls[op]++
-	delay, err, lose, hang := n.delay, n.err, n.lose, n.hang
+	delay, err, lose, hang, ctxHang := n.delay+n.opDelay[op], n.err, n.lose, n.hang, n.ctxHang
 	n.mu.Unlock()
+	if ctxHang {
+		<-ctx.Done()
+		return false, ctx.Err()
+	}
 	if delay > 0 {
 		time.Sleep(delay)
 	}

@@ -28,9 +28,9 @@ type Mutex struct {
 	name string
 	cfg  config
 
-	mu    sync.Mutex // guards token and until
-	token string     // this acquisition's random value; "" when not held
-	until time.Time  // end of its validity window (monotonic)
+	mu    sync.Mutex  // guards token and held
+	token string      // this acquisition's random value; "" when not held
+	held  acquisition // its validity and per-node state
 }
 
 // Name returns the lock's name, which is its key on every node.
@@ -51,7 +51,13 @@ func (m *Mutex) Lock(ctx context.Context) error {
 	}
 	for attempt := 1; ; attempt++ {
 		err := m.TryLock(ctx)
-		if err == nil || !errors.Is(err, ErrNotAcquired) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, ErrNotAcquired) {
+			return err
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			if !errors.Is(err, ctxErr) {
+				err = errors.Join(err, ctxErr)
+			}
 			return err
 		}
 		if m.cfg.tries > 0 && attempt >= m.cfg.tries {
@@ -103,12 +109,12 @@ func (m *Mutex) TryLock(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("%w: token", ErrNotAcquired), err)
 	}
 	token := id.String()
-	until, err := m.r.acquire(ctx, m.name, token, &m.cfg)
+	a, err := m.r.acquire(ctx, m.name, token, &m.cfg)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
-	m.token, m.until = token, until
+	m.token, m.held = token, a
 	m.mu.Unlock()
 	return nil
 }
@@ -130,13 +136,13 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		return invalid("nil context")
 	}
 	m.mu.Lock()
-	token := m.token
-	m.token, m.until = "", time.Time{}
+	token, a := m.token, m.held
+	m.token, m.held = "", acquisition{}
 	m.mu.Unlock()
 	if token == "" {
 		return fmt.Errorf("%w: not locked", ErrNotHeld)
 	}
-	return m.r.release(ctx, m.name, token, &m.cfg)
+	return m.r.release(ctx, m.name, token, a, &m.cfg)
 }
 
 // Extend re-arms the lock's full TTL on every node that still holds this
@@ -153,16 +159,16 @@ func (m *Mutex) Extend(ctx context.Context) error {
 		return invalid("nil context")
 	}
 	m.mu.Lock()
-	token, until := m.token, m.until
+	token, a := m.token, m.held
 	m.mu.Unlock()
 	if token == "" {
 		return fmt.Errorf("%w: not locked", ErrNotHeld)
 	}
 	start := m.r.now()
-	if !start.Before(until) {
-		return fmt.Errorf("%w: validity ran out %v ago", ErrNotHeld, start.Sub(until))
+	if !start.Before(a.until) {
+		return fmt.Errorf("%w: validity ran out %v ago", ErrNotHeld, start.Sub(a.until))
 	}
-	if err := m.r.extend(ctx, m.name, token, &m.cfg); err != nil {
+	if err := m.r.extend(ctx, m.name, token, a, &m.cfg); err != nil {
 		return err
 	}
 	next := validUntil(start, m.cfg.ttl, m.cfg.driftFactor)
@@ -174,7 +180,7 @@ func (m *Mutex) Extend(ctx context.Context) error {
 	if m.token != token {
 		return fmt.Errorf("%w: unlocked during extend", ErrNotHeld)
 	}
-	m.until = next
+	m.held.until = next
 	return nil
 }
 
@@ -187,5 +193,5 @@ func (m *Mutex) Extend(ctx context.Context) error {
 func (m *Mutex) Until() time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.until
+	return m.held.until
 }

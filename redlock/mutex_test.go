@@ -3,7 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -76,6 +79,7 @@ func TestTryLockMajorityHeldElsewhere(t *testing.T) {
 		m := newFakeMutex(t, r, "k")
 		for _, f := range fs[:3] {
 			f.set("k", "other", time.Minute)
+			f.faults(func(n *fakeNode) { n.delay = time.Millisecond }) // 3 and 4 grant first
 		}
 		err := m.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired)
@@ -114,6 +118,36 @@ func TestTryLockMajorityFailingReportsEachNode(t *testing.T) {
 		assert.Zero(t, keyOn(fs, "k"), "a failed attempt left a token behind")
 		assert.Equal(t, 1, fs[2].count("release"), "the node whose reply was lost must be released")
 	})
+}
+
+func TestTryLockDoesNotWaitForUndoOnFailedNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k")
+		for _, f := range fs[:3] {
+			f.set("k", "other", time.Minute)
+		}
+		fs[4].faults(func(n *fakeNode) {
+			n.lose = true // applied, then failed: must be undone...
+			n.opDelay = map[string]time.Duration{"release": 80 * time.Millisecond}
+		})
+		start := time.Now()
+		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
+		assert.Zero(t, time.Since(start), "...but the caller does not wait for a failed node")
+		time.Sleep(time.Second)
+		assert.Zero(t, keyOn(fs[3:], "k"))
+		assert.Equal(t, 1, fs[4].count("release"))
+	})
+}
+
+func TestUnsent(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	read := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	assert.True(t, unsent(dial))
+	assert.True(t, unsent(fmt.Errorf("pool: %w", dial)))
+	assert.False(t, unsent(read), "a read error may follow an applied write")
+	assert.False(t, unsent(ErrNodeTimeout))
+	assert.False(t, unsent(errBoom))
 }
 
 func TestTryLockDecidesAtQuorum(t *testing.T) {
@@ -163,6 +197,45 @@ func TestTryLockNodeTimeout(t *testing.T) {
 		for _, f := range fs[2:] {
 			assert.Equal(t, []string{"acquire", "release"}, f.applied, "release must follow the SET it undoes")
 		}
+	})
+}
+
+func TestTryLockNodeTimeoutIsNotTheCallersDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3, WithNodeTimeout(50*time.Millisecond))
+		m := newFakeMutex(t, r, "k")
+		for _, f := range fs[1:] {
+			// A client that honours context deadlines fails with the
+			// node call's own context error.
+			f.faults(func(n *fakeNode) { n.ctxHang = true })
+		}
+		err := m.TryLock(t.Context())
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.Len(t, NodeErrors(err), 2)
+		for _, ne := range NodeErrors(err) {
+			assert.ErrorIs(t, ne, ErrNodeTimeout)
+		}
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "only the caller's own deadline may surface as DeadlineExceeded")
+	})
+}
+
+func TestCallNodeMapsItsOwnDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeNode("n")
+		f.faults(func(n *fakeNode) { n.ctxHang = true })
+		_, err := callNode(t.Context(), 10*time.Millisecond, f, func(ctx context.Context, n node) (bool, error) {
+			return n.acquire(ctx, "k", "t", time.Second)
+		})
+		assert.ErrorIs(t, err, ErrNodeTimeout)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "deadline exceeded", "the original cause stays in the message")
+
+		f.faults(func(n *fakeNode) { n.ctxHang, n.err = false, errBoom })
+		_, err = callNode(t.Context(), 10*time.Millisecond, f, func(ctx context.Context, n node) (bool, error) {
+			return n.acquire(ctx, "k", "t", time.Second)
+		})
+		assert.ErrorIs(t, err, errBoom, "errors before the deadline pass through")
+		assert.NotErrorIs(t, err, ErrNodeTimeout)
 	})
 }
 
@@ -307,6 +380,28 @@ func TestUnlock(t *testing.T) {
 		synctest.Wait()
 		assert.Zero(t, keyOn(fs, "k"))
 		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld, "already unlocked")
+	})
+}
+
+func TestUnlockWaitsForStragglingSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k")
+		fs[3].faults(func(n *fakeNode) { n.delay = 30 * time.Millisecond })
+		fs[4].faults(func(n *fakeNode) { n.delay = 60 * time.Millisecond })
+		require.NoError(t, m.TryLock(t.Context())) // decided by nodes 0-2
+		for _, f := range fs[3:] {                 // the releases would be fast: only the SETs are slow
+			f.faults(func(n *fakeNode) { n.delay = 0 })
+		}
+		start := time.Now()
+		require.NoError(t, m.Unlock(t.Context()))
+		assert.Zero(t, time.Since(start), "Unlock waits for the quorum, not for the stragglers")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Zero(t, keyOn(fs, "k"), "a release overtook a late SET and left its key behind")
+		for _, f := range fs[3:] {
+			assert.Equal(t, []string{"acquire", "release"}, f.applied, f.name)
+		}
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -73,6 +74,14 @@ func (n *redisNode) release(ctx context.Context, key, token string) (bool, error
 func (n *redisNode) extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	v, err := scripts.Extend.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int64()
 	return v == 1, err
+}
+
+// unsent reports whether err proves that the command never reached the
+// node, so that it cannot have taken effect: the connection could not be
+// dialled. Any other error leaves the outcome unknown.
+func unsent(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "dial"
 }
 
 // clientAddr names a client's server for errors and duplicate checks.

@@ -16,38 +16,52 @@ import (
 // quorum(n) nodes intersect, so two holders can never both have a quorum.
 func quorum(n int) int { return n/2 + 1 }
 
+// acquisition is what a successful acquire leaves for later calls on the
+// same token.
+type acquisition struct {
+	until time.Time
+	// settled[i] is closed once node i's SET has returned. Release and
+	// extend on node i wait for it: sent on another connection while the
+	// SET is still in flight, a release could reach the node first, find
+	// nothing, and leave the late SET's key behind until its TTL.
+	settled []chan struct{}
+}
+
 // acquire makes one attempt to take key on a quorum with a fresh token.
 //
 //  1. Note the start on the monotonic clock.
-//  2. Send SET key token PX ttl NX to every node at once, each bounded by the
+//  2. Send SET key token NX PX ttl to every node at once, each bounded by the
 //     node timeout.
 //  3. Decide as soon as a quorum granted or can no longer grant.
 //  4. Succeed only with a quorum AND validity left: the window ends at
 //     start + ttl - drift, whatever the attempt cost.
 //  5. Otherwise release on every node that did not answer "held by another
 //     value": a node that failed or timed out may have applied the SET and
-//     lost its reply. A node still busy with the SET is released right after
-//     it answers, so the release cannot overtake the SET it undoes.
+//     lost its reply (only a SET that was surely never sent, such as one
+//     whose connection could not be dialled, is not undone). A node still
+//     busy with the SET is released right after it answers, so the release
+//     cannot overtake the SET it undoes.
 //
-// On failure the caller waits for the releases of nodes that had answered
-// (bounded by the node timeout), so a failed attempt leaves no token behind
-// on a responsive node once it returns; when ctx has ended it returns at
-// once and the releases finish in the background. Releases never use the
+// On failure the caller waits for the releases of the nodes that had
+// granted when the outcome was decided (bounded by the node timeout), so
+// those hold no token of the attempt once it returns; releases on nodes that
+// failed or had not answered, and all of them when ctx has ended, finish in
+// the background. Releases never use the
 // caller's cancellation: cleanup must happen even after ctx is done.
-func (r *Redlock) acquire(ctx context.Context, key, token string, cfg *config) (time.Time, error) {
+func (r *Redlock) acquire(ctx context.Context, key, token string, cfg *config) (acquisition, error) {
 	start := r.now()
-	f, err := r.fanOut(ctx, cfg.nodeTimeout,
+	f, err := r.fanOut(ctx, cfg.nodeTimeout, nil,
 		func(ctx context.Context, n node) (bool, error) { return n.acquire(ctx, key, token, cfg.ttl) },
 		func(ctx context.Context, n node) { _, _ = n.release(ctx, key, token) },
 	)
 	if err != nil {
-		return time.Time{}, err
+		return acquisition{}, err
 	}
 	t := f.wait(ctx)
 	until := validUntil(start, cfg.ttl, cfg.driftFactor)
 	if t.won() && r.now().Before(until) {
 		f.decide(false)
-		return until, nil
+		return acquisition{until: until, settled: f.settled}, nil
 	}
 	f.decide(true)
 	if ctx.Err() == nil {
@@ -57,14 +71,14 @@ func (r *Redlock) acquire(ctx context.Context, key, token string, cfg *config) (
 	if t.won() {
 		reason = fmt.Sprintf("quorum granted after %v, no validity left of ttl %v", r.now().Sub(start), cfg.ttl)
 	}
-	return time.Time{}, t.err(ErrNotAcquired, reason)
+	return acquisition{}, t.err(ErrNotAcquired, reason)
 }
 
-// release runs the release script for token on every node and reports
-// whether a quorum still held it. Nodes that have not answered when the
-// outcome is certain finish in the background.
-func (r *Redlock) release(ctx context.Context, key, token string, cfg *config) error {
-	f, err := r.fanOut(ctx, cfg.nodeTimeout,
+// release runs the release script for an acquisition's token on every node
+// and reports whether a quorum still held it. Nodes that have not answered
+// when the outcome is certain finish in the background.
+func (r *Redlock) release(ctx context.Context, key, token string, a acquisition, cfg *config) error {
+	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
 		func(ctx context.Context, n node) (bool, error) { return n.release(ctx, key, token) }, nil)
 	if err != nil {
 		return err
@@ -76,10 +90,10 @@ func (r *Redlock) release(ctx context.Context, key, token string, cfg *config) e
 	return t.err(ErrNotHeld, fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum))
 }
 
-// extend runs the extend script for token on every node and reports whether
-// a quorum still held it and re-armed its TTL.
-func (r *Redlock) extend(ctx context.Context, key, token string, cfg *config) error {
-	f, err := r.fanOut(ctx, cfg.nodeTimeout,
+// extend runs the extend script for an acquisition's token on every node and
+// reports whether a quorum still held it and re-armed its TTL.
+func (r *Redlock) extend(ctx context.Context, key, token string, a acquisition, cfg *config) error {
+	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
 		func(ctx context.Context, n node) (bool, error) { return n.extend(ctx, key, token, cfg.ttl) }, nil)
 	if err != nil {
 		return err
@@ -108,19 +122,21 @@ type vote struct {
 type fanout struct {
 	r       *Redlock
 	timeout time.Duration
-	votes   chan vote     // one per node, buffered: senders never block
-	decided chan struct{} // closed by decide
-	undo    bool          // written before decided is closed
-	undone  chan int      // nodes whose undo step finished, buffered
-	replied []bool        // per node: its reply arrived before the decision
+	votes   chan vote       // one per node, buffered: senders never block
+	decided chan struct{}   // closed by decide
+	undo    bool            // written before decided is closed
+	undone  chan int        // nodes whose undo step finished, buffered
+	granted []bool          // per node: it said yes before the decision
+	settled []chan struct{} // per node: closed when its op has returned
 }
 
-// fanOut starts op on every node, each in its own goroutine with a context
-// that keeps ctx's values but not its cancellation, bounded by timeout. If
-// undo is not nil, each goroutine waits for the decision after its op and,
-// when decide(true) is called and its node did not answer no, runs undo with
-// a fresh timeout.
-func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, op nodeOp, undo func(context.Context, node)) (*fanout, error) {
+// fanOut starts op on every node, each in its own goroutine. Node i's op
+// starts once after[i] is closed (after may be nil) and gets a context that
+// keeps ctx's values but not its cancellation, bounded by timeout. If undo
+// is not nil, each goroutine waits for the decision after its op and, when
+// decide(true) is called and its node did not answer no, runs undo with a
+// fresh timeout.
+func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []chan struct{}, op nodeOp, undo func(context.Context, node)) (*fanout, error) {
 	n := len(r.nodes)
 	f := &fanout{
 		r:       r,
@@ -128,25 +144,28 @@ func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, op nodeOp, 
 		votes:   make(chan vote, n),
 		decided: make(chan struct{}),
 		undone:  make(chan int, n),
-		replied: make([]bool, n),
+		granted: make([]bool, n),
+		settled: make([]chan struct{}, n),
 	}
 	if err := r.track(n); err != nil {
 		return nil, err
 	}
 	detached := context.WithoutCancel(ctx)
-	deadline := time.Now().Add(timeout)
 	for i, nd := range r.nodes {
+		f.settled[i] = make(chan struct{})
 		go func() {
 			defer r.wg.Done()
-			opCtx, cancel := context.WithDeadline(detached, deadline)
-			ok, err := op(opCtx, nd)
-			cancel()
+			if after != nil {
+				<-after[i]
+			}
+			ok, err := callNode(detached, timeout, nd, op)
+			close(f.settled[i])
 			f.votes <- vote{node: i, ok: ok, err: err}
 			if undo == nil {
 				return
 			}
 			<-f.decided
-			if f.undo && (err != nil || ok) {
+			if f.undo && (ok || (err != nil && !unsent(err))) {
 				uctx, ucancel := context.WithTimeout(detached, timeout)
 				undo(uctx, nd)
 				ucancel()
@@ -157,17 +176,30 @@ func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, op nodeOp, 
 	return f, nil
 }
 
+// callNode runs op on one node with a context bounded by timeout.
+func callNode(ctx context.Context, timeout time.Duration, n node, op nodeOp) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ok, err := op(ctx, n)
+	if err != nil && ctx.Err() != nil {
+		// The node timeout passed: say so, and keep this context's error
+		// out of the chain, where it would pass for the caller's deadline.
+		err = fmt.Errorf("%w (%v)", ErrNodeTimeout, err)
+	}
+	return ok, err
+}
+
 // wait collects votes until the outcome is certain: a quorum said yes, a
 // quorum can no longer say yes, the node timeout passed (every node still
 // silent then counts as failed with ErrNodeTimeout), or ctx ended.
 func (f *fanout) wait(ctx context.Context) *tally {
-	t := newTally(len(f.replied))
+	t := newTally(len(f.granted))
 	timer := time.NewTimer(f.timeout)
 	defer timer.Stop()
 	for !t.decided() {
 		select {
 		case v := <-f.votes:
-			f.replied[v.node] = true
+			f.granted[v.node] = v.ok && v.err == nil
 			t.add(v.node, v.ok, f.nodeErr(v.node, v.err))
 		case <-timer.C:
 			for i, a := range t.answers {
@@ -201,11 +233,13 @@ func (f *fanout) decide(undo bool) {
 }
 
 // waitUndone waits, at most timeout, for the undo steps of the nodes that
-// had replied when the outcome was decided.
+// had said yes when the outcome was decided: responsive nodes that surely
+// hold the token. Nodes that failed are undone in the background: they may
+// be slow or down, and the caller should not wait for them.
 func (f *fanout) waitUndone(timeout time.Duration) {
 	left := 0
-	for _, r := range f.replied {
-		if r {
+	for _, g := range f.granted {
+		if g {
 			left++
 		}
 	}
@@ -217,7 +251,7 @@ func (f *fanout) waitUndone(timeout time.Duration) {
 	for left > 0 {
 		select {
 		case i := <-f.undone:
-			if f.replied[i] {
+			if f.granted[i] {
 				left--
 			}
 		case <-timer.C:

@@ -1,0 +1,292 @@
+// Command redlock-demo shows the lock at work on five real Redis nodes:
+// several workers, each with its own clients as separate processes would
+// have, compete for one lock to update a shared counter with a deliberately
+// non-atomic read-sleep-write. Midway two nodes are killed (the lock keeps
+// working on the remaining majority), then a third (no majority is left and
+// every attempt fails, reporting the dead nodes). At the end it prints the
+// acquisitions, failures by cause, lock latency percentiles, and checks that
+// no update was lost and no two holders overlapped.
+//
+// Run it with `make demo`, which prepares Docker and the Redis image.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+
+	"github.com/redlock-go/redlock/integration"
+	"github.com/redlock-go/redlock/redlock"
+)
+
+func main() {
+	workers := flag.Int("workers", 6, "competing workers, each with its own clients")
+	phase := flag.Duration("phase", 3*time.Second, "length of each phase")
+	flag.Parse()
+	// The demo prints its own account; keep the libraries' logs (go-redis
+	// reports every refused dial to a killed node) out of it.
+	redis.SetLogger(quiet{})
+	tclog.SetDefault(tclog.NewNoopLogger())
+	if err := run(*workers, *phase); err != nil {
+		fmt.Fprintln(os.Stderr, "redlock-demo:", err)
+		os.Exit(1)
+	}
+}
+
+// stats is what the workers report, per phase.
+type stats struct {
+	mu        sync.Mutex
+	acquired  int
+	latencies []time.Duration
+	failures  map[string]int
+}
+
+func (s *stats) ok(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acquired++
+	s.latencies = append(s.latencies, d)
+}
+
+func (s *stats) fail(cause string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures[cause]++
+}
+
+type window struct{ start, end time.Time }
+
+func run(workers int, phaseLen time.Duration) error {
+	ctx := context.Background()
+	fmt.Println("starting 5 Redis nodes in containers (image " + integration.Image() + ")")
+	cluster, err := integration.Start(ctx, 5)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := cluster.Close(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "redlock-demo: stopping nodes:", err)
+		}
+	}()
+	for i := range cluster.Len() {
+		fmt.Printf("  node %d at %s\n", i, cluster.Addr(i))
+	}
+
+	phases := []string{"all 5 nodes up", "nodes 1 and 3 killed (3 of 5 left)", "node 4 killed too (2 of 5 left: no majority)"}
+	perPhase := make([]*stats, len(phases))
+	for i := range perPhase {
+		perPhase[i] = &stats{failures: map[string]int{}}
+	}
+	var current atomic.Int32
+
+	var (
+		counter  int64 // guarded by the distributed lock only
+		windowMu sync.Mutex
+		windows  []window
+		wg       sync.WaitGroup
+		stop     = make(chan struct{})
+	)
+	for range workers {
+		clients := cluster.Clients(nil)
+		rl, err := redlock.New(clients, redlock.WithTTL(2*time.Second))
+		if err != nil {
+			return err
+		}
+		mu, err := rl.NewMutex("demo:counter", redlock.WithRetryDelay(2*time.Millisecond, 50*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			defer func() {
+				closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_ = rl.Close(closeCtx)
+				for _, c := range clients {
+					_ = c.Close()
+				}
+			}()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				st := perPhase[current.Load()]
+				lockCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+				start := time.Now()
+				err := mu.Lock(lockCtx)
+				cancel()
+				if err != nil {
+					st.fail(cause(err))
+					continue
+				}
+				st.ok(time.Since(start))
+				held := time.Now()
+				v := counter
+				time.Sleep(3 * time.Millisecond)
+				counter = v + 1
+				end := time.Now()
+				if u := mu.Until(); u.Before(end) {
+					end = u
+				}
+				windowMu.Lock()
+				windows = append(windows, window{held, end})
+				windowMu.Unlock()
+				if err := mu.Unlock(ctx); err != nil {
+					st.fail("unlock: " + cause(err))
+				}
+			}
+		})
+	}
+
+	report := func(p int) {
+		st := perPhase[p]
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		fmt.Printf("  acquisitions %d, failures %d, lock latency %s\n", st.acquired, total(st.failures), percentiles(st.latencies))
+	}
+	for p, name := range phases {
+		switch p {
+		case 1:
+			fmt.Println("killing nodes 1 and 3")
+			must(cluster.Kill(ctx, 1))
+			must(cluster.Kill(ctx, 3))
+		case 2:
+			fmt.Println("killing node 4")
+			must(cluster.Kill(ctx, 4))
+		}
+		current.Store(int32(p))
+		fmt.Printf("phase %d: %s\n", p+1, name)
+		deadline := time.Now().Add(phaseLen)
+		for time.Now().Before(deadline) {
+			time.Sleep(time.Second)
+			report(p)
+		}
+	}
+	close(stop)
+	wg.Wait()
+
+	fmt.Println()
+	fmt.Println("summary")
+	acquisitions := 0
+	for p, name := range phases {
+		st := perPhase[p]
+		acquisitions += st.acquired
+		fmt.Printf("  phase %d (%s)\n", p+1, name)
+		fmt.Printf("    acquisitions: %d\n", st.acquired)
+		fmt.Printf("    lock latency: %s\n", percentiles(st.latencies))
+		fmt.Printf("    failures:     %d\n", total(st.failures))
+		causes := make([]string, 0, len(st.failures))
+		for c := range st.failures {
+			causes = append(causes, c)
+		}
+		sort.Strings(causes)
+		for _, c := range causes {
+			fmt.Printf("      %5d  %s\n", st.failures[c], c)
+		}
+	}
+	overlapping := countOverlaps(windows)
+	fmt.Printf("  counter %d after %d acquisitions: ", counter, acquisitions)
+	if counter == int64(acquisitions) {
+		fmt.Println("no update lost")
+	} else {
+		fmt.Printf("%d updates LOST\n", int64(acquisitions)-counter)
+	}
+	fmt.Printf("  overlapping holders: %d\n", overlapping)
+	if counter != int64(acquisitions) || overlapping != 0 {
+		return errors.New("mutual exclusion violated")
+	}
+	if perPhase[1].acquired == 0 {
+		return errors.New("no acquisition with a minority down")
+	}
+	return nil
+}
+
+// cause names why a Lock or Unlock failed, for the tally. Lock gives up when
+// its context ends; the last attempt's node errors tell whether the nodes
+// were failing (more than the two of five a lock survives) or the lock was
+// simply busy.
+func cause(err error) string {
+	nodeErrs := redlock.NodeErrors(err)
+	if len(nodeErrs) > 2 {
+		kinds := map[string]int{}
+		for _, ne := range nodeErrs {
+			switch {
+			case errors.Is(ne, syscall.ECONNREFUSED):
+				kinds["connection refused"]++
+			case errors.Is(ne, redlock.ErrNodeTimeout):
+				kinds["node timeout"]++
+			default:
+				kinds[ne.Err.Error()]++
+			}
+		}
+		parts := make([]string, 0, len(kinds))
+		for k, n := range kinds {
+			parts = append(parts, fmt.Sprintf("%d× %s", n, k))
+		}
+		sort.Strings(parts)
+		return "no quorum, nodes failing: " + strings.Join(parts, ", ")
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && errors.Is(err, redlock.ErrNotAcquired):
+		return "gave up after 500ms: lock busy"
+	case errors.Is(err, redlock.ErrNotHeld):
+		return "not held"
+	}
+	return err.Error()
+}
+
+func percentiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "n/a"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) time.Duration { return s[int(q*float64(len(s)-1))].Round(10 * time.Microsecond) }
+	return fmt.Sprintf("p50 %v, p90 %v, p99 %v, max %v", at(0.5), at(0.9), at(0.99), s[len(s)-1].Round(10*time.Microsecond))
+}
+
+func total(m map[string]int) (n int) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// countOverlaps counts pairs of consecutive windows (by start) that overlap.
+func countOverlaps(ws []window) (n int) {
+	slices.SortFunc(ws, func(a, b window) int { return a.start.Compare(b.start) })
+	var latest time.Time
+	for i, w := range ws {
+		if i > 0 && w.start.Before(latest) {
+			n++
+		}
+		if w.end.After(latest) {
+			latest = w.end
+		}
+	}
+	return n
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "redlock-demo:", err)
+		os.Exit(1)
+	}
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
