@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sort"
@@ -99,12 +100,16 @@ func run(workers int, phaseLen time.Duration) error {
 		stop     = make(chan struct{})
 	)
 	for range workers {
-		clients := cluster.Clients(nil)
+		// The client options the README recommends for lock clients: the
+		// node timeout also bounds socket reads, and a dead node fails at
+		// once instead of after go-redis' command and dial retries (the
+		// quorum already copes with a failed node).
+		clients := cluster.Clients(&redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 		rl, err := redlock.New(clients, redlock.WithTTL(2*time.Second))
 		if err != nil {
 			return err
 		}
-		mu, err := rl.NewMutex("demo:counter", redlock.WithRetryDelay(2*time.Millisecond, 50*time.Millisecond))
+		mu, err := rl.NewMutex("demo:counter")
 		if err != nil {
 			return err
 		}
@@ -124,12 +129,14 @@ func run(workers int, phaseLen time.Duration) error {
 				default:
 				}
 				st := perPhase[current.Load()]
-				lockCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+				// One attempt at a time (TryLock), so that every failed
+				// attempt is counted with its cause; Lock does the same loop
+				// with a randomised back-off.
 				start := time.Now()
-				err := mu.Lock(lockCtx)
-				cancel()
+				err := mu.TryLock(ctx)
 				if err != nil {
 					st.fail(cause(err))
+					time.Sleep(time.Duration(2+rand.IntN(20)) * time.Millisecond)
 					continue
 				}
 				st.ok(time.Since(start))
@@ -158,6 +165,7 @@ func run(workers int, phaseLen time.Duration) error {
 		fmt.Printf("  acquisitions %d, failures %d, lock latency %s\n", st.acquired, total(st.failures), percentiles(st.latencies))
 	}
 	for p, name := range phases {
+		current.Store(int32(p))
 		switch p {
 		case 1:
 			fmt.Println("killing nodes 1 and 3")
@@ -167,7 +175,6 @@ func run(workers int, phaseLen time.Duration) error {
 			fmt.Println("killing node 4")
 			must(cluster.Kill(ctx, 4))
 		}
-		current.Store(int32(p))
 		fmt.Printf("phase %d: %s\n", p+1, name)
 		deadline := time.Now().Add(phaseLen)
 		for time.Now().Before(deadline) {
@@ -214,36 +221,38 @@ func run(workers int, phaseLen time.Duration) error {
 	return nil
 }
 
-// cause names why a Lock or Unlock failed, for the tally. Lock gives up when
-// its context ends; the last attempt's node errors tell whether the nodes
-// were failing (more than the two of five a lock survives) or the lock was
-// simply busy.
+// cause names why an attempt failed, for the tally: too many nodes failing
+// for a quorum (a lock survives two failed nodes of five), or the lock held
+// by another worker, or split between contenders, on the nodes that answered.
 func cause(err error) string {
 	nodeErrs := redlock.NodeErrors(err)
-	if len(nodeErrs) > 2 {
-		kinds := map[string]int{}
-		for _, ne := range nodeErrs {
-			switch {
-			case errors.Is(ne, syscall.ECONNREFUSED):
-				kinds["connection refused"]++
-			case errors.Is(ne, redlock.ErrNodeTimeout):
-				kinds["node timeout"]++
-			default:
-				kinds[ne.Err.Error()]++
-			}
+	kinds := map[string]int{}
+	for _, ne := range nodeErrs {
+		switch {
+		case errors.Is(ne, syscall.ECONNREFUSED):
+			kinds["connection refused"]++
+		case errors.Is(ne, redlock.ErrNodeTimeout):
+			kinds["node timeout"]++
+		default:
+			kinds[ne.Err.Error()]++
 		}
-		parts := make([]string, 0, len(kinds))
-		for k, n := range kinds {
-			parts = append(parts, fmt.Sprintf("%d× %s", n, k))
-		}
-		sort.Strings(parts)
-		return "no quorum, nodes failing: " + strings.Join(parts, ", ")
+	}
+	parts := make([]string, 0, len(kinds))
+	for k, n := range kinds {
+		parts = append(parts, fmt.Sprintf("%d× %s", n, k))
+	}
+	sort.Strings(parts)
+	failing := ""
+	if len(parts) > 0 {
+		failing = " (node errors: " + strings.Join(parts, ", ") + ")"
 	}
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) && errors.Is(err, redlock.ErrNotAcquired):
-		return "gave up after 500ms: lock busy"
+	case len(nodeErrs) > 2:
+		return "no quorum possible" + failing
+	case errors.Is(err, redlock.ErrNotAcquired):
+		return "held by another worker, or split between contenders" + failing
 	case errors.Is(err, redlock.ErrNotHeld):
-		return "not held"
+		return "not held" + failing
 	}
 	return err.Error()
 }
