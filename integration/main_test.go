@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -93,7 +94,7 @@ func values(t *testing.T, nodes []*redis.Client, key string) []string {
 		v, err := n.Get(ctx, key).Result()
 		cancel()
 		switch {
-		case err == redis.Nil:
+		case errors.Is(err, redis.Nil):
 			out[i] = ""
 		case err != nil:
 			out[i] = "<down>"

@@ -143,6 +143,7 @@ func TestNodeTimeoutWithContextTimeoutEnabled(t *testing.T) {
 }
 
 func testNodeTimeout(t *testing.T, contextTimeout bool) (closeTook time.Duration) {
+	t.Helper()
 	servers, clients := newMiniClients(t, 2)
 	var silent []redis.UniversalClient
 	for range 3 {

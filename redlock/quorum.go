@@ -184,7 +184,7 @@ func callNode(ctx context.Context, timeout time.Duration, n node, op nodeOp) (bo
 	if err != nil && ctx.Err() != nil {
 		// The node timeout passed: say so, and keep this context's error
 		// out of the chain, where it would pass for the caller's deadline.
-		err = fmt.Errorf("%w (%v)", ErrNodeTimeout, err)
+		err = fmt.Errorf("%w (%v)", ErrNodeTimeout, err) //nolint:errorlint // on purpose: see above
 	}
 	return ok, err
 }
@@ -209,7 +209,7 @@ func (f *fanout) wait(ctx context.Context) *tally {
 			}
 		case <-ctx.Done():
 			t.ctxErr = ctx.Err()
-			if cause := context.Cause(ctx); cause != t.ctxErr {
+			if cause := context.Cause(ctx); !errors.Is(t.ctxErr, cause) {
 				t.ctxErr = errors.Join(t.ctxErr, cause)
 			}
 			return t

@@ -1,0 +1,36 @@
+# The two commands the README gives: `make demo` and `make test`. Each does
+# all its own set-up: scripts/with-redis-env.sh finds or starts a Docker
+# engine (installing Debian's docker.io when running as root), builds the
+# Redis image when it cannot be pulled, and stops what it started.
+
+GO ?= go
+GOLANGCI_LINT_VERSION := v2.15.0
+BIN := $(CURDIR)/bin
+
+.PHONY: test unit integration demo lint fuzz
+
+## test: every test: vet, unit tests with -race (no Redis needed), then the
+## integration scenarios with -race on five Redis containers.
+test: unit integration
+
+unit:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./redlock/... ./internal/...
+
+integration:
+	scripts/with-redis-env.sh $(GO) test -race -count=1 -timeout 20m -v ./integration/...
+
+## demo: five Redis nodes, competing workers, nodes killed midway.
+demo:
+	scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
+
+## lint: gofmt, go vet and a pinned golangci-lint (built from the module proxy).
+lint: $(BIN)/golangci-lint
+	$(BIN)/golangci-lint run ./...
+
+$(BIN)/golangci-lint:
+	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+## fuzz: a short run of the fuzz targets beyond their seed corpora.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzValidity -fuzztime 30s ./redlock/

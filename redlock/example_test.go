@@ -1,0 +1,167 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// servers starts n in-process Redis stand-ins for the examples; real code
+// passes clients of N independent Redis masters.
+func servers(n int) (addrs []string, stop func()) {
+	addrs, ms := startServers(n)
+	return addrs, func() {
+		for _, m := range ms {
+			m.Close()
+		}
+	}
+}
+
+func startServers(n int) (addrs []string, ms []*miniredis.Miniredis) {
+	for range n {
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			panic(err)
+		}
+		ms = append(ms, m)
+		addrs = append(addrs, m.Addr())
+	}
+	return addrs, ms
+}
+
+func Example() {
+	addrs, stop := servers(5)
+	defer stop()
+
+	// One client per independent Redis master. These options suit lock
+	// clients: the node timeout also bounds socket reads, and a dead node
+	// fails at once instead of after go-redis' own retries.
+	var clients []redis.UniversalClient
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	rl, err := redlock.New(clients)
+	if err != nil {
+		panic(err)
+	}
+	defer rl.Close(context.Background())
+
+	mu, err := rl.NewMutex("invoice:42", redlock.WithTTL(10*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := mu.Lock(ctx); err != nil {
+		fmt.Println("not acquired:", err)
+		return
+	}
+	// Release even if ctx has ended by then.
+	defer func() {
+		if err := mu.Unlock(context.WithoutCancel(ctx)); err != nil {
+			fmt.Println("unlock:", err) // the lock expired or nodes failed
+		}
+	}()
+
+	fmt.Println("held; quorum", rl.Quorum(), "of", len(clients))
+	fmt.Println("valid for about 9.9s:", time.Until(mu.Until()) > 9800*time.Millisecond)
+	// Output:
+	// held; quorum 3 of 5
+	// valid for about 9.9s: true
+}
+
+func ExampleMutex_TryLock() {
+	addrs, stop := servers(3)
+	defer stop()
+	var clients []redis.UniversalClient
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	rl, _ := redlock.New(clients)
+	defer rl.Close(context.Background())
+	ctx := context.Background()
+
+	first, _ := rl.NewMutex("report")
+	second, _ := rl.NewMutex("report") // another holder, as another process would be
+	fmt.Println("first:", first.TryLock(ctx))
+	err := second.TryLock(ctx)
+	fmt.Println("second acquired:", err == nil, "| ErrNotAcquired:", errors.Is(err, redlock.ErrNotAcquired))
+	_ = first.Unlock(ctx)
+	fmt.Println("second after unlock:", second.TryLock(ctx))
+	_ = second.Unlock(ctx)
+	// Output:
+	// first: <nil>
+	// second acquired: false | ErrNotAcquired: true
+	// second after unlock: <nil>
+}
+
+func ExampleMutex_Extend() {
+	addrs, stop := servers(3)
+	defer stop()
+	var clients []redis.UniversalClient
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	rl, _ := redlock.New(clients)
+	defer rl.Close(context.Background())
+	ctx := context.Background()
+
+	mu, _ := rl.NewMutex("batch", redlock.WithTTL(2*time.Second))
+	_ = mu.Lock(ctx)
+	for step := range 3 {
+		// Before each step: is there time left? If not, extend.
+		if time.Until(mu.Until()) < time.Second {
+			if err := mu.Extend(ctx); err != nil {
+				fmt.Println("lost the lock:", err)
+				return
+			}
+		}
+		fmt.Println("step", step)
+	}
+	_ = mu.Unlock(ctx)
+	// Output:
+	// step 0
+	// step 1
+	// step 2
+}
+
+func ExampleNodeErrors() {
+	addrs, ms := startServers(5)
+	defer ms[0].Close()
+	defer ms[2].Close()
+	ms[1].Close() // a majority is down
+	ms[3].Close()
+	ms[4].Close()
+	var clients []redis.UniversalClient
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	rl, _ := redlock.New(clients)
+	defer rl.Close(context.Background())
+	mu, _ := rl.NewMutex("job")
+
+	err := mu.TryLock(context.Background())
+	fmt.Println(errors.Is(err, redlock.ErrNotAcquired))
+	for _, ne := range redlock.NodeErrors(err) {
+		fmt.Println("node", ne.Index, "failed")
+	}
+	// Unordered output:
+	// true
+	// node 1 failed
+	// node 3 failed
+	// node 4 failed
+}
