@@ -9,7 +9,9 @@ import (
 // quorum of nodes granted the lock within its validity: the lock is held
 // elsewhere, too many nodes failed, or the nodes answered too slowly for any
 // validity to remain. The returned error also wraps one [*NodeError] per
-// node that failed and, when the caller's context ended, the context's error.
+// node that failed before the outcome was certain (a node still silent then
+// is not waited for, nor reported) and, when the caller's context ended, the
+// context's error.
 var ErrNotAcquired = errors.New("redlock: lock not acquired")
 
 // ErrNotHeld is returned by [Mutex.Unlock] and [Mutex.Extend] when the
@@ -62,7 +64,8 @@ func invalid(format string, args ...any) error {
 
 // NodeErrors returns every [*NodeError] in err's tree, in the order
 // [errors.Join] holds them: one per node that failed in the operation that
-// returned err. errors.As finds only the first.
+// returned err before its outcome was certain. errors.As finds only the
+// first.
 func NodeErrors(err error) []*NodeError {
 	var out []*NodeError
 	var walk func(error)
