@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,21 @@ import (
 
 	"github.com/redlock-go/redlock/redlock"
 )
+
+// String shows a window in milliseconds from the first start of a run.
+func (w window) String(origin time.Time) string {
+	return fmt.Sprintf("worker %d [%.3fms, %.3fms]", w.worker,
+		float64(w.start.Sub(origin))/1e6, float64(w.end.Sub(origin))/1e6)
+}
+
+// describe lists overlapping pairs readably.
+func describe(pairs [][2]window, origin time.Time) []string {
+	out := make([]string, len(pairs))
+	for i, p := range pairs {
+		out[i] = p[0].String(origin) + " overlaps " + p[1].String(origin)
+	}
+	return out
+}
 
 // window is one holder's critical section: from Lock's return to the
 // earlier of Unlock's call and the end of validity, on one monotonic clock.
@@ -59,6 +75,7 @@ func TestContention(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	origin := time.Now()
 	for w := range workers {
 		rl := newRedlock(t, c)
 		m := newMutex(t, rl, "contention:"+t.Name(), redlock.WithTTL(5*time.Second), redlock.WithRetryDelay(time.Millisecond, 20*time.Millisecond))
@@ -86,7 +103,7 @@ func TestContention(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int64(workers*rounds), counter.Load(), "lost updates")
 	assert.Len(t, windows, workers*rounds)
-	assert.Empty(t, overlaps(windows), "two holders at once")
+	assert.Empty(t, describe(overlaps(windows), origin), "two holders at once")
 }
 
 // TestMinorityKilledWhileHeld: the holder keeps the lock and releases it on
