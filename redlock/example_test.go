@@ -35,6 +35,25 @@ func startServers(n int) (addrs []string, ms []*miniredis.Miniredis) {
 	return addrs, ms
 }
 
+// newRedlock returns a Redlock over one default client per address, and a
+// function that closes them all.
+func newRedlock(addrs []string) (*redlock.Redlock, func()) {
+	var clients []redis.UniversalClient
+	for _, addr := range addrs {
+		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr}))
+	}
+	rl, err := redlock.New(clients)
+	if err != nil {
+		panic(err)
+	}
+	return rl, func() {
+		_ = rl.Close(context.Background())
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}
+}
+
 func Example() {
 	addrs, stop := servers(5)
 	defer stop()
@@ -81,14 +100,8 @@ func Example() {
 func ExampleMutex_TryLock() {
 	addrs, stop := servers(3)
 	defer stop()
-	var clients []redis.UniversalClient
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		defer c.Close()
-		clients = append(clients, c)
-	}
-	rl, _ := redlock.New(clients)
-	defer rl.Close(context.Background())
+	rl, closeAll := newRedlock(addrs)
+	defer closeAll()
 	ctx := context.Background()
 
 	first, _ := rl.NewMutex("report")
@@ -108,14 +121,8 @@ func ExampleMutex_TryLock() {
 func ExampleMutex_Extend() {
 	addrs, stop := servers(3)
 	defer stop()
-	var clients []redis.UniversalClient
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		defer c.Close()
-		clients = append(clients, c)
-	}
-	rl, _ := redlock.New(clients)
-	defer rl.Close(context.Background())
+	rl, closeAll := newRedlock(addrs)
+	defer closeAll()
 	ctx := context.Background()
 
 	mu, _ := rl.NewMutex("batch", redlock.WithTTL(2*time.Second))
