@@ -21,6 +21,14 @@ var ErrNotAcquired = errors.New("redlock: lock not acquired")
 // [*NodeError] per node that failed.
 var ErrNotHeld = errors.New("redlock: lock not held")
 
+// ErrLockLost means an acquisition ended before Unlock: its validity ran
+// out without an extension, or a quorum of nodes answered that they no
+// longer hold its token (the key expired or was taken), which no extension
+// can repair. [Mutex.Err] returns it once [Mutex.Done] is closed, [Mutex.Extend]
+// wraps it when the loss is certain, and it is the cause
+// ([context.Cause]) of the context [Redlock.Do] gives its function.
+var ErrLockLost = errors.New("redlock: lock lost")
+
 // ErrNodeTimeout is the cause inside a [*NodeError] when a node did not
 // answer within the node timeout (see [WithNodeTimeout]).
 var ErrNodeTimeout = errors.New("redlock: node timeout")

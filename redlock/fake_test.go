@@ -3,8 +3,11 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // fakeNode is an in-memory node with injectable faults. Keys expire on the
@@ -12,21 +15,26 @@ import (
 type fakeNode struct {
 	name string
 
-	mu      sync.Mutex
-	data    map[string]fakeEntry
-	delay   time.Duration            // before each call is applied
-	err     error                    // every call fails with it, without effect
-	lose    bool                     // calls take effect but the reply is lost
-	hang    chan struct{}            // calls block until it is closed, then apply
-	ctxHang bool                     // calls block until ctx ends, and fail with its error
-	opDelay map[string]time.Duration // extra delay of one kind of call
-	calls   map[string]int
-	applied []string // ops applied, in order: "acquire token", ...
+	mu        sync.Mutex
+	data      map[string]fakeEntry
+	delay     time.Duration            // before each call is applied
+	err       error                    // every call fails with it, without effect
+	lose      bool                     // calls take effect but the reply is lost
+	hang      chan struct{}            // calls block until it is closed, then apply
+	ctxHang   bool                     // calls block until ctx ends, and fail with its error
+	opDelay   map[string]time.Duration // extra delay of one kind of call
+	calls     map[string]int
+	applied   []string // ops applied, in order: "acquire", "release", ...
+	subs      []*fakeSub
+	mute      bool // publish delivers nothing
+	published int  // releases announced
 }
 
 type fakeEntry struct {
-	value   string
+	value   string // the token, or the owner of a reentrant (hash) lock
 	expires time.Time
+	hash    bool
+	holds   int
 }
 
 var errLostReply = errors.New("fake: reply lost")
@@ -101,34 +109,120 @@ func (n *fakeNode) do(ctx context.Context, op, key string, apply func() bool) (b
 	return ok, nil
 }
 
-func (n *fakeNode) acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	return n.do(ctx, "acquire", key, func() bool {
-		if _, ok := n.data[key]; ok {
+func (n *fakeNode) acquire(ctx context.Context, r *request) (bool, error) {
+	return n.do(ctx, "acquire", r.key, func() bool {
+		e, ok := n.data[r.key]
+		switch {
+		case !ok:
+			n.data[r.key] = fakeEntry{value: r.token, expires: time.Now().Add(r.ttl), hash: r.reentrant, holds: 1}
+			return true
+		case r.reentrant && e.hash && e.value == r.token:
+			e.holds++
+			e.expires = time.Now().Add(r.ttl)
+			n.data[r.key] = e
+			return true
+		case !r.reentrant && !e.hash && e.value == r.token:
+			return true // a retried SET NX GET that had been applied
+		}
+		return false
+	})
+}
+
+func (n *fakeNode) release(ctx context.Context, r *request) (bool, error) {
+	return n.do(ctx, "release", r.key, func() bool {
+		e, ok := n.data[r.key]
+		if !ok || e.value != r.token || e.hash != r.reentrant {
 			return false
 		}
-		n.data[key] = fakeEntry{value: token, expires: time.Now().Add(ttl)}
+		e.holds--
+		if !r.reentrant || r.all || e.holds <= 0 {
+			delete(n.data, r.key)
+			if r.channel != "" {
+				payload := r.token
+				if r.reentrant {
+					payload = r.notice
+				}
+				n.publish(r.channel, payload)
+			}
+		} else {
+			n.data[r.key] = e
+		}
 		return true
 	})
 }
 
-func (n *fakeNode) release(ctx context.Context, key, token string) (bool, error) {
-	return n.do(ctx, "release", key, func() bool {
-		if e, ok := n.data[key]; ok && e.value == token {
-			delete(n.data, key)
+func (n *fakeNode) extend(ctx context.Context, r *request) (bool, error) {
+	return n.do(ctx, "extend", r.key, func() bool {
+		if e, ok := n.data[r.key]; ok && e.value == r.token && e.hash == r.reentrant {
+			e.expires = time.Now().Add(r.ttl)
+			n.data[r.key] = e
 			return true
 		}
 		return false
 	})
 }
 
-func (n *fakeNode) extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	return n.do(ctx, "extend", key, func() bool {
-		if e, ok := n.data[key]; ok && e.value == token {
-			n.data[key] = fakeEntry{value: token, expires: time.Now().Add(ttl)}
-			return true
+// publish delivers to the node's subscriptions. Called with n.mu held.
+func (n *fakeNode) publish(channel, payload string) {
+	n.published++
+	if n.mute {
+		return // announcements lost
+	}
+	for _, s := range n.subs {
+		if s.channels[channel] {
+			select {
+			case s.ch <- &redis.Message{Channel: channel, Payload: payload}:
+			default:
+			}
 		}
-		return false
-	})
+	}
+}
+
+func (n *fakeNode) subscribe() subscription {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := &fakeSub{n: n, channels: map[string]bool{}, ch: make(chan *redis.Message, 64)}
+	n.subs = append(n.subs, s)
+	return s
+}
+
+// fakeSub is a subscription to a fakeNode; its state is guarded by n.mu.
+type fakeSub struct {
+	n        *fakeNode
+	channels map[string]bool
+	ch       chan *redis.Message
+	closed   bool
+}
+
+func (s *fakeSub) subscribe(_ context.Context, channels ...string) error {
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	for _, c := range channels {
+		s.channels[c] = true
+	}
+	return nil
+}
+
+func (s *fakeSub) unsubscribe(_ context.Context, channels ...string) error {
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	for _, c := range channels {
+		delete(s.channels, c)
+	}
+	return nil
+}
+
+func (s *fakeSub) messages() <-chan *redis.Message { return s.ch }
+
+func (s *fakeSub) close() error {
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.ch)
+		s.n.subs = slices.DeleteFunc(s.n.subs, func(x *fakeSub) bool { return x == s })
+	}
+	return nil
 }
 
 // fakes returns n fresh fake nodes, as fakes and as nodes.
@@ -147,4 +241,14 @@ func (n *fakeNode) faults(change func(n *fakeNode)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	change(n)
+}
+
+// tokenOf returns the token of m's current acquisition, "" when none.
+func tokenOf(m *Mutex) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lease == nil {
+		return ""
+	}
+	return m.lease.token
 }

@@ -23,32 +23,69 @@ import (
 // concurrent Unlocks one releases and the other returns [ErrNotHeld].
 // For independent holders, as separate processes would be, use separate
 // Mutex values, each with its own acquisitions.
+//
+// With [WithReentrant] the Mutex value is the lock's owner: Lock and
+// TryLock on a Mutex that holds the lock take one more hold instead of
+// waiting, and the lock is released when Unlock has been called as many
+// times. Goroutines sharing a reentrant Mutex share its ownership.
 type Mutex struct {
 	r    *Redlock
 	name string
 	cfg  config
+	// owner is the token of a reentrant Mutex: the same for all its
+	// acquisitions, so that it recognises its own lock on the nodes.
+	owner string
 
-	mu    sync.Mutex  // guards token and held
-	token string      // this acquisition's random value; "" when not held
-	held  acquisition // its validity and per-node state
+	mu    sync.Mutex // guards lease and the fields of the lease it points to
+	lease *lease     // the current acquisition; nil when not held
 }
+
+// lease is one acquisition, from the TryLock that made it to its Unlock or
+// its loss.
+type lease struct {
+	token string
+	id    string      // unique to the acquisition: announces its release
+	acq   acquisition // acq.until moves with every extension
+	holds int         // holds taken on a reentrant lock; 1 otherwise
+	done  chan struct{}
+	err   error       // why the lease ended; set before done is closed
+	loss  *time.Timer // ends the lease lossMargin before acq.until
+}
+
+// lossMargin is how long before the end of validity a lease that was not
+// extended counts as lost: [Mutex.Done] closes, and the context of work run
+// by [Redlock.Do] is cancelled, this much before another holder may exist,
+// to give the work time to stop.
+func lossMargin(ttl time.Duration) time.Duration { return ttl / 20 }
 
 // Name returns the lock's name, which is its key on every node.
 func (m *Mutex) Name() string { return m.name }
 
-// Lock acquires the lock, trying again after a randomised back-off (see
-// [WithRetryDelay]) until it succeeds, its context ends or it has made the
-// number of attempts set by [WithTries] (no bound by default). Each attempt
-// is one [Mutex.TryLock].
+// Lock acquires the lock, trying again until it succeeds, its context ends
+// or it has made the number of attempts set by [WithTries] (no bound by
+// default). Each attempt is one [Mutex.TryLock].
+//
+// Between attempts it waits for a randomised back-off (see
+// [WithRetryDelay]) or, with notification on (the default, see
+// [WithNotification]), until a release of this lock is announced, whichever
+// comes first: after its first failed attempt it subscribes to the lock's
+// release channel on every node and tries again at once, so a release
+// between the attempt and the subscription is not missed either.
 //
 // On failure it returns an error wrapping [ErrNotAcquired] and the last
 // attempt's causes (one [*NodeError] per failed node); when ctx ended, the
-// error also wraps ctx.Err(). A failed attempt releases what it took before
-// the next one starts.
+// error also wraps ctx.Err(). With [WithRenewal], ctx also bounds how long
+// the lock is kept alive (see [Mutex.TryLock]).
 func (m *Mutex) Lock(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
+	var w *waiter
+	defer func() {
+		if w != nil {
+			w.leave()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		err := m.TryLock(ctx)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
@@ -63,9 +100,19 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		if m.cfg.tries > 0 && attempt >= m.cfg.tries {
 			return err
 		}
+		if w == nil && m.cfg.notify {
+			w = m.r.waiters.join(m.name, m.cfg.nodeTimeout)
+			continue // subscribed: try again before waiting
+		}
+		var wake <-chan struct{}
+		if w != nil {
+			wake = w.wake
+		}
 		timer := time.NewTimer(backoff(attempt, m.cfg.delayMin, m.cfg.delayMax))
 		select {
 		case <-timer.C:
+		case <-wake:
+			timer.Stop()
 		case <-ctx.Done():
 			timer.Stop()
 			return errors.Join(err, ctx.Err())
@@ -94,9 +141,15 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 //
 // On failure it returns an error wrapping [ErrNotAcquired], one [*NodeError]
 // per failed node, and ctx's error if ctx ended. Before returning it
-// releases the lock on every node that answered and may hold its token;
-// nodes that had not answered are released in the background as soon as
-// they do. If ctx has already ended, TryLock makes no attempt.
+// releases the lock on every node that granted it; nodes that failed or had
+// not answered are released in the background. If ctx has already ended,
+// TryLock makes no attempt.
+//
+// With [WithRenewal], a successful TryLock starts renewing the lock until
+// Unlock, the loss of the lock, the end of ctx or [WithMaxHold]: pass a ctx
+// that lasts as long as the lock should. With [WithReentrant], TryLock on a
+// Mutex that holds the lock takes one more hold on a quorum and re-arms the
+// TTL.
 func (m *Mutex) TryLock(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
@@ -104,45 +157,128 @@ func (m *Mutex) TryLock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
 	}
-	id, err := uuid.NewRandom() // crypto/rand: tokens must not be guessable or repeat
-	if err != nil {
-		return errors.Join(fmt.Errorf("%w: token", ErrNotAcquired), err)
+	if m.cfg.reentrant {
+		m.mu.Lock()
+		l := m.lease
+		live := l != nil && l.err == nil
+		m.mu.Unlock()
+		if live {
+			return m.reenter(ctx, l)
+		}
 	}
-	token := id.String()
-	a, err := m.r.acquire(ctx, m.name, token, &m.cfg)
+	token := m.owner
+	if !m.cfg.reentrant {
+		id, err := uuid.NewRandom() // crypto/rand: tokens must not be guessable or repeat
+		if err != nil {
+			return errors.Join(fmt.Errorf("%w: token", ErrNotAcquired), err)
+		}
+		token = id.String()
+	}
+	a, err := m.r.acquire(ctx, m.request(token), &m.cfg)
+	if err != nil {
+		return err
+	}
+	l := &lease{token: token, id: token, acq: a, holds: 1, done: make(chan struct{})}
+	if m.cfg.reentrant {
+		l.id = uuid.NewString()
+	}
+	m.mu.Lock()
+	old := m.lease
+	m.lease = l
+	l.loss = time.AfterFunc(m.untilLoss(l), func() { m.end(l, fmt.Errorf("%w: validity ran out", ErrLockLost)) })
+	m.mu.Unlock()
+	if old != nil {
+		m.end(old, fmt.Errorf("%w: acquired again", ErrLockLost))
+	}
+	if m.cfg.renew {
+		m.startRenewal(ctx, l)
+	}
+	return nil
+}
+
+// reenter takes one more hold on a reentrant lock that l holds.
+func (m *Mutex) reenter(ctx context.Context, l *lease) error {
+	a, err := m.r.acquire(ctx, m.request(l.token), &m.cfg)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
-	m.token, m.held = token, a
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	if m.lease != l || l.err != nil {
+		// Unlocked or lost meanwhile: the nodes count one more hold than this
+		// Mutex does; its final Unlock drops them all.
+		return fmt.Errorf("%w: unlocked or lost during the attempt", ErrNotAcquired)
+	}
+	l.holds++
+	if a.until.After(l.acq.until) {
+		l.acq = a
+		l.loss.Reset(m.untilLoss(l))
+	}
 	return nil
+}
+
+// request builds the node request for token.
+func (m *Mutex) request(token string) *request {
+	return &request{key: m.name, token: token, ttl: m.cfg.ttl, reentrant: m.cfg.reentrant}
+}
+
+// untilLoss is how long from now until l counts as lost. Called with m.mu held.
+func (m *Mutex) untilLoss(l *lease) time.Duration {
+	return time.Until(l.acq.until.Add(-lossMargin(m.cfg.ttl)))
+}
+
+// end ends lease l with cause, once; later calls do nothing.
+func (m *Mutex) end(l *lease, cause error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	l.err = cause
+	l.loss.Stop()
+	close(l.done)
 }
 
 // Unlock releases the lock: on every node at once, a script deletes the key
 // if it still holds this acquisition's token, so a holder whose lock expired
-// and was taken by someone else cannot free the new holder's lock.
+// and was taken by someone else cannot free the new holder's lock. A release
+// that frees the lock announces it to waiters on the node (see [Mutex.Lock]).
 //
-// The mutex stops holding the lock when Unlock starts, whatever the outcome.
-// It returns nil when a quorum of nodes still held the token, which means no
-// one else held the lock up to the release. Otherwise it returns an error
-// wrapping [ErrNotHeld] and one [*NodeError] per failed node; nodes that
-// kept the token then free it when its TTL passes. Unlock on a mutex that
-// does not hold the lock returns ErrNotHeld without I/O. Nodes that have not
-// answered when the outcome is certain are released in the background, even
-// if ctx ends.
+// The mutex stops holding the lock when Unlock starts, whatever the outcome;
+// renewal stops and [Mutex.Done] closes. It returns nil when a quorum of
+// nodes still held the token, which means no one else held the lock up to
+// the release. Otherwise it returns an error wrapping [ErrNotHeld] and one
+// [*NodeError] per failed node; nodes that kept the token then free it when
+// its TTL passes. Unlock on a mutex that does not hold the lock returns
+// ErrNotHeld without I/O. Nodes that have not answered when the outcome is
+// certain are released in the background, even if ctx ends.
+//
+// With [WithReentrant], Unlock drops one hold; the mutex keeps the lock
+// until the last one is dropped.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
 	m.mu.Lock()
-	token, a := m.token, m.held
-	m.token, m.held = "", acquisition{}
-	m.mu.Unlock()
-	if token == "" {
+	l := m.lease
+	if l == nil {
+		m.mu.Unlock()
 		return fmt.Errorf("%w: not locked", ErrNotHeld)
 	}
-	return m.r.release(ctx, m.name, token, a, &m.cfg)
+	req := m.request(l.token)
+	if m.cfg.reentrant && l.holds > 1 && l.err == nil {
+		l.holds--
+		a := l.acq
+		m.mu.Unlock()
+		return m.r.release(ctx, req, a, &m.cfg)
+	}
+	m.lease = nil
+	a := l.acq
+	m.mu.Unlock()
+	m.end(l, fmt.Errorf("%w: unlocked", ErrNotHeld))
+	req.channel, req.notice = releaseChannel(m.name), l.id
+	req.all = true
+	return m.r.release(ctx, req, a, &m.cfg)
 }
 
 // Extend re-arms the lock's full TTL on every node that still holds this
@@ -153,22 +289,39 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 //
 // On failure it returns an error wrapping [ErrNotHeld], one [*NodeError] per
 // failed node, and ctx's error if ctx ended; the validity window is then
-// left as it was (the lock may still be held until [Mutex.Until]).
+// left as it was (the lock may still be held until [Mutex.Until]). When a
+// quorum of nodes answered that they no longer hold the token, the lock is
+// lost for good: the error also wraps [ErrLockLost] and the acquisition ends
+// ([Mutex.Done] closes).
 func (m *Mutex) Extend(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
 	m.mu.Lock()
-	token, a := m.token, m.held
+	l := m.lease
 	m.mu.Unlock()
-	if token == "" {
+	if l == nil {
 		return fmt.Errorf("%w: not locked", ErrNotHeld)
+	}
+	return m.extend(ctx, l)
+}
+
+// extend extends lease l; see Extend.
+func (m *Mutex) extend(ctx context.Context, l *lease) error {
+	m.mu.Lock()
+	a, ended := l.acq, l.err
+	m.mu.Unlock()
+	if ended != nil {
+		return fmt.Errorf("%w: %w", ErrNotHeld, ended)
 	}
 	start := m.r.now()
 	if !start.Before(a.until) {
 		return fmt.Errorf("%w: validity ran out %v ago", ErrNotHeld, start.Sub(a.until))
 	}
-	if err := m.r.extend(ctx, m.name, token, a, &m.cfg); err != nil {
+	if err := m.r.extend(ctx, m.request(l.token), a, &m.cfg); err != nil {
+		if errors.Is(err, ErrLockLost) {
+			m.end(l, err)
+		}
 		return err
 	}
 	next := validUntil(start, m.cfg.ttl, m.cfg.driftFactor)
@@ -177,10 +330,11 @@ func (m *Mutex) Extend(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.token != token {
-		return fmt.Errorf("%w: unlocked during extend", ErrNotHeld)
+	if l.err != nil {
+		return fmt.Errorf("%w: %w", ErrNotHeld, l.err)
 	}
-	m.held.until = next
+	l.acq.until = next
+	l.loss.Reset(m.untilLoss(l))
 	return nil
 }
 
@@ -193,5 +347,43 @@ func (m *Mutex) Extend(ctx context.Context) error {
 func (m *Mutex) Until() time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.held.until
+	if m.lease == nil {
+		return time.Time{}
+	}
+	return m.lease.acq.until
+}
+
+// closedChan is the Done channel of a mutex that holds nothing.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Done returns a channel that is closed when the current acquisition ends:
+// on Unlock, when renewal or Extend finds the lock lost, or when its
+// validity is about to run out without an extension (TTL/20 before
+// [Mutex.Until], so that work watching it can stop in time). [Mutex.Err]
+// then says why. When the mutex does not hold the lock, Done returns a
+// closed channel. Each acquisition has its own channel: call Done after
+// Lock.
+func (m *Mutex) Done() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lease == nil {
+		return closedChan
+	}
+	return m.lease.done
+}
+
+// Err returns nil while the current acquisition lasts, and once
+// [Mutex.Done] is closed the reason: an error wrapping [ErrLockLost] when the
+// lock was lost, or [ErrNotHeld] when it was unlocked or never held.
+func (m *Mutex) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lease == nil {
+		return fmt.Errorf("%w: not locked", ErrNotHeld)
+	}
+	return m.lease.err
 }

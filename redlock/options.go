@@ -35,6 +35,10 @@ type config struct {
 	tries       int // 0: until the context ends
 	delayMin    time.Duration
 	delayMax    time.Duration
+	notify      bool
+	renew       bool
+	maxHold     time.Duration // 0: no bound
+	reentrant   bool
 }
 
 func defaultConfig() config {
@@ -44,6 +48,7 @@ func defaultConfig() config {
 		driftFactor: DefaultDriftFactor,
 		delayMin:    DefaultRetryDelayMin,
 		delayMax:    DefaultRetryDelayMax,
+		notify:      true,
 	}
 }
 
@@ -120,6 +125,67 @@ func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
 			return invalid("retry delay needs 0 < min <= max, got min %v, max %v", minDelay, maxDelay)
 		}
 		c.delayMin, c.delayMax = minDelay, maxDelay
+		return nil
+	})
+}
+
+// WithNotification sets whether [Mutex.Lock] waits for releases to be
+// announced. When on, a waiting Lock subscribes to the lock's release
+// channel ("redlock:released:" + name) on every node and tries again as
+// soon as a release is published, instead of sleeping out its back-off;
+// the back-off stays as the fallback for announcements that are lost (a
+// node down, a subscription reconnecting). In one process, a release wakes
+// only the longest-waiting Lock on that name, so that its waiters do not all
+// stampede the nodes at once; waiters in other processes are woken one per
+// process. When off, Lock only polls. The subscriptions are one pub/sub
+// connection per node, opened at the first wait and closed by
+// [Redlock.Close]. Default: on.
+func WithNotification(on bool) Option {
+	return optionFunc(func(c *config) error {
+		c.notify = on
+		return nil
+	})
+}
+
+// WithRenewal keeps an acquired lock alive while it is held: a goroutine
+// extends it every TTL/3 (see [Mutex.Extend]) until Unlock, the loss of the
+// lock, the end of the context given to Lock or TryLock, or the bound set
+// by [WithMaxHold]. A failed extension is retried after the retry back-off
+// until the validity is about to run out; the acquisition is then lost
+// ([Mutex.Done] closes, [Mutex.Err] wraps [ErrLockLost]). [Redlock.Do]
+// always renews. Default: off.
+func WithRenewal() Option {
+	return optionFunc(func(c *config) error {
+		c.renew = true
+		return nil
+	})
+}
+
+// WithMaxHold bounds renewal: no extension starts later than d after the
+// acquisition, so a holder that never unlocks (a stuck process) keeps the
+// lock at most d plus one TTL. It must be positive. Default: no bound.
+func WithMaxHold(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return invalid("max hold must be positive, got %v", d)
+		}
+		c.maxHold = d
+		return nil
+	})
+}
+
+// WithReentrant makes the lock reentrant: Lock or TryLock on a Mutex that
+// holds it takes one more hold instead of waiting, and the lock is released
+// when Unlock has been called as many times. The owner is the Mutex value
+// (Go has no thread identity to use): every goroutine using that Mutex
+// shares its ownership, and another Mutex, even on the same Redlock and
+// name, is another owner and is refused. On each node the key is a hash
+// whose one field, the owner's id, counts its holds, as Redisson stores
+// them; a reentrant and a non-reentrant Mutex on the same name refuse each
+// other. Default: off (plain string keys).
+func WithReentrant() Option {
+	return optionFunc(func(c *config) error {
+		c.reentrant = true
 		return nil
 	})
 }

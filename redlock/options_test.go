@@ -77,7 +77,7 @@ func TestOptionsApply(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, config{
 		ttl: time.Minute, nodeTimeout: time.Second, driftFactor: 0, tries: 3,
-		delayMin: time.Millisecond, delayMax: 2 * time.Millisecond,
+		delayMin: time.Millisecond, delayMax: 2 * time.Millisecond, notify: true,
 	}, m.cfg)
 	d, err := r.NewMutex("j")
 	require.NoError(t, err)

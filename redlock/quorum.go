@@ -48,11 +48,14 @@ type acquisition struct {
 // failed or had not answered, and all of them when ctx has ended, finish in
 // the background. Releases never use the
 // caller's cancellation: cleanup must happen even after ctx is done.
-func (r *Redlock) acquire(ctx context.Context, key, token string, cfg *config) (acquisition, error) {
+func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config) (acquisition, error) {
 	start := r.now()
+	// The undo frees nothing anyone waits for: it publishes nothing.
+	undo := *req
+	undo.channel, undo.all = "", false
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, nil,
-		func(ctx context.Context, n node) (bool, error) { return n.acquire(ctx, key, token, cfg.ttl) },
-		func(ctx context.Context, n node) { _, _ = n.release(ctx, key, token) },
+		func(ctx context.Context, n node) (bool, error) { return n.acquire(ctx, req) },
+		func(ctx context.Context, n node) { _, _ = n.release(ctx, &undo) },
 	)
 	if err != nil {
 		return acquisition{}, err
@@ -77,9 +80,9 @@ func (r *Redlock) acquire(ctx context.Context, key, token string, cfg *config) (
 // release runs the release script for an acquisition's token on every node
 // and reports whether a quorum still held it. Nodes that have not answered
 // when the outcome is certain finish in the background.
-func (r *Redlock) release(ctx context.Context, key, token string, a acquisition, cfg *config) error {
+func (r *Redlock) release(ctx context.Context, req *request, a acquisition, cfg *config) error {
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
-		func(ctx context.Context, n node) (bool, error) { return n.release(ctx, key, token) }, nil)
+		func(ctx context.Context, n node) (bool, error) { return n.release(ctx, req) }, nil)
 	if err != nil {
 		return err
 	}
@@ -92,9 +95,9 @@ func (r *Redlock) release(ctx context.Context, key, token string, a acquisition,
 
 // extend runs the extend script for an acquisition's token on every node and
 // reports whether a quorum still held it and re-armed its TTL.
-func (r *Redlock) extend(ctx context.Context, key, token string, a acquisition, cfg *config) error {
+func (r *Redlock) extend(ctx context.Context, req *request, a acquisition, cfg *config) error {
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
-		func(ctx context.Context, n node) (bool, error) { return n.extend(ctx, key, token, cfg.ttl) }, nil)
+		func(ctx context.Context, n node) (bool, error) { return n.extend(ctx, req) }, nil)
 	if err != nil {
 		return err
 	}
@@ -102,7 +105,13 @@ func (r *Redlock) extend(ctx context.Context, key, token string, a acquisition, 
 	if t.won() {
 		return nil
 	}
-	return t.err(ErrNotHeld, fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum))
+	err = t.err(ErrNotHeld, fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum))
+	if t.refused > t.n-t.quorum {
+		// A quorum answered that the token is gone. Extend never re-creates
+		// a key, so no later extension can succeed: the lock is lost.
+		err = errors.Join(err, ErrLockLost)
+	}
+	return err
 }
 
 // nodeOp is one round trip to one node; ok is its yes or no.
@@ -275,6 +284,7 @@ const (
 type tally struct {
 	n, quorum int
 	yes, no   int // granted, and refused or failed
+	refused   int // answered no, without error
 	answers   []answer
 	nodeErrs  []error
 	ctxErr    error
@@ -299,6 +309,7 @@ func (t *tally) add(i int, ok bool, err error) {
 	default:
 		t.answers[i] = refused
 		t.no++
+		t.refused++
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,6 +26,8 @@ type Redlock struct {
 	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
 	closed bool
 	wg     sync.WaitGroup
+
+	waiters waiters // waiting Locks and their subscriptions
 }
 
 // New returns a Redlock over the given clients, one per independent Redis
@@ -70,7 +73,9 @@ func newRedlock(nodes []node, opts ...Option) (*Redlock, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	return &Redlock{nodes: nodes, cfg: cfg, now: time.Now}, nil
+	r := &Redlock{nodes: nodes, cfg: cfg, now: time.Now}
+	r.waiters.r = r
+	return r, nil
 }
 
 // NewMutex returns a mutex for the lock called name. The name is the key
@@ -92,7 +97,15 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	return &Mutex{r: r, name: name, cfg: cfg}, nil
+	m := &Mutex{r: r, name: name, cfg: cfg}
+	if cfg.reentrant {
+		id, err := uuid.NewRandom()
+		if err != nil {
+			return nil, fmt.Errorf("redlock: owner id: %w", err)
+		}
+		m.owner = id.String()
+	}
+	return m, nil
 }
 
 // Quorum returns how many nodes must agree for a lock to be held: N/2+1.
@@ -113,6 +126,7 @@ func (r *Redlock) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
+	r.waiters.close()
 	done := make(chan struct{})
 	go func() {
 		r.wg.Wait()

@@ -1,11 +1,18 @@
--- release deletes a lock only if it still holds the caller's token.
+-- release deletes a lock only if it still holds the caller's token, and
+-- tells waiters that it is free.
 --
 -- KEYS[1]  the lock name
 -- ARGV[1]  the caller's token
+-- ARGV[2]  the channel to publish the token on once deleted; "" for none
+--          (the cleanup of a failed attempt frees nothing anyone waits for)
 --
 -- Returns 1 when the key held ARGV[1] and was deleted, 0 when the key was
 -- absent or held another value (expired, or taken by someone else).
 if redis.call("GET", KEYS[1]) == ARGV[1] then
-	return redis.call("DEL", KEYS[1])
+	redis.call("DEL", KEYS[1])
+	if ARGV[2] ~= "" then
+		redis.call("PUBLISH", ARGV[2], ARGV[1])
+	end
+	return 1
 end
 return 0

@@ -1,0 +1,67 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Do runs fn while holding the lock called name: it acquires the lock as
+// [Mutex.Lock] does (waiting as the options say), keeps it alive while fn
+// runs (as [WithRenewal] does, which Do always turns on), and releases it
+// when fn returns. The options are those [Redlock.NewMutex] takes.
+//
+// fn gets a context derived from ctx that is also cancelled when the lock is
+// lost: when renewal finds it taken or expired, or cannot extend it before
+// its validity is about to run out (TTL/20 before the end, so fn has time to
+// stop before another holder can exist). Its cause, [context.Cause], then
+// wraps [ErrLockLost]. fn should watch that context and stop acting on the
+// protected resource once it is done.
+//
+// Do returns an error wrapping [ErrNotAcquired] when it could not acquire
+// the lock (fn did not run). Otherwise it returns fn's error, joined with an
+// error wrapping [ErrLockLost] if the lock was lost before fn returned (the
+// work may have run unprotected past that point), or with the release's
+// error if Unlock failed although the lock was held throughout (the nodes
+// then free the lock when its TTL passes).
+func (r *Redlock) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
+	if ctx == nil {
+		return invalid("nil context")
+	}
+	if fn == nil {
+		return invalid("nil function")
+	}
+	m, err := r.NewMutex(name, append(opts, WithRenewal())...)
+	if err != nil {
+		return err
+	}
+	if err := m.Lock(ctx); err != nil {
+		return err
+	}
+	done := m.Done() // this acquisition's
+
+	work, cancel := context.WithCancelCause(ctx)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		select {
+		case <-done:
+			cancel(m.Err())
+		case <-work.Done():
+		}
+	}()
+
+	fnErr := fn(work)
+	lost := m.Err() // nil unless the lease ended while fn ran
+	cancel(nil)
+	<-watching
+
+	unlockErr := m.Unlock(context.WithoutCancel(ctx))
+	switch {
+	case lost != nil:
+		return errors.Join(fnErr, fmt.Errorf("redlock: do %q: %w", name, lost))
+	case unlockErr != nil:
+		return errors.Join(fnErr, unlockErr)
+	}
+	return fnErr
+}

@@ -1,0 +1,167 @@
+package redlock
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Waiting by notification. A release that frees a lock publishes its token
+// on the lock's channel on each node. A Redlock holds one subscription per
+// node, opened when a Lock first waits, and one dispatcher goroutine per
+// subscription that wakes waiters:
+//
+//   - The same release arrives from every node that held the lock; only the
+//     first copy wakes anyone (the payload, a token unique to the
+//     acquisition or to the reentrant release, tells copies apart).
+//   - A release wakes only the longest-waiting Lock of this process on that
+//     name (FIFO): waking them all would have them all hit every node at
+//     once for one lock that only one of them can get. A woken waiter that
+//     loses the race stays first in line.
+//   - Announcements can be lost (a node down, a subscription reconnecting,
+//     a release published before the SUBSCRIBE took effect): every waiter
+//     still polls on its randomised back-off, which bounds the cost of a lost
+//     announcement to one back-off.
+
+const channelPrefix = "redlock:released:"
+
+// releaseChannel is the pub/sub channel on which releases of name are
+// announced.
+func releaseChannel(name string) string { return channelPrefix + name }
+
+// waiters is a Redlock's registry of waiting Locks and its subscriptions.
+type waiters struct {
+	r *Redlock
+
+	mu     sync.Mutex
+	subs   []subscription // one per node once started; nil before
+	queues map[string]*waitQueue
+}
+
+// waitQueue is the Locks of this process waiting on one name, oldest first.
+type waitQueue struct {
+	list []*waiter
+	last string // payload of the last announcement that woke someone
+}
+
+// waiter is one waiting Lock. wake receives at most one pending signal.
+type waiter struct {
+	ws      *waiters
+	name    string
+	timeout time.Duration
+	wake    chan struct{}
+}
+
+// join registers a waiter on name, subscribing to its channel on every node
+// when it is the first. Subscribing happens in the background, each node
+// bounded by timeout: a down node costs nothing but its announcements.
+func (ws *waiters) join(name string, timeout time.Duration) *waiter {
+	w := &waiter{ws: ws, name: name, timeout: timeout, wake: make(chan struct{}, 1)}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.subs == nil && !ws.start() {
+		return w // closed: nothing will wake it; it polls
+	}
+	q := ws.queues[name]
+	if q == nil {
+		q = &waitQueue{}
+		ws.queues[name] = q
+		ws.each(timeout, func(ctx context.Context, s subscription) error {
+			return s.subscribe(ctx, releaseChannel(name))
+		})
+	}
+	q.list = append(q.list, w)
+	return w
+}
+
+// leave unregisters w, unsubscribing from its channel when it was the last
+// waiter on its name.
+func (w *waiter) leave() {
+	ws := w.ws
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	q := ws.queues[w.name]
+	if q == nil {
+		return
+	}
+	for i, x := range q.list {
+		if x == w {
+			q.list = append(q.list[:i], q.list[i+1:]...)
+			break
+		}
+	}
+	if len(q.list) == 0 {
+		delete(ws.queues, w.name)
+		if ws.subs != nil {
+			ws.each(w.timeout, func(ctx context.Context, s subscription) error {
+				return s.unsubscribe(ctx, releaseChannel(w.name))
+			})
+		}
+	}
+}
+
+// start opens one subscription per node and their dispatchers. Called with
+// ws.mu held; false when the Redlock is closed.
+func (ws *waiters) start() bool {
+	n := len(ws.r.nodes)
+	if err := ws.r.track(n); err != nil {
+		return false
+	}
+	ws.queues = map[string]*waitQueue{}
+	ws.subs = make([]subscription, n)
+	for i, nd := range ws.r.nodes {
+		s := nd.subscribe()
+		ws.subs[i] = s
+		msgs := s.messages()
+		go func() {
+			defer ws.r.wg.Done()
+			for m := range msgs {
+				ws.announce(strings.TrimPrefix(m.Channel, channelPrefix), m.Payload)
+			}
+		}()
+	}
+	return true
+}
+
+// each runs call on every subscription in the background, each with its
+// own timeout. Called with ws.mu held.
+func (ws *waiters) each(timeout time.Duration, call func(context.Context, subscription) error) {
+	if err := ws.r.track(len(ws.subs)); err != nil {
+		return
+	}
+	for _, s := range ws.subs {
+		go func() {
+			defer ws.r.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			_ = call(ctx, s) // a failure only loses announcements: waiters poll
+		}()
+	}
+}
+
+// announce wakes the oldest waiter on name for a release with payload,
+// once per release however many nodes announce it.
+func (ws *waiters) announce(name, payload string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	q := ws.queues[name]
+	if q == nil || q.last == payload || len(q.list) == 0 {
+		return
+	}
+	q.last = payload
+	select {
+	case q.list[0].wake <- struct{}{}:
+	default: // already woken and not yet retried
+	}
+}
+
+// close closes the subscriptions, which ends the dispatchers.
+func (ws *waiters) close() {
+	ws.mu.Lock()
+	subs := ws.subs
+	ws.mu.Unlock()
+	for _, s := range subs {
+		_ = s.close()
+	}
+}
