@@ -68,6 +68,13 @@ func (n *fakeNode) ttl(key string) time.Duration {
 	return time.Until(n.data[key].expires)
 }
 
+// expiry returns when key expires on this node (zero if absent).
+func (n *fakeNode) expiry(key string) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.data[key].expires
+}
+
 func (n *fakeNode) count(op string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()

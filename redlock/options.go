@@ -161,7 +161,7 @@ func WithRenewal() Option {
 	})
 }
 
-// WithMaxHold bounds renewal: no extension starts later than d after the
+// WithMaxHold bounds renewal: no extension starts d or more after the
 // acquisition, so a holder that never unlocks (a stuck process) keeps the
 // lock at most d plus one TTL. It must be positive. Default: no bound.
 func WithMaxHold(d time.Duration) Option {

@@ -1,0 +1,85 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDoRunsUnderTheLockAndReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		other := newFakeMutex(t, r, "job")
+		errWork := errors.New("work failed")
+		err := r.Do(t.Context(), "job", func(ctx context.Context) error {
+			synctest.Wait() // every node has answered
+			assert.Equal(t, 5, keyOn(fs, "job"))
+			assert.ErrorIs(t, other.TryLock(ctx), ErrNotAcquired)
+			time.Sleep(30 * time.Second) // renewed meanwhile
+			assert.NoError(t, ctx.Err())
+			assert.ErrorIs(t, other.TryLock(ctx), ErrNotAcquired)
+			return errWork
+		}, WithTTL(time.Second))
+		assert.ErrorIs(t, err, errWork)
+		assert.NotErrorIs(t, err, ErrLockLost)
+		synctest.Wait()
+		assert.Zero(t, keyOn(fs, "job"), "released after fn returned")
+		assert.Greater(t, fs[0].count("extend"), 80)
+	})
+}
+
+func TestDoCancelsWorkBeforeValidityEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(50*time.Millisecond))
+		var until time.Time
+		var cancelledAt time.Time
+		err := r.Do(t.Context(), "job", func(ctx context.Context) error {
+			for _, f := range fs[1:4] { // a majority stalls
+				f.faults(func(n *fakeNode) { n.ctxHang = true })
+			}
+			for ctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+			cancelledAt = time.Now()
+			assert.ErrorIs(t, context.Cause(ctx), ErrLockLost, "the cause says the lock was lost")
+			return ctx.Err()
+		}, WithTTL(time.Second))
+		// A stalled node kept the expiry of the last successful extension.
+		until = fs[1].expiry("job")
+		require.ErrorIs(t, err, ErrLockLost)
+		require.ErrorIs(t, err, context.Canceled)
+		assert.False(t, cancelledAt.IsZero())
+		// The key on the healthy node expires a full TTL after the last
+		// extension; the validity ended TTL/20 + drift earlier than that,
+		// and the work was cancelled before the validity ended.
+		assert.True(t, cancelledAt.Before(until.Add(-drift(time.Second, DefaultDriftFactor))), "cancelled at %v, key expiry %v", cancelledAt, until)
+	})
+}
+
+func TestDoNotAcquired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		for _, f := range fs {
+			f.set("job", "other", time.Hour)
+		}
+		ran := false
+		err := r.Do(t.Context(), "job", func(context.Context) error { ran = true; return nil }, WithTries(2))
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.False(t, ran)
+	})
+}
+
+func TestDoBadInput(t *testing.T) {
+	_, ns := fakes(3)
+	r, err := newRedlock(ns)
+	require.NoError(t, err)
+	var nilCtx context.Context
+	assert.ErrorIs(t, r.Do(nilCtx, "k", func(context.Context) error { return nil }), ErrInvalidArgument)
+	assert.ErrorIs(t, r.Do(t.Context(), "k", nil), ErrInvalidArgument)
+	assert.ErrorIs(t, r.Do(t.Context(), "", func(context.Context) error { return nil }), ErrInvalidArgument)
+}

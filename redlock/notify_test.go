@@ -1,0 +1,130 @@
+package redlock
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// handoff measures, in virtual time, how long after the holder's Unlock
+// returns a waiter's Lock returns.
+func handoff(t *testing.T, r *Redlock, fs []*fakeNode, opts ...Option) time.Duration {
+	t.Helper()
+	holder := newFakeMutex(t, r, "k")
+	waiter := newFakeMutex(t, r, "k", opts...)
+	require.NoError(t, holder.Lock(t.Context()))
+	got := make(chan time.Time)
+	go func() {
+		assert.NoError(t, waiter.Lock(t.Context()))
+		got <- time.Now()
+	}()
+	time.Sleep(5 * time.Second) // the waiter's back-off has grown to its max
+	require.NoError(t, holder.Unlock(t.Context()))
+	released := time.Now()
+	acquired := <-got
+	require.NoError(t, waiter.Unlock(t.Context()))
+	return acquired.Sub(released)
+}
+
+func TestNotifiedHandoffIsImmediate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+		}
+		// A fixed back-off makes the polling case deterministic too.
+		notified := handoff(t, r, fs, WithRetryDelay(70*time.Millisecond, 70*time.Millisecond))
+		polled := handoff(t, r, fs, WithRetryDelay(70*time.Millisecond, 70*time.Millisecond), WithNotification(false))
+		t.Logf("handoff: notified %v, polling %v", notified, polled)
+		assert.Equal(t, time.Millisecond, notified, "one round trip after the release")
+		assert.Greater(t, polled, 10*time.Millisecond, "the next poll")
+	})
+}
+
+func TestLostNotificationsFallBackToPolling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.mute = true })
+		}
+		d := handoff(t, r, fs)
+		assert.Greater(t, d, time.Duration(0))
+		assert.LessOrEqual(t, d, DefaultRetryDelayMax, "bounded by the back-off")
+		assert.Equal(t, 2, fs[0].published, "both releases were announced, and lost")
+	})
+}
+
+func TestNotificationWithNodeDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		fs[2].faults(func(n *fakeNode) { n.err = errBoom; n.mute = true })
+		assert.Zero(t, handoff(t, r, fs), "the other nodes' announcements wake the waiter")
+	})
+}
+
+// TestReleaseWakesOneWaiter: of several waiters in one process, a release
+// wakes only the longest-waiting one; the others stay on their back-off.
+func TestReleaseWakesOneWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		holder := newFakeMutex(t, r, "k")
+		require.NoError(t, holder.Lock(t.Context()))
+		var wg sync.WaitGroup
+		order := make(chan int, 3)
+		for i := range 3 {
+			w := newFakeMutex(t, r, "k", WithRetryDelay(time.Hour, time.Hour)) // no polling: only wake-ups
+			wg.Go(func() {
+				require.NoError(t, w.Lock(t.Context()))
+				order <- i
+				time.Sleep(time.Second)
+				require.NoError(t, w.Unlock(t.Context()))
+			})
+			time.Sleep(time.Millisecond) // join in order
+		}
+		synctest.Wait()
+		before := fs[0].count("acquire")
+		require.NoError(t, holder.Unlock(t.Context()))
+		synctest.Wait()
+		assert.Equal(t, before+1, fs[0].count("acquire"), "one waiter woken, not all")
+		wg.Wait()
+		close(order)
+		var got []int
+		for i := range order {
+			got = append(got, i)
+		}
+		assert.Equal(t, []int{0, 1, 2}, got, "woken in the order they waited")
+		assert.Equal(t, 4, fs[0].published, "every release announced")
+	})
+}
+
+func TestSubscriptionsFollowWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		holder := newFakeMutex(t, r, "k")
+		require.NoError(t, holder.Lock(t.Context()))
+		w := newFakeMutex(t, r, "k")
+		done := make(chan struct{})
+		go func() {
+			assert.NoError(t, w.Lock(t.Context()))
+			close(done)
+		}()
+		synctest.Wait()
+		fs[0].mu.Lock()
+		assert.True(t, fs[0].subs[0].channels[releaseChannel("k")], "subscribed while waiting")
+		fs[0].mu.Unlock()
+		require.NoError(t, holder.Unlock(t.Context()))
+		<-done
+		synctest.Wait()
+		fs[0].mu.Lock()
+		assert.Empty(t, fs[0].subs[0].channels, "unsubscribed when no one waits")
+		fs[0].mu.Unlock()
+		require.NoError(t, r.Close(t.Context()))
+		fs[0].mu.Lock()
+		assert.Empty(t, fs[0].subs, "Close closes the subscriptions")
+		fs[0].mu.Unlock()
+	})
+}

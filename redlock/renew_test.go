@@ -1,0 +1,122 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDoneWithoutRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second), WithDriftFactor(0))
+		select {
+		case <-m.Done():
+		default:
+			t.Fatal("Done of a mutex that holds nothing must be closed")
+		}
+		require.ErrorIs(t, m.Err(), ErrNotHeld)
+		start := time.Now()
+		require.NoError(t, m.Lock(t.Context()))
+		assert.NoError(t, m.Err())
+		<-m.Done()
+		// until = 998ms; lost TTL/20 = 50ms before it.
+		assert.Equal(t, 948*time.Millisecond, time.Since(start))
+		assert.True(t, time.Now().Before(m.Until()), "Done closes before the validity ends")
+		assert.ErrorIs(t, m.Err(), ErrLockLost)
+	})
+}
+
+func TestRenewalSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(900*time.Millisecond), WithRenewal())
+		other := newFakeMutex(t, r, "k")
+		start := time.Now()
+		require.NoError(t, m.Lock(t.Context()))
+		for i := 1; i <= 30; i++ {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * 300 * time.Millisecond)))
+			synctest.Wait()
+			assert.Equal(t, i, fs[0].count("extend"), "one extension per TTL/3")
+			// The window always reaches past the next renewal.
+			assert.True(t, m.Until().After(time.Now().Add(300*time.Millisecond)))
+			require.ErrorIs(t, other.TryLock(t.Context()), ErrNotAcquired, "the renewed lock lapsed at %v", time.Since(start))
+		}
+		assert.NoError(t, m.Err())
+		require.NoError(t, m.Unlock(t.Context()))
+		time.Sleep(2 * time.Second)
+		assert.Equal(t, 30, fs[0].count("extend"), "renewal stops on Unlock")
+	})
+}
+
+func TestRenewalStopsWithHolderContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second), WithRenewal())
+		ctx, cancel := context.WithCancel(t.Context())
+		require.NoError(t, m.Lock(ctx))
+		time.Sleep(700 * time.Millisecond) // two extensions
+		cancel()
+		<-m.Done()
+		assert.Equal(t, 2, fs[0].count("extend"))
+		assert.ErrorIs(t, m.Err(), ErrLockLost, "the lease runs out once renewal stops")
+	})
+}
+
+func TestRenewalMaxHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithTTL(300*time.Millisecond), WithRenewal(), WithMaxHold(time.Second))
+		start := time.Now()
+		require.NoError(t, m.Lock(t.Context()))
+		<-m.Done()
+		held := time.Since(start)
+		assert.Equal(t, 9, fs[0].count("extend"), "every 100ms, none at or after max hold")
+		assert.Greater(t, held, time.Second)
+		assert.LessOrEqual(t, held, time.Second+300*time.Millisecond, "max hold plus at most one TTL")
+	})
+}
+
+func TestRenewalFailsWhenMajorityStalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(50*time.Millisecond))
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second), WithRenewal())
+		require.NoError(t, m.Lock(t.Context()))
+		synctest.Wait()
+		for _, f := range fs[:3] {
+			f.faults(func(n *fakeNode) { n.ctxHang = true })
+		}
+		<-m.Done()
+		assert.ErrorIs(t, m.Err(), ErrLockLost)
+		assert.True(t, time.Now().Before(m.Until()), "loss is signalled before the validity ends")
+		assert.Greater(t, fs[3].count("extend"), 2, "failed extensions are retried")
+		// No extension after the loss; the key is not re-created.
+		n := fs[3].count("extend")
+		time.Sleep(5 * time.Second)
+		assert.Equal(t, n, fs[3].count("extend"))
+		assert.Zero(t, keyOn(fs, "k"))
+	})
+}
+
+func TestRenewalFindsLockTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second), WithRenewal())
+		require.NoError(t, m.Lock(t.Context()))
+		synctest.Wait()
+		for _, f := range fs[:3] { // the keys vanish (a node's clock jumped) and another takes them
+			f.set("k", "thief", time.Minute)
+		}
+		start := time.Now()
+		<-m.Done()
+		assert.Equal(t, renewEvery(time.Second), time.Since(start), "lost at the first renewal, not at the end of validity")
+		assert.ErrorIs(t, m.Err(), ErrLockLost)
+		assert.ErrorIs(t, m.Extend(t.Context()), ErrNotHeld)
+		v, _ := fs[0].get("k")
+		assert.Equal(t, "thief", v)
+	})
+}
