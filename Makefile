@@ -7,7 +7,7 @@ GO ?= go
 GOLANGCI_LINT_VERSION := v2.15.0
 BIN := $(CURDIR)/bin
 
-.PHONY: test unit integration demo lint fuzz
+.PHONY: test unit integration demo lint fuzz bench-handoff
 
 ## test: every test: vet, unit tests with -race (no Redis needed), then the
 ## integration scenarios with -race on five Redis containers.
@@ -23,6 +23,10 @@ integration:
 ## demo: five Redis nodes, competing workers, nodes killed midway.
 demo:
 	scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
+
+## bench-handoff: idle time between holders, notified and polling only.
+bench-handoff:
+	scripts/with-redis-env.sh $(GO) test -run '^$$' -bench Handoff -benchtime 300x -count 3 ./integration/
 
 ## lint: gofmt, go vet and a pinned golangci-lint (built from the module proxy).
 lint: $(BIN)/golangci-lint

@@ -32,31 +32,31 @@ func TestMain(m *testing.M) {
 }
 
 // startCluster starts n Redis nodes for one test and terminates them after.
-func startCluster(t *testing.T, n int) *Cluster {
-	t.Helper()
+func startCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := Start(ctx, n)
-	require.NoError(t, err, "start %d Redis nodes", n)
-	t.Cleanup(func() {
+	require.NoError(tb, err, "start %d Redis nodes", n)
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		require.NoError(t, c.Close(ctx))
+		require.NoError(tb, c.Close(ctx))
 	})
 	return c
 }
 
 // newRedlock returns a Redlock with its own clients (as a separate process
 // would have, at go-redis' default options), closed after the test.
-func newRedlock(t *testing.T, c *Cluster, opts ...redlock.Option) *redlock.Redlock {
-	t.Helper()
+func newRedlock(tb testing.TB, c *Cluster, opts ...redlock.Option) *redlock.Redlock {
+	tb.Helper()
 	clients := c.Clients(nil)
 	rl, err := redlock.New(clients, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() {
+	require.NoError(tb, err)
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		require.NoError(t, rl.Close(ctx), "background node calls did not finish")
+		require.NoError(tb, rl.Close(ctx), "background node calls did not finish")
 		for _, cl := range clients {
 			_ = cl.Close()
 		}
@@ -64,10 +64,10 @@ func newRedlock(t *testing.T, c *Cluster, opts ...redlock.Option) *redlock.Redlo
 	return rl
 }
 
-func newMutex(t *testing.T, rl *redlock.Redlock, name string, opts ...redlock.Option) *redlock.Mutex {
-	t.Helper()
+func newMutex(tb testing.TB, rl *redlock.Redlock, name string, opts ...redlock.Option) *redlock.Mutex {
+	tb.Helper()
 	m, err := rl.NewMutex(name, opts...)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return m
 }
 

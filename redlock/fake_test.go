@@ -68,6 +68,12 @@ func (n *fakeNode) ttl(key string) time.Duration {
 	return time.Until(n.data[key].expires)
 }
 
+func (n *fakeNode) publishedCount() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.published
+}
+
 // expiry returns when key expires on this node (zero if absent).
 func (n *fakeNode) expiry(key string) time.Time {
 	n.mu.Lock()

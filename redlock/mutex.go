@@ -87,7 +87,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		err := m.TryLock(ctx)
+		failed, err := m.tryLock(ctx)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
 			return err
 		}
@@ -108,7 +108,15 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		if w != nil {
 			wake = w.wake
 		}
-		timer := time.NewTimer(backoff(attempt, m.cfg.delayMin, m.cfg.delayMax))
+		delay := backoff(attempt, m.cfg.delayMin, m.cfg.delayMax)
+		if failed.granted > 0 {
+			// The lock was free on some nodes and contenders split them:
+			// try again soon, at a random moment within two attempt times,
+			// so that one of them goes first, rather than after a full
+			// back-off while the lock stays free.
+			delay = min(delay, rand.N(2*failed.took+1))
+		}
+		timer := time.NewTimer(delay)
 		select {
 		case <-timer.C:
 		case <-wake:
@@ -151,11 +159,17 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 // Mutex that holds the lock takes one more hold on a quorum and re-arms the
 // TTL.
 func (m *Mutex) TryLock(ctx context.Context) error {
+	_, err := m.tryLock(ctx)
+	return err
+}
+
+// tryLock is TryLock; on failure it also describes the failed attempt.
+func (m *Mutex) tryLock(ctx context.Context) (acquisition, error) {
 	if ctx == nil {
-		return invalid("nil context")
+		return acquisition{}, invalid("nil context")
 	}
 	if err := ctx.Err(); err != nil {
-		return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
+		return acquisition{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
 	}
 	if m.cfg.reentrant {
 		m.mu.Lock()
@@ -163,20 +177,20 @@ func (m *Mutex) TryLock(ctx context.Context) error {
 		live := l != nil && l.err == nil
 		m.mu.Unlock()
 		if live {
-			return m.reenter(ctx, l)
+			return acquisition{}, m.reenter(ctx, l)
 		}
 	}
 	token := m.owner
 	if !m.cfg.reentrant {
 		id, err := uuid.NewRandom() // crypto/rand: tokens must not be guessable or repeat
 		if err != nil {
-			return errors.Join(fmt.Errorf("%w: token", ErrNotAcquired), err)
+			return acquisition{}, errors.Join(fmt.Errorf("%w: token", ErrNotAcquired), err)
 		}
 		token = id.String()
 	}
 	a, err := m.r.acquire(ctx, m.request(token), &m.cfg)
 	if err != nil {
-		return err
+		return a, err
 	}
 	l := &lease{token: token, id: token, acq: a, holds: 1, done: make(chan struct{})}
 	if m.cfg.reentrant {
@@ -193,7 +207,7 @@ func (m *Mutex) TryLock(ctx context.Context) error {
 	if m.cfg.renew {
 		m.startRenewal(ctx, l)
 	}
-	return nil
+	return acquisition{}, nil
 }
 
 // reenter takes one more hold on a reentrant lock that l holds.

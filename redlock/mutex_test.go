@@ -115,6 +115,7 @@ func TestTryLockMajorityFailingReportsEachNode(t *testing.T) {
 		for _, ne := range got {
 			assert.Equal(t, fs[ne.Index].name, ne.Addr)
 		}
+		synctest.Wait() // failed nodes are released in the background
 		assert.Zero(t, keyOn(fs, "k"), "a failed attempt left a token behind")
 		assert.Equal(t, 1, fs[2].count("release"), "the node whose reply was lost must be released")
 	})
@@ -305,7 +306,7 @@ func TestLockRetriesUntilReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
 		holder := newFakeMutex(t, r, "k")
-		waiter := newFakeMutex(t, r, "k")
+		waiter := newFakeMutex(t, r, "k", WithNotification(false)) // the back-off alone
 		require.NoError(t, holder.Lock(t.Context()))
 		time.AfterFunc(time.Second, func() { assert.NoError(t, holder.Unlock(context.Background())) })
 		start := time.Now()
@@ -316,6 +317,7 @@ func TestLockRetriesUntilReleased(t *testing.T) {
 		attempts := fs[0].count("acquire") - 1
 		// Exponential: 10, ≤20, ≤40, ≤80, ≤160, then ≤200ms apart: at least 1s/200ms attempts.
 		assert.GreaterOrEqual(t, attempts, 5)
+		synctest.Wait() // every node has answered
 		assert.Equal(t, 5, holders(fs, "k", tokenOf(waiter)))
 	})
 }

@@ -54,7 +54,7 @@ func TestLostNotificationsFallBackToPolling(t *testing.T) {
 		d := handoff(t, r, fs)
 		assert.Greater(t, d, time.Duration(0))
 		assert.LessOrEqual(t, d, DefaultRetryDelayMax, "bounded by the back-off")
-		assert.Equal(t, 2, fs[0].published, "both releases were announced, and lost")
+		assert.Equal(t, 2, fs[0].publishedCount(), "both releases were announced, and lost")
 	})
 }
 
@@ -97,7 +97,7 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 			got = append(got, i)
 		}
 		assert.Equal(t, []int{0, 1, 2}, got, "woken in the order they waited")
-		assert.Equal(t, 4, fs[0].published, "every release announced")
+		assert.Equal(t, 4, fs[0].publishedCount(), "every release announced")
 	})
 }
 

@@ -36,7 +36,7 @@ func TestRedisNodeCommands(t *testing.T) {
 	ctx := t.Context()
 	assert.Equal(t, s.Addr(), n.addr())
 
-	ok, err := n.acquire(ctx, &request{key: "k", token: "t1", ttl: 1500*time.Millisecond})
+	ok, err := n.acquire(ctx, &request{key: "k", token: "t1", ttl: 1500 * time.Millisecond})
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Equal(t, 1500*time.Millisecond, s.TTL("k"), "PX in milliseconds")
@@ -48,10 +48,10 @@ func TestRedisNodeCommands(t *testing.T) {
 	assert.True(t, ok, "a retried SET that was applied counts as granted")
 	assert.Equal(t, 1500*time.Millisecond, s.TTL("k"), "a retry does not re-arm the TTL")
 
-	ok, err = n.extend(ctx, &request{key: "k", token: "t2", ttl: 5*time.Second})
+	ok, err = n.extend(ctx, &request{key: "k", token: "t2", ttl: 5 * time.Second})
 	require.NoError(t, err)
 	assert.False(t, ok, "extend with a foreign token")
-	ok, err = n.extend(ctx, &request{key: "k", token: "t1", ttl: 5*time.Second})
+	ok, err = n.extend(ctx, &request{key: "k", token: "t1", ttl: 5 * time.Second})
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Equal(t, 5*time.Second, s.TTL("k"))
@@ -65,7 +65,7 @@ func TestRedisNodeCommands(t *testing.T) {
 	assert.True(t, ok)
 	assert.False(t, s.Exists("k"))
 
-	ok, err = n.extend(ctx, &request{key: "k", token: "t1", ttl: 5*time.Second})
+	ok, err = n.extend(ctx, &request{key: "k", token: "t1", ttl: 5 * time.Second})
 	require.NoError(t, err)
 	assert.False(t, ok)
 	assert.False(t, s.Exists("k"), "extend must never re-create the key")

@@ -25,6 +25,11 @@ type acquisition struct {
 	// SET is still in flight, a release could reach the node first, find
 	// nothing, and leave the late SET's key behind until its TTL.
 	settled []chan struct{}
+	// granted and took describe a failed attempt: how many nodes granted it
+	// before the outcome was certain, and how long it took. Some grants
+	// without a quorum mean the lock was free there and contenders split it.
+	granted int
+	took    time.Duration
 }
 
 // acquire makes one attempt to take key on a quorum with a fresh token.
@@ -74,7 +79,7 @@ func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config) (acqui
 	if t.won() {
 		reason = fmt.Sprintf("quorum granted after %v, no validity left of ttl %v", r.now().Sub(start), cfg.ttl)
 	}
-	return acquisition{}, t.err(ErrNotAcquired, reason)
+	return acquisition{granted: t.yes, took: r.now().Sub(start)}, t.err(ErrNotAcquired, reason)
 }
 
 // release runs the release script for an acquisition's token on every node
