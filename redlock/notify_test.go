@@ -97,6 +97,7 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 			got = append(got, i)
 		}
 		assert.Equal(t, []int{0, 1, 2}, got, "woken in the order they waited")
+		synctest.Wait() // the last release reaches every node
 		assert.Equal(t, 4, fs[0].publishedCount(), "every release announced")
 	})
 }
