@@ -18,6 +18,9 @@ import (
 // wraps [ErrLockLost]. fn should watch that context and stop acting on the
 // protected resource once it is done.
 //
+// fn can reach the Mutex that Do holds with [MutexFrom], to read its
+// validity ([Mutex.Until]) before each step.
+//
 // Do returns an error wrapping [ErrNotAcquired] when it could not acquire
 // the lock (fn did not run). Otherwise it returns fn's error, joined with an
 // error wrapping [ErrLockLost] if the lock was lost before fn returned (the
@@ -40,7 +43,7 @@ func (r *Redlock) Do(ctx context.Context, name string, fn func(ctx context.Conte
 	}
 	done := m.Done() // this acquisition's
 
-	work, cancel := context.WithCancelCause(ctx)
+	work, cancel := context.WithCancelCause(context.WithValue(ctx, mutexKey{}, m))
 	watching := make(chan struct{})
 	go func() {
 		defer close(watching)
@@ -64,4 +67,15 @@ func (r *Redlock) Do(ctx context.Context, name string, fn func(ctx context.Conte
 		return errors.Join(fnErr, unlockErr)
 	}
 	return fnErr
+}
+
+type mutexKey struct{}
+
+// MutexFrom returns the Mutex that [Redlock.Do] holds while it runs the
+// function it was given ctx for (or a context derived from it), and nil for
+// any other context. The function may read it (Until, Done, Err) but must
+// not Unlock or Extend it: Do does both.
+func MutexFrom(ctx context.Context) *Mutex {
+	m, _ := ctx.Value(mutexKey{}).(*Mutex)
+	return m
 }

@@ -16,9 +16,14 @@ func TestDoRunsUnderTheLockAndReleases(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
 		other := newFakeMutex(t, r, "job")
 		errWork := errors.New("work failed")
+		assert.Nil(t, MutexFrom(t.Context()))
 		err := r.Do(t.Context(), "job", func(ctx context.Context) error {
 			synctest.Wait() // every node has answered
 			assert.Equal(t, 5, keyOn(fs, "job"))
+			m := MutexFrom(ctx)
+			require.NotNil(t, m)
+			assert.Equal(t, "job", m.Name())
+			assert.True(t, time.Now().Before(m.Until()))
 			assert.ErrorIs(t, other.TryLock(ctx), ErrNotAcquired)
 			time.Sleep(30 * time.Second) // renewed meanwhile
 			assert.NoError(t, ctx.Err())
