@@ -44,7 +44,7 @@ func TestDoCancelsWorkBeforeValidityEnds(t *testing.T) {
 		var until time.Time
 		var cancelledAt time.Time
 		err := r.Do(t.Context(), "job", func(ctx context.Context) error {
-			synctest.Wait() // every node has the key
+			synctest.Wait()             // every node has the key
 			for _, f := range fs[1:4] { // a majority stalls
 				f.faults(func(n *fakeNode) { n.ctxHang = true })
 			}
