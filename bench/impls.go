@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// errBusy is what every implementation returns for a lock it did not get.
+var errBusy = errors.New("not acquired")
+
+// impl is one lock implementation under test. lock makes exactly one
+// attempt; on success it returns the matching release.
+type impl struct {
+	name  string
+	nodes int
+	lock  func(ctx context.Context, key string) (release func(context.Context) error, err error)
+	close func()
+}
+
+const ttl = 10 * time.Second
+
+func newRedlockImpl(clients []redis.UniversalClient) impl {
+	rl, err := redlock.New(clients, redlock.WithTTL(ttl))
+	if err != nil {
+		panic(err)
+	}
+	return impl{
+		name:  "redlock-go",
+		nodes: len(clients),
+		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			m, err := rl.NewMutex(key)
+			if err != nil {
+				return nil, err
+			}
+			if err := m.TryLock(ctx); err != nil {
+				if errors.Is(err, redlock.ErrNotAcquired) {
+					return nil, errBusy
+				}
+				return nil, err
+			}
+			return m.Unlock, nil
+		},
+		close: func() { _ = rl.Close(context.Background()) },
+	}
+}
+
+func newRedsyncImpl(clients []redis.UniversalClient) impl {
+	pools := make([]redsyncredis.Pool, len(clients))
+	for i, c := range clients {
+		pools[i] = goredis.NewPool(c)
+	}
+	rs := redsync.New(pools...)
+	return impl{
+		name:  "redsync",
+		nodes: len(clients),
+		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			m := rs.NewMutex(key, redsync.WithTries(1), redsync.WithExpiry(ttl))
+			if err := m.LockContext(ctx); err != nil {
+				return nil, errBusy
+			}
+			return func(ctx context.Context) error {
+				_, err := m.UnlockContext(ctx)
+				return err
+			}, nil
+		},
+		close: func() {},
+	}
+}
+
+// newBsmImpl is bsm/redislock on the first node only: a single-node lock,
+// the speed a five-node lock would have with no fan-out cost at all.
+func newBsmImpl(clients []redis.UniversalClient) impl {
+	c := redislock.New(clients[0])
+	return impl{
+		name:  "bsm/redislock (1 node)",
+		nodes: 1,
+		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			l, err := c.Obtain(ctx, key, ttl, nil)
+			if err != nil {
+				if errors.Is(err, redislock.ErrNotObtained) {
+					return nil, errBusy
+				}
+				return nil, err
+			}
+			return l.Release, nil
+		},
+		close: func() {},
+	}
+}
+
+var rawRelease = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+
+// newRawImpl is the floor: SET NX PX on every node in parallel, success on
+// a majority, then compare-and-delete on every node in parallel. No early
+// decision, no validity arithmetic, no cleanup ordering: the least a
+// correct-looking five-node lock does.
+func newRawImpl(clients []redis.UniversalClient) impl {
+	for _, c := range clients {
+		_ = rawRelease.Load(context.Background(), c).Err()
+	}
+	all := func(ctx context.Context, f func(context.Context, redis.UniversalClient) bool) int {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		n := 0
+		for _, c := range clients {
+			wg.Go(func() {
+				if f(ctx, c) {
+					mu.Lock()
+					n++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return n
+	}
+	return impl{
+		name:  "raw floor",
+		nodes: len(clients),
+		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			token := hex.EncodeToString(b)
+			release := func(ctx context.Context) error {
+				all(ctx, func(ctx context.Context, c redis.UniversalClient) bool {
+					return rawRelease.Run(ctx, c, []string{key}, token).Err() == nil
+				})
+				return nil
+			}
+			ok := all(ctx, func(ctx context.Context, c redis.UniversalClient) bool {
+				return c.SetNX(ctx, key, token, ttl).Val()
+			})
+			if ok < len(clients)/2+1 {
+				_ = release(ctx)
+				return nil, errBusy
+			}
+			return release, nil
+		},
+		close: func() {},
+	}
+}

@@ -1,0 +1,242 @@
+// Command bench measures redlock-go side by side with go-redsync/redsync, a
+// raw five-node floor and bsm/redislock on one node, against the same five
+// real Redis nodes (the integration harness), interleaved round by round.
+// It prints one table and writes it, with a plot, to docs/.
+//
+//	make bench
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Shopify/toxiproxy/v2"
+	"github.com/Shopify/toxiproxy/v2/collectors"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+
+	"github.com/redlock-go/redlock/integration"
+)
+
+var (
+	rounds   = flag.Int("rounds", 3, "interleaved rounds; the table shows medians")
+	duration = flag.Duration("duration", 2*time.Second, "length of each throughput run")
+	pairs    = flag.Int("pairs", 2000, "lock+unlock pairs of the latency run")
+	slowN    = flag.Int("slow", 100, "locks of each slow-node run")
+	outDir   = flag.String("out", "docs", "where bench.md and bench.png go")
+)
+
+// clientOptions are the same for every implementation.
+func clientOptions() *redis.Options {
+	return &redis.Options{PoolSize: 128, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true}
+}
+
+func main() {
+	flag.Parse()
+	redis.SetLogger(quiet{})
+	tclog.SetDefault(tclog.NewNoopLogger())
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+type factory func([]redis.UniversalClient) impl
+
+var factories = []factory{newRedlockImpl, newRedsyncImpl, newRawImpl, newBsmImpl}
+
+func run() error {
+	ctx := context.Background()
+	cluster, err := integration.Start(ctx, 5)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cluster.Close(context.Background()) }()
+
+	// Five in-process proxies, one per node, for the slow-node runs.
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	srv.Metrics.ProxyMetrics = collectors.NewProxyMetricCollectors()
+	proxies := make([]*toxiproxy.Proxy, 5)
+	for i := range proxies {
+		proxies[i] = toxiproxy.NewProxy(srv, fmt.Sprint("node", i), "127.0.0.1:0", cluster.Addr(i))
+		if err := proxies[i].Start(); err != nil {
+			return err
+		}
+		defer proxies[i].Stop()
+	}
+
+	results := newResults()
+	for round := 1; round <= *rounds; round++ {
+		fmt.Fprintf(os.Stderr, "round %d of %d\n", round, *rounds)
+		for _, f := range factories {
+			clients := cluster.Clients(clientOptions())
+			im := f(clients)
+			key := fmt.Sprintf("bench:%d:%s:", round, im.name)
+			warm(ctx, im, key+"warm")
+			p50, p99, allocs := latency(ctx, im, key+"lat:")
+			results.add(im.name, "p50", p50)
+			results.add(im.name, "p99", p99)
+			results.add(im.name, "allocs", allocs)
+			for _, g := range []int{1, 8, 64} {
+				results.add(im.name, fmt.Sprint("pairs", g), throughput(ctx, im, key+fmt.Sprint("tp", g, ":"), g))
+			}
+			att, acq := contended(ctx, im, key+"contended", 8)
+			results.add(im.name, "attempts", att)
+			results.add(im.name, "acquisitions", acq)
+			im.close()
+			closeAll(clients)
+
+			if im.nodes == 5 {
+				var proxied []redis.UniversalClient
+				for i := range proxies {
+					o := clientOptions()
+					o.Addr = proxies[i].Listen
+					proxied = append(proxied, redis.NewClient(o))
+				}
+				im := f(proxied)
+				warm(ctx, im, key+"pwarm")
+				results.add(im.name, "fast", lockLatency(ctx, im, key+"fast:"))
+				for _, i := range []int{1, 3} {
+					if _, err := proxies[i].Toxics.AddToxicJson(strings.NewReader(
+						`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":50}}`)); err != nil {
+						return err
+					}
+				}
+				results.add(im.name, "slow", lockLatency(ctx, im, key+"slow:"))
+				for _, i := range []int{1, 3} {
+					if err := proxies[i].Toxics.RemoveToxic(ctx, "slow"); err != nil {
+						return err
+					}
+				}
+				im.close()
+				closeAll(proxied)
+			}
+		}
+	}
+	table := results.table()
+	fmt.Print(table)
+	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(*outDir+"/bench.md", []byte(table), 0o644); err != nil {
+		return err
+	}
+	return results.plot(*outDir + "/bench.png")
+}
+
+func closeAll(cs []redis.UniversalClient) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+func warm(ctx context.Context, im impl, key string) {
+	for i := range 200 {
+		if rel, err := im.lock(ctx, fmt.Sprint(key, i)); err == nil {
+			_ = rel(ctx)
+		}
+	}
+}
+
+// latency runs lock+unlock pairs one after another on distinct keys: p50
+// and p99 in microseconds, and heap allocations per pair in this process.
+func latency(ctx context.Context, im impl, key string) (p50, p99, allocs float64) {
+	ds := make([]time.Duration, 0, *pairs)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range *pairs {
+		start := time.Now()
+		rel, err := im.lock(ctx, fmt.Sprint(key, i))
+		if err != nil {
+			continue
+		}
+		_ = rel(ctx)
+		ds = append(ds, time.Since(start))
+	}
+	runtime.ReadMemStats(&after)
+	slices.Sort(ds)
+	us := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1))]) / 1e3 }
+	return us(0.5), us(0.99), float64(after.Mallocs-before.Mallocs) / float64(*pairs)
+}
+
+// throughput runs g goroutines doing lock+unlock pairs on distinct keys for
+// the run's duration: pairs per second.
+func throughput(ctx context.Context, im impl, key string, g int) float64 {
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	end := time.Now().Add(*duration)
+	for w := range g {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(end); i++ {
+				rel, err := im.lock(ctx, fmt.Sprint(key, w, ":", i))
+				if err != nil {
+					continue
+				}
+				_ = rel(ctx)
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return float64(n.Load()) / duration.Seconds()
+}
+
+// contended runs g goroutines making single attempts on one key, releasing
+// at once when they get it: attempts and acquisitions per second.
+func contended(ctx context.Context, im impl, key string, g int) (attempts, acquisitions float64) {
+	var att, acq atomic.Int64
+	var wg sync.WaitGroup
+	end := time.Now().Add(*duration)
+	for range g {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				att.Add(1)
+				rel, err := im.lock(ctx, key)
+				if errors.Is(err, errBusy) || err != nil {
+					continue
+				}
+				acq.Add(1)
+				_ = rel(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	s := duration.Seconds()
+	return float64(att.Load()) / s, float64(acq.Load()) / s
+}
+
+// lockLatency is the p50 time, in milliseconds, of taking a free lock.
+func lockLatency(ctx context.Context, im impl, key string) float64 {
+	ds := make([]time.Duration, 0, *slowN)
+	for i := range *slowN {
+		start := time.Now()
+		rel, err := im.lock(ctx, fmt.Sprint(key, i))
+		d := time.Since(start)
+		if err != nil {
+			continue
+		}
+		ds = append(ds, d)
+		_ = rel(ctx)
+	}
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return float64(ds[len(ds)/2]) / 1e6
+}
