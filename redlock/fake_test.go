@@ -191,6 +191,8 @@ func (n *fakeNode) publish(channel, payload string) {
 	}
 }
 
+func (n *fakeNode) close() {}
+
 func (n *fakeNode) subscribe() subscription {
 	n.mu.Lock()
 	defer n.mu.Unlock()

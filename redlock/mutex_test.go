@@ -224,7 +224,9 @@ func TestCallNodeMapsItsOwnDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeNode("n")
 		f.faults(func(n *fakeNode) { n.ctxHang = true })
-		_, err := callNode(t.Context(), 10*time.Millisecond, f, func(ctx context.Context, n node) (bool, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+		defer cancel()
+		_, err := callNode(ctx, f, func(ctx context.Context, n node) (bool, error) {
 			return n.acquire(ctx, &request{key: "k", token: "t", ttl: time.Second})
 		})
 		assert.ErrorIs(t, err, ErrNodeTimeout)
@@ -232,7 +234,7 @@ func TestCallNodeMapsItsOwnDeadline(t *testing.T) {
 		assert.Contains(t, err.Error(), "deadline exceeded", "the original cause stays in the message")
 
 		f.faults(func(n *fakeNode) { n.ctxHang, n.err = false, errBoom })
-		_, err = callNode(t.Context(), 10*time.Millisecond, f, func(ctx context.Context, n node) (bool, error) {
+		_, err = callNode(t.Context(), f, func(ctx context.Context, n node) (bool, error) {
 			return n.acquire(ctx, &request{key: "k", token: "t", ttl: time.Second})
 		})
 		assert.ErrorIs(t, err, errBoom, "errors before the deadline pass through")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,6 +56,9 @@ type node interface {
 	extend(ctx context.Context, r *request) (ok bool, err error)
 	// subscribe opens a subscription to the node's pub/sub channels.
 	subscribe() subscription
+	// close stops what the node runs in the background; calls after it
+	// wait for their context.
+	close()
 	// addr names the node in errors.
 	addr() string
 }
@@ -70,31 +74,220 @@ type subscription interface {
 	close() error
 }
 
-// redisNode is a node reached through a go-redis client.
+// redisNode is a node reached through a go-redis client. Its commands go
+// through a batching queue: a few worker goroutines per node each take the
+// oldest waiting command plus every other one queued meanwhile and send
+// them as one pipeline, one round trip. A lone caller's command leaves at
+// once, alone; under load, commands that arrive while a round trip is in
+// flight share the next one, which is where most of the cost of a lock lies
+// (system calls and server wake-ups per round trip, not bytes).
 type redisNode struct {
 	client  redis.UniversalClient
 	address string
+	// retries says whether the client may send a command twice (go-redis
+	// turns MaxRetries -1 into 0 and the default 0 into 3). Only then must acquire tell a retried SET of its own
+	// from another holder's key, at the cost of a nil reply on success.
+	retries bool
+
+	start sync.Once
+	queue chan *call
+	stop  chan struct{}
+	wg    sync.WaitGroup
 }
 
+// Batching limits. workers bounds the round trips in flight per node (and
+// the connections the queue holds); maxBatch bounds one pipeline.
+const (
+	workers  = 4
+	maxBatch = 128
+)
+
+// call is one command waiting for its round trip. Like an http.Request it
+// carries its context, whose deadline bounds the round trip it joins.
+type call struct {
+	ctx    context.Context //nolint:containedctx // a request in flight
+	cmd    redis.Cmder
+	script *redis.Script // set for EVALSHA, to fall back to EVAL on NOSCRIPT
+	args   []any
+	key    string
+	done   chan struct{} // receives once the reply (or error) is in cmd
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
 func newRedisNode(c redis.UniversalClient) *redisNode {
-	return &redisNode{client: c, address: clientAddr(c)}
+	retries := true
+	switch c := c.(type) {
+	case interface{ Options() *redis.Options }:
+		retries = c.Options().MaxRetries > 0
+	case interface{ Options() *redis.ClusterOptions }:
+		retries = c.Options().MaxRetries > 0
+	}
+	return &redisNode{
+		client: c, address: clientAddr(c), retries: retries,
+		queue: make(chan *call, 4*maxBatch), stop: make(chan struct{}),
+	}
 }
 
 func (n *redisNode) addr() string { return n.address }
 
+// do sends c through the queue and waits for its reply or for ctx; it
+// returns the command holding the reply.
+func (n *redisNode) do(ctx context.Context, c *call) (redis.Cmder, error) {
+	n.start.Do(n.run)
+	c.ctx = ctx
+	select {
+	case n.queue <- c:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case <-c.done:
+		cmd := c.cmd
+		c.ctx, c.cmd, c.script, c.args = nil, nil, nil, nil
+		callPool.Put(c)
+		return cmd, cmd.Err()
+	case <-ctx.Done():
+		return nil, ctx.Err() // the worker still owns c; it is not reused
+	}
+}
+
+// run starts the workers, and loads the scripts into the node's cache so
+// that EVALSHA in a pipeline finds them (a node that is down or restarts
+// answers NOSCRIPT, and send falls back to EVAL, which loads them).
+func (n *redisNode) run() {
+	n.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		go func() { // Close must not wait out a silent node's timeout
+			select {
+			case <-n.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for _, s := range []*redis.Script{scripts.Release, scripts.Extend, scripts.AcquireReentrant, scripts.ReleaseReentrant, scripts.ExtendReentrant} {
+			if s.Load(ctx, n.client).Err() != nil {
+				return
+			}
+		}
+	})
+	for range workers {
+		n.wg.Go(n.work)
+	}
+}
+
+func (n *redisNode) work() {
+	batch := make([]*call, 0, maxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case c := <-n.queue:
+			batch = append(batch, c)
+		case <-n.stop:
+			return
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-n.queue:
+				batch = append(batch, c)
+			default:
+				break more
+			}
+		}
+		n.send(batch)
+	}
+}
+
+// send makes one round trip for batch and hands each call its reply.
+func (n *redisNode) send(batch []*call) {
+	// The round trip is bounded by the latest deadline among its calls.
+	ctx := batch[0].ctx
+	for _, c := range batch[1:] {
+		if later(c.ctx, ctx) {
+			ctx = c.ctx
+		}
+	}
+	if len(batch) == 1 {
+		_ = n.client.Process(ctx, batch[0].cmd)
+	} else {
+		pipe := n.client.Pipeline()
+		for _, c := range batch {
+			_ = pipe.Process(ctx, c.cmd)
+		}
+		_, _ = pipe.Exec(ctx) // each command keeps its own error
+	}
+	for _, c := range batch {
+		if c.script != nil && c.cmd.Err() != nil && redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			// The node lost its script cache (a restart): EVAL loads it.
+			c.cmd = c.script.Run(ctx, n.client, []string{c.key}, c.args...)
+		}
+		c.done <- struct{}{}
+	}
+}
+
+// later reports whether a's deadline is later than b's (none is latest).
+func later(a, b context.Context) bool {
+	da, okA := a.Deadline()
+	db, okB := b.Deadline()
+	return okB && (!okA || da.After(db))
+}
+
+// close stops the workers. Calls still queued get no reply; their callers
+// are bounded by their own contexts.
+func (n *redisNode) close() {
+	select {
+	case <-n.stop:
+	default:
+		close(n.stop)
+	}
+	n.wg.Wait()
+}
+
+// evalsha prepares a call running script with key and args.
+func evalsha(ctx context.Context, script *redis.Script, key string, args ...any) *call {
+	c := callPool.Get().(*call)
+	c.script, c.key, c.args = script, key, args
+	cmdArgs := make([]any, 0, 3+len(args))
+	cmdArgs = append(cmdArgs, "evalsha", script.Hash(), 1, key)
+	cmdArgs = append(cmdArgs, args...)
+	c.cmd = redis.NewCmd(ctx, cmdArgs...)
+	return c
+}
+
 func (n *redisNode) acquire(ctx context.Context, r *request) (bool, error) {
 	if r.reentrant {
-		v, err := scripts.AcquireReentrant.Run(ctx, n.client, []string{r.key}, r.token, r.ttl.Milliseconds()).Int64()
+		cmd, err := n.do(ctx, evalsha(ctx, scripts.AcquireReentrant, r.key, r.token, r.ttl.Milliseconds()))
+		if err != nil {
+			return false, err
+		}
+		v, err := cmd.(*redis.Cmd).Int64()
 		return v > 0, err
 	}
-	// SET key token NX GET PX ttl (Redis 7.0 or later). GET makes the answer
-	// tell "absent, now set" (nil) from "already holds this value", so a SET
-	// that go-redis retried after a network error, whose first try was
-	// applied, still counts as granted, and is released if the attempt fails,
-	// instead of passing for "held by another". The TTL is always sent in
-	// milliseconds.
+	c := callPool.Get().(*call)
+	if !n.retries {
+		// SET key token NX PX ttl: "OK" when set, nil when held.
+		cmd := redis.NewStatusCmd(ctx, "set", r.key, r.token, "px", r.ttl.Milliseconds(), "nx")
+		c.cmd = cmd
+		_, err := n.do(ctx, c)
+		switch {
+		case errors.Is(err, redis.Nil):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		return true, nil
+	}
+	// SET key token NX GET PX ttl (Redis 7.0 or later), for clients that
+	// retry. GET makes the answer tell "absent, now set" (nil) from "already
+	// holds this value", so a SET that go-redis retried after a network
+	// error, whose first try was applied, still counts as granted, and is
+	// released if the attempt fails, instead of passing for "held by
+	// another". The TTL is always sent in milliseconds.
 	cmd := redis.NewStringCmd(ctx, "set", r.key, r.token, "nx", "get", "px", r.ttl.Milliseconds())
-	err := n.client.Process(ctx, cmd)
+	c.cmd = cmd
+	_, err := n.do(ctx, c)
 	switch {
 	case errors.Is(err, redis.Nil):
 		return true, nil // the key was absent: set to token
@@ -105,16 +298,17 @@ func (n *redisNode) acquire(ctx context.Context, r *request) (bool, error) {
 }
 
 func (n *redisNode) release(ctx context.Context, r *request) (bool, error) {
+	var c *call
 	if r.reentrant {
 		all := "0"
 		if r.all {
 			all = "1"
 		}
-		v, err := scripts.ReleaseReentrant.Run(ctx, n.client, []string{r.key}, r.token, all, r.channel, r.notice).Int64()
-		return v == 1, err
+		c = evalsha(ctx, scripts.ReleaseReentrant, r.key, r.token, all, r.channel, r.notice)
+	} else {
+		c = evalsha(ctx, scripts.Release, r.key, r.token, r.channel)
 	}
-	v, err := scripts.Release.Run(ctx, n.client, []string{r.key}, r.token, r.channel).Int64()
-	return v == 1, err
+	return n.scriptResult(ctx, c)
 }
 
 func (n *redisNode) extend(ctx context.Context, r *request) (bool, error) {
@@ -122,7 +316,16 @@ func (n *redisNode) extend(ctx context.Context, r *request) (bool, error) {
 	if r.reentrant {
 		script = scripts.ExtendReentrant
 	}
-	v, err := script.Run(ctx, n.client, []string{r.key}, r.token, r.ttl.Milliseconds()).Int64()
+	return n.scriptResult(ctx, evalsha(ctx, script, r.key, r.token, r.ttl.Milliseconds()))
+}
+
+// scriptResult runs a call whose script returns 1 for yes.
+func (n *redisNode) scriptResult(ctx context.Context, c *call) (bool, error) {
+	cmd, err := n.do(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	v, err := cmd.(*redis.Cmd).Int64()
 	return v == 1, err
 }
 

@@ -33,6 +33,7 @@ func newMiniClients(t *testing.T, n int) ([]*miniredis.Miniredis, []redis.Univer
 func TestRedisNodeCommands(t *testing.T) {
 	servers, clients := newMiniClients(t, 1)
 	s, n := servers[0], newRedisNode(clients[0])
+	t.Cleanup(n.close)
 	ctx := t.Context()
 	assert.Equal(t, s.Addr(), n.addr())
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -141,7 +142,8 @@ type fanout struct {
 	undo    bool            // written before decided is closed
 	undone  chan int        // nodes whose undo step finished, buffered
 	granted []bool          // per node: it said yes before the decision
-	settled []chan struct{} // per node: closed when its op has returned
+	settled []chan struct{} // acquisitions: per node, closed when its op has returned
+	cancel  context.CancelFunc
 }
 
 // fanOut starts op on every node, each in its own goroutine. Node i's op
@@ -157,23 +159,49 @@ func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []cha
 		timeout: timeout,
 		votes:   make(chan vote, n),
 		decided: make(chan struct{}),
-		undone:  make(chan int, n),
 		granted: make([]bool, n),
-		settled: make([]chan struct{}, n),
+	}
+	if undo != nil { // an acquisition: later calls order themselves after it
+		f.undone = make(chan int, n)
+		f.settled = make([]chan struct{}, n)
 	}
 	if err := r.track(n); err != nil {
 		return nil, err
 	}
 	detached := context.WithoutCancel(ctx)
+	// One deadline for the whole fan-out; the last node call to return
+	// cancels it.
+	shared, cancelShared := context.WithTimeout(detached, timeout)
+	f.cancel = cancelShared
+	var running atomic.Int32
+	running.Store(int32(n))
 	for i, nd := range r.nodes {
-		f.settled[i] = make(chan struct{})
+		if f.settled != nil {
+			f.settled[i] = make(chan struct{})
+		}
 		go func() {
 			defer r.wg.Done()
+			opCtx, cancel := shared, context.CancelFunc(nil)
 			if after != nil {
-				<-after[i]
+				select {
+				case <-after[i]: // settled already, as it nearly always is
+				default:
+					// Wait for this node's SET, then give the call a whole
+					// node timeout of its own.
+					<-after[i]
+					opCtx, cancel = context.WithTimeout(detached, timeout)
+				}
 			}
-			ok, err := callNode(detached, timeout, nd, op)
-			close(f.settled[i])
+			ok, err := callNode(opCtx, nd, op)
+			if cancel != nil {
+				cancel()
+			}
+			if running.Add(-1) == 0 {
+				f.cancel()
+			}
+			if f.settled != nil {
+				close(f.settled[i])
+			}
 			f.votes <- vote{node: i, ok: ok, err: err}
 			if undo == nil {
 				return
@@ -190,10 +218,8 @@ func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []cha
 	return f, nil
 }
 
-// callNode runs op on one node with a context bounded by timeout.
-func callNode(ctx context.Context, timeout time.Duration, n node, op nodeOp) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// callNode runs op on one node with ctx, which carries the node timeout.
+func callNode(ctx context.Context, n node, op nodeOp) (bool, error) {
 	ok, err := op(ctx, n)
 	if err != nil && ctx.Err() != nil {
 		// The node timeout passed: say so, and keep this context's error

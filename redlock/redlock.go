@@ -134,6 +134,9 @@ func (r *Redlock) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		for _, n := range r.nodes {
+			n.close()
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("redlock: close: %w", ctx.Err())
