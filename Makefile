@@ -7,7 +7,7 @@ GO ?= go
 GOLANGCI_LINT_VERSION := v2.15.0
 BIN := $(CURDIR)/bin
 
-.PHONY: test unit integration demo lint fuzz bench-handoff
+.PHONY: test unit integration demo lint fuzz bench-handoff bench
 
 ## test: every test: vet, unit tests with -race (no Redis needed), then the
 ## integration scenarios with -race on five Redis containers.
@@ -23,6 +23,11 @@ integration:
 ## demo: five Redis nodes, competing workers, nodes killed midway.
 demo:
 	scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
+
+## bench: redlock-go against redsync, a raw floor and bsm/redislock on the
+## same five nodes (bench/, its own module); writes docs/bench.md and .png.
+bench:
+	cd bench && ../scripts/with-redis-env.sh $(GO) run . -out ../docs
 
 ## bench-handoff: idle time between holders, notified and polling only.
 bench-handoff:

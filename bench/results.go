@@ -111,6 +111,7 @@ func (r *results) plot(path string) error {
 	}
 	p.Add(bars...)
 	p.Legend.Top = true
+	p.Legend.Left = true
 	p.NominalX("1 goroutine", "8 goroutines", "64 goroutines")
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, path)
 }

@@ -131,25 +131,32 @@ func newRedisNode(c redis.UniversalClient) *redisNode {
 
 func (n *redisNode) addr() string { return n.address }
 
-// do sends c through the queue and waits for its reply or for ctx; it
-// returns the command holding the reply.
+// errUnsent is the error of a call whose deadline passed while it waited
+// in the queue: it was never sent, so it cannot have taken effect.
+var errUnsent = errors.New("redlock: node timeout passed before the command was sent")
+
+// do sends c through the queue and returns the command holding its reply.
+// Once c is queued, do waits for the worker whatever ctx does: the caller
+// must learn whether the command was sent, and a later command to this node
+// (the release after a failed attempt) must not overtake it. The worker
+// drops a call whose ctx has ended before it was sent; one already sent is
+// bounded by the client's timeouts (by ctx too with ContextTimeoutEnabled).
+// The algorithm itself stops waiting for the node at the node timeout.
 func (n *redisNode) do(ctx context.Context, c *call) (redis.Cmder, error) {
 	n.start.Do(n.run)
 	c.ctx = ctx
 	select {
 	case n.queue <- c:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, errUnsent
+	case <-n.stop:
+		return nil, errUnsent
 	}
-	select {
-	case <-c.done:
-		cmd := c.cmd
-		c.ctx, c.cmd, c.script, c.args = nil, nil, nil, nil
-		callPool.Put(c)
-		return cmd, cmd.Err()
-	case <-ctx.Done():
-		return nil, ctx.Err() // the worker still owns c; it is not reused
-	}
+	<-c.done
+	cmd := c.cmd
+	c.ctx, c.cmd, c.script, c.args = nil, nil, nil, nil
+	callPool.Put(c)
+	return cmd, cmd.Err()
 }
 
 // run starts the workers, and loads the scripts into the node's cache so
@@ -200,8 +207,22 @@ func (n *redisNode) work() {
 	}
 }
 
-// send makes one round trip for batch and hands each call its reply.
+// send makes one round trip for batch and hands each call its reply. Calls
+// whose deadline has passed are answered errUnsent without being sent.
 func (n *redisNode) send(batch []*call) {
+	live := batch[:0]
+	for _, c := range batch {
+		if c.ctx.Err() != nil {
+			c.cmd.SetErr(errUnsent)
+			c.done <- struct{}{}
+			continue
+		}
+		live = append(live, c)
+	}
+	batch = live
+	if len(batch) == 0 {
+		return
+	}
 	// The round trip is bounded by the latest deadline among its calls.
 	ctx := batch[0].ctx
 	for _, c := range batch[1:] {
@@ -234,8 +255,8 @@ func later(a, b context.Context) bool {
 	return okB && (!okA || da.After(db))
 }
 
-// close stops the workers. Calls still queued get no reply; their callers
-// are bounded by their own contexts.
+// close stops the workers, then answers every call still queued errUnsent.
+// It is called once no fan-out is running, so nothing new is queued.
 func (n *redisNode) close() {
 	select {
 	case <-n.stop:
@@ -243,6 +264,15 @@ func (n *redisNode) close() {
 		close(n.stop)
 	}
 	n.wg.Wait()
+	for {
+		select {
+		case c := <-n.queue:
+			c.cmd.SetErr(errUnsent)
+			c.done <- struct{}{}
+		default:
+			return
+		}
+	}
 }
 
 // evalsha prepares a call running script with key and args.
@@ -352,11 +382,12 @@ func (s *redisSubscription) messages() <-chan *redis.Message { return s.ps.Chann
 func (s *redisSubscription) close() error { return s.ps.Close() }
 
 // unsent reports whether err proves that the command never reached the
-// node, so that it cannot have taken effect: the connection could not be
-// dialled. Any other error leaves the outcome unknown.
+// node, so that it cannot have taken effect: it was dropped from the queue,
+// or the connection could not be dialled. Any other error leaves the
+// outcome unknown.
 func unsent(err error) bool {
 	var opErr *net.OpError
-	return errors.As(err, &opErr) && opErr.Op == "dial"
+	return errors.Is(err, errUnsent) || (errors.As(err, &opErr) && opErr.Op == "dial")
 }
 
 // clientAddr names a client's server for errors and duplicate checks.

@@ -224,7 +224,12 @@ func callNode(ctx context.Context, n node, op nodeOp) (bool, error) {
 	if err != nil && ctx.Err() != nil {
 		// The node timeout passed: say so, and keep this context's error
 		// out of the chain, where it would pass for the caller's deadline.
-		err = fmt.Errorf("%w (%v)", ErrNodeTimeout, err) //nolint:errorlint // on purpose: see above
+		// Whether the command was sent at all stays known.
+		if unsent(err) {
+			err = fmt.Errorf("%w: %w", ErrNodeTimeout, errUnsent)
+		} else {
+			err = fmt.Errorf("%w (%v)", ErrNodeTimeout, err) //nolint:errorlint // on purpose: see above
+		}
 	}
 	return ok, err
 }
