@@ -459,6 +459,7 @@ func TestExtend(t *testing.T) {
 		require.NoError(t, m.Extend(t.Context()))
 		assert.Equal(t, start.Add(time.Second-2*time.Millisecond), m.Until(), "validity counts from the extension's start")
 		assert.True(t, m.Until().After(first))
+		synctest.Wait() // every node has answered
 		assert.Equal(t, time.Second, fs[0].ttl("k"), "full ttl re-armed")
 	})
 }

@@ -98,7 +98,14 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 		}
 		assert.Equal(t, []int{0, 1, 2}, got, "woken in the order they waited")
 		synctest.Wait() // the last release reaches every node
-		assert.Equal(t, 4, fs[0].publishedCount(), "every release announced")
+		// Each of the 4 releases is announced by every node that still held
+		// it: at least a quorum (a woken waiter can win before the previous
+		// release reached the third node, which then has nothing to free).
+		total := 0
+		for _, f := range fs {
+			total += f.publishedCount()
+		}
+		assert.GreaterOrEqual(t, total, 4*2, "every release announced")
 	})
 }
 

@@ -94,6 +94,11 @@ func (r *Redlock) release(ctx context.Context, req *request, a acquisition, cfg 
 	}
 	t := f.wait(ctx)
 	if t.won() {
+		// Nodes that answer about as fast as the quorum did are waited
+		// for, up to as long again: the lock is then free everywhere when
+		// Unlock returns, and the next holder does not find it still held
+		// on a node a few microseconds behind. A slow node is not waited for.
+		f.linger(t, r.now().Sub(f.start))
 		return nil
 	}
 	return t.err(ErrNotHeld, fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum))
@@ -144,6 +149,7 @@ type fanout struct {
 	granted []bool          // per node: it said yes before the decision
 	settled []chan struct{} // acquisitions: per node, closed when its op has returned
 	cancel  context.CancelFunc
+	start   time.Time
 }
 
 // fanOut starts op on every node, each in its own goroutine. Node i's op
@@ -156,6 +162,7 @@ func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []cha
 	n := len(r.nodes)
 	f := &fanout{
 		r:       r,
+		start:   r.now(),
 		timeout: timeout,
 		votes:   make(chan vote, n),
 		decided: make(chan struct{}),
@@ -216,6 +223,38 @@ func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []cha
 		}()
 	}
 	return f, nil
+}
+
+// linger collects the replies still due, for at most d (and never past
+// the node timeout), after the outcome was decided.
+func (f *fanout) linger(t *tally, d time.Duration) {
+	left := 0
+	for _, a := range t.answers {
+		if a == pending {
+			left++
+		}
+	}
+	if left == 0 {
+		return
+	}
+	d = min(d, f.timeout-f.r.now().Sub(f.start))
+	if d <= 0 {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for left > 0 {
+		select {
+		case v := <-f.votes:
+			if t.answers[v.node] == pending {
+				left--
+				f.granted[v.node] = v.ok && v.err == nil
+				t.add(v.node, v.ok, f.nodeErr(v.node, v.err))
+			}
+		case <-timer.C:
+			return
+		}
+	}
 }
 
 // callNode runs op on one node with ctx, which carries the node timeout.
