@@ -228,8 +228,10 @@ func TestStaleUnlock(t *testing.T) {
 	require.NoError(t, stale.Lock(ctx))
 	time.Sleep(400 * time.Millisecond) // the stale holder's keys expire
 	require.NoError(t, fresh.TryLock(ctx))
+	time.Sleep(50 * time.Millisecond) // TryLock returns at quorum: let every SET land
 	insp := inspector(t, c)
 	before := values(t, insp, key)
+	assert.Equal(t, []string{before[0], before[0], before[0], before[0], before[0]}, before)
 
 	err := stale.Unlock(ctx)
 	require.ErrorIs(t, err, redlock.ErrNotHeld)
