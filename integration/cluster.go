@@ -46,15 +46,31 @@ type Cluster struct {
 }
 
 type node struct {
-	mu   sync.Mutex
-	port int
-	ctr  *testcontainers.DockerContainer
+	mu      sync.Mutex
+	port    int
+	persist bool
+	ctr     *testcontainers.DockerContainer
 }
 
+// An Option changes how Start runs the nodes.
+type Option func(*startConfig)
+
+type startConfig struct{ persist bool }
+
+// WithPersistence runs every node with appendonly yes and appendfsync
+// always: each write is on disk before it is acknowledged, so a node that
+// is killed or stopped and restarted keeps its keys (their TTLs go on
+// running while it is down: Redis stores absolute expiry times).
+func WithPersistence() Option { return func(c *startConfig) { c.persist = true } }
+
 // Start starts n Redis nodes in parallel and waits until each answers PING.
-// Each node runs without persistence: a restarted node has forgotten every
-// key. On error, the nodes already started are terminated.
-func Start(ctx context.Context, n int) (*Cluster, error) {
+// Without WithPersistence a node keeps nothing on disk: a restarted node has
+// forgotten every key. On error, the nodes already started are terminated.
+func Start(ctx context.Context, n int, opts ...Option) (*Cluster, error) {
+	var cfg startConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	provider, err := testcontainers.NewDockerProvider()
 	if err != nil {
 		return nil, dockerMissing(err)
@@ -67,7 +83,7 @@ func Start(ctx context.Context, n int) (*Cluster, error) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		c.nodes[i] = &node{port: ports[i]}
+		c.nodes[i] = &node{port: ports[i], persist: cfg.persist}
 		wg.Go(func() { errs[i] = c.nodes[i].run(ctx) })
 	}
 	wg.Wait()
@@ -90,12 +106,14 @@ func dockerMissing(err error) error {
 }
 
 func (n *node) run(ctx context.Context) error {
+	args := []string{"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--save", "", "--enable-debug-command", "yes"}
+	if n.persist {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always", "--dir", "/data")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
 	ctr, err := testcontainers.Run(ctx, Image(),
-		testcontainers.WithCmd(
-			"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no",
-			"--enable-debug-command", "yes",
-		),
+		testcontainers.WithCmd(args...),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			hc.NetworkMode = "host"
 		}),

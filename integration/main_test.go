@@ -32,11 +32,11 @@ func TestMain(m *testing.M) {
 }
 
 // startCluster starts n Redis nodes for one test and terminates them after.
-func startCluster(tb testing.TB, n int) *Cluster {
+func startCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := Start(ctx, n)
+	c, err := Start(ctx, n, opts...)
 	require.NoError(tb, err, "start %d Redis nodes", n)
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

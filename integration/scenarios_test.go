@@ -304,3 +304,28 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	require.NoError(t, second.Unlock(ctx))
 	require.ErrorIs(t, first.Unlock(ctx), redlock.ErrNotHeld)
 }
+
+// TestRestartWithPersistence: with appendfsync always, nodes killed and
+// restarted while a lock is held come back with its keys, so no second
+// holder gets in even when a majority restarts: the setting that makes
+// delayed restarts unnecessary.
+func TestRestartWithPersistence(t *testing.T) {
+	c := startCluster(t, 5, WithPersistence())
+	ctx := t.Context()
+	key := "persist:" + t.Name()
+	first := newMutex(t, newRedlock(t, c), key, redlock.WithTTL(time.Minute))
+	second := newMutex(t, newRedlock(t, c), key, redlock.WithTTL(time.Minute))
+	require.NoError(t, first.Lock(ctx))
+	time.Sleep(50 * time.Millisecond) // every node applied the SET
+	insp := inspector(t, c)
+	held := values(t, insp, key)
+	for _, i := range []int{0, 2, 4} {
+		require.NoError(t, c.Kill(ctx, i))
+		require.NoError(t, c.Restart(ctx, i))
+	}
+	assert.Equal(t, held, values(t, insp, key), "the restarted nodes kept the lock")
+	require.ErrorIs(t, second.TryLock(ctx), redlock.ErrNotAcquired, "a second holder got in after restarts with persistence")
+	require.NoError(t, first.Unlock(ctx))
+	require.NoError(t, second.TryLock(ctx))
+	require.NoError(t, second.Unlock(ctx))
+}
