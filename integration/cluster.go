@@ -67,6 +67,12 @@ func WithPersistence() Option { return func(c *startConfig) { c.persist = true }
 // Without WithPersistence a node keeps nothing on disk: a restarted node has
 // forgotten every key. On error, the nodes already started are terminated.
 func Start(ctx context.Context, n int, opts ...Option) (*Cluster, error) {
+	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") != "true" || os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
+		// Without these testcontainers pulls its reaper image from a
+		// registry and dials the default gateway: traffic off this machine.
+		return nil, errors.New("integration: run through scripts/with-redis-env.sh (make test, make demo, make bench), " +
+			"which sets TESTCONTAINERS_RYUK_DISABLED=true and TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1")
+	}
 	var cfg startConfig
 	for _, o := range opts {
 		o(&cfg)

@@ -63,6 +63,15 @@ type node interface {
 	addr() string
 }
 
+// asyncNode is a node that can run release and extend without a goroutine
+// of the caller's: cb runs on the node's own worker once the reply is in,
+// or at once if the call could not be queued. cb must not block.
+type asyncNode interface {
+	node
+	startRelease(ctx context.Context, r *request, cb func(ok bool, err error))
+	startExtend(ctx context.Context, r *request, cb func(ok bool, err error))
+}
+
 // subscription is one pub/sub connection to a node. It reconnects and
 // re-subscribes by itself; messages published while it is down are lost.
 type subscription interface {
@@ -111,6 +120,56 @@ type call struct {
 	args   []any
 	key    string
 	done   chan struct{} // receives once the reply (or error) is in cmd
+	cb     func(redis.Cmder) // instead of done, for calls nobody waits on
+}
+
+// finish hands c its reply: to its callback, or to the caller in do.
+func (c *call) finish() {
+	if c.cb == nil {
+		c.done <- struct{}{}
+		return
+	}
+	cb, cmd := c.cb, c.cmd
+	c.ctx, c.cmd, c.script, c.args, c.cb = nil, nil, nil, nil, nil
+	callPool.Put(c)
+	cb(cmd)
+}
+
+// enqueue queues c for a worker; if that cannot happen before ctx ends or
+// the node closes, c finishes at once as unsent.
+func (n *redisNode) enqueue(ctx context.Context, c *call) {
+	n.start.Do(n.run)
+	c.ctx = ctx
+	select {
+	case n.queue <- c:
+	case <-ctx.Done():
+		c.cmd.SetErr(errUnsent)
+		c.finish()
+	case <-n.stop:
+		c.cmd.SetErr(errUnsent)
+		c.finish()
+	}
+}
+
+func (n *redisNode) startRelease(ctx context.Context, r *request, cb func(bool, error)) {
+	n.startScript(ctx, n.releaseCall(ctx, r), cb)
+}
+
+func (n *redisNode) startExtend(ctx context.Context, r *request, cb func(bool, error)) {
+	n.startScript(ctx, n.extendCall(ctx, r), cb)
+}
+
+// startScript queues c, a script call answering 1 for yes, with cb.
+func (n *redisNode) startScript(ctx context.Context, c *call, cb func(bool, error)) {
+	c.cb = func(cmd redis.Cmder) {
+		if err := cmd.Err(); err != nil {
+			cb(false, err)
+			return
+		}
+		v, err := cmd.(*redis.Cmd).Int64()
+		cb(v == 1, err)
+	}
+	n.enqueue(ctx, c)
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -214,7 +273,7 @@ func (n *redisNode) send(batch []*call) {
 	for _, c := range batch {
 		if c.ctx.Err() != nil {
 			c.cmd.SetErr(errUnsent)
-			c.done <- struct{}{}
+			c.finish()
 			continue
 		}
 		live = append(live, c)
@@ -244,7 +303,7 @@ func (n *redisNode) send(batch []*call) {
 			// The node lost its script cache (a restart): EVAL loads it.
 			c.cmd = c.script.Run(ctx, n.client, []string{c.key}, c.args...)
 		}
-		c.done <- struct{}{}
+		c.finish()
 	}
 }
 
@@ -268,7 +327,7 @@ func (n *redisNode) close() {
 		select {
 		case c := <-n.queue:
 			c.cmd.SetErr(errUnsent)
-			c.done <- struct{}{}
+			c.finish()
 		default:
 			return
 		}
@@ -328,25 +387,30 @@ func (n *redisNode) acquire(ctx context.Context, r *request) (bool, error) {
 }
 
 func (n *redisNode) release(ctx context.Context, r *request) (bool, error) {
-	var c *call
+	return n.scriptResult(ctx, n.releaseCall(ctx, r))
+}
+
+func (n *redisNode) extend(ctx context.Context, r *request) (bool, error) {
+	return n.scriptResult(ctx, n.extendCall(ctx, r))
+}
+
+func (n *redisNode) releaseCall(ctx context.Context, r *request) *call {
 	if r.reentrant {
 		all := "0"
 		if r.all {
 			all = "1"
 		}
-		c = evalsha(ctx, scripts.ReleaseReentrant, r.key, r.token, all, r.channel, r.notice)
-	} else {
-		c = evalsha(ctx, scripts.Release, r.key, r.token, r.channel)
+		return evalsha(ctx, scripts.ReleaseReentrant, r.key, r.token, all, r.channel, r.notice)
 	}
-	return n.scriptResult(ctx, c)
+	return evalsha(ctx, scripts.Release, r.key, r.token, r.channel)
 }
 
-func (n *redisNode) extend(ctx context.Context, r *request) (bool, error) {
+func (n *redisNode) extendCall(ctx context.Context, r *request) *call {
 	script := scripts.Extend
 	if r.reentrant {
 		script = scripts.ExtendReentrant
 	}
-	return n.scriptResult(ctx, evalsha(ctx, script, r.key, r.token, r.ttl.Milliseconds()))
+	return evalsha(ctx, script, r.key, r.token, r.ttl.Milliseconds())
 }
 
 // scriptResult runs a call whose script returns 1 for yes.

@@ -62,6 +62,7 @@ func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config) (acqui
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, nil,
 		func(ctx context.Context, n node) (bool, error) { return n.acquire(ctx, req) },
 		func(ctx context.Context, n node) { _, _ = n.release(ctx, &undo) },
+		nil,
 	)
 	if err != nil {
 		return acquisition{}, err
@@ -88,7 +89,8 @@ func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config) (acqui
 // when the outcome is certain finish in the background.
 func (r *Redlock) release(ctx context.Context, req *request, a acquisition, cfg *config) error {
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
-		func(ctx context.Context, n node) (bool, error) { return n.release(ctx, req) }, nil)
+		func(ctx context.Context, n node) (bool, error) { return n.release(ctx, req) }, nil,
+		func(ctx context.Context, n asyncNode, cb func(bool, error)) { n.startRelease(ctx, req, cb) })
 	if err != nil {
 		return err
 	}
@@ -108,7 +110,8 @@ func (r *Redlock) release(ctx context.Context, req *request, a acquisition, cfg 
 // reports whether a quorum still held it and re-armed its TTL.
 func (r *Redlock) extend(ctx context.Context, req *request, a acquisition, cfg *config) error {
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
-		func(ctx context.Context, n node) (bool, error) { return n.extend(ctx, req) }, nil)
+		func(ctx context.Context, n node) (bool, error) { return n.extend(ctx, req) }, nil,
+		func(ctx context.Context, n asyncNode, cb func(bool, error)) { n.startExtend(ctx, req, cb) })
 	if err != nil {
 		return err
 	}
@@ -158,7 +161,12 @@ type fanout struct {
 // is not nil, each goroutine waits for the decision after its op and, when
 // decide(true) is called and its node did not answer no, runs undo with a
 // fresh timeout.
-func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []chan struct{}, op nodeOp, undo func(context.Context, node)) (*fanout, error) {
+//
+// When async is given (release and extend), a node that can run the call
+// on its own worker (asyncNode) and need not wait for an earlier SET gets no
+// goroutine of its own: the reply comes back through the callback.
+func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []chan struct{}, op nodeOp, undo func(context.Context, node),
+	async func(context.Context, asyncNode, func(bool, error))) (*fanout, error) {
 	n := len(r.nodes)
 	f := &fanout{
 		r:       r,
@@ -185,6 +193,17 @@ func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []cha
 	for i, nd := range r.nodes {
 		if f.settled != nil {
 			f.settled[i] = make(chan struct{})
+		}
+		if an, ok := nd.(asyncNode); ok && async != nil && undo == nil && (after == nil || isClosed(after[i])) {
+			async(shared, an, func(ok bool, err error) {
+				err = nodeTimeoutErr(shared, err)
+				if running.Add(-1) == 0 {
+					f.cancel()
+				}
+				f.votes <- vote{node: i, ok: ok, err: err}
+				r.wg.Done()
+			})
+			continue
 		}
 		go func() {
 			defer r.wg.Done()
@@ -260,6 +279,22 @@ func (f *fanout) linger(t *tally, d time.Duration) {
 // callNode runs op on one node with ctx, which carries the node timeout.
 func callNode(ctx context.Context, n node, op nodeOp) (bool, error) {
 	ok, err := op(ctx, n)
+	return ok, nodeTimeoutErr(ctx, err)
+}
+
+// isClosed reports whether c is closed, without waiting.
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// nodeTimeoutErr turns an error that came with the node timeout (ctx's
+// deadline) into ErrNodeTimeout.
+func nodeTimeoutErr(ctx context.Context, err error) error {
 	if err != nil && ctx.Err() != nil {
 		// The node timeout passed: say so, and keep this context's error
 		// out of the chain, where it would pass for the caller's deadline.
@@ -270,7 +305,7 @@ func callNode(ctx context.Context, n node, op nodeOp) (bool, error) {
 			err = fmt.Errorf("%w (%v)", ErrNodeTimeout, err) //nolint:errorlint // on purpose: see above
 		}
 	}
-	return ok, err
+	return err
 }
 
 // wait collects votes until the outcome is certain: a quorum said yes, a
