@@ -119,7 +119,7 @@ type call struct {
 	script *redis.Script // set for EVALSHA, to fall back to EVAL on NOSCRIPT
 	args   []any
 	key    string
-	done   chan struct{} // receives once the reply (or error) is in cmd
+	done   chan struct{}     // receives once the reply (or error) is in cmd
 	cb     func(redis.Cmder) // instead of done, for calls nobody waits on
 }
 
