@@ -10,6 +10,12 @@
 //	defer mu.Unlock(context.WithoutCancel(ctx))
 //	// work until mu.Until(), or Extend before it
 //
+// To hold a lock while work runs, [Redlock.Do] acquires, renews (see
+// [WithRenewal]) and releases, and cancels the work's context when the lock
+// is lost; a [Mutex] reports loss through [Mutex.Done] and [Mutex.Err].
+// Waiting Locks are woken when a release is announced ([WithNotification]);
+// [WithReentrant] makes the Mutex value the lock's owner, with a hold count.
+//
 // # The algorithm
 //
 // An acquisition notes its start on the monotonic clock, sends
