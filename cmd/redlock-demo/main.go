@@ -91,6 +91,7 @@ func run(workers int, phaseLen time.Duration) error {
 		perPhase[i] = &stats{failures: map[string]int{}}
 	}
 	var current atomic.Int32
+	var phaseMu sync.RWMutex // attempts read-lock it; phase changes lock it
 
 	var (
 		counter  int64 // guarded by the distributed lock only
@@ -128,12 +129,15 @@ func run(workers int, phaseLen time.Duration) error {
 					return
 				default:
 				}
-				st := perPhase[current.Load()]
 				// One attempt at a time (TryLock), so that every failed
 				// attempt is counted with its cause; Lock does the same loop
-				// with a randomised back-off.
+				// with a randomised back-off. An attempt never straddles a
+				// phase change: the kills wait for attempts in flight.
+				phaseMu.RLock()
+				st := perPhase[current.Load()]
 				start := time.Now()
 				err := mu.TryLock(ctx)
+				phaseMu.RUnlock()
 				if err != nil {
 					st.fail(cause(err))
 					time.Sleep(time.Duration(2+rand.IntN(20)) * time.Millisecond)
@@ -165,7 +169,7 @@ func run(workers int, phaseLen time.Duration) error {
 		fmt.Printf("  acquisitions %d, failures %d, lock latency %s\n", st.acquired, total(st.failures), percentiles(st.latencies))
 	}
 	for p, name := range phases {
-		current.Store(int32(p))
+		phaseMu.Lock()
 		switch p {
 		case 1:
 			fmt.Println("killing nodes 1 and 3")
@@ -175,6 +179,8 @@ func run(workers int, phaseLen time.Duration) error {
 			fmt.Println("killing node 4")
 			must(cluster.Kill(ctx, 4))
 		}
+		current.Store(int32(p))
+		phaseMu.Unlock()
 		fmt.Printf("phase %d: %s\n", p+1, name)
 		deadline := time.Now().Add(phaseLen)
 		for time.Now().Before(deadline) {
@@ -217,6 +223,9 @@ func run(workers int, phaseLen time.Duration) error {
 	}
 	if perPhase[1].acquired == 0 {
 		return errors.New("no acquisition with a minority down")
+	}
+	if perPhase[2].acquired != 0 {
+		return errors.New("acquired without a majority of nodes")
 	}
 	return nil
 }
