@@ -22,9 +22,9 @@ var ErrNotAcquired = errors.New("redlock: lock not acquired")
 var ErrNotHeld = errors.New("redlock: lock not held")
 
 // ErrLockLost means an acquisition ended before Unlock: its validity ran
-// out without an extension, or a quorum of nodes answered that they no
-// longer hold its token (the key expired or was taken), which no extension
-// can repair. [Mutex.Err] returns it once [Mutex.Done] is closed, [Mutex.Extend]
+// out without an extension, or so many nodes answered that they no longer
+// hold its token (the key expired or was taken) that no quorum can hold it
+// any more, which no extension can repair. [Mutex.Err] returns it once [Mutex.Done] is closed, [Mutex.Extend]
 // wraps it when the loss is certain, and it is the cause
 // ([context.Cause]) of the context [Redlock.Do] gives its function.
 var ErrLockLost = errors.New("redlock: lock lost")
@@ -39,7 +39,8 @@ var ErrNodeTimeout = errors.New("redlock: node timeout")
 var ErrInvalidArgument = errors.New("redlock: invalid argument")
 
 // ErrClosed is returned by every call on a [Redlock], and on its mutexes,
-// made after [Redlock.Close].
+// that would talk to the nodes after [Redlock.Close] (Unlock or Extend of a
+// mutex that holds nothing still return [ErrNotHeld] without I/O).
 var ErrClosed = errors.New("redlock: closed")
 
 // NodeError reports one node's failure during an operation: a network or
@@ -59,6 +60,7 @@ type NodeError struct {
 	Err error
 }
 
+// Error says which node failed and why.
 func (e *NodeError) Error() string {
 	return fmt.Sprintf("redlock: node %d (%s): %v", e.Index, e.Addr, e.Err)
 }

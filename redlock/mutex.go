@@ -69,8 +69,9 @@ func (m *Mutex) Name() string { return m.name }
 // [WithRetryDelay]) or, with notification on (the default, see
 // [WithNotification]), until a release of this lock is announced, whichever
 // comes first: after its first failed attempt it subscribes to the lock's
-// release channel on every node and tries again at once, so a release
-// between the attempt and the subscription is not missed either.
+// release channel on every node (in the background) and tries again at
+// once. A release announced before the subscription took effect is missed
+// and costs one back-off, like any lost announcement.
 //
 // On failure it returns an error wrapping [ErrNotAcquired] and the last
 // attempt's causes (one [*NodeError] per failed node); when ctx ended, the
@@ -141,16 +142,19 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 }
 
 // TryLock makes exactly one attempt to acquire the lock: it sends
-// SET name token NX PX ttl to every node at once with a new random token and
-// succeeds when a quorum granted it with validity left (see [Mutex.Until]).
+// SET name token NX PX ttl to every node at once with a new random token
+// (SET name token NX GET PX ttl when the client may retry commands, and a
+// script for a reentrant lock) and succeeds when a quorum granted it with
+// validity left (see [Mutex.Until]).
 // It returns once the outcome is certain, which is when the quorum-th
 // fastest node answers, not the slowest; a node that has not answered by the
 // node timeout counts as failed.
 //
 // On failure it returns an error wrapping [ErrNotAcquired], one [*NodeError]
 // per failed node, and ctx's error if ctx ended. Before returning it
-// releases the lock on every node that granted it; nodes that failed or had
-// not answered are released in the background. If ctx has already ended,
+// releases the lock on every node that had granted it when the outcome was
+// decided; nodes that failed or had not answered, and all of them when ctx
+// has ended, are released in the background. If ctx has already ended,
 // TryLock makes no attempt.
 //
 // With [WithRenewal], a successful TryLock starts renewing the lock until
@@ -303,10 +307,10 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 //
 // On failure it returns an error wrapping [ErrNotHeld], one [*NodeError] per
 // failed node, and ctx's error if ctx ended; the validity window is then
-// left as it was (the lock may still be held until [Mutex.Until]). When a
-// quorum of nodes answered that they no longer hold the token, the lock is
-// lost for good: the error also wraps [ErrLockLost] and the acquisition ends
-// ([Mutex.Done] closes).
+// left as it was (the lock may still be held until [Mutex.Until]). When so
+// many nodes answered that they no longer hold the token that no quorum can
+// hold it any more, the lock is lost for good: the error also wraps
+// [ErrLockLost] and the acquisition ends ([Mutex.Done] closes).
 func (m *Mutex) Extend(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")

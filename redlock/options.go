@@ -116,7 +116,11 @@ func WithTries(n int) Option {
 // WithRetryDelay sets the back-off between the attempts of [Mutex.Lock].
 // Before attempt k+1 (k ≥ 1) Lock sleeps a uniformly random duration in
 // [min, min(max, min×2^(k-1))]: randomised so that contenders do not retry
-// in lockstep, growing so that a long wait does not hammer the nodes.
+// in lockstep, growing so that a long wait does not hammer the nodes. With
+// notification on, the attempt right after subscribing comes at once and a
+// release announcement ends the sleep early; after an attempt that failed
+// with some grants (contenders split a free lock) the sleep is at most two
+// attempt durations.
 // Both must be positive and min ≤ max. Default: 10ms and 200ms
 // ([DefaultRetryDelayMin], [DefaultRetryDelayMax]).
 func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
@@ -182,7 +186,7 @@ func WithMaxHold(d time.Duration) Option {
 // name, is another owner and is refused. On each node the key is a hash
 // whose one field, the owner's id, counts its holds, as Redisson stores
 // them; a reentrant and a non-reentrant Mutex on the same name refuse each
-// other. Default: off (plain string keys).
+// other (the key of the other kind counts as held). Default: off (plain string keys).
 func WithReentrant() Option {
 	return optionFunc(func(c *config) error {
 		c.reentrant = true

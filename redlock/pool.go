@@ -380,6 +380,8 @@ func (n *redisNode) acquire(ctx context.Context, r *request) (bool, error) {
 	switch {
 	case errors.Is(err, redis.Nil):
 		return true, nil // the key was absent: set to token
+	case err != nil && redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return false, nil // GET met a key of another type (a reentrant lock): held
 	case err != nil:
 		return false, err
 	}

@@ -25,6 +25,7 @@ type Redlock struct {
 
 	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
 	closed bool
+	done   chan struct{} // closed by Close: renewal stops
 	wg     sync.WaitGroup
 
 	waiters waiters // waiting Locks and their subscriptions
@@ -73,7 +74,7 @@ func newRedlock(nodes []node, opts ...Option) (*Redlock, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	r := &Redlock{nodes: nodes, cfg: cfg, now: time.Now}
+	r := &Redlock{nodes: nodes, cfg: cfg, now: time.Now, done: make(chan struct{})}
 	r.waiters.r = r
 	return r, nil
 }
@@ -111,20 +112,25 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 // Quorum returns how many nodes must agree for a lock to be held: N/2+1.
 func (r *Redlock) Quorum() int { return quorum(len(r.nodes)) }
 
-// Close stops new operations and waits until every goroutine the Redlock
-// started has returned, or until ctx ends, whose error it then returns.
+// Close stops new operations and renewal, and waits until every goroutine
+// the Redlock started has returned, or until ctx ends, whose error it then
+// returns.
 // Operations return before all their node calls have: a call to a slow or
 // paused node, or the release that follows a failed acquisition, may run on
 // after Lock, Unlock or Extend returned, until it finishes or times out.
 // Close is where a program (or a leak-checking test) waits for them. Locks
-// still held are not released: their keys expire after their TTL. Calls
+// still held are not released: their keys expire after their TTL, and their
+// acquisitions end as lost when their validity runs out. Calls
 // after Close return [ErrClosed]; Close itself may be called again.
 func (r *Redlock) Close(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
 	r.mu.Lock()
-	r.closed = true
+	if !r.closed {
+		r.closed = true
+		close(r.done)
+	}
 	r.mu.Unlock()
 	r.waiters.close()
 	done := make(chan struct{})

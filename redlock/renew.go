@@ -13,7 +13,8 @@ import (
 // retry back-off until the validity is about to run out (the lease then
 // ends as lost, see lossMargin). The goroutine stops on Unlock or loss,
 // when the holder's context ends, and at the WithMaxHold bound; the lease
-// then simply runs out. It never extends after the validity has run out
+// then simply runs out; Redlock.Close stops it too. It never extends after
+// the validity has run out
 // and never re-creates a key: both are Extend's rules, which it uses.
 
 // renewEvery is the renewal period for a TTL.
@@ -46,6 +47,8 @@ func (m *Mutex) renew(holdCtx context.Context, l *lease) {
 		case <-l.done:
 			return
 		case <-holdCtx.Done():
+			return
+		case <-m.r.done:
 			return
 		case <-timer.C:
 		}

@@ -120,3 +120,15 @@ func TestRenewalFindsLockTaken(t *testing.T) {
 		assert.Equal(t, "thief", v)
 	})
 }
+
+func TestCloseStopsRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithTTL(3*time.Second), WithRenewal())
+		require.NoError(t, m.Lock(t.Context()))
+		start := time.Now()
+		require.NoError(t, r.Close(t.Context()))
+		assert.Zero(t, time.Since(start), "Close does not wait for the lease to run out")
+		assert.Zero(t, fs[0].count("extend"))
+	})
+}
