@@ -147,8 +147,12 @@ func (n *fakeNode) release(ctx context.Context, r *request) (bool, error) {
 		if !ok || e.value != r.token || e.hash != r.reentrant {
 			return false
 		}
-		e.holds--
-		if !r.reentrant || r.all || e.holds <= 0 {
+		if r.reentrant && !r.all {
+			e.holds = max(1, e.holds-1) // dropping one hold never frees the lock
+			n.data[r.key] = e
+			return true
+		}
+		{
 			delete(n.data, r.key)
 			if r.channel != "" {
 				payload := r.token
@@ -157,8 +161,6 @@ func (n *fakeNode) release(ctx context.Context, r *request) (bool, error) {
 				}
 				n.publish(r.channel, payload)
 			}
-		} else {
-			n.data[r.key] = e
 		}
 		return true
 	})

@@ -201,6 +201,13 @@ func (m *Mutex) tryLock(ctx context.Context) (acquisition, error) {
 		l.id = uuid.NewString()
 	}
 	m.mu.Lock()
+	if cur := m.lease; m.cfg.reentrant && cur != nil && cur.err == nil {
+		// Another goroutine's first TryLock on this Mutex won meanwhile:
+		// same owner, so this is one more hold on its acquisition.
+		m.addHold(cur, a)
+		m.mu.Unlock()
+		return acquisition{}, nil
+	}
 	old := m.lease
 	m.lease = l
 	l.loss = time.AfterFunc(m.untilLoss(l), func() { m.end(l, fmt.Errorf("%w: validity ran out", ErrLockLost)) })
@@ -227,12 +234,20 @@ func (m *Mutex) reenter(ctx context.Context, l *lease) error {
 		// Mutex does; its final Unlock drops them all.
 		return fmt.Errorf("%w: unlocked or lost during the attempt", ErrNotAcquired)
 	}
+	m.addHold(l, a)
+	return nil
+}
+
+// addHold counts one more hold on l, taken by acquisition a. Called with
+// m.mu held. The window moves to a's if later; later releases wait for the
+// SETs of both acquisitions on each node.
+func (m *Mutex) addHold(l *lease, a acquisition) {
 	l.holds++
+	l.acq.settled = m.r.bothSettled(l.acq.settled, a.settled)
 	if a.until.After(l.acq.until) {
-		l.acq = a
+		l.acq.until = a.until
 		l.loss.Reset(m.untilLoss(l))
 	}
-	return nil
 }
 
 // request builds the node request for token.

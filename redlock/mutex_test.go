@@ -564,3 +564,29 @@ func TestCloseWaitsForStragglers(t *testing.T) {
 		assert.Equal(t, 900*time.Millisecond, time.Since(start))
 	})
 }
+
+func TestConcurrentCloseDoesNotPanic(t *testing.T) {
+	servers, clients := newMiniClients(t, 3)
+	_ = servers
+	r, err := New(clients)
+	require.NoError(t, err)
+	m, err := r.NewMutex("k")
+	require.NoError(t, err)
+	require.NoError(t, m.Lock(t.Context())) // starts the node workers
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { errs <- r.Close(context.Background()) }()
+	}
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+}
+
+func TestNodeErrorNeverPassesForCallersDeadline(t *testing.T) {
+	dialTimeout := &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}
+	err := nodeTimeoutErr(t.Context(), fmt.Errorf("pool: %w", dialTimeout))
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+	assert.True(t, unsent(err), "a failed dial still counts as never sent")
+	assert.Contains(t, err.Error(), "dial")
+	assert.NoError(t, nodeTimeoutErr(t.Context(), nil))
+}

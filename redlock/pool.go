@@ -98,10 +98,11 @@ type redisNode struct {
 	// from another holder's key, at the cost of a nil reply on success.
 	retries bool
 
-	start sync.Once
-	queue chan *call
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	start   sync.Once
+	stopped sync.Once
+	queue   chan *call
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // Batching limits. workers bounds the round trips in flight per node (and
@@ -142,13 +143,22 @@ func (n *redisNode) enqueue(ctx context.Context, c *call) {
 	c.ctx = ctx
 	select {
 	case n.queue <- c:
-	case <-ctx.Done():
-		c.cmd.SetErr(errUnsent)
-		c.finish()
-	case <-n.stop:
-		c.cmd.SetErr(errUnsent)
-		c.finish()
+		return
+	default:
 	}
+	// The queue is full (the node is slow or stalled): wait for room in a
+	// goroutine, so that the caller goes on queueing to the other nodes.
+	go func() {
+		select {
+		case n.queue <- c:
+		case <-ctx.Done():
+			c.cmd.SetErr(errUnsent)
+			c.finish()
+		case <-n.stop:
+			c.cmd.SetErr(errUnsent)
+			c.finish()
+		}
+	}()
 }
 
 func (n *redisNode) startRelease(ctx context.Context, r *request, cb func(bool, error)) {
@@ -175,11 +185,10 @@ func (n *redisNode) startScript(ctx context.Context, c *call, cb func(bool, erro
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
 func newRedisNode(c redis.UniversalClient) *redisNode {
+	// Only a plain client can be known not to retry; a cluster client
+	// also resends on redirects.
 	retries := true
-	switch c := c.(type) {
-	case interface{ Options() *redis.Options }:
-		retries = c.Options().MaxRetries > 0
-	case interface{ Options() *redis.ClusterOptions }:
+	if c, ok := c.(interface{ Options() *redis.Options }); ok {
 		retries = c.Options().MaxRetries > 0
 	}
 	return &redisNode{
@@ -301,8 +310,11 @@ func (n *redisNode) send(batch []*call) {
 	for _, c := range batch {
 		if c.script != nil && c.cmd.Err() != nil && redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
 			// The node lost its script cache (a restart): EVAL loads it.
+			// Before any call finishes: ctx belongs to one of them.
 			c.cmd = c.script.Run(ctx, n.client, []string{c.key}, c.args...)
 		}
+	}
+	for _, c := range batch {
 		c.finish()
 	}
 }
@@ -317,11 +329,7 @@ func later(a, b context.Context) bool {
 // close stops the workers, then answers every call still queued errUnsent.
 // It is called once no fan-out is running, so nothing new is queued.
 func (n *redisNode) close() {
-	select {
-	case <-n.stop:
-	default:
-		close(n.stop)
-	}
+	n.stopped.Do(func() { close(n.stop) })
 	n.wg.Wait()
 	for {
 		select {

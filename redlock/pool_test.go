@@ -76,8 +76,12 @@ func TestRedisNodeCommands(t *testing.T) {
 	ok, err = n.acquire(ctx, &request{key: "hash", token: "t1", ttl: time.Second})
 	require.NoError(t, err)
 	assert.False(t, ok, "a key of another type (a reentrant lock) is held by another")
-	_, err = n.release(ctx, &request{key: "hash", token: "t1"})
-	assert.Error(t, err, "a script on a key of another type is a node error")
+	ok, err = n.release(ctx, &request{key: "hash", token: "t1"})
+	require.NoError(t, err)
+	assert.False(t, ok, "release on a key of another type: not ours")
+	ok, err = n.extend(ctx, &request{key: "hash", token: "t1", ttl: time.Second})
+	require.NoError(t, err)
+	assert.False(t, ok, "extend on a key of another type: not ours")
 }
 
 func TestRedisMutexOnMiniredis(t *testing.T) {

@@ -62,7 +62,7 @@ func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config) (acqui
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, nil,
 		func(ctx context.Context, n node) (bool, error) { return n.acquire(ctx, req) },
 		func(ctx context.Context, n node) { _, _ = n.release(ctx, &undo) },
-		nil,
+		nil, req.reentrant,
 	)
 	if err != nil {
 		return acquisition{}, err
@@ -90,7 +90,7 @@ func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config) (acqui
 func (r *Redlock) release(ctx context.Context, req *request, a acquisition, cfg *config) error {
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
 		func(ctx context.Context, n node) (bool, error) { return n.release(ctx, req) }, nil,
-		func(ctx context.Context, n asyncNode, cb func(bool, error)) { n.startRelease(ctx, req, cb) })
+		func(ctx context.Context, n asyncNode, cb func(bool, error)) { n.startRelease(ctx, req, cb) }, false)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (r *Redlock) release(ctx context.Context, req *request, a acquisition, cfg 
 func (r *Redlock) extend(ctx context.Context, req *request, a acquisition, cfg *config) error {
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
 		func(ctx context.Context, n node) (bool, error) { return n.extend(ctx, req) }, nil,
-		func(ctx context.Context, n asyncNode, cb func(bool, error)) { n.startExtend(ctx, req, cb) })
+		func(ctx context.Context, n asyncNode, cb func(bool, error)) { n.startExtend(ctx, req, cb) }, false)
 	if err != nil {
 		return err
 	}
@@ -143,16 +143,17 @@ type vote struct {
 // any) returns, which the node timeout bounds for clients that honour
 // context deadlines and the client's own timeouts bound otherwise.
 type fanout struct {
-	r       *Redlock
-	timeout time.Duration
-	votes   chan vote       // one per node, buffered: senders never block
-	decided chan struct{}   // closed by decide
-	undo    bool            // written before decided is closed
-	undone  chan int        // nodes whose undo step finished, buffered
-	granted []bool          // per node: it said yes before the decision
-	settled []chan struct{} // acquisitions: per node, closed when its op has returned
-	cancel  context.CancelFunc
-	start   time.Time
+	r         *Redlock
+	timeout   time.Duration
+	votes     chan vote       // one per node, buffered: senders never block
+	decided   chan struct{}   // closed by decide
+	undo      bool            // written before decided is closed
+	undone    chan int        // nodes whose undo step finished, buffered
+	granted   []bool          // per node: it said yes before the decision
+	settled   []chan struct{} // acquisitions: per node, closed when its op has returned
+	cancel    context.CancelFunc
+	start     time.Time
+	reentrant bool // an acquisition of a reentrant lock: see its undo
 }
 
 // fanOut starts op on every node, each in its own goroutine. Node i's op
@@ -166,15 +167,16 @@ type fanout struct {
 // on its own worker (asyncNode) and need not wait for an earlier SET gets no
 // goroutine of its own: the reply comes back through the callback.
 func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []chan struct{}, op nodeOp, undo func(context.Context, node),
-	async func(context.Context, asyncNode, func(bool, error))) (*fanout, error) {
+	async func(context.Context, asyncNode, func(bool, error)), reentrant bool) (*fanout, error) {
 	n := len(r.nodes)
 	f := &fanout{
-		r:       r,
-		start:   r.now(),
-		timeout: timeout,
-		votes:   make(chan vote, n),
-		decided: make(chan struct{}),
-		granted: make([]bool, n),
+		reentrant: reentrant,
+		r:         r,
+		start:     r.now(),
+		timeout:   timeout,
+		votes:     make(chan vote, n),
+		decided:   make(chan struct{}),
+		granted:   make([]bool, n),
 	}
 	if undo != nil { // an acquisition: later calls order themselves after it
 		f.undone = make(chan int, n)
@@ -233,7 +235,12 @@ func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []cha
 				return
 			}
 			<-f.decided
-			if f.undo && (ok || (err != nil && !unsent(err))) {
+			// A reentrant attempt is undone only where it surely took a
+			// hold: its undo drops one hold of the owner, which on a node
+			// the attempt never reached would be a hold the owner already
+			// had. An extra hold left on a node is harmless: the owner's
+			// last Unlock drops them all.
+			if f.undo && (ok || (err != nil && !unsent(err) && !f.reentrant)) {
 				uctx, ucancel := context.WithTimeout(detached, timeout)
 				undo(uctx, nd)
 				ucancel()
@@ -276,6 +283,40 @@ func (f *fanout) linger(t *tally, d time.Duration) {
 	}
 }
 
+// bothSettled returns, per node, a channel closed once both a[i] and b[i]
+// are (nil counts as closed). A goroutine waits only where one is not yet.
+func (r *Redlock) bothSettled(a, b []chan struct{}) []chan struct{} {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	out := make([]chan struct{}, len(a))
+	for i := range a {
+		switch {
+		case isClosed(a[i]):
+			out[i] = b[i]
+		case isClosed(b[i]):
+			out[i] = a[i]
+		default:
+			c := make(chan struct{})
+			out[i] = c
+			if r.track(1) != nil {
+				close(c)
+				continue
+			}
+			go func() {
+				defer r.wg.Done()
+				<-a[i]
+				<-b[i]
+				close(c)
+			}()
+		}
+	}
+	return out
+}
+
 // callNode runs op on one node with ctx, which carries the node timeout.
 func callNode(ctx context.Context, n node, op nodeOp) (bool, error) {
 	ok, err := op(ctx, n)
@@ -293,8 +334,16 @@ func isClosed(c chan struct{}) bool {
 }
 
 // nodeTimeoutErr turns an error that came with the node timeout (ctx's
-// deadline) into ErrNodeTimeout.
+// deadline) into ErrNodeTimeout, and keeps any other context error a client
+// returns (a dial timeout matches context.DeadlineExceeded) out of the
+// chain, where it would pass for the caller's own context ending.
 func nodeTimeoutErr(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		if unsent(err) {
+			return fmt.Errorf("%v: %w", err, errUnsent) //nolint:errorlint // on purpose: see above
+		}
+		return fmt.Errorf("%v", err) //nolint:errorlint // on purpose: see above
+	}
 	if err != nil && ctx.Err() != nil {
 		// The node timeout passed: say so, and keep this context's error
 		// out of the chain, where it would pass for the caller's deadline.

@@ -77,3 +77,78 @@ func TestReentrantRenewal(t *testing.T) {
 		assert.Zero(t, keyOn(fs, "k"))
 	})
 }
+
+// A failed re-lock must not take away a hold the owner already had on a
+// node that the re-lock never reached.
+func TestReentrantFailedRelockKeepsHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithReentrant())
+		require.NoError(t, m.Lock(t.Context()))
+		synctest.Wait()
+		for _, f := range fs[1:] { // the re-lock fails there without effect
+			f.faults(func(n *fakeNode) { n.err = errBoom })
+		}
+		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
+		for _, f := range fs[1:] {
+			f.faults(func(n *fakeNode) { n.err = nil })
+		}
+		synctest.Wait()
+		assert.Equal(t, 3, keyOn(fs, "k"), "the failed re-lock released the owner's own holds")
+		other := newFakeMutex(t, r, "k", WithReentrant())
+		require.ErrorIs(t, other.TryLock(t.Context()), ErrNotAcquired, "two holders")
+		require.NoError(t, m.Unlock(t.Context()))
+	})
+}
+
+// Two goroutines' first Lock on one reentrant Mutex: the same owner, so two
+// holds, and the lock stays until both Unlock.
+func TestReentrantConcurrentFirstLocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+		}
+		m := newFakeMutex(t, r, "k", WithReentrant())
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- m.TryLock(t.Context()) }()
+		}
+		require.NoError(t, <-errs)
+		require.NoError(t, <-errs)
+		require.NoError(t, m.Unlock(t.Context()))
+		synctest.Wait()
+		assert.Equal(t, 3, keyOn(fs, "k"), "one Unlock freed a lock held twice")
+		assert.NoError(t, m.Err())
+		require.NoError(t, m.Unlock(t.Context()))
+		synctest.Wait()
+		assert.Zero(t, keyOn(fs, "k"))
+	})
+}
+
+// Dropping one hold never frees the lock, even if a release is applied
+// twice on a node (a client that resends it).
+func TestReentrantDoubleReleaseKeepsLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, fs := newFakeRedlock(t, 1)
+		f := fs[0]
+		req := &request{key: "k", token: "owner", ttl: time.Second, reentrant: true}
+		for range 2 {
+			ok, err := f.acquire(t.Context(), req)
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		for range 3 { // one release too many, as a resend would do
+			ok, err := f.release(t.Context(), req)
+			require.NoError(t, err)
+			assert.True(t, ok)
+		}
+		assert.Equal(t, 1, keyOn(fs, "k"))
+		final := *req
+		final.all = true
+		ok, err := f.release(t.Context(), &final)
+		require.NoError(t, err)
+		assert.True(t, ok)
+		assert.Zero(t, keyOn(fs, "k"))
+	})
+}

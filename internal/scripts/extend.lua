@@ -6,7 +6,8 @@
 -- ARGV[2]  the new time to live, in milliseconds
 --
 -- Returns 1 when the key held ARGV[1] and its expiry was set, 0 otherwise.
-if redis.call("GET", KEYS[1]) == ARGV[1] then
+-- pcall: a key of another type (a reentrant lock) is "held by another".
+if redis.pcall("GET", KEYS[1]) == ARGV[1] then
 	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 end
 return 0

@@ -8,7 +8,8 @@
 --
 -- Returns 1 when the key held ARGV[1] and was deleted, 0 when the key was
 -- absent or held another value (expired, or taken by someone else).
-if redis.call("GET", KEYS[1]) == ARGV[1] then
+-- pcall: a key of another type (a reentrant lock) is "held by another".
+if redis.pcall("GET", KEYS[1]) == ARGV[1] then
 	redis.call("DEL", KEYS[1])
 	if ARGV[2] ~= "" then
 		redis.call("PUBLISH", ARGV[2], ARGV[1])

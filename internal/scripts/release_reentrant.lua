@@ -9,19 +9,23 @@
 -- ARGV[4]  what to publish: an id unique to this release, so that waiters
 --          can tell it from the copies other nodes publish of it
 --
+-- Dropping one hold never deletes the key: the count stays at 1 or more, so
+-- a release that a client sends twice cannot free a lock its owner still
+-- holds. Only the owner's last Unlock (ARGV[2] "1") deletes the key.
+--
 -- Returns 1 when the owner held the lock here (whatever is left), 0 when it
 -- did not (expired, taken, or not a reentrant lock).
 if redis.call("TYPE", KEYS[1]).ok ~= "hash" or redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then
 	return 0
 end
-local left = 0
 if ARGV[2] ~= "1" then
-	left = redis.call("HINCRBY", KEYS[1], ARGV[1], -1)
-end
-if left <= 0 then
-	redis.call("DEL", KEYS[1])
-	if ARGV[3] ~= "" then
-		redis.call("PUBLISH", ARGV[3], ARGV[4])
+	if redis.call("HINCRBY", KEYS[1], ARGV[1], -1) < 1 then
+		redis.call("HSET", KEYS[1], ARGV[1], 1)
 	end
+	return 1
+end
+redis.call("DEL", KEYS[1])
+if ARGV[3] ~= "" then
+	redis.call("PUBLISH", ARGV[3], ARGV[4])
 end
 return 1
