@@ -23,6 +23,7 @@ type fakeNode struct {
 	hang      chan struct{}            // calls block until it is closed, then apply
 	ctxHang   bool                     // calls block until ctx ends, and fail with its error
 	opDelay   map[string]time.Duration // extra delay of one kind of call
+	errOnly   string                   // when set, err applies to this kind of call only
 	calls     map[string]int
 	applied   []string // ops applied, in order: "acquire", "release", ...
 	subs      []*fakeSub
@@ -93,6 +94,9 @@ func (n *fakeNode) do(ctx context.Context, op, key string, apply func() bool) (b
 	n.mu.Lock()
 	n.calls[op]++
 	delay, err, lose, hang, ctxHang := n.delay+n.opDelay[op], n.err, n.lose, n.hang, n.ctxHang
+	if n.errOnly != "" && n.errOnly != op {
+		err = nil
+	}
 	n.mu.Unlock()
 	if ctxHang {
 		<-ctx.Done()

@@ -86,14 +86,14 @@ func TestReentrantFailedRelockKeepsHolds(t *testing.T) {
 		m := newFakeMutex(t, r, "k", WithReentrant())
 		require.NoError(t, m.Lock(t.Context()))
 		synctest.Wait()
-		for _, f := range fs[1:] { // the re-lock fails there without effect
-			f.faults(func(n *fakeNode) { n.err = errBoom })
+		for _, f := range fs[1:] { // the re-lock fails there without effect; releases work
+			f.faults(func(n *fakeNode) { n.err, n.errOnly = errBoom, "acquire" })
 		}
 		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
-		for _, f := range fs[1:] {
-			f.faults(func(n *fakeNode) { n.err = nil })
-		}
 		synctest.Wait()
+		for _, f := range fs[1:] {
+			f.faults(func(n *fakeNode) { n.err, n.errOnly = nil, "" })
+		}
 		assert.Equal(t, 3, keyOn(fs, "k"), "the failed re-lock released the owner's own holds")
 		other := newFakeMutex(t, r, "k", WithReentrant())
 		require.ErrorIs(t, other.TryLock(t.Context()), ErrNotAcquired, "two holders")
