@@ -130,6 +130,8 @@ func (n *fakeNode) acquire(ctx context.Context, r *request) (bool, error) {
 	return n.do(ctx, "acquire", r.key, func() bool {
 		e, ok := n.data[r.key]
 		switch {
+		case !ok && r.reenter:
+			return false // one more hold of a lock released meanwhile: never created
 		case !ok:
 			n.data[r.key] = fakeEntry{value: r.token, expires: time.Now().Add(r.ttl), hash: r.reentrant, holds: 1}
 			return true

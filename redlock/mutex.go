@@ -223,15 +223,18 @@ func (m *Mutex) tryLock(ctx context.Context) (acquisition, error) {
 
 // reenter takes one more hold on a reentrant lock that l holds.
 func (m *Mutex) reenter(ctx context.Context, l *lease) error {
-	a, err := m.r.acquire(ctx, m.request(l.token), &m.cfg)
+	req := m.request(l.token)
+	req.reenter = true // a release meanwhile must not be undone by this
+	a, err := m.r.acquire(ctx, req, &m.cfg)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.lease != l || l.err != nil {
-		// Unlocked or lost meanwhile: the nodes count one more hold than this
-		// Mutex does; its final Unlock drops them all.
+		// Unlocked or lost meanwhile. Where the release came first the
+		// re-lock found no key and created none; where it came after, it
+		// dropped the extra hold with the rest.
 		return fmt.Errorf("%w: unlocked or lost during the attempt", ErrNotAcquired)
 	}
 	m.addHold(l, a)

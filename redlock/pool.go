@@ -35,6 +35,9 @@ type request struct {
 	notice  string
 	// all makes a reentrant release drop every hold instead of one.
 	all bool
+	// reenter marks a reentrant acquisition by an owner that already holds
+	// the lock: it never creates the key.
+	reenter bool
 }
 
 // node is one independent Redis master as the algorithm sees it. The ctx of
@@ -355,7 +358,11 @@ func evalsha(ctx context.Context, script *redis.Script, key string, args ...any)
 
 func (n *redisNode) acquire(ctx context.Context, r *request) (bool, error) {
 	if r.reentrant {
-		cmd, err := n.do(ctx, evalsha(ctx, scripts.AcquireReentrant, r.key, r.token, r.ttl.Milliseconds()))
+		again := "0"
+		if r.reenter {
+			again = "1"
+		}
+		cmd, err := n.do(ctx, evalsha(ctx, scripts.AcquireReentrant, r.key, r.token, r.ttl.Milliseconds(), again))
 		if err != nil {
 			return false, err
 		}

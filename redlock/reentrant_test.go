@@ -152,3 +152,25 @@ func TestReentrantDoubleReleaseKeepsLock(t *testing.T) {
 		assert.Zero(t, keyOn(fs, "k"))
 	})
 }
+
+// A re-lock racing with the final Unlock never leaves the key behind: where
+// the release came first, the re-lock finds no key and creates none.
+func TestReentrantRelockRacingUnlockLeavesNoKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithReentrant())
+		require.NoError(t, m.Lock(t.Context()))
+		synctest.Wait()
+		for _, f := range fs { // the re-lock's scripts arrive late
+			f.faults(func(n *fakeNode) { n.opDelay = map[string]time.Duration{"acquire": 50 * time.Millisecond} })
+		}
+		relocked := make(chan error, 1)
+		go func() { relocked <- m.TryLock(t.Context()) }() // one attempt: Lock would retry and rightly win
+		time.Sleep(10 * time.Millisecond)
+		require.NoError(t, m.Unlock(t.Context())) // the final release, first on every node
+		assert.ErrorIs(t, <-relocked, ErrNotAcquired)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Zero(t, keyOn(fs, "k"), "a re-lock re-created a released lock")
+	})
+}

@@ -5,11 +5,17 @@
 -- KEYS[1]  the lock name
 -- ARGV[1]  the owner id
 -- ARGV[2]  the time to live, in milliseconds
+-- ARGV[3]  "1" when the caller already holds the lock (one more hold): then
+--          an absent key is not created, since the lock was released or
+--          lost meanwhile
 --
 -- Returns the owner's hold count after this call (1 or more), or 0 when the
 -- key is held by another owner or is not a reentrant lock.
 local kind = redis.call("TYPE", KEYS[1]).ok
 if kind == "none" then
+	if ARGV[3] == "1" then
+		return 0
+	end
 	redis.call("HSET", KEYS[1], ARGV[1], 1)
 	redis.call("PEXPIRE", KEYS[1], ARGV[2])
 	return 1

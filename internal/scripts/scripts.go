@@ -32,7 +32,8 @@ var Release = redis.NewScript(releaseSource)
 var Extend = redis.NewScript(extendSource)
 
 // AcquireReentrant takes or re-takes the reentrant lock KEYS[1] for owner
-// ARGV[1] with ttl ARGV[2] ms; it returns the hold count, or 0.
+// ARGV[1] with ttl ARGV[2] ms (ARGV[3] "1": only if it still exists); it
+// returns the hold count, or 0.
 var AcquireReentrant = redis.NewScript(acquireReentrantSource)
 
 // ReleaseReentrant drops one hold (ARGV[2] "0") or all ("1") of owner
