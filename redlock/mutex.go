@@ -87,6 +87,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			w.leave()
 		}
 	}()
+	splits := 0 // consecutive attempts that failed with some grants
 	for attempt := 1; ; attempt++ {
 		failed, err := m.tryLock(ctx)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
@@ -110,12 +111,17 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			wake = w.wake
 		}
 		delay := backoff(attempt, m.cfg.delayMin, m.cfg.delayMax)
-		if failed.granted > 0 {
+		if failed.granted > 0 && splits < 2 {
 			// The lock was free on some nodes and contenders split them:
 			// try again soon, at a random moment within two attempt times,
 			// so that one of them goes first, rather than after a full
-			// back-off while the lock stays free.
+			// back-off while the lock stays free. Twice at most in a row:
+			// grants can also come from a node the holder's SET has not
+			// reached yet, and that is no reason to spin.
 			delay = min(delay, rand.N(2*failed.took+1))
+			splits++
+		} else {
+			splits = 0
 		}
 		timer := time.NewTimer(delay)
 		select {

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -73,6 +74,7 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)
 		holder := newFakeMutex(t, r, "k")
 		require.NoError(t, holder.Lock(t.Context()))
+		synctest.Wait() // held on every node, not just a quorum
 		var wg sync.WaitGroup
 		order := make(chan int, 3)
 		for i := range 3 {
@@ -89,14 +91,18 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 		before := fs[0].count("acquire")
 		require.NoError(t, holder.Unlock(t.Context()))
 		synctest.Wait()
-		assert.Equal(t, before+1, fs[0].count("acquire"), "one waiter woken, not all")
+		// One waiter woken, not all three (it may need a second attempt if
+		// it reached a node before the release did).
+		assert.LessOrEqual(t, fs[0].count("acquire"), before+2, "more than one waiter woken")
 		wg.Wait()
 		close(order)
 		var got []int
 		for i := range order {
 			got = append(got, i)
 		}
-		assert.Equal(t, []int{0, 1, 2}, got, "woken in the order they waited")
+		assert.ElementsMatch(t, []int{0, 1, 2}, got)
+		// The longest waiter is woken first; it usually, not always, wins:
+		// see TestWakeOrder for the order of wake-ups itself.
 		synctest.Wait() // the last release reaches every node
 		// Each of the 4 releases is announced by every node that still held
 		// it: at least a quorum (a woken waiter can win before the previous
@@ -135,4 +141,34 @@ func TestSubscriptionsFollowWaiters(t *testing.T) {
 		assert.Empty(t, fs[0].subs, "Close closes the subscriptions")
 		fs[0].mu.Unlock()
 	})
+}
+
+// TestWakeOrder: announcements wake the waiters of a name oldest first, one
+// per release, and copies of one release from other nodes wake no one.
+func TestWakeOrder(t *testing.T) {
+	_, ns := fakes(1)
+	r, err := newRedlock(ns)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
+	ws := &r.waiters
+	w0 := ws.join("k", time.Second)
+	w1 := ws.join("k", time.Second)
+	woken := func(w *waiter) bool {
+		select {
+		case <-w.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	ws.announce("k", "release-1")
+	ws.announce("k", "release-1") // the same release, from another node
+	assert.True(t, woken(w0))
+	assert.False(t, woken(w1))
+	w0.leave()
+	ws.announce("k", "release-2")
+	assert.True(t, woken(w1))
+	ws.announce("other", "release-3")
+	assert.False(t, woken(w1))
+	w1.leave()
 }
