@@ -120,7 +120,7 @@ func WithTries(n int) Option {
 // notification on, the attempt right after subscribing comes at once and a
 // release announcement ends the sleep early; after an attempt that failed
 // with some grants (contenders split a free lock) the sleep is at most two
-// attempt durations.
+// attempt durations, twice in a row at most.
 // Both must be positive and min ≤ max. Default: 10ms and 200ms
 // ([DefaultRetryDelayMin], [DefaultRetryDelayMax]).
 func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
