@@ -198,7 +198,7 @@ func (m *Mutex) tryLock(ctx context.Context) (acquisition, error) {
 		}
 		token = id.String()
 	}
-	a, err := m.r.acquire(ctx, m.request(token), &m.cfg)
+	a, err := m.r.acquire(ctx, m.request(token), &m.cfg, nil)
 	if err != nil {
 		return a, err
 	}
@@ -231,7 +231,12 @@ func (m *Mutex) tryLock(ctx context.Context) (acquisition, error) {
 func (m *Mutex) reenter(ctx context.Context, l *lease) error {
 	req := m.request(l.token)
 	req.reenter = true // a release meanwhile must not be undone by this
-	a, err := m.r.acquire(ctx, req, &m.cfg)
+	m.mu.Lock()
+	settled := l.acq.settled
+	m.mu.Unlock()
+	// On each node, after the holds already taken: a re-lock that overtook
+	// the first SET would find no key there and take no hold.
+	a, err := m.r.acquire(ctx, req, &m.cfg, settled)
 	if err != nil {
 		return err
 	}

@@ -54,12 +54,15 @@ type acquisition struct {
 // failed or had not answered, and all of them when ctx has ended, finish in
 // the background. Releases never use the
 // caller's cancellation: cleanup must happen even after ctx is done.
-func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config) (acquisition, error) {
+//
+// after, when not nil, holds per node the SETs of an earlier acquisition of
+// the same owner (a reentrant re-lock): each node's call waits for its own.
+func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config, after []chan struct{}) (acquisition, error) {
 	start := r.now()
 	// The undo frees nothing anyone waits for: it publishes nothing.
 	undo := *req
 	undo.channel, undo.all = "", false
-	f, err := r.fanOut(ctx, cfg.nodeTimeout, nil,
+	f, err := r.fanOut(ctx, cfg.nodeTimeout, after,
 		func(ctx context.Context, n node) (bool, error) { return n.acquire(ctx, req) },
 		func(ctx context.Context, n node) { _, _ = n.release(ctx, &undo) },
 		nil, req.reentrant,

@@ -174,3 +174,24 @@ func TestReentrantRelockRacingUnlockLeavesNoKey(t *testing.T) {
 		assert.Zero(t, keyOn(fs, "k"), "a re-lock re-created a released lock")
 	})
 }
+
+// A re-lock waits, on each node, for the holds already on their way there:
+// one that overtook the first SET would find no key and take no hold.
+func TestReentrantRelockWaitsForFirstSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithReentrant())
+		fs[2].faults(func(n *fakeNode) { n.delay = 50 * time.Millisecond })
+		require.NoError(t, m.Lock(t.Context())) // decided by nodes 0 and 1
+		fs[2].faults(func(n *fakeNode) { n.delay = 0 })
+		require.NoError(t, m.Lock(t.Context()))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		fs[2].mu.Lock()
+		holds := fs[2].data["k"].holds
+		fs[2].mu.Unlock()
+		assert.Equal(t, 2, holds, "the re-lock overtook the first SET on the slow node")
+		require.NoError(t, m.Unlock(t.Context()))
+		require.NoError(t, m.Unlock(t.Context()))
+	})
+}
