@@ -150,8 +150,9 @@ func (n *redisNode) enqueue(ctx context.Context, c *call) {
 	default:
 	}
 	// The queue is full (the node is slow or stalled): wait for room in a
-	// goroutine, so that the caller goes on queueing to the other nodes.
-	go func() {
+	// goroutine, so that the caller goes on queueing to the other nodes. It
+	// belongs to the node, whose close stops it and waits for it.
+	n.wg.Go(func() {
 		select {
 		case n.queue <- c:
 		case <-ctx.Done():
@@ -161,7 +162,7 @@ func (n *redisNode) enqueue(ctx context.Context, c *call) {
 			c.cmd.SetErr(errUnsent)
 			c.finish()
 		}
-	}()
+	})
 }
 
 func (n *redisNode) startRelease(ctx context.Context, r *request, cb func(bool, error)) {
@@ -237,13 +238,15 @@ func (n *redisNode) run() {
 	n.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		go func() { // Close must not wait out a silent node's timeout
+		// Close must not wait out a silent node's timeout. The watcher
+		// ends with the load (cancel) or the node's stop, and close waits.
+		n.wg.Go(func() {
 			select {
 			case <-n.stop:
 				cancel()
 			case <-ctx.Done():
 			}
-		}()
+		})
 		for _, s := range []*redis.Script{scripts.Release, scripts.Extend, scripts.AcquireReentrant, scripts.ReleaseReentrant, scripts.ExtendReentrant} {
 			if s.Load(ctx, n.client).Err() != nil {
 				return
