@@ -33,6 +33,17 @@ var ErrLockLost = errors.New("redlock: lock lost")
 // answer within the node timeout (see [WithNodeTimeout]).
 var ErrNodeTimeout = errors.New("redlock: node timeout")
 
+// ErrNodeRecovering is the cause inside a [*NodeError] when a node refused
+// an acquisition because it has been up for less than the restart delay
+// (see [WithRestartDelay]): it may have forgotten locks it granted before a
+// restart. The node changed nothing.
+var ErrNodeRecovering = errors.New("redlock: node restarted less than the restart delay ago")
+
+// ErrStaleFence is returned by [SetFenced] when the resource already
+// accepted a write with a higher fencing token: the writer's lock was taken
+// over by a later holder, and its write is refused.
+var ErrStaleFence = errors.New("redlock: stale fencing token")
+
 // ErrInvalidArgument is wrapped by every error that reports bad input: from
 // [New] and [Redlock.NewMutex] for bad clients, names or options, and from
 // the [Mutex] methods for a nil context.
@@ -44,7 +55,7 @@ var ErrInvalidArgument = errors.New("redlock: invalid argument")
 var ErrClosed = errors.New("redlock: closed")
 
 // NodeError reports one node's failure during an operation: a network or
-// server error, or [ErrNodeTimeout]. Operations join one NodeError per
+// server error, [ErrNodeTimeout] or [ErrNodeRecovering]. Operations join one NodeError per
 // failed node into the error they return; reach them with [errors.As]:
 //
 //	var nodeErr *redlock.NodeError

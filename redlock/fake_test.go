@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -29,6 +30,8 @@ type fakeNode struct {
 	subs      []*fakeSub
 	mute      bool // publish delivers nothing
 	published int  // releases announced
+	counters  map[string]uint64 // fencing counters: no expiry
+	upSince   time.Time         // the node's start, for restart delays
 }
 
 type fakeEntry struct {
@@ -41,7 +44,24 @@ type fakeEntry struct {
 var errLostReply = errors.New("fake: reply lost")
 
 func newFakeNode(name string) *fakeNode {
-	return &fakeNode{name: name, data: map[string]fakeEntry{}, calls: map[string]int{}}
+	return &fakeNode{name: name, data: map[string]fakeEntry{}, calls: map[string]int{}, counters: map[string]uint64{}, upSince: time.Now()}
+}
+
+// restart stands for a restart without persistence: every key and counter
+// is gone, and the node's uptime starts again.
+func (n *fakeNode) restart() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.data = map[string]fakeEntry{}
+	n.counters = map[string]uint64{}
+	n.upSince = time.Now()
+}
+
+// counter returns the node's fencing counter for key.
+func (n *fakeNode) counter(key string) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.counters[key]
 }
 
 func (n *fakeNode) addr() string { return n.name }
@@ -126,8 +146,17 @@ func (n *fakeNode) do(ctx context.Context, op, key string, apply func() bool) (b
 	return ok, nil
 }
 
-func (n *fakeNode) acquire(ctx context.Context, r *request) (bool, error) {
-	return n.do(ctx, "acquire", r.key, func() bool {
+func (n *fakeNode) acquire(ctx context.Context, r *request) (bool, uint64, error) {
+	var counter uint64
+	recovering := false
+	ok, err := n.do(ctx, "acquire", r.key, func() bool {
+		if r.minUptime > 0 && time.Since(n.upSince) < time.Duration(r.minUptime)*time.Second {
+			recovering = true
+			return false
+		}
+		if r.fenceKey != "" {
+			counter = n.counters[r.fenceKey]
+		}
 		e, ok := n.data[r.key]
 		switch {
 		case !ok && r.reenter:
@@ -144,6 +173,18 @@ func (n *fakeNode) acquire(ctx context.Context, r *request) (bool, error) {
 			return true // a retried SET NX GET that had been applied
 		}
 		return false
+	})
+	if recovering && err == nil {
+		return false, 0, fmt.Errorf("%w: fake", ErrNodeRecovering)
+	}
+	return ok, counter, err
+}
+
+func (n *fakeNode) fence(ctx context.Context, r *request) (bool, error) {
+	return n.do(ctx, "fence", r.key, func() bool {
+		n.counters[r.fenceKey] = max(n.counters[r.fenceKey], r.fence)
+		e, ok := n.data[r.key]
+		return ok && e.value == r.token && e.hash == r.reentrant
 	})
 }
 

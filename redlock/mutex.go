@@ -50,6 +50,7 @@ type lease struct {
 	done  chan struct{}
 	err   error       // why the lease ended; set before done is closed
 	loss  *time.Timer // ends the lease lossMargin before acq.until
+	fence uint64      // the fencing token; 0 when not fenced
 }
 
 // lossMargin is how long before the end of validity a lease that was not
@@ -202,7 +203,7 @@ func (m *Mutex) tryLock(ctx context.Context) (acquisition, error) {
 	if err != nil {
 		return a, err
 	}
-	l := &lease{token: token, id: token, acq: a, holds: 1, done: make(chan struct{})}
+	l := &lease{token: token, id: token, acq: a, holds: 1, done: make(chan struct{}), fence: a.fence}
 	if m.cfg.reentrant {
 		l.id = uuid.NewString()
 	}
@@ -266,8 +267,18 @@ func (m *Mutex) addHold(l *lease, a acquisition) {
 
 // request builds the node request for token.
 func (m *Mutex) request(token string) *request {
-	return &request{key: m.name, token: token, ttl: m.cfg.ttl, reentrant: m.cfg.reentrant}
+	r := &request{key: m.name, token: token, ttl: m.cfg.ttl, reentrant: m.cfg.reentrant}
+	if m.cfg.fencing {
+		r.fenceKey = fenceKey(m.name)
+	}
+	if m.cfg.restart > 0 {
+		r.minUptime = int64((m.cfg.restart + time.Second - 1) / time.Second)
+	}
+	return r
 }
+
+// fenceKey is where each node keeps the fencing counter of lock name.
+func fenceKey(name string) string { return name + ":redlock:fence" }
 
 // untilLoss is how long from now until l counts as lost. Called with m.mu held.
 func (m *Mutex) untilLoss(l *lease) time.Duration {
@@ -398,6 +409,24 @@ func (m *Mutex) Until() time.Time {
 		return time.Time{}
 	}
 	return m.lease.acq.until
+}
+
+// Fence returns the current acquisition's fencing token (see
+// [WithFencing]): greater than the token of every acquisition of this name
+// that succeeded before this one began, under the conditions stated in the
+// package documentation. Pass it with every write to the resource the lock
+// protects, which must refuse a token lower than one it has accepted (see
+// [SetFenced]). Work run by [Redlock.Do] reads it with
+// MutexFrom(ctx).Fence(). It returns 0 when the mutex does not hold the
+// lock or the lock is not fenced; real tokens start at 1. A reentrant lock
+// keeps the token of its first hold.
+func (m *Mutex) Fence() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lease == nil {
+		return 0
+	}
+	return m.lease.fence
 }
 
 // closedChan is the Done channel of a mutex that holds nothing.

@@ -226,16 +226,18 @@ func TestCallNodeMapsItsOwnDeadline(t *testing.T) {
 		f.faults(func(n *fakeNode) { n.ctxHang = true })
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 		defer cancel()
-		_, err := callNode(ctx, f, func(ctx context.Context, n node) (bool, error) {
-			return n.acquire(ctx, &request{key: "k", token: "t", ttl: time.Second})
+		_, err := callNode(ctx, 0, f, func(ctx context.Context, _ int, n node) (bool, error) {
+			ok, _, err := n.acquire(ctx, &request{key: "k", token: "t", ttl: time.Second})
+			return ok, err
 		})
 		assert.ErrorIs(t, err, ErrNodeTimeout)
 		assert.NotErrorIs(t, err, context.DeadlineExceeded)
 		assert.Contains(t, err.Error(), "deadline exceeded", "the original cause stays in the message")
 
 		f.faults(func(n *fakeNode) { n.ctxHang, n.err = false, errBoom })
-		_, err = callNode(t.Context(), f, func(ctx context.Context, n node) (bool, error) {
-			return n.acquire(ctx, &request{key: "k", token: "t", ttl: time.Second})
+		_, err = callNode(t.Context(), 0, f, func(ctx context.Context, _ int, n node) (bool, error) {
+			ok, _, err := n.acquire(ctx, &request{key: "k", token: "t", ttl: time.Second})
+			return ok, err
 		})
 		assert.ErrorIs(t, err, errBoom, "errors before the deadline pass through")
 		assert.NotErrorIs(t, err, ErrNodeTimeout)

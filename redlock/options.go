@@ -39,6 +39,8 @@ type config struct {
 	renew       bool
 	maxHold     time.Duration // 0: no bound
 	reentrant   bool
+	fencing     bool
+	restart     time.Duration // restart delay; 0: off
 }
 
 func defaultConfig() config {
@@ -194,6 +196,55 @@ func WithReentrant() Option {
 	})
 }
 
+// WithFencing gives every acquisition a fencing token, read with
+// [Mutex.Fence] (by work run by [Redlock.Do], through [MutexFrom]): an
+// integer greater than the token of every acquisition of the same name that
+// succeeded before this one began, to be passed to the protected resource,
+// which refuses writes with a lower token than one it has seen (see
+// [SetFenced]). A holder that lost the lock without knowing it (a long
+// pause, a partition) is then refused instead of overwriting its
+// successor's work.
+//
+// It costs a second round trip per acquisition: the first reads the name's
+// counter on every node in the same atomic step as the grant, the second
+// writes the maximum read plus one back to every node and counts where the
+// lock was still held; the acquisition succeeds only when a quorum did. The
+// counter is a key without expiry on every node, name + ":redlock:fence".
+// For why the tokens increase, and the data-loss cases where they may not,
+// see the package documentation. Reentrant locks keep one token for all
+// their holds. Default: off.
+func WithFencing() Option {
+	return optionFunc(func(c *config) error {
+		c.fencing = true
+		return nil
+	})
+}
+
+// WithRestartDelay makes a node refuse acquisitions while it has been up for
+// less than d: a Redis node restarted without persistence has forgotten the
+// locks it granted, and until the longest TTL in use has passed since its
+// start, its grant could help a second holder to a quorum. This is the
+// "delayed restart" of the Redlock description, done by the acquisition
+// itself (a script checks the node's uptime_in_seconds), so operators need
+// not arrange it and no client has to witness the restart. A refusing node
+// counts as failed, with an error wrapping [ErrNodeRecovering].
+//
+// d must be at least the lock's TTL, and should be the longest TTL any
+// client uses on these nodes; it is counted in whole seconds, rounded up.
+// Cost: acquisitions run a script that reads INFO on each node instead of a
+// plain SET, and a restarted node does not help form a quorum for d. Nodes
+// with appendonly yes and appendfsync always keep their locks across a
+// restart and do not need it. Zero turns it off. Default: off.
+func WithRestartDelay(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return invalid("restart delay must not be negative, got %v", d)
+		}
+		c.restart = d
+		return nil
+	})
+}
+
 // apply applies opts in order, then checks the settings against each other.
 func (c *config) apply(opts []Option) error {
 	for _, o := range opts {
@@ -206,6 +257,9 @@ func (c *config) apply(opts []Option) error {
 	}
 	if c.nodeTimeout >= c.ttl {
 		return invalid("node timeout %v must be shorter than the ttl %v", c.nodeTimeout, c.ttl)
+	}
+	if c.restart > 0 && c.restart < c.ttl {
+		return invalid("restart delay %v must be at least the ttl %v", c.restart, c.ttl)
 	}
 	if drift(c.ttl, c.driftFactor) >= c.ttl {
 		return invalid("ttl %v leaves no validity after the drift allowance %v", c.ttl, drift(c.ttl, c.driftFactor))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,13 @@ type request struct {
 	// reenter marks a reentrant acquisition by an owner that already holds
 	// the lock: it never creates the key.
 	reenter bool
+	// fenceKey is the name's fencing counter, "" when the lock is not
+	// fenced; fence is the token a fence call records.
+	fenceKey string
+	fence    uint64
+	// minUptime, when positive, is the least uptime in whole seconds at
+	// which a node may grant an acquisition (see WithRestartDelay).
+	minUptime int64
 }
 
 // node is one independent Redis master as the algorithm sees it. The ctx of
@@ -49,8 +57,14 @@ type node interface {
 	// more hold when token already owns it). ok is true when key now holds
 	// token, including when an earlier try of the same call, retried by the
 	// client, had set it; ok is false, with a nil error, when key holds
-	// another value.
-	acquire(ctx context.Context, r *request) (ok bool, err error)
+	// another value. For a fenced request, counter is the name's fencing
+	// counter on the node, read in the same atomic step, whatever ok is. A
+	// node that has been up less than the request's minUptime changes
+	// nothing and returns an error wrapping ErrNodeRecovering.
+	acquire(ctx context.Context, r *request) (ok bool, counter uint64, err error)
+	// fence raises the name's fencing counter to r.fence (never lowers it)
+	// and reports whether key still holds token.
+	fence(ctx context.Context, r *request) (ok bool, err error)
 	// release deletes key if it holds token (a reentrant lock drops one or
 	// all holds, and the key once none is left). ok is false when it did not.
 	release(ctx context.Context, r *request) (ok bool, err error)
@@ -122,7 +136,7 @@ type call struct {
 	cmd    redis.Cmder
 	script *redis.Script // set for EVALSHA, to fall back to EVAL on NOSCRIPT
 	args   []any
-	key    string
+	keys   []string
 	done   chan struct{}     // receives once the reply (or error) is in cmd
 	cb     func(redis.Cmder) // instead of done, for calls nobody waits on
 }
@@ -134,7 +148,7 @@ func (c *call) finish() {
 		return
 	}
 	cb, cmd := c.cb, c.cmd
-	c.ctx, c.cmd, c.script, c.args, c.cb = nil, nil, nil, nil, nil
+	c.ctx, c.cmd, c.script, c.args, c.keys, c.cb = nil, nil, nil, nil, nil, nil
 	callPool.Put(c)
 	cb(cmd)
 }
@@ -226,7 +240,7 @@ func (n *redisNode) do(ctx context.Context, c *call) (redis.Cmder, error) {
 	}
 	<-c.done
 	cmd := c.cmd
-	c.ctx, c.cmd, c.script, c.args = nil, nil, nil, nil
+	c.ctx, c.cmd, c.script, c.args, c.keys = nil, nil, nil, nil, nil
 	callPool.Put(c)
 	return cmd, cmd.Err()
 }
@@ -247,7 +261,8 @@ func (n *redisNode) run() {
 			case <-ctx.Done():
 			}
 		})
-		for _, s := range []*redis.Script{scripts.Release, scripts.Extend, scripts.AcquireReentrant, scripts.ReleaseReentrant, scripts.ExtendReentrant} {
+		for _, s := range []*redis.Script{scripts.Release, scripts.Extend, scripts.AcquireReentrant, scripts.ReleaseReentrant,
+			scripts.ExtendReentrant, scripts.Acquire, scripts.Fence} {
 			if s.Load(ctx, n.client).Err() != nil {
 				return
 			}
@@ -317,7 +332,7 @@ func (n *redisNode) send(batch []*call) {
 		if c.script != nil && c.cmd.Err() != nil && redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
 			// The node lost its script cache (a restart): EVAL loads it.
 			// Before any call finishes: ctx belongs to one of them.
-			c.cmd = c.script.Run(ctx, n.client, []string{c.key}, c.args...)
+			c.cmd = c.script.Run(ctx, n.client, c.keys, c.args...)
 		}
 	}
 	for _, c := range batch {
@@ -348,30 +363,90 @@ func (n *redisNode) close() {
 	}
 }
 
-// evalsha prepares a call running script with key and args.
+// evalsha prepares a call running script with one key and args.
 func evalsha(ctx context.Context, script *redis.Script, key string, args ...any) *call {
+	return evalshaKeys(ctx, script, []string{key}, args...)
+}
+
+// evalshaKeys prepares a call running script with keys and args.
+func evalshaKeys(ctx context.Context, script *redis.Script, keys []string, args ...any) *call {
 	c := callPool.Get().(*call)
-	c.script, c.key, c.args = script, key, args
-	cmdArgs := make([]any, 0, 3+len(args))
-	cmdArgs = append(cmdArgs, "evalsha", script.Hash(), 1, key)
+	c.script, c.keys, c.args = script, keys, args
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "evalsha", script.Hash(), len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
 	cmdArgs = append(cmdArgs, args...)
 	c.cmd = redis.NewCmd(ctx, cmdArgs...)
 	return c
 }
 
-func (n *redisNode) acquire(ctx context.Context, r *request) (bool, error) {
+// scriptKeys is key, followed by the fencing counter when r is fenced.
+func scriptKeys(r *request) []string {
+	if r.fenceKey == "" {
+		return []string{r.key}
+	}
+	return []string{r.key, r.fenceKey}
+}
+
+func (n *redisNode) acquire(ctx context.Context, r *request) (bool, uint64, error) {
 	if r.reentrant {
 		again := "0"
 		if r.reenter {
 			again = "1"
 		}
-		cmd, err := n.do(ctx, evalsha(ctx, scripts.AcquireReentrant, r.key, r.token, r.ttl.Milliseconds(), again))
-		if err != nil {
-			return false, err
-		}
-		v, err := cmd.(*redis.Cmd).Int64()
-		return v > 0, err
+		return n.acquireScript(ctx, evalshaKeys(ctx, scripts.AcquireReentrant, scriptKeys(r),
+			r.token, r.ttl.Milliseconds(), again, r.minUptime), r)
 	}
+	if r.fenceKey != "" || r.minUptime > 0 {
+		return n.acquireScript(ctx, evalshaKeys(ctx, scripts.Acquire, scriptKeys(r),
+			r.token, r.ttl.Milliseconds(), r.minUptime), r)
+	}
+	ok, err := n.set(ctx, r)
+	return ok, 0, err
+}
+
+// acquireScript runs an acquire script and reads its {status, n} reply.
+func (n *redisNode) acquireScript(ctx context.Context, c *call, r *request) (bool, uint64, error) {
+	cmd, err := n.do(ctx, c)
+	if err != nil {
+		return false, 0, err
+	}
+	reply, err := cmd.(*redis.Cmd).Slice()
+	if err != nil {
+		return false, 0, err
+	}
+	if len(reply) != 2 {
+		return false, 0, fmt.Errorf("redlock: unexpected acquire reply %v", reply)
+	}
+	status, ok1 := reply[0].(int64)
+	text, ok2 := reply[1].(string)
+	if !ok1 || !ok2 {
+		return false, 0, fmt.Errorf("redlock: unexpected acquire reply %v", reply)
+	}
+	if status < 0 {
+		return false, 0, fmt.Errorf("%w: up %ss, less than the restart delay %ds", ErrNodeRecovering, text, r.minUptime)
+	}
+	counter, err := strconv.ParseUint(text, 10, 64)
+	if err != nil {
+		// Granted or not, the counter is unusable: an error makes the
+		// attempt release this node if it granted.
+		return false, 0, fmt.Errorf("redlock: fencing counter %s is not a number: %w", r.fenceKey, err)
+	}
+	return status > 0, counter, nil
+}
+
+func (n *redisNode) fence(ctx context.Context, r *request) (bool, error) {
+	reentrant := "0"
+	if r.reentrant {
+		reentrant = "1"
+	}
+	return n.scriptResult(ctx, evalshaKeys(ctx, scripts.Fence, scriptKeys(r), r.token, r.fence, reentrant))
+}
+
+// set takes a plain lock with one SET command.
+func (n *redisNode) set(ctx context.Context, r *request) (bool, error) {
 	c := callPool.Get().(*call)
 	if !n.retries {
 		// SET key token NX PX ttl: "OK" when set, nil when held.
@@ -465,13 +540,13 @@ func (s *redisSubscription) messages() <-chan *redis.Message { return s.ps.Chann
 
 func (s *redisSubscription) close() error { return s.ps.Close() }
 
-// unsent reports whether err proves that the command never reached the
-// node, so that it cannot have taken effect: it was dropped from the queue,
-// or the connection could not be dialled. Any other error leaves the
-// outcome unknown.
+// unsent reports whether err proves that the command cannot have taken
+// effect: it was dropped from the queue, the connection could not be
+// dialled, or the node refused it while recovering from a restart. Any
+// other error leaves the outcome unknown.
 func unsent(err error) bool {
 	var opErr *net.OpError
-	return errors.Is(err, errUnsent) || (errors.As(err, &opErr) && opErr.Op == "dial")
+	return errors.Is(err, errUnsent) || errors.Is(err, ErrNodeRecovering) || (errors.As(err, &opErr) && opErr.Op == "dial")
 }
 
 // clientAddr names a client's server for errors and duplicate checks.

@@ -31,6 +31,8 @@ type acquisition struct {
 	// without a quorum mean the lock was free there and contenders split it.
 	granted int
 	took    time.Duration
+	// fence is the acquisition's fencing token (0 when not fenced).
+	fence uint64
 }
 
 // acquire makes one attempt to take key on a quorum with a fresh token.
@@ -59,12 +61,22 @@ type acquisition struct {
 // the same owner (a reentrant re-lock): each node's call waits for its own.
 func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config, after []chan struct{}) (acquisition, error) {
 	start := r.now()
-	// The undo frees nothing anyone waits for: it publishes nothing.
-	undo := *req
-	undo.channel, undo.all = "", false
+	undo := undoRequest(req)
+	// counters[i] is node i's fencing counter, written by node i's
+	// goroutine before its vote is sent and read only after it arrived.
+	var counters []uint64
+	if req.fenceKey != "" && !req.reenter {
+		counters = make([]uint64, len(r.nodes))
+	}
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, after,
-		func(ctx context.Context, n node) (bool, error) { return n.acquire(ctx, req) },
-		func(ctx context.Context, n node) { _, _ = n.release(ctx, &undo) },
+		func(ctx context.Context, i int, n node) (bool, error) {
+			ok, counter, err := n.acquire(ctx, req)
+			if counters != nil {
+				counters[i] = counter
+			}
+			return ok, err
+		},
+		func(ctx context.Context, n node) { _, _ = n.release(ctx, undo) },
 		nil, req.reentrant,
 	)
 	if err != nil {
@@ -74,7 +86,11 @@ func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config, after 
 	until := validUntil(start, cfg.ttl, cfg.driftFactor)
 	if t.won() && r.now().Before(until) {
 		f.decide(false)
-		return acquisition{until: until, settled: f.settled}, nil
+		a := acquisition{until: until, settled: f.settled}
+		if counters == nil {
+			return a, nil
+		}
+		return r.fence(ctx, req, a, t, counters, cfg, start)
 	}
 	f.decide(true)
 	if ctx.Err() == nil {
@@ -87,12 +103,70 @@ func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config, after 
 	return acquisition{granted: t.yes, took: r.now().Sub(start)}, t.err(ErrNotAcquired, reason)
 }
 
+// undoRequest is the request that undoes req's acquisition on a node. It
+// frees nothing anyone waits for: it publishes nothing.
+func undoRequest(req *request) *request {
+	undo := *req
+	undo.channel, undo.all = "", false
+	return &undo
+}
+
+// fence gives acquisition a, which a quorum granted, its fencing token: one
+// more than the highest counter read from the nodes that answered the
+// acquisition (t tallies their answers; counters holds what they read),
+// written to every node, where the counter only grows. The acquisition
+// succeeds when a quorum still held the lock as the token was written and
+// validity is left; otherwise it is released on every node.
+//
+// Why the token exceeds that of every acquisition B that succeeded before
+// this one began: B's token reached a quorum of nodes that held B's lock as
+// it was written; this acquisition was granted by a quorum; the two share a
+// node. There the grant came after B's key was gone, so after B's token
+// was written, and the counter read with the grant is at least B's token,
+// unless that node lost its data in between (see the package documentation).
+func (r *Redlock) fence(ctx context.Context, req *request, a acquisition, t *tally, counters []uint64, cfg *config, start time.Time) (acquisition, error) {
+	var highest uint64
+	for i, ans := range t.answers {
+		if ans == granted || ans == refused {
+			highest = max(highest, counters[i])
+		}
+	}
+	commit := *req
+	commit.fence = highest + 1
+	if commit.fence >= maxFence {
+		_ = r.release(ctx, undoRequest(req), a, cfg)
+		return acquisition{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
+	}
+	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
+		func(ctx context.Context, _ int, n node) (bool, error) { return n.fence(ctx, &commit) }, nil, nil, false)
+	var ft *tally
+	if err == nil {
+		ft = f.wait(ctx)
+		if ft.won() && r.now().Before(a.until) {
+			a.fence = commit.fence
+			return a, nil
+		}
+	}
+	// Released on every node, the grants included: a token recorded on too
+	// few nodes could be overtaken by a later holder's.
+	_ = r.release(ctx, undoRequest(req), a, cfg)
+	took := r.now().Sub(start)
+	if err != nil {
+		return acquisition{took: took}, err
+	}
+	reason := fmt.Sprintf("fencing token %d recorded on %d of %d nodes holding the lock, quorum %d", commit.fence, ft.yes, ft.n, ft.quorum)
+	if ft.won() {
+		reason = fmt.Sprintf("fencing token recorded after %v, no validity left of ttl %v", took, cfg.ttl)
+	}
+	return acquisition{took: took}, ft.err(ErrNotAcquired, reason)
+}
+
 // release runs the release script for an acquisition's token on every node
 // and reports whether a quorum still held it. Nodes that have not answered
 // when the outcome is certain finish in the background.
 func (r *Redlock) release(ctx context.Context, req *request, a acquisition, cfg *config) error {
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
-		func(ctx context.Context, n node) (bool, error) { return n.release(ctx, req) }, nil,
+		func(ctx context.Context, _ int, n node) (bool, error) { return n.release(ctx, req) }, nil,
 		func(ctx context.Context, n asyncNode, cb func(bool, error)) { n.startRelease(ctx, req, cb) }, false)
 	if err != nil {
 		return err
@@ -113,7 +187,7 @@ func (r *Redlock) release(ctx context.Context, req *request, a acquisition, cfg 
 // reports whether a quorum still held it and re-armed its TTL.
 func (r *Redlock) extend(ctx context.Context, req *request, a acquisition, cfg *config) error {
 	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
-		func(ctx context.Context, n node) (bool, error) { return n.extend(ctx, req) }, nil,
+		func(ctx context.Context, _ int, n node) (bool, error) { return n.extend(ctx, req) }, nil,
 		func(ctx context.Context, n asyncNode, cb func(bool, error)) { n.startExtend(ctx, req, cb) }, false)
 	if err != nil {
 		return err
@@ -131,8 +205,8 @@ func (r *Redlock) extend(ctx context.Context, req *request, a acquisition, cfg *
 	return err
 }
 
-// nodeOp is one round trip to one node; ok is its yes or no.
-type nodeOp func(ctx context.Context, n node) (ok bool, err error)
+// nodeOp is one round trip to node n, the i-th; ok is its yes or no.
+type nodeOp func(ctx context.Context, i int, n node) (ok bool, err error)
 
 // vote is one node's answer to a nodeOp.
 type vote struct {
@@ -223,7 +297,7 @@ func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []cha
 					opCtx, cancel = context.WithTimeout(detached, timeout)
 				}
 			}
-			ok, err := callNode(opCtx, nd, op)
+			ok, err := callNode(opCtx, i, nd, op)
 			if cancel != nil {
 				cancel()
 			}
@@ -321,8 +395,8 @@ func (r *Redlock) bothSettled(a, b []chan struct{}) []chan struct{} {
 }
 
 // callNode runs op on one node with ctx, which carries the node timeout.
-func callNode(ctx context.Context, n node, op nodeOp) (bool, error) {
-	ok, err := op(ctx, n)
+func callNode(ctx context.Context, i int, n node, op nodeOp) (bool, error) {
+	ok, err := op(ctx, i, n)
 	return ok, nodeTimeoutErr(ctx, err)
 }
 

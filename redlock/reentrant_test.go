@@ -134,7 +134,7 @@ func TestReentrantDoubleReleaseKeepsLock(t *testing.T) {
 		f := fs[0]
 		req := &request{key: "k", token: "owner", ttl: time.Second, reentrant: true}
 		for range 2 {
-			ok, err := f.acquire(t.Context(), req)
+			ok, _, err := f.acquire(t.Context(), req)
 			require.NoError(t, err)
 			require.True(t, ok)
 		}

@@ -22,6 +22,12 @@ var (
 	releaseReentrantSource string
 	//go:embed extend_reentrant.lua
 	extendReentrantSource string
+	//go:embed acquire.lua
+	acquireSource string
+	//go:embed fence.lua
+	fenceSource string
+	//go:embed set_fenced.lua
+	setFencedSource string
 )
 
 // Release deletes KEYS[1] if it holds ARGV[1] and publishes on ARGV[2]; it
@@ -31,9 +37,16 @@ var Release = redis.NewScript(releaseSource)
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = redis.NewScript(extendSource)
 
+// Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
+// the node has been up less than ARGV[3] seconds; it returns {status, n}:
+// {1, counter} granted, {0, counter} held, {-1, uptime} refused, where
+// counter is the fencing counter KEYS[2] ("0" without it).
+var Acquire = redis.NewScript(acquireSource)
+
 // AcquireReentrant takes or re-takes the reentrant lock KEYS[1] for owner
-// ARGV[1] with ttl ARGV[2] ms (ARGV[3] "1": only if it still exists); it
-// returns the hold count, or 0.
+// ARGV[1] with ttl ARGV[2] ms (ARGV[3] "1": only if it still exists),
+// unless the node has been up less than ARGV[4] seconds; it returns
+// {holds, counter} (holds 0: held by another) or {-1, uptime}.
 var AcquireReentrant = redis.NewScript(acquireReentrantSource)
 
 // ReleaseReentrant drops one hold (ARGV[2] "0") or all ("1") of owner
@@ -44,3 +57,11 @@ var ReleaseReentrant = redis.NewScript(releaseReentrantSource)
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.
 var ExtendReentrant = redis.NewScript(extendReentrantSource)
+
+// Fence raises the fencing counter KEYS[2] to ARGV[2] and returns 1 if the
+// lock KEYS[1] holds token or owner ARGV[1] (ARGV[3] "1": reentrant), else 0.
+var Fence = redis.NewScript(fenceSource)
+
+// SetFenced sets KEYS[1] to ARGV[1] and KEYS[2] to the fencing token ARGV[2]
+// unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
+var SetFenced = redis.NewScript(setFencedSource)

@@ -1,0 +1,47 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/scripts"
+)
+
+// maxFence bounds fencing tokens: the scripts compare them as Lua numbers,
+// exact up to 2^53. At a million acquisitions a second it lasts 285 years.
+const maxFence = 1 << 53
+
+// SetFenced is the resource side of fencing, for a resource kept in Redis:
+// it sets key to value on c unless a write with a higher fencing token
+// (see [Mutex.Fence]) was accepted for key before, in one atomic script.
+// The highest token accepted is kept at key + ":fence". Equal tokens are
+// accepted, so one holder can write many times.
+//
+// It returns nil when the value was written, and an error wrapping
+// [ErrStaleFence] when it was refused: a later holder of the lock has
+// written, and this caller must stop acting as the holder. A token of 0
+// (not fenced, or not held) is refused with [ErrInvalidArgument].
+//
+// c is the resource's own Redis, not one of the lock's nodes; with a Redis
+// Cluster, give key a hash tag ("{account:7}") so that both keys share a
+// slot. Resources elsewhere apply the same rule: store the highest token
+// with the data, and in one transaction refuse a write whose token is
+// lower.
+func SetFenced(ctx context.Context, c redis.Scripter, key, value string, fence uint64) error {
+	if ctx == nil {
+		return invalid("nil context")
+	}
+	if fence == 0 || fence >= maxFence {
+		return invalid("fencing token must be in [1, 2^53), got %d", fence)
+	}
+	written, err := scripts.SetFenced.Run(ctx, c, []string{key, key + ":fence"}, value, fence).Int64()
+	if err != nil {
+		return fmt.Errorf("redlock: set fenced %s: %w", key, err)
+	}
+	if written != 1 {
+		return fmt.Errorf("%w: %s refused token %d", ErrStaleFence, key, fence)
+	}
+	return nil
+}
