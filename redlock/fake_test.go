@@ -28,8 +28,8 @@ type fakeNode struct {
 	calls     map[string]int
 	applied   []string // ops applied, in order: "acquire", "release", ...
 	subs      []*fakeSub
-	mute      bool // publish delivers nothing
-	published int  // releases announced
+	mute      bool              // publish delivers nothing
+	published int               // releases announced
 	counters  map[string]uint64 // fencing counters: no expiry
 	upSince   time.Time         // the node's start, for restart delays
 }
