@@ -194,7 +194,12 @@ func (n *fakeNode) release(ctx context.Context, r *request) (bool, error) {
 		if !ok || e.value != r.token || e.hash != r.reentrant {
 			return false
 		}
-		if r.reentrant && !r.all {
+		if r.reentrant && r.undo && e.holds > 1 {
+			e.holds-- // an undo deletes the key with its last hold
+			n.data[r.key] = e
+			return true
+		}
+		if r.reentrant && !r.all && !r.undo {
 			e.holds = max(1, e.holds-1) // dropping one hold never frees the lock
 			n.data[r.key] = e
 			return true

@@ -36,6 +36,9 @@ type request struct {
 	notice  string
 	// all makes a reentrant release drop every hold instead of one.
 	all bool
+	// undo marks the release that undoes a failed acquisition: for a
+	// reentrant lock it drops one hold and deletes the key if none is left.
+	undo bool
 	// reenter marks a reentrant acquisition by an owner that already holds
 	// the lock: it never creates the key.
 	reenter bool
@@ -492,8 +495,11 @@ func (n *redisNode) extend(ctx context.Context, r *request) (bool, error) {
 func (n *redisNode) releaseCall(ctx context.Context, r *request) *call {
 	if r.reentrant {
 		all := "0"
-		if r.all {
+		switch {
+		case r.all:
 			all = "1"
+		case r.undo:
+			all = "2"
 		}
 		return evalsha(ctx, scripts.ReleaseReentrant, r.key, r.token, all, r.channel, r.notice)
 	}

@@ -176,3 +176,87 @@ func testNodeTimeout(t *testing.T, contextTimeout bool) (closeTook time.Duration
 	t.Logf("Close waited %v for the abandoned calls", time.Since(start))
 	return time.Since(start)
 }
+
+func TestRedisNodeFenceScripts(t *testing.T) {
+	servers, clients := newMiniClients(t, 1)
+	s, n := servers[0], newRedisNode(clients[0])
+	t.Cleanup(n.close)
+	ctx := t.Context()
+	req := &request{key: "k", token: "t1", ttl: time.Second, fenceKey: fenceKey("k")}
+
+	ok, counter, err := n.acquire(ctx, req)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Zero(t, counter, "no counter yet")
+	assert.Equal(t, time.Second, s.TTL("k"))
+	ok, _, err = n.acquire(ctx, req)
+	require.NoError(t, err)
+	assert.True(t, ok, "a resent acquire of the same token is granted")
+
+	commit := *req
+	commit.fence = 5
+	ok, err = n.fence(ctx, &commit)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	got, err := s.Get(fenceKey("k"))
+	require.NoError(t, err)
+	assert.Equal(t, "5", got)
+	assert.Zero(t, s.TTL(fenceKey("k")), "the counter never expires")
+	commit.fence = 3
+	ok, err = n.fence(ctx, &commit)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	got, _ = s.Get(fenceKey("k"))
+	assert.Equal(t, "5", got, "never lowered")
+
+	other := *req
+	other.token = "t2"
+	ok, counter, err = n.acquire(ctx, &other)
+	require.NoError(t, err)
+	assert.False(t, ok, "held")
+	assert.Equal(t, uint64(5), counter, "a refusal reports the counter too")
+	other.fence = 9
+	ok, err = n.fence(ctx, &other)
+	require.NoError(t, err)
+	assert.False(t, ok, "not the holder")
+	got, _ = s.Get(fenceKey("k"))
+	assert.Equal(t, "9", got, "raised even where the lock is not held")
+
+	require.NoError(t, s.Set(fenceKey("bad"), "x"))
+	_, _, err = n.acquire(ctx, &request{key: "bad", token: "t", ttl: time.Second, fenceKey: fenceKey("bad")})
+	assert.ErrorContains(t, err, "not a number")
+
+	re := &request{key: "r", token: "owner", ttl: time.Second, reentrant: true, fenceKey: fenceKey("r")}
+	for range 2 {
+		ok, _, err = n.acquire(ctx, re)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	undo := undoRequest(re)
+	ok, err = n.release(ctx, undo)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, "1", s.HGet("r", "owner"), "an undo drops one hold")
+	ok, err = n.release(ctx, undo)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.False(t, s.Exists("r"), "and deletes the key with the last")
+}
+
+func TestSetFenced(t *testing.T) {
+	servers, clients := newMiniClients(t, 1)
+	s, c := servers[0], clients[0]
+	ctx := t.Context()
+	require.NoError(t, SetFenced(ctx, c, "res", "a", 3))
+	require.NoError(t, SetFenced(ctx, c, "res", "b", 3), "the same holder writes again")
+	err := SetFenced(ctx, c, "res", "stale", 2)
+	require.ErrorIs(t, err, ErrStaleFence)
+	got, _ := s.Get("res")
+	assert.Equal(t, "b", got)
+	require.NoError(t, SetFenced(ctx, c, "res", "c", 10))
+	got, _ = s.Get("res:fence")
+	assert.Equal(t, "10", got)
+	assert.ErrorIs(t, SetFenced(ctx, c, "res", "x", 0), ErrInvalidArgument)
+	assert.ErrorIs(t, SetFenced(ctx, c, "res", "x", 1<<53), ErrInvalidArgument)
+	assert.ErrorIs(t, SetFenced(nil, c, "res", "x", 1), ErrInvalidArgument) //nolint:staticcheck // a nil context is the point
+}

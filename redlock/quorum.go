@@ -107,7 +107,7 @@ func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config, after 
 // frees nothing anyone waits for: it publishes nothing.
 func undoRequest(req *request) *request {
 	undo := *req
-	undo.channel, undo.all = "", false
+	undo.channel, undo.all, undo.undo = "", false, true
 	return &undo
 }
 

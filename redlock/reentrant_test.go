@@ -195,3 +195,21 @@ func TestReentrantRelockWaitsForFirstSet(t *testing.T) {
 		require.NoError(t, m.Unlock(t.Context()))
 	})
 }
+
+// A failed first acquisition of a reentrant lock frees the nodes that
+// granted it: its undo must delete a hash whose only hold it created, or
+// the lock stays taken there until the TTL.
+func TestReentrantFailedFirstLockLeavesNoKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5, WithReentrant())
+		for _, f := range fs[:3] {
+			f.mu.Lock()
+			f.data["k"] = fakeEntry{value: "other-owner", expires: time.Now().Add(time.Hour), hash: true, holds: 1}
+			f.mu.Unlock()
+		}
+		m := newFakeMutex(t, r, "k")
+		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
+		synctest.Wait()
+		assert.Zero(t, keyOn(fs[3:], "k"), "the two grants are undone")
+	})
+}

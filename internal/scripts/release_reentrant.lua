@@ -4,19 +4,29 @@
 --
 -- KEYS[1]  the lock name
 -- ARGV[1]  the owner id
--- ARGV[2]  "1" to drop every hold, "0" to drop one
+-- ARGV[2]  "1" to drop every hold, "0" to drop one, "2" to undo the hold a
+--          failed acquisition took (drop one; delete the key when none is
+--          left, publishing nothing)
 -- ARGV[3]  the channel to publish on once deleted; "" for none
 -- ARGV[4]  what to publish: an id unique to this release, so that waiters
 --          can tell it from the copies other nodes publish of it
 --
--- Dropping one hold never deletes the key: the count stays at 1 or more, so
--- a release that a client sends twice cannot free a lock its owner still
--- holds. Only the owner's last Unlock (ARGV[2] "1") deletes the key.
+-- Dropping one hold ("0") never deletes the key: the count stays at 1 or
+-- more, so a release that a client sends twice cannot free a lock its owner
+-- still holds. Only the owner's last Unlock (ARGV[2] "1") deletes the key,
+-- and the undo of a failed acquisition ("2"), which must free a lock whose
+-- only hold it took.
 --
 -- Returns 1 when the owner held the lock here (whatever is left), 0 when it
 -- did not (expired, taken, or not a reentrant lock).
 if redis.call("TYPE", KEYS[1]).ok ~= "hash" or redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then
 	return 0
+end
+if ARGV[2] == "2" then
+	if redis.call("HINCRBY", KEYS[1], ARGV[1], -1) < 1 then
+		redis.call("DEL", KEYS[1])
+	end
+	return 1
 end
 if ARGV[2] ~= "1" then
 	if redis.call("HINCRBY", KEYS[1], ARGV[1], -1) < 1 then

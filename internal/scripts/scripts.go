@@ -49,7 +49,8 @@ var Acquire = redis.NewScript(acquireSource)
 // {holds, counter} (holds 0: held by another) or {-1, uptime}.
 var AcquireReentrant = redis.NewScript(acquireReentrantSource)
 
-// ReleaseReentrant drops one hold (ARGV[2] "0") or all ("1") of owner
+// ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
+// failed acquisition ("2", deleting the key at zero) of owner
 // ARGV[1] on KEYS[1], publishing ARGV[4] on ARGV[3] when the key goes; it
 // returns 1 or 0.
 var ReleaseReentrant = redis.NewScript(releaseReentrantSource)
