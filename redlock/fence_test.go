@@ -166,6 +166,7 @@ func FuzzFenceMonotonic(f *testing.F) {
 // runFenceModel interprets steps: the low 3 bits pick the action, the high
 // bits its target (a mutex or a node).
 func runFenceModel(t *testing.T, steps []byte) {
+	t.Helper()
 	const ttl = time.Second
 	r, fs := newFakeRedlock(t, 5, WithFencing(), WithTTL(ttl), WithNodeTimeout(50*time.Millisecond))
 	ms := make([]*Mutex, 3)
