@@ -15,6 +15,9 @@
 // is lost; a [Mutex] reports loss through [Mutex.Done] and [Mutex.Err].
 // Waiting Locks are woken when a release is announced ([WithNotification]);
 // [WithReentrant] makes the Mutex value the lock's owner, with a hold count.
+// [WithFencing] gives each acquisition a fencing token ([Mutex.Fence]) for
+// the resource to reject stale holders ([SetFenced]); [WithRestartDelay]
+// keeps a freshly restarted node from voting.
 //
 // # The algorithm
 //
@@ -39,5 +42,64 @@
 // (garbage collection, a stalled VM) or a request delayed in the network
 // past [Mutex.Until] may still reach the resource after another holder took
 // over. Check [Mutex.Until] before each step, keep the work short against the
-// TTL, and have the resource reject stale holders where correctness matters.
+// TTL, and have the resource reject stale holders where correctness matters:
+// that is what fencing is for.
+//
+// # Fencing tokens
+//
+// With [WithFencing] an acquisition takes two round trips. The first is the
+// acquisition above, done by a script that also returns the name's counter
+// on the node (a key without expiry, name + ":redlock:fence"), read in the
+// same atomic step as the grant or refusal. Once a quorum granted, the token
+// is T = 1 + the highest counter returned by every node that answered. The
+// second round trip raises the counter to T on every node (never lowering
+// it) and reports whether the node still held the lock when it did; the
+// acquisition succeeds only if a quorum did, with validity left, and is
+// released everywhere otherwise.
+//
+// Claim: if acquisition A succeeded (TryLock returned) before acquisition B
+// began, then B's token is greater than A's, provided that some node in both
+// W, the nodes that recorded A's token while holding A's lock, and G, the
+// nodes that granted B, kept its data from A's record to B's grant.
+//
+// Why: W and G are both quorums of the same N nodes, so they share a node x.
+// On x, A's key was present when A's token was recorded, and B's SET NX
+// found no key. B began after A's record, so B's grant on x came after it,
+// once A's key had gone; the counter on x was then at least A's token, since
+// it never decreases. B read it in its grant, so B's token exceeds A's. The
+// same reasoning orders any two successful acquisitions, whatever their
+// timing, as their keys were ordered on x: fencing holds even when the
+// validity windows themselves overlapped (a clock jump, a pause, a lost key),
+// which is exactly when it is needed.
+//
+// Data loss: the proviso fails only if every node shared by W and G lost its
+// counter (a restart without persistence, FLUSHALL, eviction). With all
+// nodes up, A's token reaches all N, and any minority may lose its data: G
+// still contains a node that kept it. When some nodes missed A's record
+// (down, partitioned, or slower than the node timeout), fewer losses are
+// tolerated, down to none when W and G share one node; W is at least a
+// quorum. [WithRestartDelay] does not restore a lost counter: it only keeps
+// the node from voting for a while. Keep counters safe with persistence
+// (appendonly yes with appendfsync always) and maxmemory-policy noeviction
+// or volatile-* (counters have no TTL, so volatile policies never evict
+// them).
+//
+// Costs: one more round trip per acquisition (to the quorum-th fastest
+// node), one small key per fenced name per node that stays until deleted,
+// and tokens up to 2^53 (scripts compare them as Lua numbers). Gaps in the
+// sequence are normal: failed acquisitions may raise counters.
+//
+// # Restarts
+//
+// A node restarted without persistence has forgotten the locks it granted:
+// with one such node, a second client can gather a quorum while the first
+// still holds the lock, and both validity windows overlap. The Redlock
+// description asks operators to keep a restarted node down for the longest
+// TTL in use. [WithRestartDelay] does it from the client side: the
+// acquisition script reads the node's uptime (INFO uptime_in_seconds) and
+// refuses while it is below the delay, so no client needs to have seen the
+// restart. uptime_in_seconds is computed from the node's wall clock; a jump
+// of that clock during the delay shortens or lengthens it. Nodes configured
+// with appendonly yes and appendfsync always keep their keys across a
+// restart (TTLs keep running while down) and need no delay.
 package redlock
