@@ -73,12 +73,13 @@
 // which is exactly when it is needed.
 //
 // Data loss: the proviso fails only if every node shared by W and G lost its
-// counter (a restart without persistence, FLUSHALL, eviction). With all
-// nodes up, A's token reaches all N, and any minority may lose its data: G
-// still contains a node that kept it. When some nodes missed A's record
-// (down, partitioned, or slower than the node timeout), fewer losses are
-// tolerated, down to none when W and G share one node; W is at least a
-// quorum. [WithRestartDelay] does not restore a lost counter: it only keeps
+// counter (a restart without persistence, FLUSHALL, eviction). The record
+// goes to every node, and TryLock waits for the nodes that answer about as
+// fast as the quorum did: with all nodes up and alike, A's token is on all
+// N when TryLock returns, and any minority may lose its data, since G still
+// contains a node that kept it. When some nodes missed A's record (down,
+// partitioned, slow), fewer losses are tolerated, down to none when W and G
+// share a single node; W is always at least a quorum. [WithRestartDelay] does not restore a lost counter: it only keeps
 // the node from voting for a while. Keep counters safe with persistence
 // (appendonly yes with appendfsync always) and maxmemory-policy noeviction
 // or volatile-* (counters have no TTL, so volatile policies never evict

@@ -143,6 +143,11 @@ func (r *Redlock) fence(ctx context.Context, req *request, a acquisition, t *tal
 	if err == nil {
 		ft = f.wait(ctx)
 		if ft.won() && r.now().Before(a.until) {
+			// Wait for the nodes about as fast as the quorum, as Unlock
+			// does: the more nodes know the token when TryLock returns,
+			// the more of them may later lose their data (see the package
+			// documentation).
+			f.linger(ft, r.now().Sub(f.start))
 			a.fence = commit.fence
 			return a, nil
 		}
