@@ -32,12 +32,25 @@ type impl struct {
 const ttl = 10 * time.Second
 
 func newRedlockImpl(clients []redis.UniversalClient) impl {
-	rl, err := redlock.New(clients, redlock.WithTTL(ttl))
+	return redlockImpl("redlock-go", clients)
+}
+
+// The costs of the safety options, against the plain lock in BenchmarkPair.
+func newFencedImpl(clients []redis.UniversalClient) impl {
+	return redlockImpl("redlock-go fenced", clients, redlock.WithFencing())
+}
+
+func newRestartDelayImpl(clients []redis.UniversalClient) impl {
+	return redlockImpl("redlock-go restart-delay", clients, redlock.WithRestartDelay(ttl))
+}
+
+func redlockImpl(name string, clients []redis.UniversalClient, opts ...redlock.Option) impl {
+	rl, err := redlock.New(clients, append([]redlock.Option{redlock.WithTTL(ttl)}, opts...)...)
 	if err != nil {
 		panic(err)
 	}
 	return impl{
-		name:  "redlock-go",
+		name:  name,
 		nodes: len(clients),
 		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
 			m, err := rl.NewMutex(key)
