@@ -1,0 +1,748 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// Fault scenarios: each simulated client is a separate "process" with its
+// own proxies to the five lock nodes (ClientNet), its own go-redis clients
+// and its own Redlock, so that latency, blackholes, lost replies and
+// partitions differ per client. Node-wide faults (pause, kill, restart) go
+// through the container harness. A sixth Redis, which no fault touches,
+// holds the guarded resource; every scenario records a history and checks
+// it (history_test.go).
+
+const lockNodes = 5
+
+// rig is one scenario's world: five lock nodes, the resource Redis (node
+// 5), direct clients to the lock nodes for inspection, and the history.
+type rig struct {
+	c    *Cluster
+	insp []*redis.Client
+	hist *history
+	res  *resource
+}
+
+func newRig(t *testing.T, opts ...Option) *rig {
+	t.Helper()
+	c := startCluster(t, lockNodes+1, opts...)
+	insp := make([]*redis.Client, lockNodes)
+	for i := range insp {
+		cl := redis.NewClient(&redis.Options{Addr: c.Addr(i), MaxRetries: -1, DialTimeout: time.Second,
+			ReadTimeout: time.Second, WriteTimeout: time.Second})
+		insp[i] = cl
+		t.Cleanup(func() { _ = cl.Close() })
+	}
+	hist := newHistory()
+	return &rig{c: c, insp: insp, hist: hist, res: newResource(t, c.Addr(lockNodes), "resource:"+t.Name(), hist)}
+}
+
+// lockAddrs returns the addresses of the five lock nodes.
+func (r *rig) lockAddrs() []string {
+	out := make([]string, lockNodes)
+	for i := range out {
+		out[i] = r.c.Addr(i)
+	}
+	return out
+}
+
+// values returns key on each lock node ("" absent, "<down>" no answer).
+func (r *rig) values(t *testing.T, key string) []string {
+	t.Helper()
+	return values(t, r.insp, key)
+}
+
+// waitValues polls until key's values on the lock nodes satisfy ok, for at
+// most d; it returns the last values seen and whether ok held.
+func (r *rig) waitValues(t *testing.T, key string, d time.Duration, ok func([]string) bool) ([]string, bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		v := r.values(t, key)
+		if ok(v) {
+			return v, true
+		}
+		if time.Now().After(deadline) {
+			return v, false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func allEmpty(v []string) bool { return slices.Equal(v, make([]string, len(v))) }
+
+// simClient is one simulated client process.
+type simClient struct {
+	id      int
+	net     *ClientNet
+	clients []redis.UniversalClient
+	rl      *redlock.Redlock
+}
+
+// warmConns is how many connections per node a client opens before faults
+// are injected (see WarmPool): each reply dropped later costs one.
+const warmConns = 6
+
+// proxiedOptions are the go-redis options of simulated clients: no
+// retries (a test about faults must see each one), short timeouts so that
+// a worker stuck on a silent node comes back soon, and pipelines on the
+// main pool so that WarmPool warms the connections they use.
+func proxiedOptions() *redis.Options {
+	return &redis.Options{
+		MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
+		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
+		PoolSize: 2 * warmConns, PipelinePoolSize: -1,
+	}
+}
+
+// client starts simulated client id: proxies, warm clients and a Redlock
+// with opts, all closed after the test.
+func (r *rig) client(t *testing.T, id int, opts ...redlock.Option) *simClient {
+	t.Helper()
+	net, err := NewClientNet(r.lockAddrs())
+	require.NoError(t, err)
+	clients := net.Clients(proxiedOptions())
+	rl, err := redlock.New(clients, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		// Healed first, so that background calls end and Close returns.
+		net.HealAll()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		assert.NoError(t, rl.Close(ctx), "client %d: background node calls did not finish", id)
+		for _, cl := range clients {
+			_ = cl.Close()
+		}
+		net.Close()
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for _, cl := range clients {
+		require.NoError(t, WarmPool(ctx, cl.(*redis.Client), warmConns))
+	}
+	return &simClient{id: id, net: net, clients: clients, rl: rl}
+}
+
+func (sc *simClient) mutex(t *testing.T, name string, opts ...redlock.Option) *redlock.Mutex {
+	t.Helper()
+	return newMutex(t, sc.rl, name, opts...)
+}
+
+// warm takes and releases a lock with opts once, so that every script the
+// lock uses is in each node's cache: with replies dropped, a NOSCRIPT
+// answer would be lost too, and the EVAL fallback never sent.
+func (sc *simClient) warm(t *testing.T, opts ...redlock.Option) {
+	t.Helper()
+	m := sc.mutex(t, fmt.Sprintf("warm:%s:%d", t.Name(), sc.id), opts...)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, m.Lock(ctx))
+	require.NoError(t, m.Unlock(ctx))
+}
+
+// contend runs rounds critical sections on m as client sc, recording each
+// in the rig's history. Each Lock is bounded by wait; a Lock that fails
+// counts as a failed attempt. It returns the acquisitions made.
+func (r *rig) contend(t *testing.T, sc *simClient, m *redlock.Mutex, rounds int, wait time.Duration) int {
+	t.Helper()
+	got := 0
+	for range rounds {
+		ctx, cancel := context.WithTimeout(t.Context(), wait)
+		err := m.Lock(ctx)
+		cancel()
+		if err != nil {
+			assert.ErrorIs(t, err, redlock.ErrNotAcquired)
+			continue
+		}
+		got++
+		hd := r.hist.acquired(sc.id, m)
+		assert.NoError(t, r.res.section(t.Context(), sc.id, m.Fence()), "client %d", sc.id)
+		hd.released()
+		_ = m.Unlock(t.Context()) // may report ErrNotHeld under faults; the history judges
+	}
+	return got
+}
+
+// driftOf is the library's drift allowance at its default factor: TTL ×
+// factor, rounded up, plus 2ms.
+func driftOf(ttl time.Duration) time.Duration {
+	return time.Duration(math.Ceil(float64(ttl)*redlock.DefaultDriftFactor)) + 2*time.Millisecond
+}
+
+// TestFaultLatency: two slow nodes (+50ms per round trip) do not slow the
+// lock, which decides on the three fast ones; three slow nodes do, and the
+// validity window is then shortened by the time the acquisition took.
+// Two clients with different slow nodes contend safely.
+func TestFaultLatency(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	const ttl, slow = time.Second, 50 * time.Millisecond
+	opts := []redlock.Option{redlock.WithTTL(ttl), redlock.WithNodeTimeout(300 * time.Millisecond), redlock.WithFencing()}
+	a, b := r.client(t, 0, opts...), r.client(t, 1, opts...)
+	name := "latency:" + t.Name()
+	ma, mb := a.mutex(t, name), b.mutex(t, name)
+	a.warm(t)
+	b.warm(t)
+	require.NoError(t, a.net.Latency(1, slow))
+	require.NoError(t, a.net.Latency(3, slow))
+	require.NoError(t, b.net.Latency(0, slow))
+	require.NoError(t, b.net.Latency(4, slow))
+
+	start := time.Now()
+	require.NoError(t, ma.TryLock(ctx))
+	returned := time.Now()
+	took := returned.Sub(start)
+	assert.Less(t, took, slow, "took %v: waited for a slow node", took)
+	assert.LessOrEqual(t, ma.Until().Sub(returned), ttl-driftOf(ttl), "validity beyond ttl-drift")
+	require.NoError(t, ma.Unlock(ctx))
+
+	require.NoError(t, a.net.Latency(2, slow)) // a majority is slow now
+	start = time.Now()
+	require.NoError(t, ma.TryLock(ctx))
+	returned = time.Now()
+	took = returned.Sub(start)
+	// Two round trips (the grant, then the fencing token), each as slow as
+	// the third-fastest node; the validity window starts before both.
+	assert.GreaterOrEqual(t, took, 2*slow)
+	assert.LessOrEqual(t, ma.Until().Sub(returned), ttl-driftOf(ttl)-2*slow,
+		"validity not shortened by the %v the acquisition took", took)
+	require.NoError(t, ma.Unlock(ctx))
+	a.net.Heal(2)
+
+	var wg sync.WaitGroup
+	var gotA, gotB int
+	wg.Go(func() { gotA = r.contend(t, a, ma, 10, 3*time.Second) })
+	wg.Go(func() { gotB = r.contend(t, b, mb, 10, 3*time.Second) })
+	wg.Wait()
+	assert.Equal(t, 10, gotA)
+	assert.Equal(t, 10, gotB)
+	requireSafe(t, r.res, true)
+}
+
+// TestFaultBlackholeMinority: two nodes silent for one client (a partition
+// that drops packets, no error) cost it nothing: it decides on the other
+// three, before the node timeout. It contends safely with a healthy client.
+func TestFaultBlackholeMinority(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	const nodeTimeout = 300 * time.Millisecond
+	opts := []redlock.Option{redlock.WithTTL(time.Second), redlock.WithNodeTimeout(nodeTimeout), redlock.WithFencing()}
+	a, b := r.client(t, 0, opts...), r.client(t, 1, opts...)
+	name := "bh-minority:" + t.Name()
+	ma, mb := a.mutex(t, name), b.mutex(t, name)
+	require.NoError(t, a.net.Blackhole(0))
+	require.NoError(t, a.net.Blackhole(4))
+
+	start := time.Now()
+	require.NoError(t, ma.TryLock(ctx))
+	took := time.Since(start)
+	assert.Less(t, took, nodeTimeout/2, "took %v: waited for the silent nodes", took)
+	require.NoError(t, ma.Unlock(ctx))
+
+	var wg sync.WaitGroup
+	var gotA, gotB int
+	wg.Go(func() { gotA = r.contend(t, a, ma, 8, 3*time.Second) })
+	wg.Go(func() { gotB = r.contend(t, b, mb, 8, 3*time.Second) })
+	wg.Wait()
+	assert.Equal(t, 8, gotA)
+	assert.Equal(t, 8, gotB)
+	requireSafe(t, r.res, true)
+}
+
+// TestFaultBlackholeMajority: three silent nodes make TryLock fail after
+// one node timeout, naming them; the two nodes that granted are released
+// before it returns, and once healed no key of the attempt is anywhere.
+func TestFaultBlackholeMajority(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	const nodeTimeout = 300 * time.Millisecond
+	a := r.client(t, 0, redlock.WithTTL(2*time.Second), redlock.WithNodeTimeout(nodeTimeout))
+	b := r.client(t, 1, redlock.WithTTL(2*time.Second), redlock.WithNodeTimeout(nodeTimeout))
+	name := "bh-majority:" + t.Name()
+	ma := a.mutex(t, name)
+	for _, i := range []int{1, 2, 3} {
+		require.NoError(t, a.net.Blackhole(i))
+	}
+	start := time.Now()
+	err := ma.TryLock(ctx)
+	took := time.Since(start)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	errs := redlock.NodeErrors(err)
+	assert.ElementsMatch(t, []int{1, 2, 3}, indexes(errs))
+	for _, e := range errs {
+		assert.ErrorIs(t, e, redlock.ErrNodeTimeout)
+	}
+	assert.GreaterOrEqual(t, took, nodeTimeout)
+	assert.Less(t, took, 2*nodeTimeout, "took %v: more than about one node timeout", took)
+	assert.True(t, ma.Until().IsZero())
+	assert.Equal(t, []string{"", "", "", "", ""}, r.values(t, name), "the nodes that granted were not released")
+
+	a.net.HealAll()
+	v, ok := r.waitValues(t, name, 3*time.Second, allEmpty)
+	assert.True(t, ok, "a key of the failed attempt remains: %q", v)
+	mb := b.mutex(t, name)
+	require.NoError(t, mb.TryLock(ctx), "the failed attempt left the lock taken")
+	hd := r.hist.acquired(b.id, mb)
+	require.NoError(t, r.res.section(ctx, b.id, 0))
+	hd.released()
+	require.NoError(t, mb.Unlock(ctx))
+	requireSafe(t, r.res, true)
+}
+
+// TestFaultRepliesLost: nodes that apply a command and lose its reply.
+// With two such nodes the lock is still acquired (on the other three), the
+// SETs were applied on all five, and Unlock's release, applied while its
+// reply is lost too, leaves no key anywhere. With three such nodes the
+// attempt fails, and the release of its applied SETs leaves no key either.
+func TestFaultRepliesLost(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	const nodeTimeout = 150 * time.Millisecond
+	opts := []redlock.Option{redlock.WithTTL(2 * time.Second), redlock.WithNodeTimeout(nodeTimeout)}
+	a := r.client(t, 0, opts...)
+	a.warm(t)
+	name := "lost-replies:" + t.Name()
+	ma := a.mutex(t, name)
+
+	require.NoError(t, a.net.DropReplies(3))
+	require.NoError(t, a.net.DropReplies(4))
+	start := time.Now()
+	require.NoError(t, ma.TryLock(ctx))
+	took := time.Since(start)
+	assert.Less(t, took, nodeTimeout, "took %v: waited for the nodes whose replies are lost", took)
+	hd := r.hist.acquired(a.id, ma)
+	v, ok := r.waitValues(t, name, time.Second, func(v []string) bool {
+		return v[0] != "" && slices.Equal(v, []string{v[0], v[0], v[0], v[0], v[0]})
+	})
+	assert.True(t, ok, "the SET was not applied on every node: %q", v)
+	require.NoError(t, r.res.section(ctx, a.id, 0))
+	hd.released()
+	require.NoError(t, ma.Unlock(ctx))
+	v, ok = r.waitValues(t, name, 3*time.Second, allEmpty)
+	assert.True(t, ok, "the release was not applied where its reply was lost: %q", v)
+
+	name2 := name + ":failed"
+	mf := a.mutex(t, name2)
+	require.NoError(t, a.net.DropReplies(1))
+	a.net.Heal(4)
+	// Nodes 1, 3 and 2 lose replies now; 2 is set below. 1 and 3 are warm
+	// still: each lost reply above cost one connection.
+	require.NoError(t, a.net.DropReplies(2))
+	err := mf.TryLock(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.ElementsMatch(t, []int{1, 2, 3}, indexes(redlock.NodeErrors(err)))
+	got := r.values(t, name2)
+	assert.NotEmpty(t, got[1], "node 1 did not apply the SET whose reply it lost")
+	assert.Equal(t, []string{got[1], got[1]}, []string{got[2], got[3]})
+	v, ok = r.waitValues(t, name2, 3*time.Second, allEmpty)
+	assert.True(t, ok, "the failed attempt's SETs were not released: %q", v)
+
+	// The fault was real: a command through node 1's proxy gets no reply.
+	pingErr := a.clients[1].Ping(ctx).Err()
+	var netErr interface{ Timeout() bool }
+	assert.True(t, errors.As(pingErr, &netErr) && netErr.Timeout(), "PING through a lost-replies proxy: %v", pingErr)
+	requireSafe(t, r.res, true)
+}
+
+// TestFaultPartitionPerClient: a 2|3 split seen differently by two
+// clients: A reaches {0,1,2}, B reaches {2,3,4}. Node 2 arbitrates: both
+// make progress, never together, with increasing fencing tokens.
+func TestFaultPartitionPerClient(t *testing.T) {
+	r := newRig(t)
+	opts := []redlock.Option{redlock.WithTTL(time.Second), redlock.WithNodeTimeout(100 * time.Millisecond), redlock.WithFencing()}
+	a, b := r.client(t, 0, opts...), r.client(t, 1, opts...)
+	name := "partition:" + t.Name()
+	ma, mb := a.mutex(t, name), b.mutex(t, name)
+	require.NoError(t, a.net.Blackhole(3))
+	require.NoError(t, a.net.Blackhole(4))
+	require.NoError(t, b.net.Blackhole(0))
+	require.NoError(t, b.net.Blackhole(1))
+
+	var wg sync.WaitGroup
+	var gotA, gotB int
+	wg.Go(func() { gotA = r.contend(t, a, ma, 10, 3*time.Second) })
+	wg.Go(func() { gotB = r.contend(t, b, mb, 10, 3*time.Second) })
+	wg.Wait()
+	t.Logf("A acquired %d times, B %d times", gotA, gotB)
+	assert.Positive(t, gotA)
+	assert.Positive(t, gotB)
+	requireSafe(t, r.res, true)
+}
+
+// TestFaultMajorityPausedBeyondTTL: three of five nodes freeze for longer
+// than the TTL while A holds a renewed lock. A learns it lost the lock
+// (Done, ErrLockLost) before its validity ends; B, trying all along, gets
+// the lock only after that validity ended.
+func TestFaultMajorityPausedBeyondTTL(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	const ttl = time.Second
+	opts := []redlock.Option{redlock.WithTTL(ttl), redlock.WithNodeTimeout(100 * time.Millisecond), redlock.WithFencing()}
+	a, b := r.client(t, 0, opts...), r.client(t, 1, opts...)
+	name := "paused:" + t.Name()
+	ma, mb := a.mutex(t, name, redlock.WithRenewal()), b.mutex(t, name)
+	lockCtx, cancelLock := context.WithCancel(ctx)
+	defer cancelLock()
+	require.NoError(t, ma.Lock(lockCtx))
+	holdA := r.hist.acquired(a.id, ma)
+	require.NoError(t, r.res.section(ctx, a.id, ma.Fence()))
+
+	paused := []int{0, 1, 2}
+	for _, i := range paused {
+		require.NoError(t, r.c.Pause(ctx, i))
+	}
+	pausedAt := time.Now()
+	unpaused := false
+	unpause := func() {
+		if !unpaused {
+			unpaused = true
+			for _, i := range paused {
+				assert.NoError(t, r.c.Unpause(context.Background(), i))
+			}
+		}
+	}
+	t.Cleanup(unpause)
+
+	bDone := make(chan *holding, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+		defer cancel()
+		if assert.NoError(t, mb.Lock(ctx), "B never acquired") {
+			bDone <- r.hist.acquired(b.id, mb)
+			return
+		}
+		bDone <- nil
+	}()
+
+	select {
+	case <-ma.Done():
+	case <-time.After(3 * ttl):
+		t.Fatal("A's Done did not close with a majority paused")
+	}
+	doneAt := time.Now()
+	untilA := ma.Until()
+	assert.ErrorIs(t, ma.Err(), redlock.ErrLockLost)
+	assert.True(t, doneAt.Before(untilA), "Done closed %v after the validity ended", doneAt.Sub(untilA))
+	hA := holdA.released()
+	time.Sleep(time.Until(pausedAt.Add(ttl + 500*time.Millisecond))) // paused longer than the TTL
+	unpause()
+
+	hdB := <-bDone
+	require.NotNil(t, hdB)
+	assert.False(t, hdB.start.Before(untilA), "B acquired %v before A's validity ended", untilA.Sub(hdB.start))
+	t.Logf("A lost the lock %v before its validity ended; B acquired %v after it", untilA.Sub(doneAt), hdB.start.Sub(untilA))
+	assert.Greater(t, mb.Fence(), hA.fence)
+	require.NoError(t, r.res.section(ctx, b.id, mb.Fence()))
+	hdB.released()
+	require.NoError(t, mb.Unlock(ctx))
+	_ = ma.Unlock(ctx)
+	requireSafe(t, r.res, true)
+}
+
+// uptime returns a node's INFO uptime_in_seconds.
+func uptime(ctx context.Context, rc *redis.Client) (int, error) {
+	info, err := rc.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	m := regexp.MustCompile(`uptime_in_seconds:(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		return 0, fmt.Errorf("no uptime in INFO: %q", info)
+	}
+	return strconv.Atoi(m[1])
+}
+
+// waitUptime polls node i until it reports at least secs of uptime.
+func (r *rig) waitUptime(t *testing.T, i, secs int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Duration(secs+5) * time.Second)
+	for {
+		up, err := uptime(t.Context(), r.insp[i])
+		if err == nil && up >= secs {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "node %d: uptime %d (%v), want %d", i, up, err, secs)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sleepToFraction sleeps until the wall clock is frac past a whole second.
+func sleepToFraction(frac time.Duration) {
+	now := time.Now()
+	next := now.Truncate(time.Second).Add(frac)
+	if !next.After(now) {
+		next = next.Add(time.Second)
+	}
+	time.Sleep(next.Sub(now))
+}
+
+// holdOnFirstThree makes client sc acquire m on nodes {0,1,2} only: nodes
+// 3 and 4 hold another holder's leftover key, which expires within
+// leftover. The fencing token still reaches all five nodes (the counter
+// grows whether or not the lock is held there).
+func (r *rig) holdOnFirstThree(t *testing.T, m *redlock.Mutex, leftover time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	for _, i := range []int{3, 4} {
+		require.NoError(t, r.insp[i].Set(ctx, m.Name(), "leftover", leftover).Err())
+	}
+	require.NoError(t, m.TryLock(ctx))
+	time.Sleep(20 * time.Millisecond) // let every node answer
+	v := r.values(t, m.Name())
+	require.Equal(t, []string{v[0], v[0], v[0], "leftover", "leftover"}, v)
+	_, ok := r.waitValues(t, m.Name(), 2*leftover, func(v []string) bool { return v[3] == "" && v[4] == "" })
+	require.True(t, ok, "the leftover keys did not expire")
+}
+
+// TestFaultRestartWithoutPersistence: node 2 of A's quorum {0,1,2}
+// restarts without persistence and forgets A's key.
+//
+// Immediately back, it lets B form a second quorum {2,3,4} while A's
+// validity lasts: the checker must report that overlap. Fencing still
+// protects the resource: B's token is higher (A's token had reached every
+// node), so A's late write is refused.
+//
+// With WithRestartDelay(TTL), the restarted node refuses (ErrNodeRecovering)
+// until A's keys are gone: B gets the lock only after A's validity ended.
+func TestFaultRestartWithoutPersistence(t *testing.T) {
+	r := newRig(t)
+	const ttl = 2 * time.Second
+	base := []redlock.Option{redlock.WithTTL(ttl), redlock.WithNodeTimeout(200 * time.Millisecond), redlock.WithFencing()}
+
+	t.Run("immediate", func(t *testing.T) {
+		ctx := t.Context()
+		a, b := r.client(t, 0, base...), r.client(t, 1, base...)
+		name := "restart-now:" + t.Name()
+		ma, mb := a.mutex(t, name), b.mutex(t, name)
+		r.holdOnFirstThree(t, ma, 300*time.Millisecond)
+		holdA := r.hist.acquired(a.id, ma)
+
+		restart := time.Now()
+		require.NoError(t, r.c.Kill(ctx, 2))
+		require.NoError(t, r.c.Restart(ctx, 2))
+		t.Logf("node 2 back after %v", time.Since(restart))
+		lockCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		require.NoError(t, mb.Lock(lockCtx), "the documented hazard: a second quorum {2,3,4}")
+		holdB := r.hist.acquired(b.id, mb)
+		assert.True(t, time.Now().Before(ma.Until()), "A's validity had ended: the scenario proves nothing")
+		hA, hB := holdA.released(), holdB.released()
+		assert.Len(t, checkNoOverlap([]hold{hA, hB}), 1, "the checker missed two holders at once")
+
+		assert.Greater(t, hB.fence, hA.fence, "B's token does not exceed A's")
+		require.NoError(t, r.res.write(ctx, b.id, "b", hB.fence))
+		err := r.res.write(ctx, a.id, "late a", hA.fence)
+		require.ErrorIs(t, err, redlock.ErrStaleFence, "A's stale write was accepted")
+		got, err := r.res.read(ctx, b.id)
+		require.NoError(t, err)
+		assert.Equal(t, "b", got)
+		ops := r.hist.registerOps()
+		assert.Equal(t, porcupine.Ok, checkRegister(ops))
+		assert.Empty(t, staleAccepted(ops))
+		require.NoError(t, mb.Unlock(ctx))
+		_ = ma.Unlock(ctx) // its quorum is gone: ErrNotHeld
+	})
+
+	t.Run("delayed", func(t *testing.T) {
+		ctx := t.Context()
+		opts := append(slices.Clone(base), redlock.WithRestartDelay(ttl))
+		// The nodes refuse until they have been up for the delay: node 2
+		// has just restarted, and the cluster is young.
+		for i := range lockNodes {
+			r.waitUptime(t, i, int(ttl/time.Second)+1)
+		}
+		a, b := r.client(t, 0, opts...), r.client(t, 1, opts...)
+		name := "restart-delayed:" + t.Name()
+		ma, mb := a.mutex(t, name), b.mutex(t, name)
+		// probe is a lock that only node 2 can decide (0 and 1 hold a
+		// foreign key): B acquires it as soon as node 2 grants again.
+		probe := b.mutex(t, name+":probe")
+		for _, i := range []int{0, 1} {
+			require.NoError(t, r.insp[i].Set(ctx, probe.Name(), "foreign", time.Minute).Err())
+		}
+		r.holdOnFirstThree(t, ma, 300*time.Millisecond)
+		holdA := r.hist.acquired(a.id, ma)
+		untilA := ma.Until()
+
+		require.NoError(t, r.c.Kill(ctx, 2))
+		// Redis counts uptime_in_seconds from its start and now, both
+		// truncated to whole wall-clock seconds, so it reads up to one
+		// second more than has passed. Starting node 2 at .3 of a second
+		// (it is up well before the next one) makes that error at least
+		// .3s: a delay that ignores it shows below.
+		sleepToFraction(300 * time.Millisecond)
+		restart := time.Now() // node 2's process starts after this
+		require.NoError(t, r.c.Restart(ctx, 2))
+		t.Logf("node 2 back after %v", time.Since(restart))
+		var (
+			recovering bool
+			holdB      *holding
+			served     time.Time // when node 2 first granted the probe
+		)
+		noteRecovering := func(err error) {
+			for _, ne := range redlock.NodeErrors(err) {
+				if ne.Index == 2 && errors.Is(ne, redlock.ErrNodeRecovering) {
+					recovering = true
+				}
+			}
+		}
+		deadline := restart.Add(ttl + 3*time.Second)
+		for (holdB == nil || served.IsZero()) && time.Now().Before(deadline) {
+			if holdB == nil {
+				err := mb.TryLock(ctx)
+				if err == nil {
+					holdB = r.hist.acquired(b.id, mb)
+				} else {
+					require.ErrorIs(t, err, redlock.ErrNotAcquired)
+					noteRecovering(err)
+				}
+			}
+			if served.IsZero() {
+				err := probe.TryLock(ctx)
+				if err == nil {
+					served = time.Now()
+					require.NoError(t, probe.Unlock(ctx))
+				} else {
+					require.ErrorIs(t, err, redlock.ErrNotAcquired)
+					noteRecovering(err)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		require.NotNil(t, holdB, "B never acquired after A's validity ended")
+		require.False(t, served.IsZero(), "node 2 never granted again")
+		t.Logf("B acquired %v after A's validity ended; node 2 granted again %v after its start began",
+			holdB.start.Sub(untilA), served.Sub(restart))
+		assert.True(t, recovering, "node 2 never refused as recovering")
+		assert.GreaterOrEqual(t, served.Sub(restart), ttl, "node 2 granted before the restart delay passed")
+		hA := holdA.released()
+		hB := holdB.released()
+		assert.Empty(t, r.hist.describe(checkNoOverlap([]hold{hA, hB})), "two holders at once despite the restart delay")
+		assert.Greater(t, hB.fence, hA.fence)
+		require.NoError(t, mb.Unlock(ctx))
+		_ = ma.Unlock(ctx)
+	})
+}
+
+// TestFaultEarlyExpiry: a node's clock jumping ahead expires the key early
+// there (PEXPIRE 1 stands in for the jump, which libfaketime cannot fake
+// here). With one, then two such nodes of five, no other client reaches a
+// quorum while A holds; B acquires after A's release, never during.
+func TestFaultEarlyExpiry(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	opts := []redlock.Option{redlock.WithTTL(2 * time.Second), redlock.WithNodeTimeout(200 * time.Millisecond), redlock.WithFencing()}
+	a, b := r.client(t, 0, opts...), r.client(t, 1, opts...)
+	name := "early-expiry:" + t.Name()
+	ma, mb := a.mutex(t, name), b.mutex(t, name)
+	require.NoError(t, ma.TryLock(ctx))
+	holdA := r.hist.acquired(a.id, ma)
+	_, ok := r.waitValues(t, name, time.Second, func(v []string) bool { return !slices.Contains(v, "") })
+	require.True(t, ok, "A's SET did not reach every node")
+
+	for _, i := range []int{0, 3} {
+		require.NoError(t, r.insp[i].PExpire(ctx, name, time.Millisecond).Err())
+		_, ok := r.waitValues(t, name, time.Second, func(v []string) bool { return v[i] == "" })
+		require.True(t, ok)
+		err := mb.TryLock(ctx)
+		require.ErrorIs(t, err, redlock.ErrNotAcquired, "a quorum with %d nodes expired early", i)
+	}
+	require.NoError(t, r.res.section(ctx, a.id, ma.Fence()))
+
+	bGot := make(chan *holding, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if assert.NoError(t, mb.Lock(ctx)) {
+			bGot <- r.hist.acquired(b.id, mb)
+			return
+		}
+		bGot <- nil
+	}()
+	time.Sleep(300 * time.Millisecond) // B waits meanwhile
+	holdA.released()
+	require.NoError(t, ma.Unlock(ctx))
+	holdB := <-bGot
+	require.NotNil(t, holdB)
+	require.NoError(t, r.res.section(ctx, b.id, mb.Fence()))
+	holdB.released()
+	require.NoError(t, mb.Unlock(ctx))
+	requireSafe(t, r.res, true)
+}
+
+// TestFaultHolderPausedPastValidity: A holds a fenced lock without
+// renewal and stalls (a GC pause, a frozen VM) past its validity. B takes
+// the lock and writes; A wakes and writes with its old token: the resource
+// refuses it. The register history passes porcupine, and would not had
+// the stale write been accepted.
+func TestFaultHolderPausedPastValidity(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	const ttl = 500 * time.Millisecond
+	opts := []redlock.Option{redlock.WithTTL(ttl), redlock.WithNodeTimeout(100 * time.Millisecond), redlock.WithFencing()}
+	a, b := r.client(t, 0, opts...), r.client(t, 1, opts...)
+	name := "holder-paused:" + t.Name()
+	ma, mb := a.mutex(t, name), b.mutex(t, name)
+	require.NoError(t, ma.Lock(ctx))
+	holdA := r.hist.acquired(a.id, ma)
+	fenceA := ma.Fence()
+	require.NoError(t, r.res.section(ctx, a.id, fenceA))
+
+	time.Sleep(time.Until(ma.Until()) + 50*time.Millisecond) // A stalls
+	select {
+	case <-ma.Done():
+		assert.ErrorIs(t, ma.Err(), redlock.ErrLockLost)
+	default:
+		t.Error("A's Done is open after its validity ended")
+	}
+	hA := holdA.released()
+
+	lockCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	require.NoError(t, mb.Lock(lockCtx))
+	holdB := r.hist.acquired(b.id, mb)
+	assert.Greater(t, mb.Fence(), fenceA)
+	require.NoError(t, r.res.section(ctx, b.id, mb.Fence()))
+
+	err := r.res.write(ctx, a.id, "a, awake", fenceA) // A wakes, unaware
+	require.ErrorIs(t, err, redlock.ErrStaleFence)
+	got, err := r.res.read(ctx, b.id)
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("client %d fence %d", b.id, mb.Fence()), got)
+	hB := holdB.released()
+	require.NoError(t, mb.Unlock(ctx))
+	require.ErrorIs(t, ma.Unlock(ctx), redlock.ErrNotHeld)
+	assert.Empty(t, checkNoOverlap([]hold{hA, hB}))
+	requireSafe(t, r.res, true)
+
+	// Had the resource accepted A's late write (and the read then returned
+	// it), the checker would say so.
+	ops := r.hist.registerOps()
+	for i, op := range ops {
+		in := op.Input.(registerInput)
+		if in.write && in.value == "a, awake" {
+			ops[i].Output = registerOutput{accepted: true}
+		}
+		if !in.write && i == len(ops)-1 {
+			ops[i].Output = registerOutput{value: "a, awake"}
+		}
+	}
+	assert.Equal(t, porcupine.Illegal, checkRegister(ops), "a stale write accepted passed the checker")
+	assert.Len(t, staleAccepted(ops), 1)
+}
