@@ -1,0 +1,341 @@
+//go:build soak
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// The soak: several clients contend for one fenced lock, each critical
+// section incrementing the guarded counter and writing the fenced
+// register, while a fault loop applies one random fault at a time for a
+// few seconds, always healing, with a fault-free stretch between faults.
+// It runs only with -tags soak (make soak): about a minute, set by
+// REDLOCK_SOAK_DURATION (a Go duration).
+
+type soakFault int
+
+const (
+	soakNone soakFault = iota
+	soakLatency
+	soakBlackhole
+	soakDropReplies
+	soakPartition
+	soakPause
+	soakRestart
+	soakEarlyExpiry
+	soakKinds
+)
+
+var soakFaultNames = [soakKinds]string{
+	soakNone:        "none",
+	soakLatency:     "latency 2 nodes +50ms",
+	soakBlackhole:   "blackhole 2 nodes",
+	soakDropReplies: "replies lost 1-2 nodes",
+	soakPartition:   "partition per client",
+	soakPause:       "pause 2 nodes",
+	soakRestart:     "kill + delayed restart",
+	soakEarlyExpiry: "early expiry 1 node",
+}
+
+// soakStats counts, per fault kind, the time spent under it, the Lock
+// calls started and the acquisitions made under it. Safe for concurrent use.
+type soakStats struct {
+	current  atomic.Int32 // the soakFault in force
+	mu       sync.Mutex
+	time     [soakKinds]time.Duration
+	attempts [soakKinds]int
+	acquired [soakKinds]int
+	faults   [soakKinds]int
+}
+
+func (s *soakStats) attempt() soakFault {
+	k := soakFault(s.current.Load())
+	s.mu.Lock()
+	s.attempts[k]++
+	s.mu.Unlock()
+	return k
+}
+
+func (s *soakStats) acquire(k soakFault) {
+	s.mu.Lock()
+	s.acquired[k]++
+	s.mu.Unlock()
+}
+
+// under runs the period [from, now) under fault k.
+func (s *soakStats) under(k soakFault, from time.Time) {
+	s.mu.Lock()
+	s.time[k] += time.Since(from)
+	s.faults[k]++
+	s.mu.Unlock()
+}
+
+func TestSoak(t *testing.T) {
+	duration := time.Minute
+	if d, err := time.ParseDuration(os.Getenv("REDLOCK_SOAK_DURATION")); err == nil && d > 0 {
+		duration = d
+	}
+	const (
+		clients = 5
+		ttl     = time.Second
+		slow    = 50 * time.Millisecond
+	)
+	r := newRig(t)
+	// Every node must have been up for the restart delay before anyone
+	// can lock: the cluster has just started.
+	for i := range lockNodes {
+		r.waitUptime(t, i, int(ttl/time.Second)+1)
+	}
+	opts := []redlock.Option{
+		redlock.WithTTL(ttl), redlock.WithNodeTimeout(100 * time.Millisecond),
+		redlock.WithFencing(), redlock.WithRestartDelay(ttl),
+	}
+	name := "soak:" + t.Name()
+	sims := make([]*simClient, clients)
+	mutexes := make([]*redlock.Mutex, clients)
+	for i := range sims {
+		sims[i] = r.client(t, i, opts...)
+		sims[i].warm(t)
+		mutexes[i] = sims[i].mutex(t, name)
+	}
+	var stats soakStats
+
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var workers sync.WaitGroup
+	var staleRefused atomic.Int64 // writes the resource refused: a holder that lost the lock
+	for i, sc := range sims {
+		m := mutexes[i]
+		workers.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
+			for ctx.Err() == nil {
+				k := stats.attempt()
+				lockCtx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+				err := m.Lock(lockCtx)
+				cancel()
+				if err != nil {
+					continue
+				}
+				stats.acquire(k)
+				hd := r.hist.acquired(sc.id, m)
+				// The resource is never faulted: its errors are the test's.
+				if err := r.res.section(context.WithoutCancel(ctx), sc.id, m.Fence()); err != nil {
+					if !assert.ErrorIs(t, err, redlock.ErrStaleFence) {
+						return
+					}
+					staleRefused.Add(1)
+				}
+				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+				hd.released()
+				unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				_ = m.Unlock(unlockCtx)
+				cancel()
+			}
+		})
+	}
+
+	// The fault loop: bounded in rounds and in time.
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	start := time.Now()
+	const maxRounds = 200
+	for round := 0; round < maxRounds && time.Since(start) < duration; round++ {
+		calm := time.Now()
+		stats.current.Store(int32(soakNone))
+		time.Sleep(1500 * time.Millisecond)
+		stats.under(soakNone, calm)
+		if time.Since(start) >= duration {
+			break
+		}
+		k := soakFault(1 + rng.IntN(int(soakKinds)-1))
+		period := time.Duration(3000+rng.IntN(2000)) * time.Millisecond
+		from := time.Now()
+		stats.current.Store(int32(k))
+		desc := injectSoakFault(t, r, sims, name, k, period, rng)
+		stats.under(k, from)
+		t.Logf("%6.1fs %-24s %v %s", from.Sub(start).Seconds(), soakFaultNames[k], time.Since(from).Round(10*time.Millisecond), desc)
+	}
+	stats.current.Store(int32(soakNone))
+	stop()
+	workers.Wait()
+
+	v, err := r.res.verify(context.Background())
+	require.NoError(t, err)
+	t.Log("\n" + soakTable(&stats, v, staleRefused.Load()))
+	if v.register != porcupine.Ok {
+		t.Errorf("the fenced register's history is %s", v.register)
+	}
+	assert.Empty(t, v.overlaps, "two holders at once")
+	assert.Zero(t, v.lost, "lost updates on the guarded counter")
+	assert.Zero(t, v.stale, "stale fenced writes accepted")
+	assert.Empty(t, v.inversions, "fencing tokens that did not increase")
+	assert.Positive(t, stats.acquired[soakNone], "no acquisition without faults")
+}
+
+// injectSoakFault applies fault k for period and heals it; it returns
+// what it did.
+func injectSoakFault(t *testing.T, r *rig, sims []*simClient, name string, k soakFault, period time.Duration, rng *rand.Rand) string {
+	t.Helper()
+	ctx := t.Context()
+	two := func() []int { p := rng.Perm(lockNodes); return p[:2] }
+	healAll := func() {
+		for _, sc := range sims {
+			sc.net.HealAll()
+		}
+	}
+	var desc string
+	switch k {
+	case soakLatency:
+		nodes := two()
+		for _, sc := range sims {
+			for _, i := range nodes {
+				require.NoError(t, sc.net.Latency(i, 50*time.Millisecond))
+			}
+		}
+		desc = fmt.Sprintf("nodes %v", nodes)
+		time.Sleep(period)
+		healAll()
+	case soakBlackhole:
+		nodes := two()
+		for _, sc := range sims {
+			for _, i := range nodes {
+				require.NoError(t, sc.net.Blackhole(i))
+			}
+		}
+		desc = fmt.Sprintf("nodes %v", nodes)
+		time.Sleep(period)
+		healAll()
+	case soakDropReplies:
+		var parts []string
+		for _, sc := range sims {
+			nodes := rng.Perm(lockNodes)[:1+rng.IntN(2)]
+			for _, i := range nodes {
+				// Warm again: healing closed the connections a previous
+				// fault went through, and a new one's handshake reply
+				// would be lost before its first command is sent.
+				warmCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				_ = WarmPool(warmCtx, sc.clients[i].(*redis.Client), warmConns)
+				cancel()
+				require.NoError(t, sc.net.DropReplies(i))
+			}
+			parts = append(parts, fmt.Sprintf("c%d:%v", sc.id, nodes))
+		}
+		desc = strings.Join(parts, " ")
+		time.Sleep(period)
+		healAll()
+	case soakPartition:
+		// A 3|2 split seen two ways, sharing one bridge node b: even
+		// clients reach {b, b+1, b+2}, odd ones {b, b-1, b-2}.
+		b := rng.IntN(lockNodes)
+		at := func(d int) int { return ((b+d)%lockNodes + lockNodes) % lockNodes }
+		for _, sc := range sims {
+			cut := []int{at(-1), at(-2)}
+			if sc.id%2 == 1 {
+				cut = []int{at(1), at(2)}
+			}
+			for _, i := range cut {
+				require.NoError(t, sc.net.Blackhole(i))
+			}
+		}
+		desc = fmt.Sprintf("even clients reach %v, odd %v", []int{b, at(1), at(2)}, []int{b, at(-1), at(-2)})
+		time.Sleep(period)
+		healAll()
+	case soakPause:
+		nodes := two()
+		for _, i := range nodes {
+			require.NoError(t, r.c.Pause(ctx, i))
+		}
+		desc = fmt.Sprintf("nodes %v", nodes)
+		time.Sleep(period)
+		for _, i := range nodes {
+			require.NoError(t, r.c.Unpause(ctx, i))
+		}
+	case soakRestart:
+		i := rng.IntN(lockNodes)
+		require.NoError(t, r.c.Kill(ctx, i))
+		time.Sleep(500 * time.Millisecond)
+		require.NoError(t, r.c.Restart(ctx, i))
+		desc = fmt.Sprintf("node %d, without persistence", i)
+		time.Sleep(period - 500*time.Millisecond)
+	case soakEarlyExpiry:
+		end := time.Now().Add(period)
+		n := 0
+		for time.Now().Before(end) {
+			i := rng.IntN(lockNodes)
+			if r.insp[i].PExpire(ctx, name, time.Millisecond).Val() {
+				n++
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		desc = fmt.Sprintf("%d keys expired early", n)
+	}
+	return desc
+}
+
+// soakTable renders the per-fault statistics and the checks' totals.
+func soakTable(s *soakStats, v verdict, staleRefused int64) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "fault\tperiods\ttime\tattempts\tacquired\tacq/s\tavailability\tsuccess\t")
+	base := 0.0
+	if s.time[soakNone] > 0 {
+		base = float64(s.acquired[soakNone]) / s.time[soakNone].Seconds()
+	}
+	var total time.Duration
+	var attempts, acquired int
+	for k := range soakKinds {
+		total += s.time[k]
+		attempts += s.attempts[k]
+		acquired += s.acquired[k]
+		if s.faults[k] == 0 {
+			fmt.Fprintf(w, "%s\t0\t-\t-\t-\t-\t-\t-\t\n", soakFaultNames[k])
+			continue
+		}
+		rate := float64(s.acquired[k]) / s.time[k].Seconds()
+		avail := "-"
+		if base > 0 {
+			avail = fmt.Sprintf("%.0f%%", 100*rate/base)
+		}
+		success := "-"
+		if s.attempts[k] > 0 {
+			success = fmt.Sprintf("%.0f%%", 100*float64(s.acquired[k])/float64(s.attempts[k]))
+		}
+		fmt.Fprintf(w, "%s\t%d\t%.1fs\t%d\t%d\t%.1f\t%s\t%s\t\n", soakFaultNames[k], s.faults[k],
+			s.time[k].Seconds(), s.attempts[k], s.acquired[k], rate, avail, success)
+	}
+	fmt.Fprintf(w, "total\t\t%.1fs\t%d\t%d\t%.1f\t\t\t\n", total.Seconds(), attempts, acquired, float64(acquired)/total.Seconds())
+	_ = w.Flush()
+	fmt.Fprintf(&b, "\navailability: acquisitions/s under the fault relative to fault-free periods; success: acquisitions per Lock call (1.5s each)\n")
+	fmt.Fprintf(&b, "holds checked:                  %d\n", v.holds)
+	fmt.Fprintf(&b, "register operations checked:    %d (porcupine: %s)\n", v.ops, v.register)
+	fmt.Fprintf(&b, "overlapping holds:              %d\n", len(v.overlaps))
+	fmt.Fprintf(&b, "lost updates:                   %d\n", v.lost)
+	fmt.Fprintf(&b, "stale fenced writes accepted:   %d\n", v.stale)
+	fmt.Fprintf(&b, "stale fenced writes refused:    %d\n", staleRefused)
+	fmt.Fprintf(&b, "fencing tokens not increasing:  %d\n", len(v.inversions))
+	for _, o := range v.overlaps[:min(len(v.overlaps), 10)] {
+		fmt.Fprintf(&b, "  overlap: %s\n", o)
+	}
+	for _, o := range v.inversions[:min(len(v.inversions), 10)] {
+		fmt.Fprintf(&b, "  inversion: %s\n", o)
+	}
+	return b.String()
+}
