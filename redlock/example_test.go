@@ -172,3 +172,66 @@ func ExampleNodeErrors() {
 	// node 3 failed
 	// node 4 failed
 }
+
+// A holder passes its fencing token with every write; the resource keeps
+// the highest token it accepted and refuses lower ones. Here the first
+// holder stalls past its validity, a second holder takes over and writes,
+// and the first holder's late write is refused.
+func ExampleSetFenced() {
+	addrs, ms := startServers(6)
+	defer func() {
+		for _, m := range ms {
+			m.Close()
+		}
+	}()
+	rl, done := newRedlock(addrs[:5]) // the lock's five nodes
+	defer done()
+	store := redis.NewClient(&redis.Options{Addr: addrs[5]}) // the resource
+	defer store.Close()
+	ctx := context.Background()
+
+	first, _ := rl.NewMutex("invoice:7", redlock.WithFencing(), redlock.WithTTL(time.Second))
+	if err := first.Lock(ctx); err != nil {
+		panic(err)
+	}
+	stale := first.Fence()
+
+	// ... the first holder stalls; its lock expires and another takes it.
+	for _, m := range ms[:5] {
+		m.FastForward(2 * time.Second) // the stand-ins' clocks move on
+	}
+	second, _ := rl.NewMutex("invoice:7", redlock.WithFencing())
+	if err := second.TryLock(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("tokens increase:", second.Fence() > stale)
+	fmt.Println("second writes:", redlock.SetFenced(ctx, store, "invoice:7:total", "120", second.Fence()))
+	err := redlock.SetFenced(ctx, store, "invoice:7:total", "100", stale)
+	fmt.Println("first refused:", errors.Is(err, redlock.ErrStaleFence))
+	total, _ := store.Get(ctx, "invoice:7:total").Result()
+	fmt.Println("total:", total)
+	_ = second.Unlock(ctx)
+	// Output:
+	// tokens increase: true
+	// second writes: <nil>
+	// first refused: true
+	// total: 120
+}
+
+// Work run by Do reads the token of the acquisition it runs under.
+func ExampleMutex_Fence() {
+	addrs, stop := servers(5)
+	defer stop()
+	rl, done := newRedlock(addrs)
+	defer done()
+	ctx := context.Background()
+	for range 2 {
+		_ = rl.Do(ctx, "report", func(ctx context.Context) error {
+			fmt.Println("fence:", redlock.MutexFrom(ctx).Fence())
+			return nil
+		}, redlock.WithFencing())
+	}
+	// Output:
+	// fence: 1
+	// fence: 2
+}
