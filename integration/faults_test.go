@@ -122,7 +122,7 @@ func (r *rig) client(t *testing.T, id int, opts ...redlock.Option) *simClient {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		// Healed first, so that background calls end and Close returns.
-		net.HealAll()
+		assert.NoError(t, net.HealAll())
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		assert.NoError(t, rl.Close(ctx), "client %d: background node calls did not finish", id)
@@ -223,7 +223,7 @@ func TestFaultLatency(t *testing.T) {
 	assert.LessOrEqual(t, ma.Until().Sub(returned), ttl-driftOf(ttl)-2*slow,
 		"validity not shortened by the %v the acquisition took", took)
 	require.NoError(t, ma.Unlock(ctx))
-	a.net.Heal(2)
+	require.NoError(t, a.net.Heal(2))
 
 	var wg sync.WaitGroup
 	var gotA, gotB int
@@ -293,7 +293,7 @@ func TestFaultBlackholeMajority(t *testing.T) {
 	assert.True(t, ma.Until().IsZero())
 	assert.Equal(t, []string{"", "", "", "", ""}, r.values(t, name), "the nodes that granted were not released")
 
-	a.net.HealAll()
+	require.NoError(t, a.net.HealAll())
 	v, ok := r.waitValues(t, name, 3*time.Second, allEmpty)
 	assert.True(t, ok, "a key of the failed attempt remains: %q", v)
 	mb := b.mutex(t, name)
@@ -340,7 +340,7 @@ func TestFaultRepliesLost(t *testing.T) {
 	name2 := name + ":failed"
 	mf := a.mutex(t, name2)
 	require.NoError(t, a.net.DropReplies(1))
-	a.net.Heal(4)
+	require.NoError(t, a.net.Heal(4))
 	// Nodes 1, 3 and 2 lose replies now; 2 is set below. 1 and 3 are warm
 	// still: each lost reply above cost one connection.
 	require.NoError(t, a.net.DropReplies(2))
@@ -642,48 +642,81 @@ func TestFaultRestartWithoutPersistence(t *testing.T) {
 
 // TestFaultEarlyExpiry: a node's clock jumping ahead expires the key early
 // there (PEXPIRE 1 stands in for the jump, which libfaketime cannot fake
-// here). With one, then two such nodes of five, no other client reaches a
-// quorum while A holds; B acquires after A's release, never during.
+// here).
+//
+// When A's key is on all five nodes, one, then two such nodes leave no
+// quorum to anyone else: B acquires after A's release, never during.
+//
+// When A holds a bare quorum {0,1,2} (the other two nodes were taken when
+// it acquired, as happens under contention), a single node losing the key
+// lets B form a quorum {0,3,4} while A's validity lasts: the checker must
+// report that overlap, and fencing still refuses A's late write.
 func TestFaultEarlyExpiry(t *testing.T) {
 	r := newRig(t)
-	ctx := t.Context()
 	opts := []redlock.Option{redlock.WithTTL(2 * time.Second), redlock.WithNodeTimeout(200 * time.Millisecond), redlock.WithFencing()}
-	a, b := r.client(t, 0, opts...), r.client(t, 1, opts...)
-	name := "early-expiry:" + t.Name()
-	ma, mb := a.mutex(t, name), b.mutex(t, name)
-	require.NoError(t, ma.TryLock(ctx))
-	holdA := r.hist.acquired(a.id, ma)
-	_, ok := r.waitValues(t, name, time.Second, func(v []string) bool { return !slices.Contains(v, "") })
-	require.True(t, ok, "A's SET did not reach every node")
 
-	for _, i := range []int{0, 3} {
-		require.NoError(t, r.insp[i].PExpire(ctx, name, time.Millisecond).Err())
-		_, ok := r.waitValues(t, name, time.Second, func(v []string) bool { return v[i] == "" })
-		require.True(t, ok)
-		err := mb.TryLock(ctx)
-		require.ErrorIs(t, err, redlock.ErrNotAcquired, "a quorum with %d nodes expired early", i)
-	}
-	require.NoError(t, r.res.section(ctx, a.id, ma.Fence()))
+	t.Run("held everywhere", func(t *testing.T) {
+		ctx := t.Context()
+		a, b := r.client(t, 0, opts...), r.client(t, 1, opts...)
+		name := "early-expiry:" + t.Name()
+		ma, mb := a.mutex(t, name), b.mutex(t, name)
+		require.NoError(t, ma.TryLock(ctx))
+		holdA := r.hist.acquired(a.id, ma)
+		_, ok := r.waitValues(t, name, time.Second, func(v []string) bool { return !slices.Contains(v, "") })
+		require.True(t, ok, "A's SET did not reach every node")
 
-	bGot := make(chan *holding, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if assert.NoError(t, mb.Lock(ctx)) {
-			bGot <- r.hist.acquired(b.id, mb)
-			return
+		for _, i := range []int{0, 3} {
+			require.NoError(t, r.insp[i].PExpire(ctx, name, time.Millisecond).Err())
+			_, ok := r.waitValues(t, name, time.Second, func(v []string) bool { return v[i] == "" })
+			require.True(t, ok)
+			err := mb.TryLock(ctx)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "a quorum with node %d expired early", i)
 		}
-		bGot <- nil
-	}()
-	time.Sleep(300 * time.Millisecond) // B waits meanwhile
-	holdA.released()
-	require.NoError(t, ma.Unlock(ctx))
-	holdB := <-bGot
-	require.NotNil(t, holdB)
-	require.NoError(t, r.res.section(ctx, b.id, mb.Fence()))
-	holdB.released()
-	require.NoError(t, mb.Unlock(ctx))
-	requireSafe(t, r.res, true)
+		require.NoError(t, r.res.section(ctx, a.id, ma.Fence()))
+
+		bGot := make(chan *holding, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if assert.NoError(t, mb.Lock(ctx)) {
+				bGot <- r.hist.acquired(b.id, mb)
+				return
+			}
+			bGot <- nil
+		}()
+		time.Sleep(300 * time.Millisecond) // B waits meanwhile
+		holdA.released()
+		require.NoError(t, ma.Unlock(ctx))
+		holdB := <-bGot
+		require.NotNil(t, holdB)
+		require.NoError(t, r.res.section(ctx, b.id, mb.Fence()))
+		holdB.released()
+		require.NoError(t, mb.Unlock(ctx))
+		requireSafe(t, r.res, true)
+	})
+
+	t.Run("bare quorum", func(t *testing.T) {
+		ctx := t.Context()
+		a, b := r.client(t, 2, opts...), r.client(t, 3, opts...)
+		name := "early-expiry-bare:" + t.Name()
+		ma, mb := a.mutex(t, name), b.mutex(t, name)
+		r.holdOnFirstThree(t, ma, 300*time.Millisecond)
+		holdA := r.hist.acquired(a.id, ma)
+		require.NoError(t, r.insp[0].PExpire(ctx, name, time.Millisecond).Err())
+		lockCtx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		require.NoError(t, mb.Lock(lockCtx), "one node's early expiry: a second quorum {0,3,4}")
+		holdB := r.hist.acquired(b.id, mb)
+		assert.True(t, time.Now().Before(ma.Until()), "A's validity had ended: the scenario proves nothing")
+		hA, hB := holdA.released(), holdB.released()
+		assert.Len(t, checkNoOverlap([]hold{hA, hB}), 1, "the checker missed two holders at once")
+		assert.Greater(t, hB.fence, hA.fence)
+		require.NoError(t, r.res.write(ctx, b.id, "b", hB.fence))
+		require.ErrorIs(t, r.res.write(ctx, a.id, "late a", hA.fence), redlock.ErrStaleFence)
+		assert.Equal(t, porcupine.Ok, checkRegister(r.hist.registerOps()))
+		require.NoError(t, mb.Unlock(ctx))
+		_ = ma.Unlock(ctx)
+	})
 }
 
 // TestFaultHolderPausedPastValidity: A holds a fenced lock without

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 //
 // A ClientNet is safe for concurrent use. Close stops its proxies.
 type ClientNet struct {
+	srv     *toxiproxy.ApiServer
 	mu      sync.Mutex
 	proxies []*toxiproxy.Proxy
 	faults  []Fault // the fault applied to each node, FaultNone when healthy
@@ -62,7 +64,7 @@ func (f Fault) String() string {
 // proxies already started are stopped.
 func NewClientNet(upstreams []string) (*ClientNet, error) {
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	n := &ClientNet{faults: make([]Fault, len(upstreams))}
+	n := &ClientNet{srv: srv, faults: make([]Fault, len(upstreams))}
 	for i, up := range upstreams {
 		p := toxiproxy.NewProxy(srv, fmt.Sprint("node", i), "127.0.0.1:0", up)
 		if err := p.Start(); err != nil {
@@ -77,8 +79,13 @@ func NewClientNet(upstreams []string) (*ClientNet, error) {
 // Len returns the number of nodes.
 func (n *ClientNet) Len() int { return len(n.proxies) }
 
-// Addr returns the address at which this client reaches node i.
-func (n *ClientNet) Addr(i int) string { return n.proxies[i].Listen }
+// Addr returns the address at which this client reaches node i. It stays
+// the same across faults and heals.
+func (n *ClientNet) Addr(i int) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proxies[i].Listen
+}
 
 // Clients returns one new go-redis client per node, connecting through the
 // proxies. opts may be nil; its Addr is replaced. The caller closes them.
@@ -131,21 +138,23 @@ func (n *ClientNet) DropReplies(i int) error {
 }
 
 // Heal removes the fault on node i. Connections that went through a
-// blackhole or dropped replies are closed by the proxy (their replies are
-// lost for good, and the client must not read a stale one); new ones work.
-func (n *ClientNet) Heal(i int) {
+// blackhole or dropped replies are closed (their replies are lost for good,
+// and the client must not read a stale one); new ones work.
+func (n *ClientNet) Heal(i int) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.heal(i)
+	return n.heal(i)
 }
 
 // HealAll removes every fault.
-func (n *ClientNet) HealAll() {
+func (n *ClientNet) HealAll() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	var errs []error
 	for i := range n.proxies {
-		n.heal(i)
+		errs = append(errs, n.heal(i))
 	}
+	return errors.Join(errs...)
 }
 
 // Close stops every proxy and closes the connections through them.
@@ -161,21 +170,43 @@ func (n *ClientNet) Close() {
 func (n *ClientNet) set(i int, f Fault, toxics ...string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.heal(i)
+	if err := n.heal(i); err != nil {
+		return err
+	}
+	n.faults[i] = f // from here on, heal undoes whatever was added
 	for _, t := range toxics {
 		if _, err := n.proxies[i].Toxics.AddToxicJson(strings.NewReader(t)); err != nil {
-			n.heal(i)
-			return fmt.Errorf("integration: %s on node %d: %w", f, i, err)
+			return errors.Join(fmt.Errorf("integration: %s on node %d: %w", f, i, err), n.heal(i))
 		}
 	}
 	n.faults[i] = f
 	return nil
 }
 
-// heal removes node i's toxics. Called with n.mu held.
-func (n *ClientNet) heal(i int) {
-	n.proxies[i].Toxics.ResetToxics(context.Background())
+// heal removes node i's fault. Called with n.mu held.
+//
+// A latency toxic is removed from the live connections. A timeout toxic
+// (blackhole, dropped replies) is not: toxiproxy v2.5.0 then closes the
+// toxic without reconnecting the stage before it, whose goroutine blocks
+// forever on the next chunk it forwards. Instead the proxy is stopped with
+// its toxics in place, which closes its connections and lets every stage
+// end, and a new one listens on the same address.
+func (n *ClientNet) heal(i int) error {
+	old := n.proxies[i]
+	switch n.faults[i] {
+	case FaultNone:
+	case FaultBlackhole, FaultDropReplies:
+		old.Stop()
+		p := toxiproxy.NewProxy(n.srv, old.Name, old.Listen, old.Upstream)
+		if err := p.Start(); err != nil {
+			return fmt.Errorf("integration: heal node %d: %w", i, err)
+		}
+		n.proxies[i] = p
+	default:
+		old.Toxics.ResetToxics(context.Background())
+	}
 	n.faults[i] = FaultNone
+	return nil
 }
 
 // WarmPool opens conns connections of c at once, completes their handshake
