@@ -274,8 +274,10 @@ func TestFailedAcquisitionLeavesNoToken(t *testing.T) {
 }
 
 // TestRestartWithoutPersistence: a node restarted without persistence has
-// forgotten the lock. One such node of five leaves the lock safe; a majority
-// of them lets a second holder in while the first one's validity lasts,
+// forgotten the lock. One such node of five leaves the lock safe when the
+// key is on all five (a holder with a bare quorum of three would not be:
+// see TestFaultRestartWithoutPersistence); a majority of them lets a second
+// holder in while the first one's validity lasts,
 // which is the hazard the README documents (fencing or appendfsync always
 // are the answers).
 func TestRestartWithoutPersistence(t *testing.T) {

@@ -33,10 +33,14 @@
 // # What it guarantees, and what it does not
 //
 // While a holder's validity window lasts ([Mutex.Until]), no other client
-// holds a quorum for the same name, provided that: fewer than a quorum of
-// nodes lose the key during the window (a node restarted without persistence
-// forgets locks at once), the nodes' clocks run at most the drift factor
-// faster than this process's monotonic clock, and no node's clock jumps.
+// holds a quorum for the same name, provided that: few enough of the nodes
+// holding the key lose it during the window (a node restarted without
+// persistence forgets locks at once, a clock jumping forward expires them):
+// with the key on H of N nodes and quorum Q, fewer than H + Q - N, which is
+// two of five when all five hold it but none when a bare quorum of three
+// does, as is common under contention; the nodes' clocks run at most the
+// drift factor faster than this process's monotonic clock; and no node's
+// clock jumps.
 //
 // It cannot stop a holder from acting after its window: a process paused
 // (garbage collection, a stalled VM) or a request delayed in the network

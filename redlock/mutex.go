@@ -272,7 +272,11 @@ func (m *Mutex) request(token string) *request {
 		r.fenceKey = fenceKey(m.name)
 	}
 	if m.cfg.restart > 0 {
-		r.minUptime = int64((m.cfg.restart + time.Second - 1) / time.Second)
+		// Redis reports uptime_in_seconds as the difference of two
+		// truncated wall-clock seconds, which can run up to a second ahead
+		// of the time really passed: one more second keeps the node out
+		// for at least the delay.
+		r.minUptime = int64((m.cfg.restart+time.Second-1)/time.Second) + 1
 	}
 	return r
 }

@@ -230,7 +230,9 @@ func WithFencing() Option {
 // counts as failed, with an error wrapping [ErrNodeRecovering].
 //
 // d must be at least the lock's TTL, and should be the longest TTL any
-// client uses on these nodes; it is counted in whole seconds, rounded up.
+// client uses on these nodes. Redis reports uptime in whole seconds that
+// can run up to one second ahead, so a node refuses for d rounded up to a
+// whole second, plus one second.
 // Cost: acquisitions run a script that reads INFO on each node instead of a
 // plain SET, and a restarted node does not help form a quorum for d. Nodes
 // with appendonly yes and appendfsync always keep their locks across a
