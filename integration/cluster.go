@@ -164,13 +164,19 @@ func (c *Cluster) Addr(i int) string {
 // process would have. opts may be nil; its Addr is replaced. The caller
 // closes them.
 func (c *Cluster) Clients(opts *redis.Options) []redis.UniversalClient {
-	out := make([]redis.UniversalClient, len(c.nodes))
-	for i := range c.nodes {
+	return newClients(len(c.nodes), c.Addr, opts)
+}
+
+// newClients returns n clients with opts (nil for the defaults), the i-th
+// connecting to addr(i).
+func newClients(n int, addr func(int) string, opts *redis.Options) []redis.UniversalClient {
+	out := make([]redis.UniversalClient, n)
+	for i := range out {
 		o := &redis.Options{}
 		if opts != nil {
 			*o = *opts
 		}
-		o.Addr = c.Addr(i)
+		o.Addr = addr(i)
 		out[i] = redis.NewClient(o)
 	}
 	return out

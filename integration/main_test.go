@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -103,6 +104,21 @@ func values(t *testing.T, nodes []*redis.Client, key string) []string {
 		}
 	}
 	return out
+}
+
+// requireTimedOut checks an attempt that failed because the given nodes
+// stayed silent: ErrNotAcquired, one ErrNodeTimeout per silent node, and a
+// duration of about one node timeout.
+func requireTimedOut(t *testing.T, err error, took, nodeTimeout time.Duration, silent ...int) {
+	t.Helper()
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	errs := redlock.NodeErrors(err)
+	assert.ElementsMatch(t, silent, indexes(errs))
+	for _, e := range errs {
+		assert.ErrorIs(t, e, redlock.ErrNodeTimeout)
+	}
+	assert.GreaterOrEqual(t, took, nodeTimeout)
+	assert.Less(t, took, 2*nodeTimeout, "took %v: more than about one node timeout", took)
 }
 
 func indexes(errs []*redlock.NodeError) []int {

@@ -90,16 +90,7 @@ func (n *ClientNet) Addr(i int) string {
 // Clients returns one new go-redis client per node, connecting through the
 // proxies. opts may be nil; its Addr is replaced. The caller closes them.
 func (n *ClientNet) Clients(opts *redis.Options) []redis.UniversalClient {
-	out := make([]redis.UniversalClient, len(n.proxies))
-	for i := range n.proxies {
-		o := &redis.Options{}
-		if opts != nil {
-			*o = *opts
-		}
-		o.Addr = n.Addr(i)
-		out[i] = redis.NewClient(o)
-	}
-	return out
+	return newClients(len(n.proxies), n.Addr, opts)
 }
 
 // Fault returns the fault currently applied to node i.

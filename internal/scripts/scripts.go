@@ -22,6 +22,8 @@ var (
 	releaseReentrantSource string
 	//go:embed extend_reentrant.lua
 	extendReentrantSource string
+	//go:embed guard.lua
+	guardSource string
 	//go:embed acquire.lua
 	acquireSource string
 	//go:embed fence.lua
@@ -41,13 +43,13 @@ var Extend = redis.NewScript(extendSource)
 // the node has been up less than ARGV[3] seconds; it returns {status, n}:
 // {1, counter} granted, {0, counter} held, {-1, uptime} refused, where
 // counter is the fencing counter KEYS[2] ("0" without it).
-var Acquire = redis.NewScript(acquireSource)
+var Acquire = redis.NewScript(guardSource + acquireSource)
 
 // AcquireReentrant takes or re-takes the reentrant lock KEYS[1] for owner
 // ARGV[1] with ttl ARGV[2] ms (ARGV[3] "1": only if it still exists),
 // unless the node has been up less than ARGV[4] seconds; it returns
 // {holds, counter} (holds 0: held by another) or {-1, uptime}.
-var AcquireReentrant = redis.NewScript(acquireReentrantSource)
+var AcquireReentrant = redis.NewScript(guardSource + acquireReentrantSource)
 
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner
