@@ -3,6 +3,8 @@
 // its KEYS, ARGV and return values; it is embedded at build time and wrapped
 // once in a redis.Script (EVALSHA, falling back to EVAL when a node does not
 // have the script cached yet).
+// guard.lua is the exception: not a script, but functions the two acquire
+// scripts share, put in front of each.
 package scripts
 
 import (
