@@ -46,7 +46,7 @@ func TestDoCancelsWorkBeforeValidityEnds(t *testing.T) {
 		err := r.Do(t.Context(), "job", func(ctx context.Context) error {
 			synctest.Wait()             // every node has the key
 			for _, f := range fs[1:4] { // a majority stalls
-				f.faults(func(n *fakeNode) { n.ctxHang = true })
+				f.faults(func(n *fakeNode) { n.hang = make(chan struct{}) })
 			}
 			for ctx.Err() == nil {
 				time.Sleep(time.Millisecond)

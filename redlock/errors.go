@@ -33,6 +33,14 @@ var ErrLockLost = errors.New("redlock: lock lost")
 // answer within the node timeout (see [WithNodeTimeout]).
 var ErrNodeTimeout = errors.New("redlock: node timeout")
 
+// ErrNodeDown is the cause inside a [*NodeError] when a request was not
+// sent because the node is down: it recently timed out or could not be
+// reached, and has not answered since (see [Redlock.Health]). The error
+// also says since when, and why. Nothing was sent, so the request cannot
+// have taken effect. A down node is probed in the background and used
+// again as soon as it answers.
+var ErrNodeDown = errors.New("redlock: node down")
+
 // ErrNodeRecovering is the cause inside a [*NodeError] when a node refused
 // an acquisition because it has been up for less than the restart delay
 // (see [WithRestartDelay]): it may have forgotten locks it granted before a
@@ -55,7 +63,7 @@ var ErrInvalidArgument = errors.New("redlock: invalid argument")
 var ErrClosed = errors.New("redlock: closed")
 
 // NodeError reports one node's failure during an operation: a network or
-// server error, [ErrNodeTimeout] or [ErrNodeRecovering]. Operations join one NodeError per
+// server error, [ErrNodeTimeout], [ErrNodeDown] or [ErrNodeRecovering]. Operations join one NodeError per
 // failed node into the error they return; reach them with [errors.As]:
 //
 //	var nodeErr *redlock.NodeError

@@ -22,7 +22,6 @@ type fakeNode struct {
 	err       error                    // every call fails with it, without effect
 	lose      bool                     // calls take effect but the reply is lost
 	hang      chan struct{}            // calls block until it is closed, then apply
-	ctxHang   bool                     // calls block until ctx ends, and fail with its error
 	opDelay   map[string]time.Duration // extra delay of one kind of call
 	errOnly   string                   // when set, err applies to this kind of call only
 	calls     map[string]int
@@ -108,20 +107,45 @@ func (n *fakeNode) count(op string) int {
 	return n.calls[op]
 }
 
-// do runs one call with the node's faults around apply, which runs under
+// do runs o on the fake's own goroutine, as a transport's worker would,
+// and hands the reply to done: the path production takes.
+func (n *fakeNode) do(ctx context.Context, _ time.Time, o op, done func(reply)) {
+	go func() {
+		var rep reply
+		switch o := o.(type) {
+		case *acquireReq:
+			rep = n.acquire(ctx, o)
+		case *fenceReq:
+			rep.ok, rep.err = n.fence(ctx, o)
+		case *releaseReq:
+			rep.ok, rep.err = n.release(ctx, o)
+		case *extendReq:
+			rep.ok, rep.err = n.extend(ctx, o)
+		}
+		done(rep)
+	}()
+}
+
+// ping answers like any call, with the node's faults, unless its error is
+// one a server would send (the node then answers).
+func (n *fakeNode) ping(ctx context.Context) error {
+	_, err := n.apply(ctx, "ping", "", func() bool { return true })
+	if err != nil && !unreachable(err) && !errors.Is(err, errLostReply) {
+		return nil
+	}
+	return err
+}
+
+// apply runs one call with the node's faults around fn, which runs under
 // n.mu with expired keys already purged.
-func (n *fakeNode) do(ctx context.Context, op, key string, apply func() bool) (bool, error) {
+func (n *fakeNode) apply(ctx context.Context, op, key string, fn func() bool) (bool, error) {
 	n.mu.Lock()
 	n.calls[op]++
-	delay, err, lose, hang, ctxHang := n.delay+n.opDelay[op], n.err, n.lose, n.hang, n.ctxHang
+	delay, err, lose, hang := n.delay+n.opDelay[op], n.err, n.lose, n.hang
 	if n.errOnly != "" && n.errOnly != op {
 		err = nil
 	}
 	n.mu.Unlock()
-	if ctxHang {
-		<-ctx.Done()
-		return false, ctx.Err()
-	}
 	if delay > 0 {
 		time.Sleep(delay)
 	}
@@ -135,8 +159,8 @@ func (n *fakeNode) do(ctx context.Context, op, key string, apply func() bool) (b
 	if e, ok := n.data[key]; ok && !time.Now().Before(e.expires) {
 		delete(n.data, key)
 	}
-	ok := apply()
-	if ok {
+	ok := fn()
+	if ok && op != "ping" {
 		n.applied = append(n.applied, op)
 	}
 	n.mu.Unlock()
@@ -146,10 +170,11 @@ func (n *fakeNode) do(ctx context.Context, op, key string, apply func() bool) (b
 	return ok, nil
 }
 
-func (n *fakeNode) acquire(ctx context.Context, r *request) (bool, uint64, error) {
+func (n *fakeNode) acquire(ctx context.Context, r *acquireReq) reply {
 	var counter uint64
+	var holder string
 	recovering := false
-	ok, err := n.do(ctx, "acquire", r.key, func() bool {
+	ok, err := n.apply(ctx, "acquire", r.key, func() bool {
 		if r.minUptime > 0 && time.Since(n.upSince) < time.Duration(r.minUptime)*time.Second {
 			recovering = true
 			return false
@@ -171,35 +196,37 @@ func (n *fakeNode) acquire(ctx context.Context, r *request) (bool, uint64, error
 			return true
 		case !r.reentrant && !e.hash && e.value == r.token:
 			return true // a retried SET NX GET that had been applied
+		case !r.reentrant && !e.hash:
+			holder = e.value // SET NX GET names the holder
 		}
 		return false
 	})
 	if recovering && err == nil {
-		return false, 0, fmt.Errorf("%w: fake", ErrNodeRecovering)
+		return reply{err: fmt.Errorf("%w: fake", ErrNodeRecovering)}
 	}
-	return ok, counter, err
+	return reply{ok: ok, counter: counter, holder: holder, err: err}
 }
 
-func (n *fakeNode) fence(ctx context.Context, r *request) (bool, error) {
-	return n.do(ctx, "fence", r.key, func() bool {
+func (n *fakeNode) fence(ctx context.Context, r *fenceReq) (bool, error) {
+	return n.apply(ctx, "fence", r.key, func() bool {
 		n.counters[r.fenceKey] = max(n.counters[r.fenceKey], r.fence)
 		e, ok := n.data[r.key]
 		return ok && e.value == r.token && e.hash == r.reentrant
 	})
 }
 
-func (n *fakeNode) release(ctx context.Context, r *request) (bool, error) {
-	return n.do(ctx, "release", r.key, func() bool {
+func (n *fakeNode) release(ctx context.Context, r *releaseReq) (bool, error) {
+	return n.apply(ctx, "release", r.key, func() bool {
 		e, ok := n.data[r.key]
 		if !ok || e.value != r.token || e.hash != r.reentrant {
 			return false
 		}
-		if r.reentrant && r.undo && e.holds > 1 {
+		if r.reentrant && r.drop == dropUndo && e.holds > 1 {
 			e.holds-- // an undo deletes the key with its last hold
 			n.data[r.key] = e
 			return true
 		}
-		if r.reentrant && !r.all && !r.undo {
+		if r.reentrant && r.drop == dropOne {
 			e.holds = max(1, e.holds-1) // dropping one hold never frees the lock
 			n.data[r.key] = e
 			return true
@@ -218,8 +245,8 @@ func (n *fakeNode) release(ctx context.Context, r *request) (bool, error) {
 	})
 }
 
-func (n *fakeNode) extend(ctx context.Context, r *request) (bool, error) {
-	return n.do(ctx, "extend", r.key, func() bool {
+func (n *fakeNode) extend(ctx context.Context, r *extendReq) (bool, error) {
+	return n.apply(ctx, "extend", r.key, func() bool {
 		if e, ok := n.data[r.key]; ok && e.value == r.token && e.hash == r.reentrant {
 			e.expires = time.Now().Add(r.ttl)
 			n.data[r.key] = e

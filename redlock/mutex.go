@@ -35,6 +35,10 @@ type Mutex struct {
 	// owner is the token of a reentrant Mutex: the same for all its
 	// acquisitions, so that it recognises its own lock on the nodes.
 	owner string
+	// gates order a reentrant Mutex's requests on each node: its holds are
+	// one lease, whichever acquisition took them (nil when not reentrant:
+	// each acquisition has its own).
+	gates []*gate
 
 	mu    sync.Mutex // guards lease and the fields of the lease it points to
 	lease *lease     // the current acquisition; nil when not held
@@ -112,13 +116,15 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			wake = w.wake
 		}
 		delay := backoff(attempt, m.cfg.delayMin, m.cfg.delayMax)
-		if failed.granted > 0 && splits < 2 {
-			// The lock was free on some nodes and contenders split them:
-			// try again soon, at a random moment within two attempt times,
-			// so that one of them goes first, rather than after a full
-			// back-off while the lock stays free. Twice at most in a row:
-			// grants can also come from a node the holder's SET has not
-			// reached yet, and that is no reason to spin.
+		if failed.granted > 0 && !failed.yielded && splits < 2 {
+			// The lock was free on some nodes and this attempt ranked
+			// first among the contenders that split them, yet did not
+			// complete its quorum: try again soon, at a random moment
+			// within two attempt times, rather than after a full back-off
+			// while the lock stays free. Twice at most in a row: grants
+			// can also come from a node the holder's SET has not reached
+			// yet, and that is no reason to spin. An attempt that gave way
+			// waits for the release of the contender it gave way to.
 			delay = min(delay, rand.N(2*failed.took+1))
 			splits++
 		} else {
@@ -199,7 +205,7 @@ func (m *Mutex) tryLock(ctx context.Context) (acquisition, error) {
 		}
 		token = id.String()
 	}
-	a, err := m.r.acquire(ctx, m.request(token), &m.cfg, nil)
+	a, err := m.r.acquire(ctx, m.acquireReq(token, false), &m.cfg, m.gates)
 	if err != nil {
 		return a, err
 	}
@@ -230,14 +236,11 @@ func (m *Mutex) tryLock(ctx context.Context) (acquisition, error) {
 
 // reenter takes one more hold on a reentrant lock that l holds.
 func (m *Mutex) reenter(ctx context.Context, l *lease) error {
-	req := m.request(l.token)
-	req.reenter = true // a release meanwhile must not be undone by this
-	m.mu.Lock()
-	settled := l.acq.settled
-	m.mu.Unlock()
-	// On each node, after the holds already taken: a re-lock that overtook
-	// the first SET would find no key there and take no hold.
-	a, err := m.r.acquire(ctx, req, &m.cfg, settled)
+	// reenter: a release meanwhile must not be undone by this. The
+	// Mutex's gates send it, on each node, after the holds already on
+	// their way: a re-lock that overtook the first SET would find no key
+	// there and take no hold.
+	a, err := m.r.acquire(ctx, m.acquireReq(l.token, true), &m.cfg, m.gates)
 	if err != nil {
 		return err
 	}
@@ -254,20 +257,20 @@ func (m *Mutex) reenter(ctx context.Context, l *lease) error {
 }
 
 // addHold counts one more hold on l, taken by acquisition a. Called with
-// m.mu held. The window moves to a's if later; later releases wait for the
-// SETs of both acquisitions on each node.
+// m.mu held. The window moves to a's if later; both went through the
+// Mutex's gates, so later releases wait for the SETs of both on each node.
 func (m *Mutex) addHold(l *lease, a acquisition) {
 	l.holds++
-	l.acq.settled = m.r.bothSettled(l.acq.settled, a.settled)
 	if a.until.After(l.acq.until) {
 		l.acq.until = a.until
 		l.loss.Reset(m.untilLoss(l))
 	}
 }
 
-// request builds the node request for token.
-func (m *Mutex) request(token string) *request {
-	r := &request{key: m.name, token: token, ttl: m.cfg.ttl, reentrant: m.cfg.reentrant}
+// acquireReq builds the acquire request for token; reenter when the owner
+// already holds the lock.
+func (m *Mutex) acquireReq(token string, reenter bool) *acquireReq {
+	r := &acquireReq{key: m.name, token: token, ttl: m.cfg.ttl, reentrant: m.cfg.reentrant, reenter: reenter}
 	if m.cfg.fencing {
 		r.fenceKey = fenceKey(m.name)
 	}
@@ -327,20 +330,19 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		m.mu.Unlock()
 		return fmt.Errorf("%w: not locked", ErrNotHeld)
 	}
-	req := m.request(l.token)
+	req := &releaseReq{key: m.name, token: l.token, reentrant: m.cfg.reentrant}
 	if m.cfg.reentrant && l.holds > 1 && l.err == nil {
 		l.holds--
-		a := l.acq
+		gates := l.acq.gates
 		m.mu.Unlock()
-		return m.r.release(ctx, req, a, &m.cfg)
+		return m.r.release(ctx, req, gates, &m.cfg) // drops one hold
 	}
 	m.lease = nil
-	a := l.acq
+	gates := l.acq.gates
 	m.mu.Unlock()
 	m.end(l, fmt.Errorf("%w: unlocked", ErrNotHeld))
-	req.channel, req.notice = releaseChannel(m.name), l.id
-	req.all = true
-	return m.r.release(ctx, req, a, &m.cfg)
+	req.channel, req.notice, req.drop = releaseChannel(m.name), l.id, dropAll
+	return m.r.release(ctx, req, gates, &m.cfg)
 }
 
 // Extend re-arms the lock's full TTL on every node that still holds this
@@ -380,7 +382,8 @@ func (m *Mutex) extend(ctx context.Context, l *lease) error {
 	if !start.Before(a.until) {
 		return fmt.Errorf("%w: validity ran out %v ago", ErrNotHeld, start.Sub(a.until))
 	}
-	if err := m.r.extend(ctx, m.request(l.token), a, &m.cfg); err != nil {
+	req := &extendReq{key: m.name, token: l.token, ttl: m.cfg.ttl, reentrant: m.cfg.reentrant}
+	if err := m.r.extend(ctx, req, a.gates, &m.cfg); err != nil {
 		if errors.Is(err, ErrLockLost) {
 			m.end(l, err)
 		}

@@ -205,42 +205,16 @@ func TestTryLockNodeTimeoutIsNotTheCallersDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3, WithNodeTimeout(50*time.Millisecond))
 		m := newFakeMutex(t, r, "k")
+		// A client's own timeout (a dial or pool timeout) wraps
+		// context.DeadlineExceeded.
 		for _, f := range fs[1:] {
-			// A client that honours context deadlines fails with the
-			// node call's own context error.
-			f.faults(func(n *fakeNode) { n.ctxHang = true })
+			f.faults(func(n *fakeNode) { n.err = fmt.Errorf("dial tcp: %w", context.DeadlineExceeded) })
 		}
 		err := m.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired)
 		assert.Len(t, NodeErrors(err), 2)
-		for _, ne := range NodeErrors(err) {
-			assert.ErrorIs(t, ne, ErrNodeTimeout)
-		}
 		assert.NotErrorIs(t, err, context.DeadlineExceeded, "only the caller's own deadline may surface as DeadlineExceeded")
-	})
-}
-
-func TestCallNodeMapsItsOwnDeadline(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFakeNode("n")
-		f.faults(func(n *fakeNode) { n.ctxHang = true })
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
-		defer cancel()
-		_, err := callNode(ctx, 0, f, func(ctx context.Context, _ int, n node) (bool, error) {
-			ok, _, err := n.acquire(ctx, &request{key: "k", token: "t", ttl: time.Second})
-			return ok, err
-		})
-		assert.ErrorIs(t, err, ErrNodeTimeout)
-		assert.NotErrorIs(t, err, context.DeadlineExceeded)
 		assert.Contains(t, err.Error(), "deadline exceeded", "the original cause stays in the message")
-
-		f.faults(func(n *fakeNode) { n.ctxHang, n.err = false, errBoom })
-		_, err = callNode(t.Context(), 0, f, func(ctx context.Context, _ int, n node) (bool, error) {
-			ok, _, err := n.acquire(ctx, &request{key: "k", token: "t", ttl: time.Second})
-			return ok, err
-		})
-		assert.ErrorIs(t, err, errBoom, "errors before the deadline pass through")
-		assert.NotErrorIs(t, err, ErrNodeTimeout)
 	})
 }
 
@@ -587,9 +561,14 @@ func TestConcurrentCloseDoesNotPanic(t *testing.T) {
 
 func TestNodeErrorNeverPassesForCallersDeadline(t *testing.T) {
 	dialTimeout := &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}
-	err := nodeTimeoutErr(t.Context(), fmt.Errorf("pool: %w", dialTimeout))
+	err := clientErr(fmt.Errorf("pool: %w", dialTimeout))
 	assert.NotErrorIs(t, err, context.DeadlineExceeded)
 	assert.True(t, unsent(err), "a failed dial still counts as never sent")
 	assert.Contains(t, err.Error(), "dial")
-	assert.NoError(t, nodeTimeoutErr(t.Context(), nil))
+	err = clientErr(fmt.Errorf("read: %w", context.DeadlineExceeded))
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+	assert.False(t, unsent(err), "a read may follow an applied write")
+	assert.True(t, unreachable(err))
+	assert.NoError(t, clientErr(nil))
+	assert.Equal(t, errBoom, clientErr(errBoom))
 }

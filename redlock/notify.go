@@ -104,14 +104,14 @@ func (w *waiter) leave() {
 // start opens one subscription per node and their dispatchers. Called with
 // ws.mu held; false when the Redlock is closed.
 func (ws *waiters) start() bool {
-	n := len(ws.r.nodes)
+	n := len(ws.r.peers)
 	if err := ws.r.track(n); err != nil {
 		return false
 	}
 	ws.queues = map[string]*waitQueue{}
 	ws.subs = make([]subscription, n)
-	for i, nd := range ws.r.nodes {
-		s := nd.subscribe()
+	for i, p := range ws.r.peers {
+		s := p.n.subscribe()
 		ws.subs[i] = s
 		msgs := s.messages()
 		go func() {

@@ -55,6 +55,7 @@ func TestLostNotificationsFallBackToPolling(t *testing.T) {
 		d := handoff(t, r, fs)
 		assert.Greater(t, d, time.Duration(0))
 		assert.LessOrEqual(t, d, DefaultRetryDelayMax, "bounded by the back-off")
+		synctest.Wait()
 		assert.Equal(t, 2, fs[0].publishedCount(), "both releases were announced, and lost")
 	})
 }
@@ -63,7 +64,9 @@ func TestNotificationWithNodeDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
 		fs[2].faults(func(n *fakeNode) { n.err = errBoom; n.mute = true })
-		assert.Zero(t, handoff(t, r, fs), "the other nodes' announcements wake the waiter")
+		// At once, or after one re-ask of a node the holder's release had
+		// not reached yet.
+		assert.LessOrEqual(t, handoff(t, r, fs), time.Millisecond, "the other nodes' announcements wake the waiter")
 	})
 }
 

@@ -34,52 +34,51 @@ func TestRedisNodeCommands(t *testing.T) {
 	servers, clients := newMiniClients(t, 1)
 	s, n := servers[0], newRedisNode(clients[0])
 	t.Cleanup(n.close)
-	ctx := t.Context()
 	assert.Equal(t, s.Addr(), n.addr())
 
-	ok, _, err := n.acquire(ctx, &request{key: "k", token: "t1", ttl: 1500 * time.Millisecond})
+	ok, _, err := acquireOn(n, &acquireReq{key: "k", token: "t1", ttl: 1500 * time.Millisecond})
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Equal(t, 1500*time.Millisecond, s.TTL("k"), "PX in milliseconds")
-	ok, _, err = n.acquire(ctx, &request{key: "k", token: "t2", ttl: time.Second})
+	ok, _, err = acquireOn(n, &acquireReq{key: "k", token: "t2", ttl: time.Second})
 	require.NoError(t, err)
 	assert.False(t, ok, "NX: held by another value")
-	ok, _, err = n.acquire(ctx, &request{key: "k", token: "t1", ttl: time.Second})
+	ok, _, err = acquireOn(n, &acquireReq{key: "k", token: "t1", ttl: time.Second})
 	require.NoError(t, err)
 	assert.True(t, ok, "a retried SET that was applied counts as granted")
 	assert.Equal(t, 1500*time.Millisecond, s.TTL("k"), "a retry does not re-arm the TTL")
 
-	ok, err = n.extend(ctx, &request{key: "k", token: "t2", ttl: 5 * time.Second})
+	ok, err = extendOn(n, &extendReq{key: "k", token: "t2", ttl: 5 * time.Second})
 	require.NoError(t, err)
 	assert.False(t, ok, "extend with a foreign token")
-	ok, err = n.extend(ctx, &request{key: "k", token: "t1", ttl: 5 * time.Second})
+	ok, err = extendOn(n, &extendReq{key: "k", token: "t1", ttl: 5 * time.Second})
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Equal(t, 5*time.Second, s.TTL("k"))
 
-	ok, err = n.release(ctx, &request{key: "k", token: "t2"})
+	ok, err = releaseOn(n, &releaseReq{key: "k", token: "t2"})
 	require.NoError(t, err)
 	assert.False(t, ok, "release with a foreign token")
 	assert.True(t, s.Exists("k"))
-	ok, err = n.release(ctx, &request{key: "k", token: "t1"})
+	ok, err = releaseOn(n, &releaseReq{key: "k", token: "t1"})
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.False(t, s.Exists("k"))
 
-	ok, err = n.extend(ctx, &request{key: "k", token: "t1", ttl: 5 * time.Second})
+	ok, err = extendOn(n, &extendReq{key: "k", token: "t1", ttl: 5 * time.Second})
 	require.NoError(t, err)
 	assert.False(t, ok)
 	assert.False(t, s.Exists("k"), "extend must never re-create the key")
 
 	require.NoError(t, s.Set("str", "x"))
 	s.HSet("hash", "f", "v")
-	ok, _, err = n.acquire(ctx, &request{key: "hash", token: "t1", ttl: time.Second})
+	ok, _, err = acquireOn(n, &acquireReq{key: "hash", token: "t1", ttl: time.Second})
 	require.NoError(t, err)
 	assert.False(t, ok, "a key of another type (a reentrant lock) is held by another")
-	ok, err = n.release(ctx, &request{key: "hash", token: "t1"})
+	ok, err = releaseOn(n, &releaseReq{key: "hash", token: "t1"})
 	require.NoError(t, err)
 	assert.False(t, ok, "release on a key of another type: not ours")
-	ok, err = n.extend(ctx, &request{key: "hash", token: "t1", ttl: time.Second})
+	ok, err = extendOn(n, &extendReq{key: "hash", token: "t1", ttl: time.Second})
 	require.NoError(t, err)
 	assert.False(t, ok, "extend on a key of another type: not ours")
 }
@@ -135,20 +134,19 @@ func silentListener(t *testing.T) string {
 
 // TestNodeTimeoutWithDefaultClientOptions checks that a silent node costs one
 // node timeout even though go-redis, at its default options, applies no
-// context deadline to socket reads (its own read timeout is 3s).
+// context deadline to socket reads (its own read timeout is 3s), and that
+// the next attempt does not wait for it at all: the node is down.
 func TestNodeTimeoutWithDefaultClientOptions(t *testing.T) {
 	testNodeTimeout(t, false)
 }
 
-// With ContextTimeoutEnabled, go-redis also applies the node timeout to the
-// socket, so the abandoned calls end at once as well: what the README
-// recommends for lock clients.
+// The same with ContextTimeoutEnabled: the library gives go-redis no
+// deadline, so the option changes nothing here.
 func TestNodeTimeoutWithContextTimeoutEnabled(t *testing.T) {
-	closed := testNodeTimeout(t, true)
-	assert.Less(t, closed, time.Second, "abandoned calls outlived the node timeout")
+	testNodeTimeout(t, true)
 }
 
-func testNodeTimeout(t *testing.T, contextTimeout bool) (closeTook time.Duration) {
+func testNodeTimeout(t *testing.T, contextTimeout bool) {
 	t.Helper()
 	servers, clients := newMiniClients(t, 2)
 	var silent []redis.UniversalClient
@@ -170,32 +168,41 @@ func testNodeTimeout(t *testing.T, contextTimeout bool) (closeTook time.Duration
 	assert.Less(t, took, time.Second, "TryLock waited for the client's 3s read timeout")
 	assert.Len(t, NodeErrors(err), 3)
 	assert.False(t, servers[0].Exists("k"), "the failed attempt was released on a responsive node")
+
+	start = time.Now()
+	err = m.TryLock(t.Context())
+	require.ErrorIs(t, err, ErrNotAcquired)
+	assert.Less(t, time.Since(start), 50*time.Millisecond, "down nodes are skipped, not waited for")
+	for _, ne := range NodeErrors(err) {
+		assert.ErrorIs(t, ne, ErrNodeDown)
+	}
+	health := r.Health()
+	for i, h := range health {
+		assert.Equal(t, i >= 2, h.Down, "node %d", i)
+	}
 	// The abandoned calls end at the client's read timeout; Close waits.
 	start = time.Now()
 	require.NoError(t, r.Close(t.Context()))
 	t.Logf("Close waited %v for the abandoned calls", time.Since(start))
-	return time.Since(start)
 }
 
 func TestRedisNodeFenceScripts(t *testing.T) {
 	servers, clients := newMiniClients(t, 1)
 	s, n := servers[0], newRedisNode(clients[0])
 	t.Cleanup(n.close)
-	ctx := t.Context()
-	req := &request{key: "k", token: "t1", ttl: time.Second, fenceKey: fenceKey("k")}
+	req := &acquireReq{key: "k", token: "t1", ttl: time.Second, fenceKey: fenceKey("k")}
 
-	ok, counter, err := n.acquire(ctx, req)
+	ok, counter, err := acquireOn(n, req)
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Zero(t, counter, "no counter yet")
 	assert.Equal(t, time.Second, s.TTL("k"))
-	ok, _, err = n.acquire(ctx, req)
+	ok, _, err = acquireOn(n, req)
 	require.NoError(t, err)
 	assert.True(t, ok, "a resent acquire of the same token is granted")
 
-	commit := *req
-	commit.fence = 5
-	ok, err = n.fence(ctx, &commit)
+	commit := fenceReq{key: "k", token: "t1", fenceKey: fenceKey("k"), fence: 5}
+	ok, err = fenceOn(n, &commit)
 	require.NoError(t, err)
 	assert.True(t, ok)
 	got, err := s.Get(fenceKey("k"))
@@ -203,7 +210,7 @@ func TestRedisNodeFenceScripts(t *testing.T) {
 	assert.Equal(t, "5", got)
 	assert.Zero(t, s.TTL(fenceKey("k")), "the counter never expires")
 	commit.fence = 3
-	ok, err = n.fence(ctx, &commit)
+	ok, err = fenceOn(n, &commit)
 	require.NoError(t, err)
 	assert.True(t, ok)
 	got, _ = s.Get(fenceKey("k"))
@@ -211,33 +218,32 @@ func TestRedisNodeFenceScripts(t *testing.T) {
 
 	other := *req
 	other.token = "t2"
-	ok, counter, err = n.acquire(ctx, &other)
+	ok, counter, err = acquireOn(n, &other)
 	require.NoError(t, err)
 	assert.False(t, ok, "held")
 	assert.Equal(t, uint64(5), counter, "a refusal reports the counter too")
-	other.fence = 9
-	ok, err = n.fence(ctx, &other)
+	ok, err = fenceOn(n, &fenceReq{key: "k", token: "t2", fenceKey: fenceKey("k"), fence: 9})
 	require.NoError(t, err)
 	assert.False(t, ok, "not the holder")
 	got, _ = s.Get(fenceKey("k"))
 	assert.Equal(t, "9", got, "raised even where the lock is not held")
 
 	require.NoError(t, s.Set(fenceKey("bad"), "x"))
-	_, _, err = n.acquire(ctx, &request{key: "bad", token: "t", ttl: time.Second, fenceKey: fenceKey("bad")})
+	_, _, err = acquireOn(n, &acquireReq{key: "bad", token: "t", ttl: time.Second, fenceKey: fenceKey("bad")})
 	assert.ErrorContains(t, err, "not a number")
 
-	re := &request{key: "r", token: "owner", ttl: time.Second, reentrant: true, fenceKey: fenceKey("r")}
+	re := &acquireReq{key: "r", token: "owner", ttl: time.Second, reentrant: true, fenceKey: fenceKey("r")}
 	for range 2 {
-		ok, _, err = n.acquire(ctx, re)
+		ok, _, err = acquireOn(n, re)
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
 	undo := undoRequest(re)
-	ok, err = n.release(ctx, undo)
+	ok, err = releaseOn(n, undo)
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Equal(t, "1", s.HGet("r", "owner"), "an undo drops one hold")
-	ok, err = n.release(ctx, undo)
+	ok, err = releaseOn(n, undo)
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.False(t, s.Exists("r"), "and deletes the key with the last")
@@ -259,4 +265,31 @@ func TestSetFenced(t *testing.T) {
 	assert.ErrorIs(t, SetFenced(ctx, c, "res", "x", 0), ErrInvalidArgument)
 	assert.ErrorIs(t, SetFenced(ctx, c, "res", "x", 1<<53), ErrInvalidArgument)
 	assert.ErrorIs(t, SetFenced(nil, c, "res", "x", 1), ErrInvalidArgument) //nolint:staticcheck // a nil context is the point
+}
+
+// callOne sends o to n and waits for the reply, for tests of one node.
+func callOne(n node, o op) reply {
+	ch := make(chan reply, 1)
+	n.do(context.Background(), time.Now().Add(time.Minute), o, func(r reply) { ch <- r })
+	return <-ch
+}
+
+func acquireOn(n node, r *acquireReq) (bool, uint64, error) {
+	rep := callOne(n, r)
+	return rep.ok, rep.counter, rep.err
+}
+
+func releaseOn(n node, r *releaseReq) (bool, error) {
+	rep := callOne(n, r)
+	return rep.ok, rep.err
+}
+
+func extendOn(n node, r *extendReq) (bool, error) {
+	rep := callOne(n, r)
+	return rep.ok, rep.err
+}
+
+func fenceOn(n node, r *fenceReq) (bool, error) {
+	rep := callOne(n, r)
+	return rep.ok, rep.err
 }

@@ -4,119 +4,330 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
-// The algorithm: fan an operation out to every node in parallel, tally the
-// answers, decide as soon as the outcome is certain, and clean up after a
-// failed acquisition. It reads top to bottom: acquire, then the fan-out it
-// rests on, then the tally.
+// The algorithm: send a request to every node at once, collect the votes,
+// decide as soon as the outcome is certain, and release what a failed
+// acquisition may have taken. It reads top to bottom: acquire and its
+// rules, the rounds of fence, release and extend, then the pieces they rest
+// on (the vote loop, the per-node gate, the tally).
 
 // quorum is the number of nodes that make a majority of n. Any two sets of
 // quorum(n) nodes intersect, so two holders can never both have a quorum.
 func quorum(n int) int { return n/2 + 1 }
 
 // acquisition is what a successful acquire leaves for later calls on the
-// same token.
+// same lease, or what a failed one says about itself.
 type acquisition struct {
 	until time.Time
-	// settled[i] is closed once node i's SET has returned. Release and
-	// extend on node i wait for it: sent on another connection while the
-	// SET is still in flight, a release could reach the node first, find
-	// nothing, and leave the late SET's key behind until its TTL.
-	settled []chan struct{}
-	// granted and took describe a failed attempt: how many nodes granted it
-	// before the outcome was certain, and how long it took. Some grants
-	// without a quorum mean the lock was free there and contenders split it.
-	granted int
-	took    time.Duration
+	// gates order the lease's later requests on each node after its
+	// acquire requests there (see gate).
+	gates []*gate
 	// fence is the acquisition's fencing token (0 when not fenced).
 	fence uint64
+	// granted, took and yielded describe a failed attempt: how many nodes
+	// granted it when it was decided, how long it took, and whether it gave
+	// way to a competitor that ranks higher (see outranks).
+	granted int
+	took    time.Duration
+	yielded bool
 }
 
-// acquire makes one attempt to take key on a quorum with a fresh token.
+// Re-asking: an attempt that split the nodes with competitors and ranks
+// first among them asks the nodes they hold again, up to maxReasks times
+// each, at growing intervals starting from about one round trip to the
+// nodes that answered: the competitors give way (see outranks) and release
+// them.
+const maxReasks = 3
+
+// acquire makes one attempt to take the lock on a quorum.
 //
 //  1. Note the start on the monotonic clock.
-//  2. Send SET key token NX PX ttl to every node at once, each bounded by the
-//     node timeout.
-//  3. Decide as soon as a quorum granted or can no longer grant.
+//  2. Send the acquire request (SET key token NX GET PX ttl, or a script)
+//     to every node at once; a node that is down is skipped, and one that
+//     has not answered by the node timeout counts as failed.
+//  3. Decide as soon as the outcome is certain: a quorum granted, a quorum
+//     can no longer grant, or a competitor ranks higher (the split-vote
+//     rule: see outranks). While this attempt ranks first among those that
+//     split the nodes, the nodes its competitors hold count as "may still
+//     grant": it asks them again once the competitors had time to give way.
 //  4. Succeed only with a quorum AND validity left: the window ends at
-//     start + ttl - drift, whatever the attempt cost.
-//  5. Otherwise release on every node that did not answer "held by another
-//     value": a node that failed or timed out may have applied the SET and
-//     lost its reply (only a SET that was surely never sent, such as one
-//     whose connection could not be dialled, is not undone). A node still
-//     busy with the SET is released right after it answers, so the release
-//     cannot overtake the SET it undoes.
+//     start + ttl - drift, whatever the attempt cost (a node asked again
+//     set its key later, so it expires later still).
+//  5. Otherwise release on every node where the attempt may have set the
+//     key (see mustUndo), each once its own acquire requests have returned
+//     (see gate), so that a release never overtakes the SET it undoes.
 //
-// On failure the caller waits for the releases of the nodes that had
-// granted when the outcome was decided (bounded by the node timeout), so
-// those hold no token of the attempt once it returns; releases on nodes that
-// failed or had not answered, and all of them when ctx has ended, finish in
-// the background. Releases never use the
+// On failure the caller waits, at most a node timeout, for the releases of
+// the nodes that had granted when the outcome was decided, so that those
+// hold nothing of the attempt once it returns; the others, and all of them
+// when ctx has ended, finish in the background. Releases never use the
 // caller's cancellation: cleanup must happen even after ctx is done.
 //
-// after, when not nil, holds per node the SETs of an earlier acquisition of
-// the same owner (a reentrant re-lock): each node's call waits for its own.
-func (r *Redlock) acquire(ctx context.Context, req *request, cfg *config, after []chan struct{}) (acquisition, error) {
-	start := r.now()
-	undo := undoRequest(req)
-	// counters[i] is node i's fencing counter, written by node i's
-	// goroutine before its vote is sent and read only after it arrived.
-	var counters []uint64
-	if req.fenceKey != "" && !req.reenter {
-		counters = make([]uint64, len(r.nodes))
-	}
-	f, err := r.fanOut(ctx, cfg.nodeTimeout, after,
-		func(ctx context.Context, i int, n node) (bool, error) {
-			ok, counter, err := n.acquire(ctx, req)
-			if counters != nil {
-				counters[i] = counter
-			}
-			return ok, err
-		},
-		func(ctx context.Context, n node) { _, _ = n.release(ctx, undo) },
-		nil, req.reentrant,
-	)
-	if err != nil {
+// gates are the lease's when this is one more hold of a reentrant lock,
+// nil for a new acquisition.
+func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gates []*gate) (acquisition, error) {
+	if err := r.track(1); err != nil {
 		return acquisition{}, err
 	}
-	t := f.wait(ctx)
+	defer r.wg.Done()
+	start := r.now()
+	if gates == nil {
+		gates = newGates(len(r.peers))
+	}
+	a := newAttempt(r, ctx, req, cfg, gates, start)
+	for i := range r.peers {
+		a.ask(i)
+	}
+	ctxErr := a.rd.collect(ctx, a)
+	t := a.rd.t
 	until := validUntil(start, cfg.ttl, cfg.driftFactor)
-	if t.won() && r.now().Before(until) {
-		f.decide(false)
-		a := acquisition{until: until, settled: f.settled}
-		if counters == nil {
-			return a, nil
+	if ctxErr == nil && t.won() && r.now().Before(until) {
+		acq := acquisition{until: until, gates: gates}
+		if req.fenceKey == "" || req.reenter {
+			return acq, nil
 		}
-		return r.fence(ctx, req, a, t, counters, cfg, start)
+		return r.fence(ctx, req, acq, a, cfg, start)
 	}
-	f.decide(true)
-	if ctx.Err() == nil {
-		f.waitUndone(cfg.nodeTimeout)
+	undo := undoRequest(req)
+	wait := a.granted() // nodes that surely hold the token now
+	rel := r.releaseRound(ctx, undo, gates, cfg, a.mustUndo)
+	if ctxErr == nil {
+		rel.waitFor(wait, cfg.nodeTimeout)
 	}
+	took := r.now().Sub(start)
+	failed := acquisition{granted: t.yes, took: took, yielded: a.yielded}
 	reason := fmt.Sprintf("%d of %d nodes granted, quorum %d", t.yes, t.n, t.quorum)
-	if t.won() {
-		reason = fmt.Sprintf("quorum granted after %v, no validity left of ttl %v", r.now().Sub(start), cfg.ttl)
+	switch {
+	case a.yielded:
+		reason += fmt.Sprintf(", gave way to a competitor holding %d", a.rival)
+	case t.won():
+		reason = fmt.Sprintf("quorum granted after %v, no validity left of ttl %v", took, cfg.ttl)
 	}
-	return acquisition{granted: t.yes, took: r.now().Sub(start)}, t.err(ErrNotAcquired, reason)
+	return failed, t.err(ErrNotAcquired, reason, ctxErr)
 }
 
-// undoRequest is the request that undoes req's acquisition on a node. It
-// frees nothing anyone waits for: it publishes nothing.
-func undoRequest(req *request) *request {
-	undo := *req
-	undo.channel, undo.all, undo.undo = "", false, true
-	return &undo
+// undoRequest is the release that undoes an acquisition of req on a node.
+// It frees nothing anyone waits for: it announces nothing.
+func undoRequest(req *acquireReq) *releaseReq {
+	return &releaseReq{key: req.key, token: req.token, reentrant: req.reentrant, drop: dropUndo}
 }
 
-// fence gives acquisition a, which a quorum granted, its fencing token: one
-// more than the highest counter read from the nodes that answered the
-// acquisition (t tallies their answers; counters holds what they read),
-// written to every node, where the counter only grows. The acquisition
-// succeeds when a quorum still held the lock as the token was written and
-// validity is left; otherwise it is released on every node.
+// mustUndo is step 5's rule: whether an attempt that failed must release a
+// node that gave rep to one of its acquire requests. A node that granted
+// holds the token. A node that refused (held by another value) does not. A
+// request that surely was not applied (never sent, node skipped as down,
+// connection not dialled, node recovering from a restart) set nothing. Any
+// other failure (a timeout, a lost reply) may hide an applied SET, so it is
+// released too, except for a reentrant lock: its undo drops one hold of
+// the owner, which on a node the attempt never reached would be a hold the
+// owner already had. An extra hold left on a node is harmless: the owner's
+// last Unlock drops them all.
+func mustUndo(rep reply, reentrant bool) bool {
+	switch {
+	case rep.ok:
+		return true
+	case rep.err == nil, unsent(rep.err):
+		return false
+	}
+	return !reentrant
+}
+
+// outranks is the split-vote rule. When contenders split the free nodes
+// between them, none may reach a quorum without the nodes that have not
+// answered yet, which may be slow, far or down. Each attempt knows its own
+// grants and, from the refusals (SET ... NX GET returns the value that
+// holds the key), how many of the nodes that answered it each competitor
+// holds. An attempt gives way as soon as a competitor outranks it: holds
+// more nodes, or as many with a greater token. It then releases its grants
+// and waits for the next release, while the competitor that ranks first
+// asks those nodes again and completes its quorum without waiting for the
+// slow ones. Safety does not depend on this rule: giving way is failing,
+// which is always safe, and a quorum still needs a majority.
+func outranks(theirs int, their string, ours int, our string) bool {
+	return theirs > ours || theirs == ours && their > our
+}
+
+// attempt is one acquire in progress: the votes so far, what they say of
+// competitors, and the re-asks scheduled.
+type attempt struct {
+	r     *Redlock
+	ctx   context.Context //nolint:containedctx // the caller's values, for the requests it sends
+	req   *acquireReq
+	cfg   *config
+	gates []*gate
+	rd    *round
+
+	mu   sync.Mutex // guards held: written by node callbacks
+	held []bool     // per node: some request may have set the key (mustUndo)
+
+	// Owned by the vote loop.
+	holders  []string       // per refusing node: the value holding the key
+	seen     map[string]int // holder → refusing nodes
+	asked    []int          // per node: acquire requests sent
+	inflight []bool         // per node: a re-ask awaits its reply
+	reask    *time.Timer
+	gap      time.Duration // until the next re-ask
+	yielded  bool
+	rival    int // nodes held by the competitor given way to
+}
+
+func newAttempt(r *Redlock, ctx context.Context, req *acquireReq, cfg *config, gates []*gate, start time.Time) *attempt {
+	n := len(r.peers)
+	return &attempt{
+		r: r, ctx: context.WithoutCancel(ctx), req: req, cfg: cfg, gates: gates,
+		rd:   newRound(r, start, cfg.nodeTimeout, n*(1+maxReasks)),
+		held: make([]bool, n), holders: make([]string, n), asked: make([]int, n), inflight: make([]bool, n),
+	}
+}
+
+// ask sends the acquire request to node i, once the node's earlier
+// acquire requests of the same lease have returned.
+func (a *attempt) ask(i int) {
+	a.asked[i]++
+	again := a.asked[i] > 1
+	g, p := a.gates[i], a.r.peers[i]
+	g.then(func() {
+		g.enter()
+		p.send(a.ctx, a.r.now().Add(a.cfg.nodeTimeout), a.req, func(rep reply) {
+			if mustUndo(rep, a.req.reentrant) {
+				a.mu.Lock()
+				a.held[i] = true
+				a.mu.Unlock()
+			}
+			a.rd.votes <- vote{node: i, rep: rep, again: again}
+			g.leave()
+		})
+	})
+}
+
+// mustUndo reports whether node i must be released after a failed
+// attempt. It is called once every acquire request to node i returned.
+func (a *attempt) mustUndo(i int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.held[i]
+}
+
+// granted returns the nodes that had granted when the attempt was decided.
+func (a *attempt) granted() []int {
+	var out []int
+	for i, ans := range a.rd.t.answers {
+		if ans == granted {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// take counts a vote and reports whether the outcome is certain.
+func (a *attempt) take(v vote) bool {
+	t := a.rd.t
+	i := v.node
+	if v.again {
+		a.inflight[i] = false
+		if v.rep.ok && v.rep.err == nil && t.answers[i] == refused {
+			t.regrant(i)
+			a.seen[a.holders[i]]--
+		}
+	} else {
+		t.add(i, v.rep.ok, a.rd.nodeErr(i, v.rep.err))
+		if t.answers[i] == refused {
+			if a.seen == nil {
+				a.seen = map[string]int{}
+			}
+			a.holders[i] = v.rep.holder
+			a.seen[v.rep.holder]++
+		}
+	}
+	return a.judge()
+}
+
+// judge decides the attempt if it can. While the nodes its competitors
+// hold may still grant (see soft), it sets the re-ask timer instead: the
+// split-vote rule is applied when it fires (see tick), about one round
+// trip later, so that nodes a few microseconds behind are not taken for
+// slow ones.
+func (a *attempt) judge() bool {
+	t := a.rd.t
+	if t.won() {
+		return true
+	}
+	soft := a.soft()
+	if t.yes+t.pending()+len(soft) < t.quorum {
+		return true // lost, even if every competitor gave way
+	}
+	if len(soft) > 0 && a.reask == nil {
+		if a.gap == 0 {
+			// About one round trip to the nodes that answered.
+			a.gap = min(max(a.r.now().Sub(a.rd.start), 100*time.Microsecond), a.cfg.nodeTimeout/10)
+		}
+		a.reask = time.NewTimer(a.gap)
+		a.gap *= 2
+	}
+	return false
+}
+
+// soft returns the refusing nodes that may still grant: held by a
+// competitor this attempt outranks, with re-asks left. Only an attempt
+// with grants asks again; one without is not splitting anything.
+func (a *attempt) soft() []int {
+	t := a.rd.t
+	if t.yes == 0 {
+		return nil
+	}
+	var out []int
+	for i, ans := range t.answers {
+		if ans == refused && (a.inflight[i] || a.asked[i] <= maxReasks) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// timer returns the re-ask timer's channel, nil when none is set.
+func (a *attempt) timer() <-chan time.Time {
+	if a.reask == nil {
+		return nil
+	}
+	return a.reask.C
+}
+
+// tick applies the split-vote rule: the attempt gives way to a
+// competitor that outranks it, or else asks the nodes its competitors hold
+// again.
+func (a *attempt) tick() bool {
+	a.reask = nil
+	t := a.rd.t
+	for h, n := range a.seen {
+		if n > 0 && outranks(n, h, t.yes, a.req.token) {
+			a.yielded, a.rival = true, n
+			return true
+		}
+	}
+	for _, i := range a.soft() {
+		if !a.inflight[i] {
+			a.inflight[i] = true
+			a.ask(i)
+		}
+	}
+	return a.judge()
+}
+
+// stop ends the re-asks when the vote loop returns.
+func (a *attempt) stop() {
+	if a.reask != nil {
+		a.reask.Stop()
+	}
+}
+
+// fence gives acquisition acq, which a quorum granted, its fencing token:
+// one more than the highest counter read from the nodes that answered the
+// acquisition, written to every node, where the counter only grows. The
+// acquisition succeeds when a quorum still held the lock as the token was
+// written and validity is left; otherwise it is released on every node.
 //
 // Why the token exceeds that of every acquisition B that succeeded before
 // this one began: B's token reached a quorum of nodes that held B's lock as
@@ -124,84 +335,80 @@ func undoRequest(req *request) *request {
 // node. There the grant came after B's key was gone, so after B's token
 // was written, and the counter read with the grant is at least B's token,
 // unless that node lost its data in between (see the package documentation).
-func (r *Redlock) fence(ctx context.Context, req *request, a acquisition, t *tally, counters []uint64, cfg *config, start time.Time) (acquisition, error) {
-	var highest uint64
-	for i, ans := range t.answers {
-		if ans == granted || ans == refused {
-			highest = max(highest, counters[i])
-		}
-	}
-	commit := *req
-	commit.fence = highest + 1
+func (r *Redlock) fence(ctx context.Context, req *acquireReq, acq acquisition, a *attempt, cfg *config, start time.Time) (acquisition, error) {
+	highest := a.rd.highestCounter()
+	commit := &fenceReq{key: req.key, token: req.token, fenceKey: req.fenceKey, fence: highest + 1, reentrant: req.reentrant}
+	release := func() { r.releaseRound(ctx, undoRequest(req), acq.gates, cfg, nil).waitFor(nil, 0) }
 	if commit.fence >= maxFence {
-		_ = r.release(ctx, undoRequest(req), a, cfg)
+		release()
 		return acquisition{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
 	}
-	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
-		func(ctx context.Context, _ int, n node) (bool, error) { return n.fence(ctx, &commit) }, nil, nil, false)
-	var ft *tally
-	if err == nil {
-		ft = f.wait(ctx)
-		if ft.won() && r.now().Before(a.until) {
-			// Wait for the nodes about as fast as the quorum, as Unlock
-			// does: the more nodes know the token when TryLock returns,
-			// the more of them may later lose their data (see the package
-			// documentation).
-			f.linger(ft, r.now().Sub(f.start))
-			a.fence = commit.fence
-			return a, nil
-		}
+	rd := r.round(ctx, acq.gates, cfg, commit, nil)
+	ctxErr := rd.collect(ctx, rd)
+	ft := rd.t
+	if ctxErr == nil && ft.won() && r.now().Before(acq.until) {
+		// Wait for the nodes about as fast as the quorum, as Unlock does:
+		// the more nodes know the token when TryLock returns, the more of
+		// them may later lose their data (see the package documentation).
+		rd.linger(r.now().Sub(rd.start))
+		acq.fence = commit.fence
+		return acq, nil
 	}
 	// Released on every node, the grants included: a token recorded on too
 	// few nodes could be overtaken by a later holder's.
-	_ = r.release(ctx, undoRequest(req), a, cfg)
+	release()
 	took := r.now().Sub(start)
-	if err != nil {
-		return acquisition{took: took}, err
-	}
 	reason := fmt.Sprintf("fencing token %d recorded on %d of %d nodes holding the lock, quorum %d", commit.fence, ft.yes, ft.n, ft.quorum)
 	if ft.won() {
 		reason = fmt.Sprintf("fencing token recorded after %v, no validity left of ttl %v", took, cfg.ttl)
 	}
-	return acquisition{took: took}, ft.err(ErrNotAcquired, reason)
+	return acquisition{took: took}, ft.err(ErrNotAcquired, reason, ctxErr)
 }
 
-// release runs the release script for an acquisition's token on every node
-// and reports whether a quorum still held it. Nodes that have not answered
-// when the outcome is certain finish in the background.
-func (r *Redlock) release(ctx context.Context, req *request, a acquisition, cfg *config) error {
-	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
-		func(ctx context.Context, _ int, n node) (bool, error) { return n.release(ctx, req) }, nil,
-		func(ctx context.Context, n asyncNode, cb func(bool, error)) { n.startRelease(ctx, req, cb) }, false)
-	if err != nil {
+// releaseRound sends req to every node, each once its gate opens, where
+// only(i) allows (nil: every node). A release that could not be delivered
+// is owed to its node (see health.go). The round's votes say where the
+// token was found.
+func (r *Redlock) releaseRound(ctx context.Context, req *releaseReq, gates []*gate, cfg *config, only func(int) bool) *round {
+	return r.round(ctx, gates, cfg, req, only)
+}
+
+// release runs a release round and reports whether a quorum still held
+// the token. Nodes that have not answered when the outcome is certain
+// finish in the background.
+func (r *Redlock) release(ctx context.Context, req *releaseReq, gates []*gate, cfg *config) error {
+	if err := r.track(1); err != nil {
 		return err
 	}
-	t := f.wait(ctx)
-	if t.won() {
+	defer r.wg.Done()
+	rd := r.releaseRound(ctx, req, gates, cfg, nil)
+	ctxErr := rd.collect(ctx, rd)
+	t := rd.t
+	if ctxErr == nil && t.won() {
 		// Nodes that answer about as fast as the quorum did are waited
 		// for, up to as long again: the lock is then free everywhere when
 		// Unlock returns, and the next holder does not find it still held
 		// on a node a few microseconds behind. A slow node is not waited for.
-		f.linger(t, r.now().Sub(f.start))
+		rd.linger(r.now().Sub(rd.start))
 		return nil
 	}
-	return t.err(ErrNotHeld, fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum))
+	return t.err(ErrNotHeld, fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr)
 }
 
-// extend runs the extend script for an acquisition's token on every node and
-// reports whether a quorum still held it and re-armed its TTL.
-func (r *Redlock) extend(ctx context.Context, req *request, a acquisition, cfg *config) error {
-	f, err := r.fanOut(ctx, cfg.nodeTimeout, a.settled,
-		func(ctx context.Context, _ int, n node) (bool, error) { return n.extend(ctx, req) }, nil,
-		func(ctx context.Context, n asyncNode, cb func(bool, error)) { n.startExtend(ctx, req, cb) }, false)
-	if err != nil {
+// extend runs the extend request on every node and reports whether a
+// quorum still held the token and re-armed its TTL.
+func (r *Redlock) extend(ctx context.Context, req *extendReq, gates []*gate, cfg *config) error {
+	if err := r.track(1); err != nil {
 		return err
 	}
-	t := f.wait(ctx)
-	if t.won() {
+	defer r.wg.Done()
+	rd := r.round(ctx, gates, cfg, req, nil)
+	ctxErr := rd.collect(ctx, rd)
+	t := rd.t
+	if ctxErr == nil && t.won() {
 		return nil
 	}
-	err = t.err(ErrNotHeld, fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum))
+	err := t.err(ErrNotHeld, fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr)
 	if t.refused > t.n-t.quorum {
 		// A quorum answered that the token is gone. Extend never re-creates
 		// a key, so no later extension can succeed: the lock is lost.
@@ -210,304 +417,241 @@ func (r *Redlock) extend(ctx context.Context, req *request, a acquisition, cfg *
 	return err
 }
 
-// nodeOp is one round trip to node n, the i-th; ok is its yes or no.
-type nodeOp func(ctx context.Context, i int, n node) (ok bool, err error)
-
-// vote is one node's answer to a nodeOp.
+// vote is one node's reply to one request of a round.
 type vote struct {
-	node int
-	ok   bool
-	err  error
+	node  int
+	rep   reply
+	again bool // the reply to a re-ask
 }
 
-// fanout is one operation in flight on every node. Its goroutines belong
-// to the Redlock's WaitGroup: each ends when its node call (and undo, if
-// any) returns, which the node timeout bounds for clients that honour
-// context deadlines and the client's own timeouts bound otherwise.
-type fanout struct {
-	r         *Redlock
-	timeout   time.Duration
-	votes     chan vote       // one per node, buffered: senders never block
-	decided   chan struct{}   // closed by decide
-	undo      bool            // written before decided is closed
-	undone    chan int        // nodes whose undo step finished, buffered
-	granted   []bool          // per node: it said yes before the decision
-	settled   []chan struct{} // acquisitions: per node, closed when its op has returned
-	cancel    context.CancelFunc
-	start     time.Time
-	reentrant bool // an acquisition of a reentrant lock: see its undo
+// round is one request sent to every node, and the votes coming back.
+// Votes arrive on a buffered channel, large enough for every request the
+// round may send: node callbacks never block.
+type round struct {
+	r       *Redlock
+	start   time.Time
+	timeout time.Duration
+	votes   chan vote
+	t       *tally
+	// counters holds, in acquire rounds, each node's fencing counter.
+	counters []uint64
 }
 
-// fanOut starts op on every node, each in its own goroutine. Node i's op
-// starts once after[i] is closed (after may be nil) and gets a context that
-// keeps ctx's values but not its cancellation, bounded by timeout. If undo
-// is not nil, each goroutine waits for the decision after its op and, when
-// decide(true) is called and its node did not answer no, runs undo with a
-// fresh timeout.
-//
-// When async is given (release and extend), a node that can run the call
-// on its own worker (asyncNode) and need not wait for an earlier SET gets no
-// goroutine of its own: the reply comes back through the callback.
-func (r *Redlock) fanOut(ctx context.Context, timeout time.Duration, after []chan struct{}, op nodeOp, undo func(context.Context, node),
-	async func(context.Context, asyncNode, func(bool, error)), reentrant bool) (*fanout, error) {
-	n := len(r.nodes)
-	f := &fanout{
-		reentrant: reentrant,
-		r:         r,
-		start:     r.now(),
-		timeout:   timeout,
-		votes:     make(chan vote, n),
-		decided:   make(chan struct{}),
-		granted:   make([]bool, n),
-	}
-	if undo != nil { // an acquisition: later calls order themselves after it
-		f.undone = make(chan int, n)
-		f.settled = make([]chan struct{}, n)
-	}
-	if err := r.track(n); err != nil {
-		return nil, err
-	}
-	detached := context.WithoutCancel(ctx)
-	// One deadline for the whole fan-out; the last node call to return
-	// cancels it.
-	shared, cancelShared := context.WithTimeout(detached, timeout)
-	f.cancel = cancelShared
-	var running atomic.Int32
-	running.Store(int32(n))
-	for i, nd := range r.nodes {
-		if f.settled != nil {
-			f.settled[i] = make(chan struct{})
-		}
-		if an, ok := nd.(asyncNode); ok && async != nil && undo == nil && (after == nil || isClosed(after[i])) {
-			async(shared, an, func(ok bool, err error) {
-				err = nodeTimeoutErr(shared, err)
-				if running.Add(-1) == 0 {
-					f.cancel()
-				}
-				f.votes <- vote{node: i, ok: ok, err: err}
-				r.wg.Done()
-			})
-			continue
-		}
-		go func() {
-			defer r.wg.Done()
-			opCtx, cancel := shared, context.CancelFunc(nil)
-			if after != nil {
-				select {
-				case <-after[i]: // settled already, as it nearly always is
-				default:
-					// Wait for this node's SET, then give the call a whole
-					// node timeout of its own.
-					<-after[i]
-					opCtx, cancel = context.WithTimeout(detached, timeout)
-				}
-			}
-			ok, err := callNode(opCtx, i, nd, op)
-			if cancel != nil {
-				cancel()
-			}
-			if running.Add(-1) == 0 {
-				f.cancel()
-			}
-			if f.settled != nil {
-				close(f.settled[i])
-			}
-			f.votes <- vote{node: i, ok: ok, err: err}
-			if undo == nil {
+func newRound(r *Redlock, start time.Time, timeout time.Duration, capacity int) *round {
+	return &round{r: r, start: start, timeout: timeout, votes: make(chan vote, capacity), t: newTally(len(r.peers))}
+}
+
+// round sends o to every node, each once its gate opens (gates may be
+// nil), where only(i) allows (nil: every node); a node left out votes at
+// once that it was skipped.
+func (r *Redlock) round(ctx context.Context, gates []*gate, cfg *config, o op, only func(int) bool) *round {
+	rd := newRound(r, r.now(), cfg.nodeTimeout, len(r.peers))
+	values := context.WithoutCancel(ctx)
+	rel, _ := o.(*releaseReq)
+	for i, p := range r.peers {
+		send := func() {
+			if only != nil && !only(i) {
+				rd.votes <- vote{node: i, rep: reply{err: errSkipped}}
 				return
 			}
-			<-f.decided
-			// A reentrant attempt is undone only where it surely took a
-			// hold: its undo drops one hold of the owner, which on a node
-			// the attempt never reached would be a hold the owner already
-			// had. An extra hold left on a node is harmless: the owner's
-			// last Unlock drops them all.
-			if f.undo && (ok || (err != nil && !unsent(err) && !f.reentrant)) {
-				uctx, ucancel := context.WithTimeout(detached, timeout)
-				undo(uctx, nd)
-				ucancel()
-			}
-			f.undone <- i
-		}()
+			p.send(values, r.now().Add(cfg.nodeTimeout), o, func(rep reply) {
+				if rel != nil && owable(rel, rep.err) {
+					p.owe(rel, cfg.ttl)
+				}
+				rd.votes <- vote{node: i, rep: rep}
+			})
+		}
+		if gates == nil {
+			send()
+		} else {
+			gates[i].then(send)
+		}
 	}
-	return f, nil
+	return rd
+}
+
+// errSkipped is the vote of a node a round left out on purpose.
+var errSkipped = errors.New("redlock: skipped")
+
+// judge is what the vote loop asks of a round's decision rule.
+type judge interface {
+	take(v vote) bool        // count a vote; true when the outcome is certain
+	timer() <-chan time.Time // an extra wake-up, nil for none
+	tick() bool              // the extra wake-up fired; true when certain
+	stop()                   // the loop is done
+}
+
+// The plain rule of fence, release and extend rounds: a quorum either way.
+func (rd *round) take(v vote) bool {
+	rd.t.add(v.node, v.rep.ok, rd.nodeErr(v.node, v.rep.err))
+	return rd.t.decided()
+}
+func (rd *round) timer() <-chan time.Time { return nil }
+func (rd *round) tick() bool              { return rd.t.decided() }
+func (rd *round) stop()                   {}
+
+// collect is the vote loop: it feeds votes to j until the outcome is
+// certain, the node timeout passes (every node still silent then counts
+// as failed with ErrNodeTimeout, and is reported to its peer), or ctx ends,
+// whose error it then returns (joined with its cause).
+func (rd *round) collect(ctx context.Context, j judge) error {
+	defer j.stop()
+	timer := time.NewTimer(rd.timeout - rd.r.now().Sub(rd.start))
+	defer timer.Stop()
+	for {
+		select {
+		case v := <-rd.votes:
+			rd.counter(v)
+			if j.take(v) {
+				return nil
+			}
+		case <-j.timer():
+			if j.tick() {
+				return nil
+			}
+		case <-timer.C:
+			for i, ans := range rd.t.answers {
+				if ans == pending {
+					rd.r.peers[i].timedOut(rd.start)
+					rd.t.add(i, false, rd.nodeErr(i, ErrNodeTimeout))
+				}
+			}
+			return nil
+		case <-ctx.Done():
+			err := ctx.Err()
+			if cause := context.Cause(ctx); !errors.Is(err, cause) {
+				err = errors.Join(err, cause)
+			}
+			return err
+		}
+	}
+}
+
+// counter keeps the fencing counter a node's acquire reply carried.
+func (rd *round) counter(v vote) {
+	if v.rep.err != nil || v.rep.counter == 0 {
+		return
+	}
+	if rd.counters == nil {
+		rd.counters = make([]uint64, rd.t.n)
+	}
+	rd.counters[v.node] = max(rd.counters[v.node], v.rep.counter)
+}
+
+// highestCounter is the highest fencing counter read from the nodes that
+// answered (granted or refused).
+func (rd *round) highestCounter() uint64 {
+	var highest uint64
+	for _, c := range rd.counters {
+		highest = max(highest, c)
+	}
+	return highest
 }
 
 // linger collects the replies still due, for at most d (and never past
 // the node timeout), after the outcome was decided.
-func (f *fanout) linger(t *tally, d time.Duration) {
-	left := 0
-	for _, a := range t.answers {
-		if a == pending {
-			left++
-		}
-	}
+func (rd *round) linger(d time.Duration) {
+	left := rd.t.pending()
 	if left == 0 {
 		return
 	}
-	d = min(d, f.timeout-f.r.now().Sub(f.start))
+	d = min(d, rd.timeout-rd.r.now().Sub(rd.start))
 	if d <= 0 {
 		return
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	for left > 0 {
+	for rd.t.pending() > 0 {
 		select {
-		case v := <-f.votes:
-			if t.answers[v.node] == pending {
-				left--
-				f.granted[v.node] = v.ok && v.err == nil
-				t.add(v.node, v.ok, f.nodeErr(v.node, v.err))
-			}
+		case v := <-rd.votes:
+			rd.t.add(v.node, v.rep.ok, rd.nodeErr(v.node, v.rep.err))
 		case <-timer.C:
 			return
 		}
 	}
 }
 
-// bothSettled returns, per node, a channel closed once both a[i] and b[i]
-// are (nil counts as closed). A goroutine waits only where one is not yet.
-func (r *Redlock) bothSettled(a, b []chan struct{}) []chan struct{} {
-	if a == nil {
-		return b
-	}
-	if b == nil {
-		return a
-	}
-	out := make([]chan struct{}, len(a))
-	for i := range a {
-		switch {
-		case isClosed(a[i]):
-			out[i] = b[i]
-		case isClosed(b[i]):
-			out[i] = a[i]
-		default:
-			c := make(chan struct{})
-			out[i] = c
-			if r.track(1) != nil {
-				close(c)
-				continue
-			}
-			go func() {
-				defer r.wg.Done()
-				<-a[i]
-				<-b[i]
-				close(c)
-			}()
-		}
-	}
-	return out
-}
-
-// callNode runs op on one node with ctx, which carries the node timeout.
-func callNode(ctx context.Context, i int, n node, op nodeOp) (bool, error) {
-	ok, err := op(ctx, i, n)
-	return ok, nodeTimeoutErr(ctx, err)
-}
-
-// isClosed reports whether c is closed, without waiting.
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
-// nodeTimeoutErr turns an error that came with the node timeout (ctx's
-// deadline) into ErrNodeTimeout, and keeps any other context error a client
-// returns (a dial timeout matches context.DeadlineExceeded) out of the
-// chain, where it would pass for the caller's own context ending.
-func nodeTimeoutErr(ctx context.Context, err error) error {
-	if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-		if unsent(err) {
-			return fmt.Errorf("%v: %w", err, errUnsent) //nolint:errorlint // on purpose: see above
-		}
-		return fmt.Errorf("%v", err) //nolint:errorlint // on purpose: see above
-	}
-	if err != nil && ctx.Err() != nil {
-		// The node timeout passed: say so, and keep this context's error
-		// out of the chain, where it would pass for the caller's deadline.
-		// Whether the command was sent at all stays known.
-		if unsent(err) {
-			err = fmt.Errorf("%w: %w", ErrNodeTimeout, errUnsent)
-		} else {
-			err = fmt.Errorf("%w (%v)", ErrNodeTimeout, err) //nolint:errorlint // on purpose: see above
-		}
-	}
-	return err
-}
-
-// wait collects votes until the outcome is certain: a quorum said yes, a
-// quorum can no longer say yes, the node timeout passed (every node still
-// silent then counts as failed with ErrNodeTimeout), or ctx ended.
-func (f *fanout) wait(ctx context.Context) *tally {
-	t := newTally(len(f.granted))
-	timer := time.NewTimer(f.timeout)
-	defer timer.Stop()
-	for !t.decided() {
-		select {
-		case v := <-f.votes:
-			f.granted[v.node] = v.ok && v.err == nil
-			t.add(v.node, v.ok, f.nodeErr(v.node, v.err))
-		case <-timer.C:
-			for i, a := range t.answers {
-				if a == pending {
-					t.add(i, false, f.nodeErr(i, ErrNodeTimeout))
-				}
-			}
-		case <-ctx.Done():
-			t.ctxErr = ctx.Err()
-			if cause := context.Cause(ctx); !errors.Is(t.ctxErr, cause) {
-				t.ctxErr = errors.Join(t.ctxErr, cause)
-			}
-			return t
-		}
-	}
-	return t
-}
-
-func (f *fanout) nodeErr(i int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &NodeError{Index: i, Addr: f.r.nodes[i].addr(), Err: err}
-}
-
-// decide releases the goroutines waiting for the outcome; undo says whether
-// they must undo their op.
-func (f *fanout) decide(undo bool) {
-	f.undo = undo
-	close(f.decided)
-}
-
-// waitUndone waits, at most timeout, for the undo steps of the nodes that
-// had said yes when the outcome was decided: responsive nodes that surely
-// hold the token. Nodes that failed are undone in the background: they may
-// be slow or down, and the caller should not wait for them.
-func (f *fanout) waitUndone(timeout time.Duration) {
-	left := 0
-	for _, g := range f.granted {
-		if g {
-			left++
-		}
-	}
-	if left == 0 {
+// waitFor waits, at most timeout, for the votes of the given nodes.
+func (rd *round) waitFor(nodes []int, timeout time.Duration) {
+	if len(nodes) == 0 || timeout <= 0 {
 		return
+	}
+	want := make(map[int]bool, len(nodes))
+	for _, i := range nodes {
+		want[i] = true
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	for left > 0 {
+	for len(want) > 0 {
 		select {
-		case i := <-f.undone:
-			if f.granted[i] {
-				left--
-			}
+		case v := <-rd.votes:
+			delete(want, v.node)
 		case <-timer.C:
 			return
 		}
 	}
+}
+
+func (rd *round) nodeErr(i int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &NodeError{Index: i, Addr: rd.r.peers[i].n.addr(), Err: err}
+}
+
+// gate orders one node's requests for one lease. Acquire requests enter
+// it; releases, extensions, fencing and further acquire requests (a re-ask,
+// one more hold of a reentrant lock) go through then, which starts them
+// only once every acquire request that entered before has returned. Sent
+// on another connection while a SET is still in flight, a release could
+// reach the node first, find nothing, and leave the late SET's key behind
+// until its TTL. A gate starts requests from the completion of the last
+// one, on the node's own goroutine: waiting costs no goroutine.
+type gate struct {
+	mu      sync.Mutex
+	busy    int      // acquire requests in flight
+	waiting []func() // started, in order, once busy is 0
+}
+
+func newGates(n int) []*gate {
+	gs := make([]*gate, n)
+	for i := range gs {
+		gs[i] = new(gate)
+	}
+	return gs
+}
+
+// enter counts one more acquire request in flight.
+func (g *gate) enter() {
+	g.mu.Lock()
+	g.busy++
+	g.mu.Unlock()
+}
+
+// leave counts one acquire request done, and starts what waited for it.
+func (g *gate) leave() {
+	g.mu.Lock()
+	g.busy--
+	for g.busy == 0 && len(g.waiting) > 0 {
+		f := g.waiting[0]
+		g.waiting = g.waiting[1:]
+		g.mu.Unlock()
+		f() // may enter
+		g.mu.Lock()
+	}
+	g.mu.Unlock()
+}
+
+// then runs f now if no acquire request is in flight, else once none is.
+func (g *gate) then(f func()) {
+	g.mu.Lock()
+	if g.busy > 0 || len(g.waiting) > 0 {
+		g.waiting = append(g.waiting, f)
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	f()
 }
 
 // answer is what one node said, as far as the tally knows.
@@ -518,9 +662,10 @@ const (
 	granted               // did what was asked
 	refused               // answered no: held by another value, token absent
 	failed                // error or timeout
+	skipped               // left out on purpose: counts neither way
 )
 
-// tally counts the answers of one fan-out and knows when the outcome is
+// tally counts the answers of one round and knows when the outcome is
 // certain.
 type tally struct {
 	n, quorum int
@@ -528,7 +673,6 @@ type tally struct {
 	refused   int // answered no, without error
 	answers   []answer
 	nodeErrs  []error
-	ctxErr    error
 }
 
 func newTally(n int) *tally {
@@ -540,6 +684,9 @@ func (t *tally) add(i int, ok bool, err error) {
 		return
 	}
 	switch {
+	case errors.Is(err, errSkipped):
+		t.answers[i] = skipped
+		t.no++
 	case err != nil:
 		t.answers[i] = failed
 		t.nodeErrs = append(t.nodeErrs, err)
@@ -554,6 +701,17 @@ func (t *tally) add(i int, ok bool, err error) {
 	}
 }
 
+// regrant turns node i's refusal into a grant: asked again, it granted.
+func (t *tally) regrant(i int) {
+	t.answers[i] = granted
+	t.refused--
+	t.no--
+	t.yes++
+}
+
+// pending is how many nodes have not answered.
+func (t *tally) pending() int { return t.n - t.yes - t.no }
+
 // won reports whether a quorum answered yes.
 func (t *tally) won() bool { return t.yes >= t.quorum }
 
@@ -564,11 +722,11 @@ func (t *tally) decided() bool { return t.won() || t.lost() }
 
 // err builds the error of a failed operation: sentinel, the reason, the
 // context's error when it ended, and one *NodeError per failed node.
-func (t *tally) err(sentinel error, reason string) error {
+func (t *tally) err(sentinel error, reason string, ctxErr error) error {
 	errs := make([]error, 0, 2+len(t.nodeErrs))
 	errs = append(errs, fmt.Errorf("%w: %s", sentinel, reason))
-	if t.ctxErr != nil {
-		errs = append(errs, t.ctxErr)
+	if ctxErr != nil {
+		errs = append(errs, ctxErr)
 	}
 	errs = append(errs, t.nodeErrs...)
 	return errors.Join(errs...)

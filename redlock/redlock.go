@@ -19,7 +19,7 @@ import (
 // goroutines that talk to the nodes; [Redlock.Close] waits for them. It does
 // not own the clients: closing them stays the caller's job, after Close.
 type Redlock struct {
-	nodes []node
+	peers []*peer
 	cfg   config // defaults for every mutex
 	now   clock
 
@@ -74,7 +74,11 @@ func newRedlock(nodes []node, opts ...Option) (*Redlock, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	r := &Redlock{nodes: nodes, cfg: cfg, now: time.Now, done: make(chan struct{})}
+	r := &Redlock{cfg: cfg, now: time.Now, done: make(chan struct{})}
+	r.peers = make([]*peer, len(nodes))
+	for i, n := range nodes {
+		r.peers[i] = &peer{r: r, index: i, n: n}
+	}
 	r.waiters.r = r
 	return r, nil
 }
@@ -105,12 +109,13 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 			return nil, fmt.Errorf("redlock: owner id: %w", err)
 		}
 		m.owner = id.String()
+		m.gates = newGates(len(r.peers))
 	}
 	return m, nil
 }
 
 // Quorum returns how many nodes must agree for a lock to be held: N/2+1.
-func (r *Redlock) Quorum() int { return quorum(len(r.nodes)) }
+func (r *Redlock) Quorum() int { return quorum(len(r.peers)) }
 
 // Close stops new operations and renewal, and waits until every goroutine
 // the Redlock started has returned, or until ctx ends, whose error it then
@@ -140,8 +145,8 @@ func (r *Redlock) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		for _, n := range r.nodes {
-			n.close()
+		for _, p := range r.peers {
+			p.n.close()
 		}
 		return nil
 	case <-ctx.Done():
@@ -158,6 +163,18 @@ func (r *Redlock) track(n int) error {
 	}
 	r.wg.Add(n)
 	return nil
+}
+
+// sleep waits for d, or until Close; it reports whether d passed.
+func (r *Redlock) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.done:
+		return false
+	}
 }
 
 func isNil(c redis.UniversalClient) bool {

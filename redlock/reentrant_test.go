@@ -132,21 +132,19 @@ func TestReentrantDoubleReleaseKeepsLock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, fs := newFakeRedlock(t, 1)
 		f := fs[0]
-		req := &request{key: "k", token: "owner", ttl: time.Second, reentrant: true}
+		req := &acquireReq{key: "k", token: "owner", ttl: time.Second, reentrant: true}
 		for range 2 {
-			ok, _, err := f.acquire(t.Context(), req)
+			ok, _, err := acquireOn(f, req)
 			require.NoError(t, err)
 			require.True(t, ok)
 		}
 		for range 3 { // one release too many, as a resend would do
-			ok, err := f.release(t.Context(), req)
+			ok, err := releaseOn(f, &releaseReq{key: "k", token: "owner", reentrant: true, drop: dropOne})
 			require.NoError(t, err)
 			assert.True(t, ok)
 		}
 		assert.Equal(t, 1, keyOn(fs, "k"))
-		final := *req
-		final.all = true
-		ok, err := f.release(t.Context(), &final)
+		ok, err := releaseOn(f, &releaseReq{key: "k", token: "owner", reentrant: true, drop: dropAll})
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Zero(t, keyOn(fs, "k"))

@@ -88,7 +88,7 @@ func TestRenewalFailsWhenMajorityStalls(t *testing.T) {
 		require.NoError(t, m.Lock(t.Context()))
 		synctest.Wait()
 		for _, f := range fs[:3] {
-			f.faults(func(n *fakeNode) { n.ctxHang = true })
+			f.faults(func(n *fakeNode) { n.hang = make(chan struct{}) })
 		}
 		<-m.Done()
 		assert.ErrorIs(t, m.Err(), ErrLockLost)

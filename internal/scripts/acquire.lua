@@ -11,11 +11,13 @@
 --          "0" for no check (see recovering in guard.lua, which scripts.go
 --          puts in front of this file)
 --
--- Returns {status, n}:
---   { 1, counter}  granted: the key was absent and now holds ARGV[1], or it
---                  already held ARGV[1] (a command the client resent)
---   { 0, counter}  the key is held by another value (or another type)
---   {-1, uptime}   refused: the node has been up only `uptime` seconds
+-- Returns {status, n[, holder]}:
+--   { 1, counter}          granted: the key was absent and now holds ARGV[1],
+--                          or it already held ARGV[1] (a command the client
+--                          resent)
+--   { 0, counter, holder}  the key is held by another value, holder
+--   { 0, counter}          the key is of another type (a reentrant lock)
+--   {-1, uptime}           refused: the node has been up only `uptime` seconds
 -- counter is the fencing counter's value as stored ("0" when absent or not
 -- fenced), read in the same step as the grant.
 local up = recovering(ARGV[3])
@@ -23,7 +25,14 @@ if up then
 	return {-1, up}
 end
 local n = counter()
-if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) or redis.pcall("GET", KEYS[1]) == ARGV[1] then
+if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
 	return {1, n}
+end
+local holder = redis.pcall("GET", KEYS[1])
+if holder == ARGV[1] then
+	return {1, n}
+end
+if type(holder) == "string" then
+	return {0, n, holder}
 end
 return {0, n}

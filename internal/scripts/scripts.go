@@ -42,9 +42,10 @@ var Release = redis.NewScript(releaseSource)
 var Extend = redis.NewScript(extendSource)
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
-// the node has been up less than ARGV[3] seconds; it returns {status, n}:
-// {1, counter} granted, {0, counter} held, {-1, uptime} refused, where
-// counter is the fencing counter KEYS[2] ("0" without it).
+// the node has been up less than ARGV[3] seconds; it returns
+// {status, n[, holder]}: {1, counter} granted, {0, counter, holder} held,
+// {-1, uptime} refused, where counter is the fencing counter KEYS[2] ("0"
+// without it) and holder the value holding KEYS[1].
 var Acquire = redis.NewScript(guardSource + acquireSource)
 
 // AcquireReentrant takes or re-takes the reentrant lock KEYS[1] for owner
@@ -70,3 +71,6 @@ var Fence = redis.NewScript(fenceSource)
 // SetFenced sets KEYS[1] to ARGV[1] and KEYS[2] to the fencing token ARGV[2]
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
 var SetFenced = redis.NewScript(setFencedSource)
+
+// All is every script a lock node runs, to load into its cache at once.
+var All = []*redis.Script{Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence}
