@@ -305,7 +305,9 @@ func TestFaultBlackholeMajority(t *testing.T) {
 // With two such nodes the lock is still acquired (on the other three), the
 // SETs were applied on all five, and Unlock's release, applied while its
 // reply is lost too, leaves no key anywhere. With three such nodes the
-// attempt fails, and the release of its applied SETs leaves no key either.
+// attempt fails; the nodes that stopped answering are down, and the
+// releases of its applied SETs are owed to them and delivered once they
+// answer again, long before the TTL.
 func TestFaultRepliesLost(t *testing.T) {
 	r := newRig(t)
 	ctx := t.Context()
@@ -334,25 +336,31 @@ func TestFaultRepliesLost(t *testing.T) {
 	assert.True(t, ok, "the release was not applied where its reply was lost: %q", v)
 
 	name2 := name + ":failed"
-	mf := a.mutex(t, name2)
+	// A TTL far longer than the test: only a delivered release frees it.
+	mf := a.mutex(t, name2, redlock.WithTTL(time.Minute))
 	require.NoError(t, a.net.DropReplies(1))
 	require.NoError(t, a.net.Heal(4))
-	// Nodes 1, 3 and 2 lose replies now; 2 is set below. 1 and 3 are warm
-	// still: each lost reply above cost one connection.
+	// Nodes 1, 3 and 2 lose replies now; 2 is set below. Node 3 went
+	// down when its replies stopped (node 4 too, until a probe sees it
+	// answer again): the attempt skips it.
 	require.NoError(t, a.net.DropReplies(2))
 	err := mf.TryLock(ctx)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	assert.ElementsMatch(t, []int{1, 2, 3}, indexes(redlock.NodeErrors(err)))
+	failedNodes := indexes(redlock.NodeErrors(err))
+	assert.Subset(t, failedNodes, []int{1, 2, 3})
 	got := r.values(t, name2)
 	assert.NotEmpty(t, got[1], "node 1 did not apply the SET whose reply it lost")
-	assert.Equal(t, []string{got[1], got[1]}, []string{got[2], got[3]})
-	v, ok = r.waitValues(t, name2, 3*time.Second, allEmpty)
-	assert.True(t, ok, "the failed attempt's SETs were not released: %q", v)
-
+	assert.Equal(t, got[1], got[2], "node 2 did not apply the SET whose reply it lost")
 	// The fault was real: a command through node 1's proxy gets no reply.
 	pingErr := a.clients[1].Ping(ctx).Err()
 	var netErr interface{ Timeout() bool }
 	assert.True(t, errors.As(pingErr, &netErr) && netErr.Timeout(), "PING through a lost-replies proxy: %v", pingErr)
+	// The releases of the applied SETs are owed to the nodes that stopped
+	// answering, and delivered once they answer again.
+	require.NoError(t, a.net.HealAll())
+	v, ok = r.waitValues(t, name2, 5*time.Second, allEmpty)
+	assert.True(t, ok, "the failed attempt's SETs were not released: %q", v)
+
 	requireSafe(t, r.res, true)
 }
 

@@ -37,6 +37,8 @@ const (
 	probeMax   = 200 * time.Millisecond
 	// probeTimeout bounds one probe: long enough to dial a far node.
 	probeTimeout = time.Second
+	// maxProbes bounds the probes in flight to one node.
+	maxProbes = 2
 	// maxOwed bounds the releases owed to one node; beyond it the oldest
 	// are dropped (their keys then expire with their TTL).
 	maxOwed = 4096
@@ -55,7 +57,10 @@ type peer struct {
 	downSince time.Time
 	cause     error     // why it is down
 	lastReply time.Time // the last time the node answered anything
+	inflight  int       // requests sent and not answered
+	waiting   time.Time // since when some request has waited for an answer
 	repairing bool      // the repair goroutine runs
+	probes    int       // probes in flight
 	owed      []owedRelease
 }
 
@@ -102,16 +107,34 @@ func (r *Redlock) Health() []NodeHealth {
 // with an error wrapping ErrNodeDown, when the node is down. The caller
 // must be counted in the Redlock's WaitGroup (an operation, or the
 // completion of an earlier request): each request is counted until done.
-func (p *peer) send(ctx context.Context, sendBy time.Time, o op, done func(reply)) {
+//
+// A node whose requests have all gone unanswered for timeout, with one of
+// them waiting all that time, is put down here too: an operation that
+// decided without it does not wait for it, so only the next one notices.
+func (p *peer) send(ctx context.Context, timeout time.Duration, o op, done func(reply)) {
+	now := p.r.now()
 	p.mu.Lock()
+	if !p.down && p.inflight > 0 && now.Sub(later(p.waiting, p.lastReply)) > timeout {
+		p.down, p.downSince, p.cause = true, now, ErrNodeTimeout
+		p.startRepair()
+	}
 	down, since, cause := p.down, p.downSince, p.cause
+	if !down {
+		if p.inflight == 0 {
+			p.waiting = now
+		}
+		p.inflight++
+	}
 	p.mu.Unlock()
 	if down {
-		done(reply{err: fmt.Errorf("%w for %v (%w)", ErrNodeDown, p.r.now().Sub(since).Round(time.Millisecond), cause)})
+		done(reply{err: fmt.Errorf("%w for %v (%w)", ErrNodeDown, now.Sub(since).Round(time.Millisecond), cause)})
 		return
 	}
 	p.r.wg.Add(1)
-	p.n.do(ctx, sendBy, o, func(rep reply) {
+	p.n.do(ctx, now.Add(timeout), o, func(rep reply) {
+		p.mu.Lock()
+		p.inflight--
+		p.mu.Unlock()
 		p.observe(rep.err)
 		rep.err = clientErr(rep.err)
 		done(rep)
@@ -232,14 +255,8 @@ func (p *peer) repair() {
 			wait = min(2*wait, probeMax)
 		}
 		if down {
-			ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-			err := p.n.ping(ctx)
-			cancel()
-			if err == nil {
-				p.answered()
+			if p.probe() {
 				wait = probeFirst
-			} else {
-				p.markDown(err)
 			}
 			continue
 		}
@@ -251,14 +268,54 @@ func (p *peer) repair() {
 	}
 }
 
+// probe pings the node and reports whether it answered within
+// probeTimeout. A client that ignores context deadlines for reads (go-redis
+// without ContextTimeoutEnabled) may keep a PING on a silent connection for
+// its whole read timeout: the probe then stops waiting for it, and the next
+// probe goes out on another connection, while at most maxProbes are stuck.
+func (p *peer) probe() bool {
+	p.mu.Lock()
+	if p.probes >= maxProbes {
+		p.mu.Unlock()
+		return false
+	}
+	p.probes++
+	p.mu.Unlock()
+	result := make(chan error, 1)
+	p.r.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		err := p.n.ping(ctx)
+		cancel()
+		p.mu.Lock()
+		p.probes--
+		p.mu.Unlock()
+		if err == nil {
+			p.answered() // even late: the node answers
+		}
+		result <- err
+	})
+	timer := time.NewTimer(probeTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-result:
+		if err != nil {
+			p.markDown(err)
+		}
+		return err == nil
+	case <-timer.C:
+		return false
+	case <-p.r.done:
+		return false
+	}
+}
+
 // deliver sends owed releases and waits for their replies; those that fail
 // again are owed again unless their time has passed. It reports whether
 // all were delivered.
 func (p *peer) deliver(owed []owedRelease) bool {
 	results := make(chan bool, len(owed))
-	sendBy := p.r.now().Add(probeTimeout)
 	for _, o := range owed {
-		p.send(context.Background(), sendBy, o.req, func(rep reply) {
+		p.send(context.Background(), probeTimeout, o.req, func(rep reply) {
 			again := owable(o.req, rep.err)
 			if again {
 				p.mu.Lock()
@@ -275,6 +332,14 @@ func (p *peer) deliver(owed []owedRelease) bool {
 		all = <-results && all
 	}
 	return all
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // errNoAnswer marks a client's own context error (see clientErr).

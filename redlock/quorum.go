@@ -191,7 +191,7 @@ func (a *attempt) ask(i int) {
 	g, p := a.gates[i], a.r.peers[i]
 	g.then(func() {
 		g.enter()
-		p.send(a.ctx, a.r.now().Add(a.cfg.nodeTimeout), a.req, func(rep reply) {
+		p.send(a.ctx, a.cfg.nodeTimeout, a.req, func(rep reply) {
 			if mustUndo(rep, a.req.reentrant) {
 				a.mu.Lock()
 				a.held[i] = true
@@ -261,8 +261,9 @@ func (a *attempt) judge() bool {
 	}
 	if len(soft) > 0 && a.reask == nil {
 		if a.gap == 0 {
-			// About one round trip to the nodes that answered.
-			a.gap = min(max(a.r.now().Sub(a.rd.start), 100*time.Microsecond), a.cfg.nodeTimeout/10)
+			// The nodes that answered took about the time so far: give
+			// the others as long again before taking them for slow ones.
+			a.gap = min(max(2*a.r.now().Sub(a.rd.start), 100*time.Microsecond), a.cfg.nodeTimeout/10)
 		}
 		a.reask = time.NewTimer(a.gap)
 		a.gap *= 2
@@ -454,7 +455,7 @@ func (r *Redlock) round(ctx context.Context, gates []*gate, cfg *config, o op, o
 				rd.votes <- vote{node: i, rep: reply{err: errSkipped}}
 				return
 			}
-			p.send(values, r.now().Add(cfg.nodeTimeout), o, func(rep reply) {
+			p.send(values, cfg.nodeTimeout, o, func(rep reply) {
 				if rel != nil && owable(rel, rep.err) {
 					p.owe(rel, cfg.ttl)
 				}

@@ -1,0 +1,209 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var errRefused = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+
+// A node that timed out is skipped at once by later operations, without a
+// request, until it answers a probe; then it is used again.
+func TestDownNodeSkippedUntilProbeAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(50*time.Millisecond))
+		for _, f := range fs[3:] {
+			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+		}
+		hang := make(chan struct{})
+		fs[0].faults(func(n *fakeNode) { n.hang = hang })
+		for _, f := range fs[1:3] { // the quorum needs node 0
+			f.faults(func(n *fakeNode) { n.err = errBoom })
+		}
+
+		m := newFakeMutex(t, r, "k")
+		start := time.Now()
+		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
+		assert.Equal(t, 51*time.Millisecond, time.Since(start), "the first attempt waits one node timeout, and undoes its grants")
+		h := r.Health()
+		require.True(t, h[0].Down)
+		assert.ErrorIs(t, h[0].Err, ErrNodeTimeout)
+		calls := fs[0].count("acquire")
+
+		start = time.Now()
+		err := m.TryLock(t.Context())
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.Zero(t, time.Since(start), "a down node is not waited for")
+		require.NotEmpty(t, NodeErrors(err))
+		assert.ErrorIs(t, NodeErrors(err)[0], ErrNodeDown)
+		assert.Equal(t, calls, fs[0].count("acquire"), "nothing is sent to a down node")
+
+		close(hang) // the node answers again: the next probe brings it back
+		time.Sleep(probeMax)
+		synctest.Wait()
+		assert.False(t, r.Health()[0].Down)
+		fs[1].faults(func(n *fakeNode) { n.err = nil })
+		fs[2].faults(func(n *fakeNode) { n.err = nil })
+		require.NoError(t, m.TryLock(t.Context()))
+	})
+}
+
+// A node whose connections are refused is down at once, whatever the node
+// timeout, and is probed until it accepts them again.
+func TestRefusedNodeDownAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		fs[2].faults(func(n *fakeNode) { n.err = errRefused })
+		m := newFakeMutex(t, r, "k")
+		require.NoError(t, m.TryLock(t.Context()))
+		synctest.Wait()
+		require.True(t, r.Health()[2].Down)
+		probes := fs[2].count("ping")
+		time.Sleep(time.Second)
+		assert.Greater(t, fs[2].count("ping"), probes+3, "probed while down")
+		assert.LessOrEqual(t, fs[2].count("ping"), probes+int(time.Second/probeMax)+5, "at growing intervals, up to probeMax")
+		fs[2].faults(func(n *fakeNode) { n.err = nil })
+		time.Sleep(probeMax)
+		synctest.Wait()
+		assert.False(t, r.Health()[2].Down)
+		probes = fs[2].count("ping")
+		time.Sleep(time.Second)
+		assert.Equal(t, probes, fs[2].count("ping"), "no probes once up")
+	})
+}
+
+// A node answering slowly while other replies from it keep arriving is not
+// put down by one late request; one that stays silent for a node timeout
+// while requests wait is, even when every operation decided without it.
+func TestSilenceNoticedWithoutWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(50*time.Millisecond))
+		hang := make(chan struct{})
+		fs[4].faults(func(n *fakeNode) { n.hang = hang })
+		m := newFakeMutex(t, r, "k")
+		for range 3 {
+			require.NoError(t, m.TryLock(t.Context()), "the quorum never needs node 4")
+			require.NoError(t, m.Unlock(t.Context()))
+			time.Sleep(40 * time.Millisecond)
+		}
+		assert.True(t, r.Health()[4].Down, "silent for more than a node timeout with requests waiting")
+		assert.False(t, r.Health()[0].Down)
+		close(hang)
+	})
+}
+
+// A release that could not be delivered is owed to its node and delivered
+// once the node answers again, long before the TTL would free the key.
+func TestOwedUndoDeliveredWhenNodeAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs[:3] {
+			f.set("k", "other", 100*time.Millisecond) // held elsewhere: the attempt fails
+		}
+		// Node 4 applies the SET but the reply is lost; then its
+		// connections are refused: the undo cannot be delivered.
+		fs[4].faults(func(n *fakeNode) { n.lose, n.err, n.errOnly = true, errRefused, "release" })
+		m := newFakeMutex(t, r, "k", WithTTL(time.Minute))
+		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
+		synctest.Wait()
+		_, held := fs[4].get("k")
+		require.True(t, held, "the SET was applied")
+		h := r.Health()[4]
+		require.True(t, h.Down)
+		assert.Equal(t, 1, h.Owed)
+
+		time.Sleep(time.Second) // still down: still owed
+		assert.Equal(t, 1, r.Health()[4].Owed)
+		fs[4].faults(func(n *fakeNode) { n.lose, n.err, n.errOnly = false, nil, "" })
+		time.Sleep(probeMax)
+		synctest.Wait()
+		_, held = fs[4].get("k")
+		assert.False(t, held, "delivered once the node answered")
+		assert.Equal(t, []string{"acquire", "release"}, fs[4].applied)
+		assert.Zero(t, r.Health()[4].Owed)
+		require.NoError(t, m.TryLock(t.Context()), "the lock is free again")
+	})
+}
+
+// An Unlock that could not reach a node is owed too.
+func TestOwedReleaseAfterUnlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Minute))
+		require.NoError(t, m.TryLock(t.Context()))
+		synctest.Wait()
+		fs[0].faults(func(n *fakeNode) { n.err = errRefused })
+		require.NoError(t, m.Unlock(t.Context()))
+		synctest.Wait()
+		_, held := fs[0].get("k")
+		require.True(t, held)
+		fs[0].faults(func(n *fakeNode) { n.err = nil })
+		time.Sleep(probeMax)
+		synctest.Wait()
+		_, held = fs[0].get("k")
+		assert.False(t, held)
+	})
+}
+
+func TestOwable(t *testing.T) {
+	netLost := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	plain := &releaseReq{key: "k", token: "t"}
+	for _, c := range []struct {
+		req  *releaseReq
+		err  error
+		want bool
+	}{
+		{plain, nil, false},
+		{plain, errBoom, false}, // the node answered: resending changes nothing
+		{plain, errLostReply, false}, // not known to be a network failure
+		{plain, fmt.Errorf("read: %w", syscall.ECONNRESET), true},
+		{plain, netLost, true},
+		{plain, errRefused, true},
+		{plain, fmt.Errorf("%w: x", ErrNodeDown), true},
+		{plain, errQueueFull, true},
+		{plain, errClosedNode, false},
+		{&releaseReq{reentrant: true, drop: dropAll}, netLost, true},
+		{&releaseReq{reentrant: true, drop: dropOne}, errRefused, false},
+		{&releaseReq{reentrant: true, drop: dropUndo}, netLost, false}, // may drop a second hold
+		{&releaseReq{reentrant: true, drop: dropUndo}, errRefused, true},
+	} {
+		assert.Equal(t, c.want, owable(c.req, c.err), "%+v %v", c.req, c.err)
+	}
+}
+
+// A stalled node's queue is bounded: requests beyond it fail at once,
+// unsent, and cost no goroutine.
+func TestStalledNodeQueueIsBounded(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: silentListener(t), MaxRetries: -1, ReadTimeout: 500 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	n := newRedisNode(c)
+	before := runtime.NumGoroutine()
+	var full, done atomic.Int32
+	// The workers take up to maxBatch requests each, the queue holds
+	// queueLen more.
+	const sent = queueLen + workers*maxBatch + 200
+	for range sent {
+		n.do(context.Background(), time.Now().Add(50*time.Millisecond), &acquireReq{key: "k", token: "t", ttl: time.Second}, func(rep reply) {
+			if errors.Is(rep.err, errQueueFull) {
+				full.Add(1)
+			}
+			done.Add(1)
+		})
+	}
+	assert.GreaterOrEqual(t, full.Load(), int32(200), "the requests beyond the queue fail at once")
+	assert.LessOrEqual(t, runtime.NumGoroutine()-before, workers+2+10, "no goroutine per request")
+	n.close()
+	assert.Equal(t, int32(sent), done.Load(), "every request is answered once")
+}
