@@ -166,7 +166,7 @@ func TestOwable(t *testing.T) {
 		want bool
 	}{
 		{plain, nil, false},
-		{plain, errBoom, false}, // the node answered: resending changes nothing
+		{plain, errBoom, false},      // the node answered: resending changes nothing
 		{plain, errLostReply, false}, // not known to be a network failure
 		{plain, fmt.Errorf("read: %w", syscall.ECONNRESET), true},
 		{plain, netLost, true},
