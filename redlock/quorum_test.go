@@ -3,8 +3,11 @@ package redlock
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestQuorum(t *testing.T) {
@@ -57,4 +60,110 @@ func TestTallyIgnoresSecondAnswer(t *testing.T) {
 	tl.add(0, true, nil)
 	assert.Equal(t, 1, tl.yes)
 	assert.False(t, tl.decided())
+}
+
+func TestMustUndo(t *testing.T) {
+	timeout := fmt.Errorf("%w", ErrNodeTimeout)
+	for _, c := range []struct {
+		name      string
+		rep       reply
+		reentrant bool
+		want      bool
+	}{
+		{"granted", reply{ok: true}, false, true},
+		{"granted, reentrant", reply{ok: true}, true, true},
+		{"held by another", reply{holder: "x"}, false, false},
+		{"never sent", reply{err: errQueueFull}, false, false},
+		{"node down", reply{err: fmt.Errorf("%w: x", ErrNodeDown)}, false, false},
+		{"dial refused", reply{err: errRefused}, false, false},
+		{"recovering", reply{err: fmt.Errorf("%w: x", ErrNodeRecovering)}, false, false},
+		{"reply lost", reply{err: errLostReply}, false, true},
+		{"timed out", reply{err: timeout}, false, true},
+		{"reply lost, reentrant", reply{err: errLostReply}, true, false},
+	} {
+		assert.Equal(t, c.want, mustUndo(c.rep, c.reentrant), c.name)
+	}
+}
+
+func TestOutranks(t *testing.T) {
+	assert.True(t, outranks(2, "a", 1, "z"), "more nodes")
+	assert.False(t, outranks(1, "z", 2, "a"), "fewer nodes")
+	assert.True(t, outranks(2, "b", 2, "a"), "as many, greater token")
+	assert.False(t, outranks(2, "a", 2, "b"), "as many, smaller token")
+	assert.False(t, outranks(2, "", 2, "a"), "an unknown holder never wins a tie")
+	// Of any two contenders that see each other with the same counts,
+	// exactly one gives way.
+	for _, c := range [][4]any{{1, "a", 1, "b"}, {2, "x", 1, "y"}, {3, "m", 3, "n"}} {
+		x := outranks(c[0].(int), c[1].(string), c[2].(int), c[3].(string))
+		y := outranks(c[2].(int), c[3].(string), c[0].(int), c[1].(string))
+		assert.NotEqual(t, x, y, "%v", c)
+	}
+}
+
+// Two contenders split the near nodes; the far ones answer 50ms later. The
+// one that is outranked gives way about one round trip after the split
+// shows, instead of waiting for the far nodes.
+func TestSplitVoteLoserGivesWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(200*time.Millisecond))
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+		}
+		for _, f := range fs[3:] {
+			f.faults(func(n *fakeNode) { n.delay = 50 * time.Millisecond })
+		}
+		// A competitor ("~" ranks above any token) holds two near nodes.
+		fs[0].set("k", "~", time.Minute)
+		fs[1].set("k", "~", time.Minute)
+		m := newFakeMutex(t, r, "k")
+		start := time.Now()
+		_, err := m.tryLock(t.Context())
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.Contains(t, err.Error(), "gave way")
+		assert.Less(t, time.Since(start), 10*time.Millisecond, "the loser waited for the far nodes")
+		synctest.Wait()
+		_, held := fs[2].get("k")
+		assert.False(t, held, "its grant was released")
+	})
+}
+
+// The contender that ranks first asks the nodes its competitor holds again
+// once the competitor had time to give way, and completes its quorum
+// without waiting for the far nodes.
+func TestSplitVoteWinnerAsksAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(200*time.Millisecond))
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+		}
+		for _, f := range fs[3:] {
+			f.faults(func(n *fakeNode) { n.delay = 50 * time.Millisecond })
+		}
+		// A competitor ("0" ranks below any token) holds one near node,
+		// and gives way 3ms later.
+		fs[0].set("k", "0", 3*time.Millisecond)
+		m := newFakeMutex(t, r, "k")
+		start := time.Now()
+		require.NoError(t, m.TryLock(t.Context()))
+		took := time.Since(start)
+		assert.Less(t, took, 10*time.Millisecond, "the winner waited for the far nodes")
+		assert.Greater(t, fs[0].count("acquire"), 1, "node 0 was asked again")
+		v, _ := fs[0].get("k")
+		assert.Equal(t, tokenOf(m), v)
+	})
+}
+
+// An attempt that is not split (no grant) never asks again.
+func TestNoReaskWithoutGrants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs {
+			f.set("k", "0", time.Minute)
+		}
+		m := newFakeMutex(t, r, "k")
+		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
+		for _, f := range fs {
+			assert.Equal(t, 1, f.count("acquire"))
+		}
+	})
 }
