@@ -118,7 +118,7 @@ func (n *fakeNode) do(ctx context.Context, _ time.Time, o op, done func(reply)) 
 		case *fenceReq:
 			rep.ok, rep.err = n.fence(ctx, o)
 		case *releaseReq:
-			rep.ok, rep.err = n.release(ctx, o)
+			rep.ok, rep.heard, rep.err = n.releaseHeard(ctx, o)
 		case *extendReq:
 			rep.ok, rep.err = n.extend(ctx, o)
 		}
@@ -216,7 +216,14 @@ func (n *fakeNode) fence(ctx context.Context, r *fenceReq) (bool, error) {
 }
 
 func (n *fakeNode) release(ctx context.Context, r *releaseReq) (bool, error) {
-	return n.apply(ctx, "release", r.key, func() bool {
+	ok, _, err := n.releaseHeard(ctx, r)
+	return ok, err
+}
+
+// releaseHeard is release, also saying how many subscribers heard it.
+func (n *fakeNode) releaseHeard(ctx context.Context, r *releaseReq) (bool, int, error) {
+	heard := 0
+	ok, err := n.apply(ctx, "release", r.key, func() bool {
 		e, ok := n.data[r.key]
 		if !ok || e.value != r.token || e.hash != r.reentrant {
 			return false
@@ -238,11 +245,12 @@ func (n *fakeNode) release(ctx context.Context, r *releaseReq) (bool, error) {
 				if r.reentrant {
 					payload = r.notice
 				}
-				n.publish(r.channel, payload)
+				heard = n.publish(r.channel, payload)
 			}
 		}
 		return true
 	})
+	return ok, heard, err
 }
 
 func (n *fakeNode) extend(ctx context.Context, r *extendReq) (bool, error) {
@@ -256,20 +264,24 @@ func (n *fakeNode) extend(ctx context.Context, r *extendReq) (bool, error) {
 	})
 }
 
-// publish delivers to the node's subscriptions. Called with n.mu held.
-func (n *fakeNode) publish(channel, payload string) {
+// publish delivers to the node's subscriptions and returns how many
+// subscribed to channel. Called with n.mu held.
+func (n *fakeNode) publish(channel, payload string) int {
 	n.published++
 	if n.mute {
-		return // announcements lost
+		return 0 // announcements lost
 	}
+	heard := 0
 	for _, s := range n.subs {
 		if s.channels[channel] {
+			heard++
 			select {
 			case s.ch <- &redis.Message{Channel: channel, Payload: payload}:
 			default:
 			}
 		}
 	}
+	return heard
 }
 
 func (n *fakeNode) close() {}

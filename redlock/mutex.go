@@ -86,6 +86,17 @@ func (m *Mutex) Lock(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
+	if d := m.r.courtesyLeft(m.name); d > 0 {
+		// This process just released the lock to waiters: let them go
+		// first (see Redlock.yieldTo).
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), ctx.Err())
+		}
+	}
 	var w *waiter
 	defer func() {
 		if w != nil {

@@ -93,7 +93,10 @@ type reply struct {
 	// holder is the value an acquireReq found holding the key when it was
 	// refused, when the node said ("" when unknown).
 	holder string
-	err    error
+	// heard is, for a release that freed the lock and announced it, how
+	// many clients the announcement reached: waiters.
+	heard int
+	err   error
 }
 
 // node is one independent Redis master as the algorithm sees it.

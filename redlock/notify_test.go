@@ -175,3 +175,30 @@ func TestWakeOrder(t *testing.T) {
 	assert.False(t, woken(w1))
 	w1.leave()
 }
+
+// A holder that releases and locks again lets the waiter that heard the
+// release go first, instead of taking the lock back at once.
+func TestReleaseCourtesyLetsWaiterFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = 100 * time.Microsecond })
+		}
+		holder := newFakeMutex(t, r, "k")
+		waiter := newFakeMutex(t, r, "k")
+		require.NoError(t, holder.Lock(t.Context()))
+		got := make(chan struct{})
+		go func() {
+			assert.NoError(t, waiter.Lock(t.Context()))
+			close(got)
+		}()
+		time.Sleep(time.Second) // the waiter waits, subscribed
+		require.NoError(t, holder.Unlock(t.Context()))
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		err := holder.Lock(ctx) // at once: the releaser wants it back
+		<-got
+		require.ErrorIs(t, err, ErrNotAcquired, "the releaser took the lock back before the waiter")
+		require.NoError(t, waiter.Unlock(t.Context()))
+	})
+}

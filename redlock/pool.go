@@ -336,6 +336,9 @@ func (n *redisNode) parse(c *call) reply {
 		return reply{err: err}
 	}
 	v, err := c.cmd.(*redis.Cmd).Int64()
+	if _, ok := c.op.(*releaseReq); ok && v > 1 {
+		return reply{ok: true, heard: int(v - 1), err: err} // 1 + the clients the announcement reached
+	}
 	return reply{ok: v == 1, err: err}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -385,6 +386,11 @@ func (r *Redlock) release(ctx context.Context, req *releaseReq, gates []*gate, c
 	rd := r.releaseRound(ctx, req, gates, cfg, nil)
 	ctxErr := rd.collect(ctx, rd)
 	t := rd.t
+	if rd.heard.Load() {
+		// Waiters heard the release: this process's next Lock on the
+		// name lets them go first (see Redlock.courtesy).
+		r.yieldTo(req.key, r.now().Sub(rd.start))
+	}
 	if ctxErr == nil && t.won() {
 		// Nodes that answer about as fast as the quorum did are waited
 		// for, up to as long again: the lock is then free everywhere when
@@ -436,6 +442,9 @@ type round struct {
 	t       *tally
 	// counters holds, in acquire rounds, each node's fencing counter.
 	counters []uint64
+	// heard is set once a node said its release announcement reached a
+	// waiter.
+	heard atomic.Bool
 }
 
 func newRound(r *Redlock, start time.Time, timeout time.Duration, capacity int) *round {
@@ -458,6 +467,9 @@ func (r *Redlock) round(ctx context.Context, gates []*gate, cfg *config, o op, o
 			p.send(values, cfg.nodeTimeout, o, func(rep reply) {
 				if rel != nil && owable(rel, rep.err) {
 					p.owe(rel, cfg.ttl)
+				}
+				if rep.heard > 0 {
+					rd.heard.Store(true)
 				}
 				rd.votes <- vote{node: i, rep: rep}
 			})

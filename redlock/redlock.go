@@ -29,6 +29,11 @@ type Redlock struct {
 	wg     sync.WaitGroup
 
 	waiters waiters // waiting Locks and their subscriptions
+
+	// courtesy holds, per lock name, until when this process's next Lock
+	// lets the waiters that heard its last release go first.
+	courtesyMu sync.Mutex
+	courtesy   map[string]time.Time
 }
 
 // New returns a Redlock over the given clients, one per independent Redis
@@ -163,6 +168,54 @@ func (r *Redlock) track(n int) error {
 	}
 	r.wg.Add(n)
 	return nil
+}
+
+// The handoff courtesy. When an Unlock's announcement reached waiters (the
+// release script says how many clients heard it), the next Lock of this
+// Redlock on that name waits a moment before its first attempt: a holder
+// that releases and locks again in a loop would otherwise always win, since
+// its attempt starts before the waiters have even heard the release. The
+// moment is a few times what the release took, at least courtesyMin and at
+// most courtesyMax: enough for a woken waiter to make its attempt. TryLock,
+// a single attempt, does not wait.
+const (
+	courtesyMin = time.Millisecond
+	courtesyMax = 20 * time.Millisecond
+)
+
+// yieldTo records that a release of name, which took took, reached waiters.
+func (r *Redlock) yieldTo(name string, took time.Duration) {
+	until := r.now().Add(min(max(4*took, courtesyMin), courtesyMax))
+	r.courtesyMu.Lock()
+	defer r.courtesyMu.Unlock()
+	if r.courtesy == nil {
+		r.courtesy = map[string]time.Time{}
+	}
+	if len(r.courtesy) >= 1024 { // names seldom locked again: forget the past ones
+		now := r.now()
+		for k, t := range r.courtesy {
+			if !now.Before(t) {
+				delete(r.courtesy, k)
+			}
+		}
+	}
+	r.courtesy[name] = until
+}
+
+// courtesyLeft is how long a Lock on name should still let waiters go
+// first; 0 or less when it need not.
+func (r *Redlock) courtesyLeft(name string) time.Duration {
+	r.courtesyMu.Lock()
+	defer r.courtesyMu.Unlock()
+	until, ok := r.courtesy[name]
+	if !ok {
+		return 0
+	}
+	left := until.Sub(r.now())
+	if left <= 0 {
+		delete(r.courtesy, name)
+	}
+	return left
 }
 
 // sleep waits for d, or until Close; it reports whether d passed.

@@ -17,8 +17,9 @@
 -- and the undo of a failed acquisition ("2"), which must free a lock whose
 -- only hold it took.
 --
--- Returns 1 when the owner held the lock here (whatever is left), 0 when it
--- did not (expired, taken, or not a reentrant lock).
+-- Returns 0 when the owner did not hold the lock here (expired, taken, or
+-- not a reentrant lock); otherwise 1, plus, when the key was deleted and
+-- announced, the number of clients the announcement reached.
 if redis.call("TYPE", KEYS[1]).ok ~= "hash" or redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then
 	return 0
 end
@@ -35,7 +36,8 @@ if ARGV[2] ~= "1" then
 	return 1
 end
 redis.call("DEL", KEYS[1])
+local heard = 0
 if ARGV[3] ~= "" then
-	redis.call("PUBLISH", ARGV[3], ARGV[4])
+	heard = redis.call("PUBLISH", ARGV[3], ARGV[4])
 end
-return 1
+return 1 + heard

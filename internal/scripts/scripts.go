@@ -35,7 +35,7 @@ var (
 )
 
 // Release deletes KEYS[1] if it holds ARGV[1] and publishes on ARGV[2]; it
-// returns 1 or 0.
+// returns 0 when it did not, else 1 plus the clients the publication reached.
 var Release = redis.NewScript(releaseSource)
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
@@ -57,7 +57,8 @@ var AcquireReentrant = redis.NewScript(guardSource + acquireReentrantSource)
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner
 // ARGV[1] on KEYS[1], publishing ARGV[4] on ARGV[3] when the key goes; it
-// returns 1 or 0.
+// returns 0 when the owner held nothing, else 1 plus the clients the
+// publication reached.
 var ReleaseReentrant = redis.NewScript(releaseReentrantSource)
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
