@@ -246,11 +246,11 @@ func (a *attempt) take(v vote) bool {
 	return a.judge()
 }
 
-// judge decides the attempt if it can. While the nodes its competitors
-// hold may still grant (see soft), it sets the re-ask timer instead: the
-// split-vote rule is applied when it fires (see tick), about one round
-// trip later, so that nodes a few microseconds behind are not taken for
-// slow ones.
+// judge decides the attempt if it can. Once the attempt split the nodes
+// with a competitor, it sets the re-ask timer: the split-vote rule is
+// applied when it fires (see tick), about one round trip later, so that
+// nodes a few microseconds behind are not taken for slow ones; it sets it
+// again while the nodes its competitors hold may still grant (see soft).
 func (a *attempt) judge() bool {
 	t := a.rd.t
 	if t.won() {
@@ -260,7 +260,8 @@ func (a *attempt) judge() bool {
 	if t.yes+t.pending()+len(soft) < t.quorum {
 		return true // lost, even if every competitor gave way
 	}
-	if len(soft) > 0 && a.reask == nil {
+	split := t.yes > 0 && t.refused > 0
+	if a.reask == nil && (len(soft) > 0 || split && a.gap == 0) {
 		if a.gap == 0 {
 			// The nodes that answered took about the time so far: give
 			// the others as long again before taking them for slow ones.
@@ -273,8 +274,9 @@ func (a *attempt) judge() bool {
 }
 
 // soft returns the refusing nodes that may still grant: held by a
-// competitor this attempt outranks, with re-asks left. Only an attempt
-// with grants asks again; one without is not splitting anything.
+// competitor that holds no more nodes than this attempt (it may give way),
+// with re-asks left. Only an attempt with grants asks again; one without
+// is not splitting anything.
 func (a *attempt) soft() []int {
 	t := a.rd.t
 	if t.yes == 0 {
@@ -282,7 +284,7 @@ func (a *attempt) soft() []int {
 	}
 	var out []int
 	for i, ans := range t.answers {
-		if ans == refused && (a.inflight[i] || a.asked[i] <= maxReasks) {
+		if ans == refused && a.seen[a.holders[i]] <= t.yes && (a.inflight[i] || a.asked[i] <= maxReasks) {
 			out = append(out, i)
 		}
 	}
