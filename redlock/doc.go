@@ -22,13 +22,28 @@
 // # The algorithm
 //
 // An acquisition notes its start on the monotonic clock, sends
-// SET name token NX PX ttl with a fresh random token to every node at once
-// (each call bounded by the node timeout), and decides as soon as the outcome
-// is certain: granted by a quorum of N/2+1, or no longer reachable. It holds
-// the lock only with a quorum and validity left, validity being
+// SET name token NX GET PX ttl with a fresh random token to every node at
+// once (each call bounded by the node timeout), and decides as soon as the
+// outcome is certain: granted by a quorum of N/2+1, or no longer reachable.
+// It holds the lock only with a quorum and validity left, validity being
 // TTL - elapsed - (TTL × drift factor + 2ms). A failed attempt releases on
-// every node that may hold its token. Release and extend are Lua scripts
-// that act only on a key that still holds the caller's token.
+// every node that may hold its token, each release sent only once that
+// node's SET has returned. Release and extend are Lua scripts that act only
+// on a key that still holds the caller's token.
+//
+// When contenders split the nodes, each refusal names the token that holds
+// the node; about one round trip later the attempt that is outranked (a
+// competitor holds more nodes, or as many with a greater token) gives way
+// and releases, and the one that ranks first asks those nodes again, so
+// neither waits for slow or far nodes. Giving way is failing, which is
+// always safe.
+//
+// # Node health
+//
+// A node that timed out or refused connections is down: operations skip it
+// at once, sending nothing, until it answers a background probe
+// ([Redlock.Health]). A release that could not be delivered is owed to its
+// node and delivered as soon as it answers again.
 //
 // # What it guarantees, and what it does not
 //

@@ -166,13 +166,16 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 }
 
 // TryLock makes exactly one attempt to acquire the lock: it sends
-// SET name token NX PX ttl to every node at once with a new random token
-// (SET name token NX GET PX ttl when the client may retry commands, and a
-// script for a reentrant lock) and succeeds when a quorum granted it with
-// validity left (see [Mutex.Until]).
+// SET name token NX GET PX ttl to every node at once with a new random
+// token (a script for a reentrant lock, a fenced lock or a restart delay)
+// and succeeds when a quorum granted it with validity left (see
+// [Mutex.Until]).
 // It returns once the outcome is certain, which is when the quorum-th
 // fastest node answers, not the slowest; a node that has not answered by the
-// node timeout counts as failed.
+// node timeout counts as failed, and a node that is down (see
+// [Redlock.Health]) is skipped. When contenders split the nodes, the attempt
+// that ranks first asks its competitors' nodes again, and the others give
+// way at once (see the package documentation).
 //
 // On failure it returns an error wrapping [ErrNotAcquired], one [*NodeError]
 // per failed node, and ctx's error if ctx ended. Before returning it

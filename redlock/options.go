@@ -74,8 +74,10 @@ func WithTTL(ttl time.Duration) Option {
 
 // WithNodeTimeout bounds each call to one node: a node that has not
 // answered by then counts as failed for that operation, whatever the
-// client's own read and write timeouts are (the library does not rely on
-// go-redis applying context deadlines to sockets). Keep it far below the
+// client's own read and write timeouts are (the library hands go-redis no
+// deadline: the call itself ends with the client's timeouts, in the
+// background). A node that did not answer in time is down, skipped by later
+// operations until it answers a background probe (see [Redlock.Health]). Keep it far below the
 // TTL: a few times the round trip to the farthest node. It must be positive
 // and shorter than the TTL. Default: 100ms ([DefaultNodeTimeout]).
 func WithNodeTimeout(d time.Duration) Option {
