@@ -302,7 +302,17 @@ type fakeSub struct {
 	closed   bool
 }
 
-func (s *fakeSub) subscribe(_ context.Context, channels ...string) error {
+func (s *fakeSub) subscribe(ctx context.Context, channels ...string) error {
+	s.n.mu.Lock()
+	hang := s.n.hang
+	s.n.mu.Unlock()
+	if hang != nil { // a stalled node holds the caller until it answers
+		select {
+		case <-hang:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	s.n.mu.Lock()
 	defer s.n.mu.Unlock()
 	for _, c := range channels {

@@ -19,6 +19,10 @@ import (
 //     name (FIFO): waking them all would have them all hit every node at
 //     once for one lock that only one of them can get. A woken waiter that
 //     loses the race stays first in line.
+//   - Subscribing and unsubscribing go through one goroutine per node, which
+//     brings the node's subscription to the channels waited on now, however
+//     many waiters came and went meanwhile: a silent node holds that one
+//     goroutine, not one per waiter.
 //   - Announcements can be lost (a node down, a subscription reconnecting,
 //     a release published before the SUBSCRIBE took effect): every waiter
 //     still polls on its randomised back-off, which bounds the cost of a lost
@@ -35,8 +39,16 @@ type waiters struct {
 	r *Redlock
 
 	mu     sync.Mutex
-	subs   []subscription // one per node once started; nil before
+	subs   []*nodeSub // one per node once started; nil before
 	queues map[string]*waitQueue
+}
+
+// nodeSub is one node's subscription and the channels it should have.
+// Guarded by waiters.mu.
+type nodeSub struct {
+	s       subscription
+	have    map[string]bool // subscribed, as far as the node was told
+	syncing bool            // its goroutine runs
 }
 
 // waitQueue is the Locks of this process waiting on one name, oldest first.
@@ -67,9 +79,7 @@ func (ws *waiters) join(name string, timeout time.Duration) *waiter {
 	if q == nil {
 		q = &waitQueue{}
 		ws.queues[name] = q
-		ws.each(timeout, func(ctx context.Context, s subscription) error {
-			return s.subscribe(ctx, releaseChannel(name))
-		})
+		ws.sync(timeout)
 	}
 	q.list = append(q.list, w)
 	return w
@@ -94,9 +104,7 @@ func (w *waiter) leave() {
 	if len(q.list) == 0 {
 		delete(ws.queues, w.name)
 		if ws.subs != nil {
-			ws.each(w.timeout, func(ctx context.Context, s subscription) error {
-				return s.unsubscribe(ctx, releaseChannel(w.name))
-			})
+			ws.sync(w.timeout)
 		}
 	}
 }
@@ -109,10 +117,10 @@ func (ws *waiters) start() bool {
 		return false
 	}
 	ws.queues = map[string]*waitQueue{}
-	ws.subs = make([]subscription, n)
+	ws.subs = make([]*nodeSub, n)
 	for i, p := range ws.r.peers {
 		s := p.n.subscribe()
-		ws.subs[i] = s
+		ws.subs[i] = &nodeSub{s: s, have: map[string]bool{}}
 		msgs := s.messages()
 		go func() {
 			defer ws.r.wg.Done()
@@ -124,19 +132,59 @@ func (ws *waiters) start() bool {
 	return true
 }
 
-// each runs call on every subscription in the background, each with its
-// own timeout. Called with ws.mu held.
-func (ws *waiters) each(timeout time.Duration, call func(context.Context, subscription) error) {
-	if err := ws.r.track(len(ws.subs)); err != nil {
-		return
-	}
-	for _, s := range ws.subs {
+// sync brings every node's subscription to the channels waited on, each
+// node in its own goroutine, started unless it runs already. Called with
+// ws.mu held.
+func (ws *waiters) sync(timeout time.Duration) {
+	for _, ns := range ws.subs {
+		if ns.syncing || ws.r.track(1) != nil {
+			continue
+		}
+		ns.syncing = true
 		go func() {
 			defer ws.r.wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			_ = call(ctx, s) // a failure only loses announcements: waiters poll
+			ws.syncNode(ns, timeout)
 		}()
+	}
+}
+
+// syncNode subscribes and unsubscribes ns until its channels are those
+// waited on. A failure only loses announcements (waiters poll); the client
+// re-subscribes to what it was told when it reconnects.
+func (ws *waiters) syncNode(ns *nodeSub, timeout time.Duration) {
+	for {
+		ws.mu.Lock()
+		var add, drop []string
+		for name := range ws.queues {
+			if c := releaseChannel(name); !ns.have[c] {
+				add = append(add, c)
+			}
+		}
+		for c := range ns.have {
+			if ws.queues[strings.TrimPrefix(c, channelPrefix)] == nil {
+				drop = append(drop, c)
+			}
+		}
+		for _, c := range add {
+			ns.have[c] = true
+		}
+		for _, c := range drop {
+			delete(ns.have, c)
+		}
+		if len(add) == 0 && len(drop) == 0 {
+			ns.syncing = false
+			ws.mu.Unlock()
+			return
+		}
+		ws.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if len(add) > 0 {
+			_ = ns.s.subscribe(ctx, add...)
+		}
+		if len(drop) > 0 {
+			_ = ns.s.unsubscribe(ctx, drop...)
+		}
+		cancel()
 	}
 }
 
@@ -161,7 +209,7 @@ func (ws *waiters) close() {
 	ws.mu.Lock()
 	subs := ws.subs
 	ws.mu.Unlock()
-	for _, s := range subs {
-		_ = s.close()
+	for _, ns := range subs {
+		_ = ns.s.close()
 	}
 }

@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -200,5 +202,26 @@ func TestReleaseCourtesyLetsWaiterFirst(t *testing.T) {
 		<-got
 		require.ErrorIs(t, err, ErrNotAcquired, "the releaser took the lock back before the waiter")
 		require.NoError(t, waiter.Unlock(t.Context()))
+	})
+}
+
+// Waiters coming and going on a stalled node's subscription cost one
+// goroutine per node, not one per subscribe or unsubscribe.
+func TestStalledSubscriptionCostsOneGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		fs[0].faults(func(n *fakeNode) { n.hang = make(chan struct{}) })
+		w := r.waiters.join("warm", time.Minute) // starts the subscriptions
+		synctest.Wait()
+		before := runtime.NumGoroutine()
+		for i := range 200 {
+			r.waiters.join(fmt.Sprint("k", i), time.Minute).leave()
+		}
+		synctest.Wait()
+		assert.LessOrEqual(t, runtime.NumGoroutine()-before, 1, "one goroutine for the stalled node at most")
+		w.leave()
+		fs[0].faults(func(n *fakeNode) { close(n.hang); n.hang = nil })
+		synctest.Wait()
+		assert.Empty(t, fs[1].subs[0].channels, "the other nodes end up with nothing subscribed")
 	})
 }
