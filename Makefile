@@ -7,7 +7,7 @@ GO ?= go
 GOLANGCI_LINT_VERSION := v2.15.0
 BIN := $(CURDIR)/bin
 
-.PHONY: test unit integration soak demo lint fuzz bench-handoff bench
+.PHONY: test unit integration soak demo lint fuzz bench-handoff bench bench-availability
 
 ## test: every test: vet, unit tests with -race (no Redis needed), then the
 ## integration scenarios with -race on five Redis containers.
@@ -37,6 +37,13 @@ demo:
 ## same five nodes (bench/, its own module); writes docs/bench.md and .png.
 bench:
 	cd bench && ../scripts/with-redis-env.sh $(GO) run . -out ../docs
+
+## bench-availability: redlock-go and redsync side by side through faults
+## (silent, far, killed and flapping nodes, a paused majority) at go-redis'
+## default and the README's recommended options, checking mutual exclusion;
+## writes docs/availability.md and .png, fails on any overlap or lost update.
+bench-availability:
+	cd bench && ../scripts/with-redis-env.sh $(GO) run . -availability -out ../docs
 
 ## bench-handoff: idle time between holders, notified and polling only.
 bench-handoff:

@@ -4,6 +4,12 @@
 // It prints one table and writes it, with a plot, to docs/.
 //
 //	make bench
+//
+// With -availability it runs the availability benchmark instead
+// (availability.go): redlock-go and redsync through faults, checking mutual
+// exclusion; it writes docs/availability.md and .png.
+//
+//	make bench-availability
 package main
 
 import (
@@ -30,12 +36,16 @@ import (
 )
 
 var (
-	rounds   = flag.Int("rounds", 3, "interleaved rounds; the table shows medians")
-	duration = flag.Duration("duration", 2*time.Second, "length of each throughput run")
-	pairs    = flag.Int("pairs", 2000, "lock+unlock pairs of the latency run")
-	slowN    = flag.Int("slow", 100, "locks of each slow-node run")
-	outDir   = flag.String("out", "docs", "where bench.md and bench.png go")
+	rounds           = flag.Int("rounds", 3, "interleaved rounds; the table shows medians")
+	duration         = flag.Duration("duration", 2*time.Second, "length of each throughput run (with -availability: of each run of each phase, 3s when not set)")
+	pairs            = flag.Int("pairs", 2000, "lock+unlock pairs of the latency run")
+	slowN            = flag.Int("slow", 100, "locks of each slow-node run")
+	outDir           = flag.String("out", "docs", "where bench.md and bench.png (availability.md and .png) go")
+	availabilityFlag = flag.Bool("availability", false, "run the availability benchmark (faults, safety checks) instead")
 )
+
+// availabilityDuration is -duration's default with -availability.
+const availabilityDuration = 3 * time.Second
 
 // clientOptions are the same for every implementation.
 func clientOptions() *redis.Options {
@@ -46,10 +56,23 @@ func main() {
 	flag.Parse()
 	redis.SetLogger(quiet{})
 	tclog.SetDefault(tclog.NewNoopLogger())
-	if err := run(); err != nil {
+	bench := run
+	if *availabilityFlag {
+		bench = runAvailability
+		if !flagSet("duration") {
+			*duration = availabilityDuration
+		}
+	}
+	if err := bench(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 type quiet struct{}
@@ -69,8 +92,7 @@ func run() error {
 	defer func() { _ = cluster.Close(context.Background()) }()
 
 	// Five in-process proxies, one per node, for the slow-node runs.
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	srv.Metrics.ProxyMetrics = collectors.NewProxyMetricCollectors()
+	srv := newProxyServer()
 	proxies := make([]*toxiproxy.Proxy, 5)
 	for i := range proxies {
 		proxies[i] = toxiproxy.NewProxy(srv, fmt.Sprint("node", i), "127.0.0.1:0", cluster.Addr(i))
@@ -137,6 +159,14 @@ func run() error {
 		return err
 	}
 	return results.plot(*outDir + "/bench.png")
+}
+
+// newProxyServer is an in-process toxiproxy server, silent, for the
+// proxies in front of the nodes.
+func newProxyServer() *toxiproxy.ApiServer {
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	srv.Metrics.ProxyMetrics = collectors.NewProxyMetricCollectors()
+	return srv
 }
 
 func closeAll(cs []redis.UniversalClient) {

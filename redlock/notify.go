@@ -38,9 +38,10 @@ func releaseChannel(name string) string { return channelPrefix + name }
 type waiters struct {
 	r *Redlock
 
-	mu     sync.Mutex
-	subs   []*nodeSub // one per node once started; nil before
-	queues map[string]*waitQueue
+	mu       sync.Mutex
+	subs     []*nodeSub // one per node once started; nil before
+	queues   map[string]*waitQueue
+	sweeping bool // the sweep goroutine runs
 }
 
 // nodeSub is one node's subscription and the channels it should have.
@@ -54,8 +55,15 @@ type nodeSub struct {
 // waitQueue is the Locks of this process waiting on one name, oldest first.
 type waitQueue struct {
 	list []*waiter
-	last string // payload of the last announcement that woke someone
+	last string    // payload of the last announcement that woke someone
+	idle time.Time // since when no Lock waits on the name; zero while one does
 }
+
+// subLinger is how long a name's subscription outlives its last waiter: a
+// process that locks the same name again and again keeps it, instead of
+// unsubscribing and subscribing around every acquisition (and missing the
+// announcements sent in between).
+const subLinger = 5 * time.Second
 
 // waiter is one waiting Lock. wake receives at most one pending signal.
 type waiter struct {
@@ -81,12 +89,13 @@ func (ws *waiters) join(name string, timeout time.Duration) *waiter {
 		ws.queues[name] = q
 		ws.sync(timeout)
 	}
+	q.idle = time.Time{}
 	q.list = append(q.list, w)
 	return w
 }
 
-// leave unregisters w, unsubscribing from its channel when it was the last
-// waiter on its name.
+// leave unregisters w. When it was the last waiter on its name, the name's
+// subscription lingers for subLinger, then goes.
 func (w *waiter) leave() {
 	ws := w.ws
 	ws.mu.Lock()
@@ -102,11 +111,70 @@ func (w *waiter) leave() {
 		}
 	}
 	if len(q.list) == 0 {
-		delete(ws.queues, w.name)
-		if ws.subs != nil {
-			ws.sync(w.timeout)
+		q.idle = ws.r.now()
+		if !ws.sweeping && ws.r.track(1) == nil {
+			ws.sweeping = true
+			go func() {
+				defer ws.r.wg.Done()
+				ws.sweep(w.timeout)
+			}()
 		}
 	}
+}
+
+// sweep drops the names no Lock has waited on for subLinger, and their
+// subscriptions; it returns once no name is idle, or on Close.
+func (ws *waiters) sweep(timeout time.Duration) {
+	for {
+		ws.mu.Lock()
+		now := ws.r.now()
+		next := time.Duration(0)
+		dropped := false
+		for name, q := range ws.queues {
+			if q.idle.IsZero() {
+				continue
+			}
+			if left := q.idle.Add(subLinger).Sub(now); left > 0 {
+				if next == 0 || left < next {
+					next = left
+				}
+				continue
+			}
+			delete(ws.queues, name)
+			dropped = true
+		}
+		if dropped {
+			ws.sync(timeout)
+		}
+		if next == 0 {
+			ws.sweeping = false
+			ws.mu.Unlock()
+			return
+		}
+		ws.mu.Unlock()
+		if !ws.r.sleep(next) {
+			ws.mu.Lock()
+			ws.sweeping = false
+			ws.mu.Unlock()
+			return
+		}
+	}
+}
+
+// listening reports whether this Redlock's subscription to node i has
+// name's channel: a release announced there reached it.
+func (ws *waiters) listening(i int, name string) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.subs != nil && ws.subs[i].have[releaseChannel(name)]
+}
+
+// waiting reports whether a Lock of this process waits on name.
+func (ws *waiters) waiting(name string) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	q := ws.queues[name]
+	return q != nil && len(q.list) > 0
 }
 
 // start opens one subscription per node and their dispatchers. Called with

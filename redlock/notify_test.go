@@ -137,9 +137,15 @@ func TestSubscriptionsFollowWaiters(t *testing.T) {
 		fs[0].mu.Unlock()
 		require.NoError(t, holder.Unlock(t.Context()))
 		<-done
+		time.Sleep(subLinger / 2)
 		synctest.Wait()
 		fs[0].mu.Lock()
-		assert.Empty(t, fs[0].subs[0].channels, "unsubscribed when no one waits")
+		assert.True(t, fs[0].subs[0].channels[releaseChannel("k")], "the subscription lingers after the last waiter")
+		fs[0].mu.Unlock()
+		time.Sleep(subLinger)
+		synctest.Wait()
+		fs[0].mu.Lock()
+		assert.Empty(t, fs[0].subs[0].channels, "unsubscribed once no one waited for a while")
 		fs[0].mu.Unlock()
 		require.NoError(t, r.Close(t.Context()))
 		fs[0].mu.Lock()
@@ -217,11 +223,34 @@ func TestStalledSubscriptionCostsOneGoroutine(t *testing.T) {
 		for i := range 200 {
 			r.waiters.join(fmt.Sprint("k", i), time.Minute).leave()
 		}
+		time.Sleep(subLinger + time.Second) // the names are dropped
 		synctest.Wait()
 		assert.LessOrEqual(t, runtime.NumGoroutine()-before, 1, "one goroutine for the stalled node at most")
 		w.leave()
 		fs[0].faults(func(n *fakeNode) { close(n.hang); n.hang = nil })
+		time.Sleep(subLinger + time.Second)
 		synctest.Wait()
 		assert.Empty(t, fs[1].subs[0].channels, "the other nodes end up with nothing subscribed")
+	})
+}
+
+// A release heard only by this process's own lingering subscription, with
+// no Lock waiting, costs the next Lock no courtesy.
+func TestNoCourtesyForOwnSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.delay = 100 * time.Microsecond })
+		}
+		handoff(t, r, fs) // leaves this Redlock subscribed to "k"
+		require.True(t, r.waiters.listening(0, "k"))
+		time.Sleep(courtesyMax) // the courtesy of handoff's own release is over
+		m := newFakeMutex(t, r, "k")
+		for range 3 {
+			start := time.Now()
+			require.NoError(t, m.Lock(t.Context()))
+			assert.Equal(t, 100*time.Microsecond, time.Since(start), "one round trip, no courtesy")
+			require.NoError(t, m.Unlock(t.Context()))
+		}
 	})
 }

@@ -256,16 +256,25 @@ func (a *attempt) judge() bool {
 	if t.won() {
 		return true
 	}
+	split := t.yes > 0 && t.refused > 0
+	if split && t.pending() == 0 && a.outranked() {
+		return true // every node answered: nothing to wait for
+	}
 	soft := a.soft()
 	if t.yes+t.pending()+len(soft) < t.quorum {
 		return true // lost, even if every competitor gave way
 	}
-	split := t.yes > 0 && t.refused > 0
 	if a.reask == nil && (len(soft) > 0 || split && a.gap == 0) {
 		if a.gap == 0 {
 			// The nodes that answered took about the time so far: give
 			// the others as long again before taking them for slow ones.
-			a.gap = min(max(2*a.r.now().Sub(a.rd.start), 100*time.Microsecond), a.cfg.nodeTimeout/10)
+			// When all answered, competitors that are outranked give way
+			// at once, and one round trip lets their releases land.
+			wait := 2 * a.r.now().Sub(a.rd.start)
+			if t.pending() == 0 {
+				wait /= 2
+			}
+			a.gap = min(max(wait, 100*time.Microsecond), a.cfg.nodeTimeout/10)
 		}
 		a.reask = time.NewTimer(a.gap)
 		a.gap *= 2
@@ -304,12 +313,8 @@ func (a *attempt) timer() <-chan time.Time {
 // again.
 func (a *attempt) tick() bool {
 	a.reask = nil
-	t := a.rd.t
-	for h, n := range a.seen {
-		if n > 0 && outranks(n, h, t.yes, a.req.token) {
-			a.yielded, a.rival = true, n
-			return true
-		}
+	if a.outranked() {
+		return true
 	}
 	for _, i := range a.soft() {
 		if !a.inflight[i] {
@@ -318,6 +323,19 @@ func (a *attempt) tick() bool {
 		}
 	}
 	return a.judge()
+}
+
+// outranked reports whether a competitor outranks this attempt, and if so
+// records that the attempt gives way to it.
+func (a *attempt) outranked() bool {
+	t := a.rd.t
+	for h, n := range a.seen {
+		if n > 0 && outranks(n, h, t.yes, a.req.token) {
+			a.yielded, a.rival = true, n
+			return true
+		}
+	}
+	return false
 }
 
 // stop ends the re-asks when the vote loop returns.
@@ -388,9 +406,9 @@ func (r *Redlock) release(ctx context.Context, req *releaseReq, gates []*gate, c
 	rd := r.releaseRound(ctx, req, gates, cfg, nil)
 	ctxErr := rd.collect(ctx, rd)
 	t := rd.t
-	if rd.heard.Load() {
+	if req.channel != "" && (rd.heard.Load() || r.waiters.waiting(req.key)) {
 		// Waiters heard the release: this process's next Lock on the
-		// name lets them go first (see Redlock.courtesy).
+		// name lets them go first (see Redlock.yieldTo).
 		r.yieldTo(req.key, r.now().Sub(rd.start))
 	}
 	if ctxErr == nil && t.won() {
@@ -470,8 +488,8 @@ func (r *Redlock) round(ctx context.Context, gates []*gate, cfg *config, o op, o
 				if rel != nil && owable(rel, rep.err) {
 					p.owe(rel, cfg.ttl)
 				}
-				if rep.heard > 0 {
-					rd.heard.Store(true)
+				if rep.heard > 0 && (rep.heard > 1 || !r.waiters.listening(i, rel.key)) {
+					rd.heard.Store(true) // heard by another process's waiters
 				}
 				rd.votes <- vote{node: i, rep: rep}
 			})
