@@ -103,9 +103,10 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			w.leave()
 		}
 	}()
-	splits := 0 // consecutive attempts that failed with some grants
+	splits := 0      // consecutive attempts that failed with some grants
+	released := "" // the token whose announced release woke this Lock
 	for attempt := 1; ; attempt++ {
-		failed, err := m.tryLock(ctx)
+		failed, err := m.tryLock(ctx, released)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
 			return err
 		}
@@ -122,7 +123,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			w = m.r.waiters.join(m.name, m.cfg.nodeTimeout)
 			continue // subscribed: try again before waiting
 		}
-		var wake <-chan struct{}
+		var wake <-chan string
 		if w != nil {
 			wake = w.wake
 		}
@@ -144,7 +145,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		timer := time.NewTimer(delay)
 		select {
 		case <-timer.C:
-		case <-wake:
+		case released = <-wake:
 			timer.Stop()
 		case <-ctx.Done():
 			timer.Stop()
@@ -190,12 +191,14 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 // Mutex that holds the lock takes one more hold on a quorum and re-arms the
 // TTL.
 func (m *Mutex) TryLock(ctx context.Context) error {
-	_, err := m.tryLock(ctx)
+	_, err := m.tryLock(ctx, "")
 	return err
 }
 
 // tryLock is TryLock; on failure it also describes the failed attempt.
-func (m *Mutex) tryLock(ctx context.Context) (acquisition, error) {
+// released is a token whose release was just announced: nodes that still
+// hold it are about to be free (see acquire).
+func (m *Mutex) tryLock(ctx context.Context, released string) (acquisition, error) {
 	if ctx == nil {
 		return acquisition{}, invalid("nil context")
 	}
@@ -219,7 +222,7 @@ func (m *Mutex) tryLock(ctx context.Context) (acquisition, error) {
 		}
 		token = id.String()
 	}
-	a, err := m.r.acquire(ctx, m.acquireReq(token, false), &m.cfg, m.gates)
+	a, err := m.r.acquire(ctx, m.acquireReq(token, false), &m.cfg, m.gates, released)
 	if err != nil {
 		return a, err
 	}
@@ -254,7 +257,7 @@ func (m *Mutex) reenter(ctx context.Context, l *lease) error {
 	// Mutex's gates send it, on each node, after the holds already on
 	// their way: a re-lock that overtook the first SET would find no key
 	// there and take no hold.
-	a, err := m.r.acquire(ctx, m.acquireReq(l.token, true), &m.cfg, m.gates)
+	a, err := m.r.acquire(ctx, m.acquireReq(l.token, true), &m.cfg, m.gates, "")
 	if err != nil {
 		return err
 	}

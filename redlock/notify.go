@@ -65,19 +65,20 @@ type waitQueue struct {
 // announcements sent in between).
 const subLinger = 5 * time.Second
 
-// waiter is one waiting Lock. wake receives at most one pending signal.
+// waiter is one waiting Lock. wake receives at most one pending signal:
+// the announced payload, which for a plain lock is the released token.
 type waiter struct {
 	ws      *waiters
 	name    string
 	timeout time.Duration
-	wake    chan struct{}
+	wake    chan string
 }
 
 // join registers a waiter on name, subscribing to its channel on every node
 // when it is the first. Subscribing happens in the background, each node
 // bounded by timeout: a down node costs nothing but its announcements.
 func (ws *waiters) join(name string, timeout time.Duration) *waiter {
-	w := &waiter{ws: ws, name: name, timeout: timeout, wake: make(chan struct{}, 1)}
+	w := &waiter{ws: ws, name: name, timeout: timeout, wake: make(chan string, 1)}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.subs == nil && !ws.start() {
@@ -267,7 +268,7 @@ func (ws *waiters) announce(name, payload string) {
 	}
 	q.last = payload
 	select {
-	case q.list[0].wake <- struct{}{}:
+	case q.list[0].wake <- payload:
 	default: // already woken and not yet retried
 	}
 }

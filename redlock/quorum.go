@@ -68,8 +68,11 @@ const maxReasks = 3
 // caller's cancellation: cleanup must happen even after ctx is done.
 //
 // gates are the lease's when this is one more hold of a reentrant lock,
-// nil for a new acquisition.
-func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gates []*gate) (acquisition, error) {
+// nil for a new acquisition. released, when not "", is a token whose
+// release was just announced: a node may still hold it because the
+// announcement from a faster node arrived first, so its refusals count as
+// "may still grant" and the attempt never gives way to it.
+func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gates []*gate, released string) (acquisition, error) {
 	if err := r.track(1); err != nil {
 		return acquisition{}, err
 	}
@@ -79,6 +82,7 @@ func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gat
 		gates = newGates(len(r.peers))
 	}
 	a := newAttempt(r, ctx, req, cfg, gates, start)
+	a.released = released
 	for i := range r.peers {
 		a.ask(i)
 	}
@@ -172,7 +176,8 @@ type attempt struct {
 	reask    *time.Timer
 	gap      time.Duration // until the next re-ask
 	yielded  bool
-	rival    int // nodes held by the competitor given way to
+	rival    int    // nodes held by the competitor given way to
+	released string // a token being released: see acquire
 }
 
 func newAttempt(r *Redlock, ctx context.Context, req *acquireReq, cfg *config, gates []*gate, start time.Time) *attempt {
@@ -282,18 +287,21 @@ func (a *attempt) judge() bool {
 	return false
 }
 
-// soft returns the refusing nodes that may still grant: held by a
-// competitor that holds no more nodes than this attempt (it may give way),
-// with re-asks left. Only an attempt with grants asks again; one without
-// is not splitting anything.
+// soft returns the refusing nodes that may still grant, with re-asks left:
+// held by a competitor that holds no more nodes than this attempt (it may
+// give way), or by the token whose release was announced. Only an attempt
+// with grants asks a competitor's nodes again; one without is not
+// splitting anything.
 func (a *attempt) soft() []int {
 	t := a.rd.t
-	if t.yes == 0 {
+	if t.yes == 0 && a.released == "" {
 		return nil
 	}
 	var out []int
 	for i, ans := range t.answers {
-		if ans == refused && a.seen[a.holders[i]] <= t.yes && (a.inflight[i] || a.asked[i] <= maxReasks) {
+		h := a.holders[i]
+		releasing := h != "" && h == a.released
+		if ans == refused && (releasing || t.yes > 0 && a.seen[h] <= t.yes) && (a.inflight[i] || a.asked[i] <= maxReasks) {
 			out = append(out, i)
 		}
 	}
@@ -330,7 +338,7 @@ func (a *attempt) tick() bool {
 func (a *attempt) outranked() bool {
 	t := a.rd.t
 	for h, n := range a.seen {
-		if n > 0 && outranks(n, h, t.yes, a.req.token) {
+		if n > 0 && h != a.released && outranks(n, h, t.yes, a.req.token) {
 			a.yielded, a.rival = true, n
 			return true
 		}

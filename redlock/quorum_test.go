@@ -117,7 +117,7 @@ func TestSplitVoteLoserGivesWay(t *testing.T) {
 		fs[1].set("k", "~", time.Minute)
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
-		_, err := m.tryLock(t.Context())
+		_, err := m.tryLock(t.Context(), "")
 		require.ErrorIs(t, err, ErrNotAcquired)
 		assert.Contains(t, err.Error(), "gave way")
 		assert.Less(t, time.Since(start), 10*time.Millisecond, "the loser waited for the far nodes")
