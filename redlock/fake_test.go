@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,10 +28,11 @@ type fakeNode struct {
 	calls     map[string]int
 	applied   []string // ops applied, in order: "acquire", "release", ...
 	subs      []*fakeSub
-	mute      bool              // publish delivers nothing
-	published int               // releases announced
-	counters  map[string]uint64 // fencing counters: no expiry
-	upSince   time.Time         // the node's start, for restart delays
+	mute      bool                        // publish delivers nothing
+	published int                         // releases announced
+	counters  map[string]uint64           // fencing counters: no expiry
+	queues    map[string]map[string]int64 // waiters' queues: member → score
+	upSince   time.Time                   // the node's start, for restart delays
 }
 
 type fakeEntry struct {
@@ -43,7 +45,8 @@ type fakeEntry struct {
 var errLostReply = errors.New("fake: reply lost")
 
 func newFakeNode(name string) *fakeNode {
-	return &fakeNode{name: name, data: map[string]fakeEntry{}, calls: map[string]int{}, counters: map[string]uint64{}, upSince: time.Now()}
+	return &fakeNode{name: name, data: map[string]fakeEntry{}, calls: map[string]int{}, counters: map[string]uint64{},
+		queues: map[string]map[string]int64{}, upSince: time.Now()}
 }
 
 // restart stands for a restart without persistence: every key and counter
@@ -118,9 +121,13 @@ func (n *fakeNode) do(ctx context.Context, _ time.Time, o op, done func(reply)) 
 		case *fenceReq:
 			rep.ok, rep.err = n.fence(ctx, o)
 		case *releaseReq:
-			rep.ok, rep.heard, rep.err = n.releaseHeard(ctx, o)
+			var v int
+			rep.ok, v, rep.err = n.releaseHeard(ctx, o)
+			rep.heard, rep.named = v/2, v%2 == 1
 		case *extendReq:
 			rep.ok, rep.err = n.extend(ctx, o)
+		case *queueReq:
+			rep.ok, rep.err = n.queue(ctx, o)
 		}
 		done(rep)
 	}()
@@ -245,7 +252,7 @@ func (n *fakeNode) releaseHeard(ctx context.Context, r *releaseReq) (bool, int, 
 				if r.reentrant {
 					payload = r.notice
 				}
-				heard = n.publish(r.channel, payload)
+				heard = n.announce(r.key, r.channel, payload, n.popWaiter(r.queueKey))
 			}
 		}
 		return true
@@ -262,6 +269,58 @@ func (n *fakeNode) extend(ctx context.Context, r *extendReq) (bool, error) {
 		}
 		return false
 	})
+}
+
+func (n *fakeNode) queue(ctx context.Context, r *queueReq) (bool, error) {
+	return n.apply(ctx, "queue", r.key, func() bool {
+		q := n.queues[r.key]
+		if r.remove {
+			delete(q, r.member)
+			return true
+		}
+		if q == nil {
+			q = map[string]int64{}
+			n.queues[r.key] = q
+		}
+		if _, ok := q[r.member]; !ok {
+			q[r.member] = r.score
+		}
+		return true
+	})
+}
+
+// announce is announce.lua. Called with n.mu held.
+func (n *fakeNode) announce(key, channel, id, waiter string) int {
+	if process, _, ok := strings.Cut(waiter, "/"); ok {
+		return 2*n.publish(wakePrefix+process, id+"|"+waiter+"|"+key) + 1
+	}
+	return 2 * n.publish(channel, id+"|")
+}
+
+// popWaiter removes and returns the oldest waiter of queue key ("" when
+// none). Called with n.mu held.
+func (n *fakeNode) popWaiter(key string) string {
+	best, score := "", int64(0)
+	for m, s := range n.queues[key] {
+		if best == "" || s < score || s == score && m < best {
+			best, score = m, s
+		}
+	}
+	if best != "" {
+		delete(n.queues[key], best)
+	}
+	return best
+}
+
+// waiting returns the members of queue key.
+func (n *fakeNode) waiting(key string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for m := range n.queues[key] {
+		out = append(out, m)
+	}
+	return out
 }
 
 // publish delivers to the node's subscriptions and returns how many
@@ -369,4 +428,14 @@ func tokenOf(m *Mutex) string {
 		return ""
 	}
 	return m.lease.token
+}
+
+// fakeNodes returns the fakes as nodes: several Redlocks, as several
+// processes would, can share them.
+func fakeNodes(fs []*fakeNode) []node {
+	ns := make([]node, len(fs))
+	for i, f := range fs {
+		ns[i] = f
+	}
+	return ns
 }

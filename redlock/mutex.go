@@ -74,9 +74,15 @@ func (m *Mutex) Name() string { return m.name }
 // [WithRetryDelay]) or, with notification on (the default, see
 // [WithNotification]), until a release of this lock is announced, whichever
 // comes first: after its first failed attempt it subscribes to the lock's
-// release channel on every node (in the background) and tries again at
-// once. A release announced before the subscription took effect is missed
-// and costs one back-off, like any lost announcement.
+// release channel on every node and joins the lock's queue of waiters
+// there (both in the background). A release pops the oldest waiter from
+// each node's queue and announces itself to that waiter's process only, so
+// that waiters take turns instead of all trying at once; with no one
+// queued, every waiter is told. A release announced before the
+// subscription took effect is missed and costs one back-off, like any lost
+// announcement. A Lock right after this process released the lock to a
+// waiter joins the queue behind it at once instead of trying (see the
+// package documentation).
 //
 // On failure it returns an error wrapping [ErrNotAcquired] and the last
 // attempt's causes (one [*NodeError] per failed node); when ctx ended, the
@@ -86,24 +92,34 @@ func (m *Mutex) Lock(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
-	if d := m.r.courtesyLeft(m.name); d > 0 {
-		// This process just released the lock to waiters: let them go
-		// first (see Redlock.yieldTo).
-		timer := time.NewTimer(d)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), ctx.Err())
-		}
-	}
 	var w *waiter
 	defer func() {
 		if w != nil {
 			w.leave()
 		}
 	}()
-	splits := 0      // consecutive attempts that failed with some grants
+	if d := m.r.courtesyLeft(m.name); d > 0 {
+		// This process just released the lock to waiters: let them go
+		// first (see Redlock.yieldTo). With notification on, it joins the
+		// queue behind them at once, and tries when its turn is announced
+		// or, if no announcement comes, after the courtesy and one back-off.
+		var wake <-chan string
+		if m.cfg.notify {
+			w = m.r.waiters.join(m.name, m.cfg.nodeTimeout)
+			wake = w.wake
+			d += m.cfg.delayMin
+		}
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+		case <-wake:
+			timer.Stop()
+		case <-ctx.Done():
+			timer.Stop()
+			return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), ctx.Err())
+		}
+	}
+	splits := 0    // consecutive attempts that failed with some grants
 	released := "" // the token whose announced release woke this Lock
 	for attempt := 1; ; attempt++ {
 		failed, err := m.tryLock(ctx, released)
@@ -120,9 +136,15 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			return err
 		}
 		if w == nil && m.cfg.notify {
+			// Queued and subscribed from now on (in the background): a
+			// release announced before that took effect is missed, and
+			// costs one back-off.
 			w = m.r.waiters.join(m.name, m.cfg.nodeTimeout)
-			continue // subscribed: try again before waiting
 		}
+		if w != nil && released != "" {
+			w.requeue() // named by the release, popped, and failed
+		}
+		released = ""
 		var wake <-chan string
 		if w != nil {
 			wake = w.wake
@@ -358,7 +380,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	gates := l.acq.gates
 	m.mu.Unlock()
 	m.end(l, fmt.Errorf("%w: unlocked", ErrNotHeld))
-	req.channel, req.notice, req.drop = releaseChannel(m.name), l.id, dropAll
+	req.channel, req.notice, req.drop, req.queueKey = releaseChannel(m.name), l.id, dropAll, queueKey(m.name)
 	return m.r.release(ctx, req, gates, &m.cfg)
 }
 

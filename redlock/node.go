@@ -59,8 +59,9 @@ type releaseReq struct {
 	drop       dropMode
 	// channel is where a release that frees the lock announces it, so that
 	// waiters try again at once; "" announces nothing. notice is the
-	// payload, unique to the release (a reentrant token repeats).
-	channel, notice string
+	// payload, unique to the release (a reentrant token repeats). The
+	// announcement also names the oldest waiter of queueKey, popped from it.
+	channel, notice, queueKey string
 }
 
 // dropMode says what a reentrant release drops.
@@ -80,10 +81,20 @@ type extendReq struct {
 	reentrant  bool
 }
 
+// queueReq adds a waiting Lock to the lock's queue of waiters, or removes
+// it (see notify.go).
+type queueReq struct {
+	key, member string
+	score       int64 // when the waiter started waiting, in Unix milliseconds
+	ttl         time.Duration
+	remove      bool
+}
+
 func (*acquireReq) name() string { return "acquire" }
 func (*fenceReq) name() string   { return "fence" }
 func (*releaseReq) name() string { return "release" }
 func (*extendReq) name() string  { return "extend" }
+func (*queueReq) name() string   { return "queue" }
 
 // reply is a node's answer to an op.
 type reply struct {
@@ -94,8 +105,10 @@ type reply struct {
 	// refused, when the node said ("" when unknown).
 	holder string
 	// heard is, for a release that freed the lock and announced it, how
-	// many clients the announcement reached: waiters.
+	// many clients the announcement reached; named is set when it named a
+	// queued waiter, whose process alone heard it.
 	heard int
+	named bool
 	err   error
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Waiting by notification. A release that frees a lock publishes its token
@@ -28,15 +30,24 @@ import (
 //     still polls on its randomised back-off, which bounds the cost of a lost
 //     announcement to one back-off.
 
-const channelPrefix = "redlock:released:"
+const (
+	channelPrefix = "redlock:released:"
+	wakePrefix    = "redlock:wake:"
+)
 
 // releaseChannel is the pub/sub channel on which releases of name are
 // announced.
 func releaseChannel(name string) string { return channelPrefix + name }
 
+// wakeChannel is where a release that names a waiter of the Redlock whose
+// waiters have id self announces it, for every lock name: only the process
+// whose turn it is hears it.
+func wakeChannel(self string) string { return wakePrefix + self }
+
 // waiters is a Redlock's registry of waiting Locks and its subscriptions.
 type waiters struct {
-	r *Redlock
+	r    *Redlock
+	self string // this Redlock's waiters' id: the prefix of their queue members
 
 	mu       sync.Mutex
 	subs     []*nodeSub // one per node once started; nil before
@@ -44,12 +55,20 @@ type waiters struct {
 	sweeping bool // the sweep goroutine runs
 }
 
-// nodeSub is one node's subscription and the channels it should have.
-// Guarded by waiters.mu.
+// nodeSub is one node's subscription, the channels it should have, and
+// the waiters queued on the node. Guarded by waiters.mu.
 type nodeSub struct {
+	p       *peer
 	s       subscription
-	have    map[string]bool // subscribed, as far as the node was told
-	syncing bool            // its goroutine runs
+	have    map[string]bool    // subscribed, as far as the node was told
+	queued  map[string]*queued // waiter id → what the node was told
+	syncing bool               // its goroutine runs
+}
+
+// queued is a waiter as one node's queue has it.
+type queued struct {
+	name string
+	gen  int
 }
 
 // waitQueue is the Locks of this process waiting on one name, oldest first.
@@ -65,20 +84,32 @@ type waitQueue struct {
 // announcements sent in between).
 const subLinger = 5 * time.Second
 
+// queueTTL is how long a lock's queue of waiters outlives its last
+// registration on a node.
+const queueTTL = time.Minute
+
+// queueKey is where each node keeps the queue of waiters of lock name.
+func queueKey(name string) string { return name + ":redlock:waiters" }
+
 // waiter is one waiting Lock. wake receives at most one pending signal:
-// the announced payload, which for a plain lock is the released token.
+// the released token (or, for a reentrant lock, the release's id).
 type waiter struct {
 	ws      *waiters
 	name    string
+	id      string // its member in the nodes' queues
+	since   int64  // when it started waiting, Unix ms: its place in the queues
 	timeout time.Duration
 	wake    chan string
+	gen     int    // bumped when it must be queued again; guarded by ws.mu
+	woken   string // the release that last woke it; guarded by ws.mu
 }
 
 // join registers a waiter on name, subscribing to its channel on every node
 // when it is the first. Subscribing happens in the background, each node
 // bounded by timeout: a down node costs nothing but its announcements.
 func (ws *waiters) join(name string, timeout time.Duration) *waiter {
-	w := &waiter{ws: ws, name: name, timeout: timeout, wake: make(chan string, 1)}
+	w := &waiter{ws: ws, name: name, id: ws.self + "/" + uuid.NewString(), since: time.Now().UnixMilli(), timeout: timeout,
+		wake: make(chan string, 1), gen: 1}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.subs == nil && !ws.start() {
@@ -88,11 +119,24 @@ func (ws *waiters) join(name string, timeout time.Duration) *waiter {
 	if q == nil {
 		q = &waitQueue{}
 		ws.queues[name] = q
-		ws.sync(timeout)
 	}
 	q.idle = time.Time{}
 	q.list = append(q.list, w)
+	ws.sync(timeout)
 	return w
+}
+
+// requeue puts w back in the nodes' queues, at its old place: a release
+// that named it popped it, and its attempt failed.
+func (w *waiter) requeue() {
+	ws := w.ws
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.subs == nil {
+		return
+	}
+	w.gen++
+	ws.sync(w.timeout)
 }
 
 // leave unregisters w. When it was the last waiter on its name, the name's
@@ -110,6 +154,9 @@ func (w *waiter) leave() {
 			q.list = append(q.list[:i], q.list[i+1:]...)
 			break
 		}
+	}
+	if ws.subs != nil {
+		ws.sync(w.timeout) // out of the nodes' queues
 	}
 	if len(q.list) == 0 {
 		q.idle = ws.r.now()
@@ -189,12 +236,20 @@ func (ws *waiters) start() bool {
 	ws.subs = make([]*nodeSub, n)
 	for i, p := range ws.r.peers {
 		s := p.n.subscribe()
-		ws.subs[i] = &nodeSub{s: s, have: map[string]bool{}}
+		ws.subs[i] = &nodeSub{p: p, s: s, have: map[string]bool{}, queued: map[string]*queued{}}
 		msgs := s.messages()
+		wake := wakeChannel(ws.self)
 		go func() {
 			defer ws.r.wg.Done()
 			for m := range msgs {
-				ws.announce(strings.TrimPrefix(m.Channel, channelPrefix), m.Payload)
+				if m.Channel == wake { // "token|waiter|name"
+					token, rest, _ := strings.Cut(m.Payload, "|")
+					next, name, _ := strings.Cut(rest, "|")
+					ws.announce(name, token, next)
+					continue
+				}
+				token, _, _ := strings.Cut(m.Payload, "|")
+				ws.announce(strings.TrimPrefix(m.Channel, channelPrefix), token, "")
 			}
 		}()
 	}
@@ -217,20 +272,24 @@ func (ws *waiters) sync(timeout time.Duration) {
 	}
 }
 
-// syncNode subscribes and unsubscribes ns until its channels are those
-// waited on. A failure only loses announcements (waiters poll); the client
-// re-subscribes to what it was told when it reconnects.
+// syncNode subscribes and unsubscribes ns, and queues and unqueues the
+// waiters on its node, until both are those of the Locks waiting now. A
+// failure only loses announcements (waiters poll); the client re-subscribes
+// to what it was told when it reconnects.
 func (ws *waiters) syncNode(ns *nodeSub, timeout time.Duration) {
 	for {
 		ws.mu.Lock()
 		var add, drop []string
+		if c := wakeChannel(ws.self); !ns.have[c] {
+			add = append(add, c)
+		}
 		for name := range ws.queues {
 			if c := releaseChannel(name); !ns.have[c] {
 				add = append(add, c)
 			}
 		}
 		for c := range ns.have {
-			if ws.queues[strings.TrimPrefix(c, channelPrefix)] == nil {
+			if strings.HasPrefix(c, channelPrefix) && ws.queues[strings.TrimPrefix(c, channelPrefix)] == nil {
 				drop = append(drop, c)
 			}
 		}
@@ -240,7 +299,24 @@ func (ws *waiters) syncNode(ns *nodeSub, timeout time.Duration) {
 		for _, c := range drop {
 			delete(ns.have, c)
 		}
-		if len(add) == 0 && len(drop) == 0 {
+		var ops []*queueReq
+		current := map[string]bool{}
+		for name, q := range ws.queues {
+			for _, w := range q.list {
+				current[w.id] = true
+				if got := ns.queued[w.id]; got == nil || got.gen < w.gen {
+					ns.queued[w.id] = &queued{name: name, gen: w.gen}
+					ops = append(ops, &queueReq{key: queueKey(name), member: w.id, score: w.since, ttl: queueTTL})
+				}
+			}
+		}
+		for id, got := range ns.queued {
+			if !current[id] {
+				delete(ns.queued, id)
+				ops = append(ops, &queueReq{key: queueKey(got.name), member: id, remove: true})
+			}
+		}
+		if len(add) == 0 && len(drop) == 0 && len(ops) == 0 {
 			ns.syncing = false
 			ws.mu.Unlock()
 			return
@@ -254,21 +330,53 @@ func (ws *waiters) syncNode(ns *nodeSub, timeout time.Duration) {
 			_ = ns.s.unsubscribe(ctx, drop...)
 		}
 		cancel()
+		// Sent together, so they share a round trip; waited for, so that
+		// one goroutine per node is all a slow node costs.
+		replies := make(chan struct{}, len(ops))
+		for _, o := range ops {
+			ns.p.send(context.Background(), timeout, o, func(reply) { replies <- struct{}{} })
+		}
+		for range ops {
+			<-replies
+		}
 	}
 }
 
-// announce wakes the oldest waiter on name for a release with payload,
-// once per release however many nodes announce it.
-func (ws *waiters) announce(name, payload string) {
+// announce handles the announcement of the release of token on name.
+// When next names a waiter of this process, that waiter is woken; when it
+// is "" (the node's queue was empty), the oldest waiter here is. Each
+// waiter is woken once per release however many nodes announce it.
+func (ws *waiters) announce(name, token, next string) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	q := ws.queues[name]
-	if q == nil || q.last == payload || len(q.list) == 0 {
+	if q == nil || len(q.list) == 0 {
 		return
 	}
-	q.last = payload
+	if next != "" {
+		for _, w := range q.list {
+			if w.id == next {
+				w.signal(token)
+				return
+			}
+		}
+		return // another process's waiter goes first
+	}
+	if q.last == token {
+		return
+	}
+	q.last = token
+	q.list[0].signal(token)
+}
+
+// signal wakes w for the release of token, once. Called with ws.mu held.
+func (w *waiter) signal(token string) {
+	if w.woken == token {
+		return
+	}
+	w.woken = token
 	select {
-	case q.list[0].wake <- payload:
+	case w.wake <- token:
 	default: // already woken and not yet retried
 	}
 }

@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"runtime"
 	"sync"
 	"testing"
@@ -145,7 +147,8 @@ func TestSubscriptionsFollowWaiters(t *testing.T) {
 		time.Sleep(subLinger)
 		synctest.Wait()
 		fs[0].mu.Lock()
-		assert.Empty(t, fs[0].subs[0].channels, "unsubscribed once no one waited for a while")
+		assert.Equal(t, []string{wakeChannel(r.waiters.self)}, slices.Collect(maps.Keys(fs[0].subs[0].channels)),
+			"unsubscribed once no one waited for a while; the process's own channel stays")
 		fs[0].mu.Unlock()
 		require.NoError(t, r.Close(t.Context()))
 		fs[0].mu.Lock()
@@ -172,16 +175,69 @@ func TestWakeOrder(t *testing.T) {
 			return false
 		}
 	}
-	ws.announce("k", "release-1")
-	ws.announce("k", "release-1") // the same release, from another node
+	ws.announce("k", "release-1", "")
+	ws.announce("k", "release-1", "") // the same release, from another node
 	assert.True(t, woken(w0))
 	assert.False(t, woken(w1))
 	w0.leave()
-	ws.announce("k", "release-2")
+	ws.announce("k", "release-2", "")
 	assert.True(t, woken(w1))
-	ws.announce("other", "release-3")
+	ws.announce("other", "release-3", "")
 	assert.False(t, woken(w1))
+	// A release that names a waiter wakes that one, whatever its age.
+	w2 := ws.join("k", time.Second)
+	ws.announce("k", "release-4", w2.id)
+	assert.True(t, woken(w2))
+	assert.False(t, woken(w1))
+	ws.announce("k", "release-5", "another-process/waiter")
+	assert.False(t, woken(w1), "another process's turn")
+	assert.False(t, woken(w2))
 	w1.leave()
+	w2.leave()
+}
+
+// A release hands the lock to the oldest waiter queued on the nodes: only
+// its process is told, and the waiters of other processes keep waiting.
+func TestReleaseWakesOldestQueuedWaiterOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs, _ := fakes(3)
+		var rls []*Redlock
+		for range 3 { // three processes on the same nodes
+			r, err := newRedlock(fakeNodes(fs))
+			require.NoError(t, err)
+			rls = append(rls, r)
+		}
+		defer func() {
+			for _, r := range rls {
+				require.NoError(t, r.Close(context.Background()))
+			}
+		}()
+		holder := newFakeMutex(t, rls[0], "k")
+		require.NoError(t, holder.Lock(t.Context()))
+		order := make(chan int, 2)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		for i := 1; i <= 2; i++ {
+			m := newFakeMutex(t, rls[i], "k", WithRetryDelay(time.Hour, time.Hour)) // no polling
+			wg.Go(func() {
+				if assert.NoError(t, m.Lock(t.Context())) {
+					order <- i
+					time.Sleep(time.Millisecond)
+					assert.NoError(t, m.Unlock(t.Context()))
+				}
+			})
+			time.Sleep(time.Second) // process 1 waits longer than process 2
+		}
+		assert.Len(t, fs[0].waiting(queueKey("k")), 2, "both waiters queued")
+		before := fs[0].count("acquire")
+		require.NoError(t, holder.Unlock(t.Context()))
+		assert.Equal(t, 1, <-order, "the oldest waiter goes first")
+		assert.Equal(t, before+1, fs[0].count("acquire"), "only its process tried")
+		assert.Equal(t, 2, <-order, "then the next, on the next release")
+		wg.Wait()
+		synctest.Wait()
+		assert.Empty(t, fs[0].waiting(queueKey("k")), "no one left queued")
+	})
 }
 
 // A holder that releases and locks again lets the waiter that heard the
@@ -230,7 +286,8 @@ func TestStalledSubscriptionCostsOneGoroutine(t *testing.T) {
 		fs[0].faults(func(n *fakeNode) { close(n.hang); n.hang = nil })
 		time.Sleep(subLinger + time.Second)
 		synctest.Wait()
-		assert.Empty(t, fs[1].subs[0].channels, "the other nodes end up with nothing subscribed")
+		assert.Equal(t, []string{wakeChannel(r.waiters.self)}, slices.Collect(maps.Keys(fs[1].subs[0].channels)),
+			"the other nodes end up with no lock's channel subscribed")
 	})
 }
 

@@ -266,11 +266,21 @@ func (n *redisNode) prepare(c *call) {
 		}
 		n.script(c, scripts.Fence, []string{o.key, o.fenceKey}, o.token, o.fence, reentrant)
 	case *releaseReq:
+		keys := []string{o.key}
+		if o.channel != "" {
+			keys = append(keys, o.queueKey)
+		}
 		if o.reentrant {
-			n.script(c, scripts.ReleaseReentrant, []string{o.key}, o.token, strconv.Itoa(int(o.drop)), o.channel, o.notice)
+			n.script(c, scripts.ReleaseReentrant, keys, o.token, strconv.Itoa(int(o.drop)), o.channel, o.notice)
 			return
 		}
-		n.script(c, scripts.Release, []string{o.key}, o.token, o.channel)
+		n.script(c, scripts.Release, keys, o.token, o.channel)
+	case *queueReq:
+		if o.remove {
+			n.script(c, scripts.Queue, []string{o.key}, "remove", o.member)
+			return
+		}
+		n.script(c, scripts.Queue, []string{o.key}, "add", o.member, o.score, o.ttl.Milliseconds())
 	case *extendReq:
 		s := scripts.Extend
 		if o.reentrant {
@@ -337,7 +347,8 @@ func (n *redisNode) parse(c *call) reply {
 	}
 	v, err := c.cmd.(*redis.Cmd).Int64()
 	if _, ok := c.op.(*releaseReq); ok && v > 1 {
-		return reply{ok: true, heard: int(v - 1), err: err} // 1 + the clients the announcement reached
+		// 1 + 2 × the clients the announcement reached, + 1 if it named a waiter
+		return reply{ok: true, heard: int(v-1) / 2, named: (v-1)%2 == 1, err: err}
 	}
 	return reply{ok: v == 1, err: err}
 }

@@ -496,8 +496,8 @@ func (r *Redlock) round(ctx context.Context, gates []*gate, cfg *config, o op, o
 				if rel != nil && owable(rel, rep.err) {
 					p.owe(rel, cfg.ttl)
 				}
-				if rep.heard > 0 && (rep.heard > 1 || !r.waiters.listening(i, rel.key)) {
-					rd.heard.Store(true) // heard by another process's waiters
+				if rep.named || rep.heard > 1 || rep.heard == 1 && !r.waiters.listening(i, rel.key) {
+					rd.heard.Store(true) // a waiter was named, or another process's waiters heard it
 				}
 				rd.votes <- vote{node: i, rep: rep}
 			})

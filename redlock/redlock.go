@@ -84,7 +84,7 @@ func newRedlock(nodes []node, opts ...Option) (*Redlock, error) {
 	for i, n := range nodes {
 		r.peers[i] = &peer{r: r, index: i, n: n}
 	}
-	r.waiters.r = r
+	r.waiters.r, r.waiters.self = r, uuid.NewString()
 	return r, nil
 }
 

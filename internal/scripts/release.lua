@@ -2,20 +2,27 @@
 -- tells waiters that it is free.
 --
 -- KEYS[1]  the lock name
+-- KEYS[2]  the lock's queue of waiters (see queue.lua); absent with ARGV[2] ""
 -- ARGV[1]  the caller's token
--- ARGV[2]  the channel to publish the token on once deleted; "" for none
+-- ARGV[2]  the channel to announce the release on once deleted; "" for none
 --          (the cleanup of a failed attempt frees nothing anyone waits for)
+--
+-- The oldest waiter, popped from the queue, goes first: the release is
+-- announced to its process only (see announce.lua, which scripts.go puts in
+-- front of this file); the other waiters keep waiting. With the queue
+-- empty, every waiter may try.
 --
 -- Returns 0 when the key was absent or held another value (expired, or
 -- taken by someone else); otherwise the key held ARGV[1] and was deleted,
--- and it returns 1 plus the number of clients the announcement reached
--- (waiters: the releaser then lets them go first).
+-- and it returns 1 + announce(...): 1 + 2 × the clients the announcement
+-- reached, + 1 when it named a waiter (the releaser then lets it go first).
 -- pcall: a key of another type (a reentrant lock) is "held by another".
 if redis.pcall("GET", KEYS[1]) == ARGV[1] then
 	redis.call("DEL", KEYS[1])
 	local heard = 0
 	if ARGV[2] ~= "" then
-		heard = redis.call("PUBLISH", ARGV[2], ARGV[1])
+		local waiter = redis.call("ZPOPMIN", KEYS[2])[1] or ""
+		heard = announce(ARGV[2], ARGV[1], waiter)
 	end
 	return 1 + heard
 end

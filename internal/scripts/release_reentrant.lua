@@ -3,13 +3,16 @@
 -- told that it is free.
 --
 -- KEYS[1]  the lock name
+-- KEYS[2]  the lock's queue of waiters (see queue.lua and release.lua),
+--          present when ARGV[3] is not ""
 -- ARGV[1]  the owner id
 -- ARGV[2]  "1" to drop every hold, "0" to drop one, "2" to undo the hold a
 --          failed acquisition took (drop one; delete the key when none is
 --          left, publishing nothing)
 -- ARGV[3]  the channel to publish on once deleted; "" for none
 -- ARGV[4]  what to publish: an id unique to this release, so that waiters
---          can tell it from the copies other nodes publish of it
+--          can tell it from the copies other nodes publish of it (see
+--          announce.lua, which scripts.go puts in front of this file)
 --
 -- Dropping one hold ("0") never deletes the key: the count stays at 1 or
 -- more, so a release that a client sends twice cannot free a lock its owner
@@ -19,7 +22,8 @@
 --
 -- Returns 0 when the owner did not hold the lock here (expired, taken, or
 -- not a reentrant lock); otherwise 1, plus, when the key was deleted and
--- announced, the number of clients the announcement reached.
+-- announced, what announce returned: 2 × the clients the announcement
+-- reached, + 1 when it named a waiter.
 if redis.call("TYPE", KEYS[1]).ok ~= "hash" or redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then
 	return 0
 end
@@ -38,6 +42,7 @@ end
 redis.call("DEL", KEYS[1])
 local heard = 0
 if ARGV[3] ~= "" then
-	heard = redis.call("PUBLISH", ARGV[3], ARGV[4])
+	local waiter = redis.call("ZPOPMIN", KEYS[2])[1] or ""
+	heard = announce(ARGV[3], ARGV[4], waiter)
 end
 return 1 + heard

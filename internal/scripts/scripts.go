@@ -3,8 +3,9 @@
 // its KEYS, ARGV and return values; it is embedded at build time and wrapped
 // once in a redis.Script (EVALSHA, falling back to EVAL when a node does not
 // have the script cached yet).
-// guard.lua is the exception: not a script, but functions the two acquire
-// scripts share, put in front of each.
+// guard.lua and announce.lua are the exceptions: not scripts, but functions
+// that the acquire scripts, and the release scripts, share, put in front of
+// each.
 package scripts
 
 import (
@@ -32,11 +33,17 @@ var (
 	fenceSource string
 	//go:embed set_fenced.lua
 	setFencedSource string
+	//go:embed queue.lua
+	queueSource string
+	//go:embed announce.lua
+	announceSource string
 )
 
-// Release deletes KEYS[1] if it holds ARGV[1] and publishes on ARGV[2]; it
-// returns 0 when it did not, else 1 plus the clients the publication reached.
-var Release = redis.NewScript(releaseSource)
+// Release deletes KEYS[1] if it holds ARGV[1] and announces "ARGV[1]|next"
+// on ARGV[2], next popped from the waiters' queue KEYS[2]; it returns 0
+// when it did not, else 1 + 2 × the clients the announcement reached, + 1
+// when it named a waiter.
+var Release = redis.NewScript(announceSource + releaseSource)
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = redis.NewScript(extendSource)
@@ -57,9 +64,9 @@ var AcquireReentrant = redis.NewScript(guardSource + acquireReentrantSource)
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner
 // ARGV[1] on KEYS[1], publishing ARGV[4] on ARGV[3] when the key goes; it
-// returns 0 when the owner held nothing, else 1 plus the clients the
-// publication reached.
-var ReleaseReentrant = redis.NewScript(releaseReentrantSource)
+// returns 0 when the owner held nothing, else 1 + 2 × the clients the
+// announcement reached (+ 1 when it named a waiter).
+var ReleaseReentrant = redis.NewScript(announceSource + releaseReentrantSource)
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.
@@ -73,5 +80,9 @@ var Fence = redis.NewScript(fenceSource)
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
 var SetFenced = redis.NewScript(setFencedSource)
 
+// Queue adds ARGV[2] to the waiters' queue KEYS[1] with score ARGV[3] and
+// ttl ARGV[4] ms (ARGV[1] "add"), or removes it ("remove"); it returns 1.
+var Queue = redis.NewScript(queueSource)
+
 // All is every script a lock node runs, to load into its cache at once.
-var All = []*redis.Script{Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence}
+var All = []*redis.Script{Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Queue}

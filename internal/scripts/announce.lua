@@ -1,0 +1,20 @@
+-- announce.lua is not a script of its own: scripts.go puts it in front of
+-- release.lua and release_reentrant.lua.
+
+-- announce tells waiters that the lock KEYS[1] is free, and returns
+-- 2 × the number of clients that heard it, plus 1 when it named a waiter. waiter is the oldest waiter, popped from the
+-- lock's queue (see queue.lua), "" when there is none. A waiter's id is
+-- "process/waiter": the release is announced on that process's own channel,
+-- "redlock:wake:process", as "id|waiter|name", so that only the process
+-- whose turn it is wakes. With no waiter queued, it is announced to every
+-- process waiting on the lock's channel, as "id|".
+local function announce(channel, id, waiter)
+	if waiter ~= "" then
+		local process = string.match(waiter, "^([^/]*)/")
+		if process then
+			return 2 * redis.call("PUBLISH", "redlock:wake:" .. process, id .. "|" .. waiter .. "|" .. KEYS[1]) + 1
+		end
+	end
+	return 2 * redis.call("PUBLISH", channel, id .. "|")
+end
+
