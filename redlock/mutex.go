@@ -150,6 +150,13 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			wake = w.wake
 		}
 		delay := backoff(attempt, m.cfg.delayMin, m.cfg.delayMax)
+		if w != nil {
+			// Queued and subscribed: its turn is announced, and the
+			// back-off is only the fallback for a lost announcement. A
+			// short one would try out of turn, and collide with the
+			// waiter whose turn it is.
+			delay = max(delay, m.cfg.delayMax/2+rand.N(m.cfg.delayMax/2+1))
+		}
 		if failed.granted > 0 && !failed.yielded && splits < 2 {
 			// The lock was free on some nodes and this attempt ranked
 			// first among the contenders that split them, yet did not

@@ -74,7 +74,6 @@ type queued struct {
 // waitQueue is the Locks of this process waiting on one name, oldest first.
 type waitQueue struct {
 	list []*waiter
-	last string    // payload of the last announcement that woke someone
 	idle time.Time // since when no Lock waits on the name; zero while one does
 }
 
@@ -100,8 +99,9 @@ type waiter struct {
 	since   int64  // when it started waiting, Unix ms: its place in the queues
 	timeout time.Duration
 	wake    chan string
-	gen     int    // bumped when it must be queued again; guarded by ws.mu
-	woken   string // the release that last woke it; guarded by ws.mu
+	// Guarded by ws.mu:
+	gen   int    // bumped when it must be queued again
+	woken string // the release that last woke it
 }
 
 // join registers a waiter on name, subscribing to its channel on every node
@@ -362,14 +362,13 @@ func (ws *waiters) announce(name, token, next string) {
 		}
 		return // another process's waiter goes first
 	}
-	if q.last == token {
-		return
-	}
-	q.last = token
 	q.list[0].signal(token)
 }
 
-// signal wakes w for the release of token, once. Called with ws.mu held.
+// signal wakes w for the release of token, once however many nodes
+// announce it: at the first, since an announcement from another node may be
+// lost. Nodes that have not released yet are asked again by the attempt
+// (see acquire). Called with ws.mu held.
 func (w *waiter) signal(token string) {
 	if w.woken == token {
 		return

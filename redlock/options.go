@@ -121,10 +121,11 @@ func WithTries(n int) Option {
 // Before attempt k+1 (k ≥ 1) Lock sleeps a uniformly random duration in
 // [min, min(max, min×2^(k-1))]: randomised so that contenders do not retry
 // in lockstep, growing so that a long wait does not hammer the nodes. With
-// notification on, the attempt right after subscribing comes at once and a
-// release announcement ends the sleep early; after an attempt that failed
-// with some grants (contenders split a free lock) the sleep is at most two
-// attempt durations, twice in a row at most.
+// notification on (the default), a waiting Lock is queued and its turn is
+// announced: the back-off is then only the fallback for a lost
+// announcement, drawn from [max/2, max]. After an attempt that failed with
+// some grants (contenders split a free lock) and ranked first, the sleep is
+// at most two attempt durations, twice in a row at most.
 // Both must be positive and min ≤ max. Default: 10ms and 200ms
 // ([DefaultRetryDelayMin], [DefaultRetryDelayMax]).
 func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
