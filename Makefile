@@ -41,7 +41,7 @@ bench:
 ## bench-availability: redlock-go and redsync side by side through faults
 ## (silent, far, killed and flapping nodes, a paused majority) at go-redis'
 ## default and the README's recommended options, checking mutual exclusion;
-## writes docs/availability.md and .png, fails on any overlap or lost update.
+## writes docs/AVAILABILITY.md and docs/availability.png, fails on any overlap or lost update.
 bench-availability:
 	cd bench && ../scripts/with-redis-env.sh $(GO) run . -availability -out ../docs
 

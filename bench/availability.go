@@ -30,10 +30,11 @@ import (
 	"github.com/redlock-go/redlock/redlock"
 )
 
-// recommendedOptions are the go-redis options the README recommends for
-// the clients given to redlock.New (Addr is set per node).
+// recommendedOptions are the optional go-redis options the README names for
+// the clients given to redlock.New (Addr is set per node): a dead node's
+// error at once, without go-redis' command and dial retries.
 func recommendedOptions() *redis.Options {
-	return &redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}
+	return &redis.Options{MaxRetries: -1, DialerRetries: 1}
 }
 
 // An optionSet is the go-redis options every client of a run gets.

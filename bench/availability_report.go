@@ -348,7 +348,7 @@ func (r *availResults) report(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(dir+"/availability.md", []byte(doc), 0o644); err != nil {
+	if err := os.WriteFile(dir+"/AVAILABILITY.md", []byte(doc), 0o644); err != nil {
 		return err
 	}
 	if err := r.plot(dir + "/availability.png"); err != nil {

@@ -7,7 +7,7 @@
 //
 // With -availability it runs the availability benchmark instead
 // (availability.go): redlock-go and redsync through faults, checking mutual
-// exclusion; it writes docs/availability.md and .png.
+// exclusion; it writes docs/AVAILABILITY.md and docs/availability.png.
 //
 //	make bench-availability
 package main
@@ -40,7 +40,7 @@ var (
 	duration         = flag.Duration("duration", 2*time.Second, "length of each throughput run (with -availability: of each run of each phase, 3s when not set)")
 	pairs            = flag.Int("pairs", 2000, "lock+unlock pairs of the latency run")
 	slowN            = flag.Int("slow", 100, "locks of each slow-node run")
-	outDir           = flag.String("out", "docs", "where bench.md and bench.png (availability.md and .png) go")
+	outDir           = flag.String("out", "docs", "where bench.md and bench.png (AVAILABILITY.md and availability.png) go")
 	availabilityFlag = flag.Bool("availability", false, "run the availability benchmark (faults, safety checks) instead")
 )
 
