@@ -9,26 +9,36 @@ import (
 	"github.com/google/uuid"
 )
 
-// Waiting by notification. A release that frees a lock publishes its token
-// on the lock's channel on each node. A Redlock holds one subscription per
-// node, opened when a Lock first waits, and one dispatcher goroutine per
-// subscription that wakes waiters:
+// Waiting by notification. A waiting Lock joins the lock's queue of waiters
+// on every node (queue.lua: a sorted set of waiter ids, ordered by when each
+// started waiting). A release that frees the lock pops the oldest waiter
+// from each node's queue and announces itself to that waiter's Redlock only,
+// on the Redlock's own channel (announce.lua); with no one queued it
+// announces itself on the lock's channel, to every waiter. A Redlock holds
+// one subscription per node, opened when a Lock first waits, and one
+// dispatcher goroutine per subscription that wakes waiters:
 //
+//   - A release names one waiter: only that one tries, so waiters take
+//     turns in the order they came instead of all hitting every node at
+//     once for a lock only one of them can get. Nodes whose queues differ
+//     (a registration missed one) may name two; the split-vote rule sorts
+//     them out. A named waiter whose attempt fails queues again at its old
+//     place.
 //   - The same release arrives from every node that held the lock; only the
 //     first copy wakes anyone (the payload, a token unique to the
-//     acquisition or to the reentrant release, tells copies apart).
-//   - A release wakes only the longest-waiting Lock of this process on that
-//     name (FIFO): waking them all would have them all hit every node at
-//     once for one lock that only one of them can get. A woken waiter that
-//     loses the race stays first in line.
-//   - Subscribing and unsubscribing go through one goroutine per node, which
-//     brings the node's subscription to the channels waited on now, however
-//     many waiters came and went meanwhile: a silent node holds that one
-//     goroutine, not one per waiter.
+//     acquisition or to the reentrant release, tells copies apart). The
+//     woken attempt asks again the nodes that have not released yet.
+//   - With no one queued, a release wakes only the longest-waiting Lock of
+//     this process on that name.
+//   - Subscribing, unsubscribing, queueing and unqueueing go through one
+//     goroutine per node, which brings the node to the waiters of now,
+//     however many came and went meanwhile: a silent node holds that one
+//     goroutine, not one per waiter. A name's subscription lingers for
+//     subLinger after its last waiter.
 //   - Announcements can be lost (a node down, a subscription reconnecting,
-//     a release published before the SUBSCRIBE took effect): every waiter
-//     still polls on its randomised back-off, which bounds the cost of a lost
-//     announcement to one back-off.
+//     a release published before the SUBSCRIBE took effect, a named waiter
+//     that died): every waiter still polls on its back-off, which bounds the
+//     cost of a lost announcement to one back-off.
 
 const (
 	channelPrefix = "redlock:released:"
@@ -87,8 +97,23 @@ const subLinger = 5 * time.Second
 // registration on a node.
 const queueTTL = time.Minute
 
-// queueKey is where each node keeps the queue of waiters of lock name.
-func queueKey(name string) string { return name + ":redlock:waiters" }
+// queueKey is where each node keeps the queue of waiters of lock name: in
+// the same Redis Cluster hash slot as name, since the release script uses
+// both. A name with a hash tag ("{user:7}:orders") keeps its tag; one
+// without is wrapped in one ("{orders}" hashes like "orders"). A name with
+// a brace but no valid tag cannot share its slot with another key: its
+// waiters are not queued ("" is returned), and each release wakes them all.
+func queueKey(name string) string {
+	const suffix = ":redlock:waiters"
+	open := strings.IndexByte(name, '{')
+	if open < 0 {
+		return "{" + name + "}" + suffix
+	}
+	if end := strings.IndexByte(name[open+1:], '}'); end > 0 {
+		return name + suffix // the tag stays the first one
+	}
+	return ""
+}
 
 // waiter is one waiting Lock. wake receives at most one pending signal:
 // the released token (or, for a reentrant lock, the release's id).
@@ -304,6 +329,9 @@ func (ws *waiters) syncNode(ns *nodeSub, timeout time.Duration) {
 		for name, q := range ws.queues {
 			for _, w := range q.list {
 				current[w.id] = true
+				if queueKey(name) == "" {
+					continue
+				}
 				if got := ns.queued[w.id]; got == nil || got.gen < w.gen {
 					ns.queued[w.id] = &queued{name: name, gen: w.gen}
 					ops = append(ops, &queueReq{key: queueKey(name), member: w.id, score: w.since, ttl: queueTTL})

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -310,4 +311,29 @@ func TestNoCourtesyForOwnSubscription(t *testing.T) {
 			require.NoError(t, m.Unlock(t.Context()))
 		}
 	})
+}
+
+func TestQueueKeySharesTheNamesSlot(t *testing.T) {
+	for name, want := range map[string]string{
+		"orders":          "{orders}:redlock:waiters",
+		"{user:7}:orders": "{user:7}:orders:redlock:waiters",
+		"a{b}c":           "a{b}c:redlock:waiters",
+		"a{}b":            "", // no valid tag: no key can share its slot
+		"only{open":       "",
+	} {
+		assert.Equal(t, want, queueKey(name), name)
+		if want != "" {
+			assert.Equal(t, hashSlotKey(name), hashSlotKey(want), name)
+		}
+	}
+}
+
+// hashSlotKey is the part of key Redis Cluster hashes.
+func hashSlotKey(key string) string {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			return key[open+1 : open+1+end]
+		}
+	}
+	return key
 }

@@ -139,16 +139,21 @@ func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
 }
 
 // WithNotification sets whether [Mutex.Lock] waits for releases to be
-// announced. When on, a waiting Lock subscribes to the lock's release
-// channel ("redlock:released:" + name) on every node and tries again as
-// soon as a release is published, instead of sleeping out its back-off;
-// the back-off stays as the fallback for announcements that are lost (a
-// node down, a subscription reconnecting). In one process, a release wakes
-// only the longest-waiting Lock on that name, so that its waiters do not all
-// stampede the nodes at once; waiters in other processes are woken one per
-// process. When off, Lock only polls. The subscriptions are one pub/sub
-// connection per node, opened at the first wait and closed by
-// [Redlock.Close]. Default: on.
+// announced. When on, a waiting Lock joins the lock's queue of waiters on
+// every node (a sorted set, name + ":redlock:waiters", ordered by when each
+// started waiting) and subscribes to the lock's release channel
+// ("redlock:released:" + name) and to its Redlock's own channel
+// ("redlock:wake:" + a random id). A release pops the oldest waiter from
+// each node's queue and announces itself on that waiter's Redlock's channel
+// only: waiters take turns, in the order they came, instead of all trying
+// at once; with no one queued, the release channel tells every waiter. The
+// back-off stays as the fallback for announcements that are lost (a node
+// down, a subscription reconnecting, a waiter that died while queued),
+// drawn from [max/2, max] of [WithRetryDelay] while queued. When off, Lock
+// only polls. The subscriptions are one pub/sub connection per node, opened
+// // at the first wait and closed by [Redlock.Close]; a Lock leaves the queue
+// when it returns, and a name's subscription goes 5 seconds after its last
+// waiter. Default: on.
 func WithNotification(on bool) Option {
 	return optionFunc(func(c *config) error {
 		c.notify = on

@@ -267,7 +267,7 @@ func (n *redisNode) prepare(c *call) {
 		n.script(c, scripts.Fence, []string{o.key, o.fenceKey}, o.token, o.fence, reentrant)
 	case *releaseReq:
 		keys := []string{o.key}
-		if o.channel != "" {
+		if o.channel != "" && o.queueKey != "" {
 			keys = append(keys, o.queueKey)
 		}
 		if o.reentrant {

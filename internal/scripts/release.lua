@@ -2,7 +2,8 @@
 -- tells waiters that it is free.
 --
 -- KEYS[1]  the lock name
--- KEYS[2]  the lock's queue of waiters (see queue.lua); absent with ARGV[2] ""
+-- KEYS[2]  the lock's queue of waiters (see queue.lua); absent when there
+--          is none, or ARGV[2] is ""
 -- ARGV[1]  the caller's token
 -- ARGV[2]  the channel to announce the release on once deleted; "" for none
 --          (the cleanup of a failed attempt frees nothing anyone waits for)
@@ -21,7 +22,10 @@ if redis.pcall("GET", KEYS[1]) == ARGV[1] then
 	redis.call("DEL", KEYS[1])
 	local heard = 0
 	if ARGV[2] ~= "" then
-		local waiter = redis.call("ZPOPMIN", KEYS[2])[1] or ""
+		local waiter = ""
+		if #KEYS > 1 then
+			waiter = redis.call("ZPOPMIN", KEYS[2])[1] or ""
+		end
 		heard = announce(ARGV[2], ARGV[1], waiter)
 	end
 	return 1 + heard

@@ -3,8 +3,8 @@
 -- told that it is free.
 --
 -- KEYS[1]  the lock name
--- KEYS[2]  the lock's queue of waiters (see queue.lua and release.lua),
---          present when ARGV[3] is not ""
+-- KEYS[2]  the lock's queue of waiters (see queue.lua and release.lua);
+--          absent when there is none, or ARGV[3] is ""
 -- ARGV[1]  the owner id
 -- ARGV[2]  "1" to drop every hold, "0" to drop one, "2" to undo the hold a
 --          failed acquisition took (drop one; delete the key when none is
@@ -42,7 +42,10 @@ end
 redis.call("DEL", KEYS[1])
 local heard = 0
 if ARGV[3] ~= "" then
-	local waiter = redis.call("ZPOPMIN", KEYS[2])[1] or ""
+	local waiter = ""
+	if #KEYS > 1 then
+		waiter = redis.call("ZPOPMIN", KEYS[2])[1] or ""
+	end
 	heard = announce(ARGV[3], ARGV[4], waiter)
 end
 return 1 + heard
