@@ -100,18 +100,27 @@ func TestOutranks(t *testing.T) {
 	}
 }
 
+// nearAndFar returns a Redlock over five fakes: three near nodes (1ms) and
+// two far ones (50ms).
+func nearAndFar(t *testing.T) (*Redlock, []*fakeNode) {
+	t.Helper()
+	r, fs := newFakeRedlock(t, 5, WithNodeTimeout(200*time.Millisecond))
+	for i, f := range fs {
+		d := time.Millisecond
+		if i >= 3 {
+			d = 50 * time.Millisecond
+		}
+		f.faults(func(n *fakeNode) { n.delay = d })
+	}
+	return r, fs
+}
+
 // Two contenders split the near nodes; the far ones answer 50ms later. The
 // one that is outranked gives way about one round trip after the split
 // shows, instead of waiting for the far nodes.
 func TestSplitVoteLoserGivesWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(200*time.Millisecond))
-		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
-		}
-		for _, f := range fs[3:] {
-			f.faults(func(n *fakeNode) { n.delay = 50 * time.Millisecond })
-		}
+		r, fs := nearAndFar(t)
 		// A competitor ("~" ranks above any token) holds two near nodes.
 		fs[0].set("k", "~", time.Minute)
 		fs[1].set("k", "~", time.Minute)
@@ -132,13 +141,7 @@ func TestSplitVoteLoserGivesWay(t *testing.T) {
 // without waiting for the far nodes.
 func TestSplitVoteWinnerAsksAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(200*time.Millisecond))
-		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
-		}
-		for _, f := range fs[3:] {
-			f.faults(func(n *fakeNode) { n.delay = 50 * time.Millisecond })
-		}
+		r, fs := nearAndFar(t)
 		// A competitor ("0" ranks below any token) holds one near node,
 		// and gives way 3ms later.
 		fs[0].set("k", "0", 3*time.Millisecond)
