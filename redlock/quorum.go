@@ -246,6 +246,13 @@ func (a *attempt) take(v vote) bool {
 			}
 			a.holders[i] = v.rep.holder
 			a.seen[v.rep.holder]++
+			if v.rep.holder != "" && v.rep.holder == a.released {
+				// The release of that token is on its way to this node
+				// (another node's announcement came first): ask again at
+				// once; it lands before the request does, as a rule.
+				a.inflight[i] = true
+				a.ask(i)
+			}
 		}
 	}
 	return a.judge()

@@ -171,3 +171,32 @@ func TestNoReaskWithoutGrants(t *testing.T) {
 		}
 	})
 }
+
+// An attempt woken by the announced release of a token asks again the
+// nodes that still hold that token (their release is on its way), and
+// never gives way to it; an attempt not told of the release fails.
+func TestReleasedTokenAskedAgain(t *testing.T) {
+	for _, told := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			r, fs := newFakeRedlock(t, 3)
+			for _, f := range fs {
+				f.faults(func(n *fakeNode) { n.delay = 100 * time.Microsecond })
+			}
+			// The holder's release reaches nodes 0 and 1 at 150µs.
+			fs[0].set("k", "released", 150*time.Microsecond)
+			fs[1].set("k", "released", 150*time.Microsecond)
+			m := newFakeMutex(t, r, "k")
+			released := ""
+			if told {
+				released = "released"
+			}
+			_, err := m.tryLock(t.Context(), released)
+			if told {
+				require.NoError(t, err)
+				assert.Equal(t, 2, fs[0].count("acquire"), "asked again")
+			} else {
+				require.ErrorIs(t, err, ErrNotAcquired)
+			}
+		})
+	}
+}
