@@ -222,12 +222,8 @@ func (n *fakeNode) fence(ctx context.Context, r *fenceReq) (bool, error) {
 	})
 }
 
-func (n *fakeNode) release(ctx context.Context, r *releaseReq) (bool, error) {
-	ok, _, err := n.releaseHeard(ctx, r)
-	return ok, err
-}
-
-// releaseHeard is release, also saying how many subscribers heard it.
+// releaseHeard runs a release, and says what its announcement returned
+// (see announce).
 func (n *fakeNode) releaseHeard(ctx context.Context, r *releaseReq) (bool, int, error) {
 	heard := 0
 	ok, err := n.apply(ctx, "release", r.key, func() bool {

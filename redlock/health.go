@@ -206,7 +206,7 @@ func (p *peer) owe(req *releaseReq, ttl time.Duration) {
 // never frees it, so it is not worth owing; the undo of a reentrant hold is
 // resent only when it surely was not applied.
 func owable(req *releaseReq, err error) bool {
-	if err == nil || !(unsent(err) || unreachable(err)) || errors.Is(err, errClosedNode) {
+	if err == nil || !unsent(err) && !unreachable(err) || errors.Is(err, errClosedNode) {
 		return false
 	}
 	if req.reentrant && req.drop == dropOne {
