@@ -13,7 +13,8 @@
 // To hold a lock while work runs, [Redlock.Do] acquires, renews (see
 // [WithRenewal]) and releases, and cancels the work's context when the lock
 // is lost; a [Mutex] reports loss through [Mutex.Done] and [Mutex.Err].
-// Waiting Locks are woken when a release is announced ([WithNotification]);
+// Waiting Locks queue on the nodes and take turns, each woken when a
+// release names it ([WithNotification]);
 // [WithReentrant] makes the Mutex value the lock's owner, with a hold count.
 // [WithFencing] gives each acquisition a fencing token ([Mutex.Fence]) for
 // the resource to reject stale holders ([SetFenced]); [WithRestartDelay]

@@ -128,10 +128,15 @@ func (r *Redlock) Quorum() int { return quorum(len(r.peers)) }
 // Operations return before all their node calls have: a call to a slow or
 // paused node, or the release that follows a failed acquisition, may run on
 // after Lock, Unlock or Extend returned, until it finishes or times out.
-// Close is where a program (or a leak-checking test) waits for them. Locks
-// still held are not released: their keys expire after their TTL, and their
-// acquisitions end as lost when their validity runs out. Calls
-// after Close return [ErrClosed]; Close itself may be called again.
+// Close is where a program (or a leak-checking test) waits for them. A
+// sent call ends when its node answers or its client's own timeouts fire
+// (the library hands go-redis no deadline: see [WithNodeTimeout]), so with
+// a silent node Close may wait for the client's read timeout (3s by
+// default). Probing of down nodes stops, and releases still owed to them
+// are dropped (see [Redlock.Health]). Locks still held are not released:
+// their keys expire after their TTL, and their acquisitions end as lost
+// when their validity runs out. Calls after Close return [ErrClosed]; Close
+// itself may be called again.
 func (r *Redlock) Close(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
