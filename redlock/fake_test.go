@@ -270,6 +270,9 @@ func (n *fakeNode) extend(ctx context.Context, r *extendReq) (bool, error) {
 func (n *fakeNode) queue(ctx context.Context, r *queueReq) (bool, error) {
 	return n.apply(ctx, "queue", r.key, func() bool {
 		q := n.queues[r.key]
+		if r.ttl > 0 {
+			return true // the fake's queues do not expire
+		}
 		if r.remove {
 			delete(q, r.member)
 			return true

@@ -81,8 +81,10 @@ type extendReq struct {
 	reentrant  bool
 }
 
-// queueReq adds a waiting Lock to the lock's queue of waiters, or removes
-// it (see notify.go).
+// queueReq adds a waiting Lock to the lock's queue of waiters (ZADD NX:
+// a waiter queued again keeps its place), removes it, or, with ttl set,
+// sets the queue's time to live, so that a queue nobody waits on goes away
+// (see notify.go).
 type queueReq struct {
 	key, member string
 	score       int64 // when the waiter started waiting, in Unix milliseconds

@@ -10,8 +10,8 @@ import (
 )
 
 // Waiting by notification. A waiting Lock joins the lock's queue of waiters
-// on every node (queue.lua: a sorted set of waiter ids, ordered by when each
-// started waiting). A release that frees the lock pops the oldest waiter
+// on every node (a sorted set of waiter ids, scored by when each started
+// waiting: ZADD NX, so a waiter queued again keeps its place). A release that frees the lock pops the oldest waiter
 // from each node's queue and announces itself to that waiter's Redlock only,
 // on the Redlock's own channel (announce.lua); with no one queued it
 // announces itself on the lock's channel, to every waiter. A Redlock holds
@@ -334,7 +334,8 @@ func (ws *waiters) syncNode(ns *nodeSub, timeout time.Duration) {
 				}
 				if got := ns.queued[w.id]; got == nil || got.gen < w.gen {
 					ns.queued[w.id] = &queued{name: name, gen: w.gen}
-					ops = append(ops, &queueReq{key: queueKey(name), member: w.id, score: w.since, ttl: queueTTL})
+					ops = append(ops, &queueReq{key: queueKey(name), member: w.id, score: w.since},
+						&queueReq{key: queueKey(name), ttl: queueTTL})
 				}
 			}
 		}

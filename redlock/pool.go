@@ -276,11 +276,16 @@ func (n *redisNode) prepare(c *call) {
 		}
 		n.script(c, scripts.Release, keys, o.token, o.channel)
 	case *queueReq:
-		if o.remove {
-			n.script(c, scripts.Queue, []string{o.key}, "remove", o.member)
-			return
+		// Plain commands: several per acquisition, a script each would
+		// cost the node ten times as much.
+		switch {
+		case o.remove:
+			c.cmd = redis.NewIntCmd(c.ctx, "zrem", o.key, o.member)
+		case o.ttl > 0:
+			c.cmd = redis.NewIntCmd(c.ctx, "pexpire", o.key, o.ttl.Milliseconds())
+		default:
+			c.cmd = redis.NewIntCmd(c.ctx, "zadd", o.key, "nx", o.score, o.member)
 		}
-		n.script(c, scripts.Queue, []string{o.key}, "add", o.member, o.score, o.ttl.Milliseconds())
 	case *extendReq:
 		s := scripts.Extend
 		if o.reentrant {
@@ -344,6 +349,9 @@ func (n *redisNode) parse(c *call) reply {
 	}
 	if err != nil {
 		return reply{err: err}
+	}
+	if _, ok := c.op.(*queueReq); ok {
+		return reply{ok: true}
 	}
 	v, err := c.cmd.(*redis.Cmd).Int64()
 	if _, ok := c.op.(*releaseReq); ok && v > 1 {

@@ -3,7 +3,7 @@
 
 -- announce tells waiters that the lock KEYS[1] is free, and returns
 -- 2 × the number of clients that heard it, plus 1 when it named a waiter. waiter is the oldest waiter, popped from the
--- lock's queue (see queue.lua), "" when there is none. A waiter's id is
+-- lock's queue (a sorted set of waiter ids, scored by when each started waiting), "" when there is none. A waiter's id is
 -- "process/waiter": the release is announced on that process's own channel,
 -- "redlock:wake:process", as "id|waiter|name", so that only the process
 -- whose turn it is wakes. With no waiter queued, it is announced to every

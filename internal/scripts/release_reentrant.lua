@@ -3,7 +3,7 @@
 -- told that it is free.
 --
 -- KEYS[1]  the lock name
--- KEYS[2]  the lock's queue of waiters (see queue.lua and release.lua);
+-- KEYS[2]  the lock's queue of waiters (see release.lua);
 --          absent when there is none, or ARGV[3] is ""
 -- ARGV[1]  the owner id
 -- ARGV[2]  "1" to drop every hold, "0" to drop one, "2" to undo the hold a

@@ -33,8 +33,6 @@ var (
 	fenceSource string
 	//go:embed set_fenced.lua
 	setFencedSource string
-	//go:embed queue.lua
-	queueSource string
 	//go:embed announce.lua
 	announceSource string
 )
@@ -80,9 +78,5 @@ var Fence = redis.NewScript(fenceSource)
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
 var SetFenced = redis.NewScript(setFencedSource)
 
-// Queue adds ARGV[2] to the waiters' queue KEYS[1] with score ARGV[3] and
-// ttl ARGV[4] ms (ARGV[1] "add"), or removes it ("remove"); it returns 1.
-var Queue = redis.NewScript(queueSource)
-
 // All is every script a lock node runs, to load into its cache at once.
-var All = []*redis.Script{Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Queue}
+var All = []*redis.Script{Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence}
