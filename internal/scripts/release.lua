@@ -2,8 +2,9 @@
 -- tells waiters that it is free.
 --
 -- KEYS[1]  the lock name
--- KEYS[2]  the lock's queue of waiters (a sorted set of waiter ids, scored by when each started waiting); absent when there
---          is none, or ARGV[2] is ""
+-- KEYS[2]  the lock's queue of waiters: a sorted set of waiter ids, scored
+--          by when each started waiting; absent when there is none, or
+--          ARGV[2] is ""
 -- ARGV[1]  the caller's token
 -- ARGV[2]  the channel to announce the release on once deleted; "" for none
 --          (the cleanup of a failed attempt frees nothing anyone waits for)
