@@ -35,9 +35,9 @@
 // When contenders split the nodes, each refusal names the token that holds
 // the node; about one round trip later the attempt that is outranked (a
 // competitor holds more nodes, or as many with a greater token) gives way
-// and releases, and the one that ranks first asks those nodes again, so
-// neither waits for slow or far nodes. Giving way is failing, which is
-// always safe.
+// and releases, and (in Lock) the one that ranks first asks those nodes
+// again, so neither waits for slow or far nodes. Giving way is failing,
+// which is always safe.
 //
 // # Node health
 //

@@ -122,7 +122,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 	splits := 0    // consecutive attempts that failed with some grants
 	released := "" // the token whose announced release woke this Lock
 	for attempt := 1; ; attempt++ {
-		failed, err := m.tryLock(ctx, released)
+		failed, err := m.tryLock(ctx, released, maxReasks)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
 			return err
 		}
@@ -203,9 +203,10 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 // It returns once the outcome is certain, which is when the quorum-th
 // fastest node answers, not the slowest; a node that has not answered by the
 // node timeout counts as failed, and a node that is down (see
-// [Redlock.Health]) is skipped. When contenders split the nodes, the attempt
-// that ranks first asks its competitors' nodes again, and the others give
-// way at once (see the package documentation).
+// [Redlock.Health]) is skipped. When contenders split the nodes, an
+// attempt that is outranked gives way at once (see the package
+// documentation); TryLock does not ask nodes again, as Lock's attempts do,
+// so a caller trying in a loop gets a quick answer each time.
 //
 // On failure it returns an error wrapping [ErrNotAcquired], one [*NodeError]
 // per failed node, and ctx's error if ctx ended. Before returning it
@@ -220,14 +221,14 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 // Mutex that holds the lock takes one more hold on a quorum and re-arms the
 // TTL.
 func (m *Mutex) TryLock(ctx context.Context) error {
-	_, err := m.tryLock(ctx, "")
+	_, err := m.tryLock(ctx, "", 0)
 	return err
 }
 
 // tryLock is TryLock; on failure it also describes the failed attempt.
 // released is a token whose release was just announced: nodes that still
 // hold it are about to be free (see acquire).
-func (m *Mutex) tryLock(ctx context.Context, released string) (acquisition, error) {
+func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (acquisition, error) {
 	if ctx == nil {
 		return acquisition{}, invalid("nil context")
 	}
@@ -251,7 +252,7 @@ func (m *Mutex) tryLock(ctx context.Context, released string) (acquisition, erro
 		}
 		token = id.String()
 	}
-	a, err := m.r.acquire(ctx, m.acquireReq(token, false), &m.cfg, m.gates, released)
+	a, err := m.r.acquire(ctx, m.acquireReq(token, false), &m.cfg, m.gates, released, reasks)
 	if err != nil {
 		return a, err
 	}
@@ -286,7 +287,7 @@ func (m *Mutex) reenter(ctx context.Context, l *lease) error {
 	// Mutex's gates send it, on each node, after the holds already on
 	// their way: a re-lock that overtook the first SET would find no key
 	// there and take no hold.
-	a, err := m.r.acquire(ctx, m.acquireReq(l.token, true), &m.cfg, m.gates, "")
+	a, err := m.r.acquire(ctx, m.acquireReq(l.token, true), &m.cfg, m.gates, "", maxReasks)
 	if err != nil {
 		return err
 	}

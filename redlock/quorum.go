@@ -68,11 +68,14 @@ const maxReasks = 3
 // caller's cancellation: cleanup must happen even after ctx is done.
 //
 // gates are the lease's when this is one more hold of a reentrant lock,
-// nil for a new acquisition. released, when not "", is a token whose
+// nil for a new acquisition. reasks bounds how many times a node may be
+// asked again (see maxReasks): Lock's attempts ask again, TryLock's single
+// attempt does not, so that a caller that tries in a loop gets a quick
+// answer every time. released, when not "", is a token whose
 // release was just announced: a node may still hold it because the
 // announcement from a faster node arrived first, so its refusals count as
 // "may still grant" and the attempt never gives way to it.
-func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gates []*gate, released string) (acquisition, error) {
+func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gates []*gate, released string, reasks int) (acquisition, error) {
 	if err := r.track(1); err != nil {
 		return acquisition{}, err
 	}
@@ -82,7 +85,7 @@ func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gat
 		gates = newGates(len(r.peers))
 	}
 	a := newAttempt(r, ctx, req, cfg, gates, start)
-	a.released = released
+	a.released, a.reasks = released, reasks
 	for i := range r.peers {
 		a.ask(i)
 	}
@@ -178,6 +181,7 @@ type attempt struct {
 	yielded  bool
 	rival    int    // nodes held by the competitor given way to
 	released string // a token being released: see acquire
+	reasks   int    // how many times a node may be asked again
 }
 
 func newAttempt(r *Redlock, ctx context.Context, req *acquireReq, cfg *config, gates []*gate, start time.Time) *attempt {
@@ -308,7 +312,7 @@ func (a *attempt) soft() []int {
 	for i, ans := range t.answers {
 		h := a.holders[i]
 		releasing := h != "" && h == a.released
-		if ans == refused && (releasing || t.yes > 0 && a.seen[h] <= t.yes) && (a.inflight[i] || a.asked[i] <= maxReasks) {
+		if ans == refused && (releasing || t.yes > 0 && a.seen[h] <= t.yes) && (a.inflight[i] || a.asked[i] <= a.reasks) {
 			out = append(out, i)
 		}
 	}

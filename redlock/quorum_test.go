@@ -126,7 +126,7 @@ func TestSplitVoteLoserGivesWay(t *testing.T) {
 		fs[1].set("k", "~", time.Minute)
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
-		_, err := m.tryLock(t.Context(), "")
+		_, err := m.tryLock(t.Context(), "", maxReasks)
 		require.ErrorIs(t, err, ErrNotAcquired)
 		assert.Contains(t, err.Error(), "gave way")
 		assert.Less(t, time.Since(start), 10*time.Millisecond, "the loser waited for the far nodes")
@@ -147,12 +147,27 @@ func TestSplitVoteWinnerAsksAgain(t *testing.T) {
 		fs[0].set("k", "0", 3*time.Millisecond)
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
-		require.NoError(t, m.TryLock(t.Context()))
+		_, err := m.tryLock(t.Context(), "", maxReasks) // as Lock's attempts do
+		require.NoError(t, err)
 		took := time.Since(start)
 		assert.Less(t, took, 10*time.Millisecond, "the winner waited for the far nodes")
 		assert.Greater(t, fs[0].count("acquire"), 1, "node 0 was asked again")
 		v, _ := fs[0].get("k")
 		assert.Equal(t, tokenOf(m), v)
+	})
+}
+
+// TryLock, a single attempt for callers that try in a loop, does not ask
+// again: it waits for the far nodes instead.
+func TestTryLockDoesNotAskAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := nearAndFar(t)
+		fs[0].set("k", "0", 3*time.Millisecond)
+		m := newFakeMutex(t, r, "k")
+		start := time.Now()
+		require.NoError(t, m.TryLock(t.Context()))
+		assert.Equal(t, 50*time.Millisecond, time.Since(start))
+		assert.Equal(t, 1, fs[0].count("acquire"))
 	})
 }
 
@@ -190,7 +205,7 @@ func TestReleasedTokenAskedAgain(t *testing.T) {
 			if told {
 				released = "released"
 			}
-			_, err := m.tryLock(t.Context(), released)
+			_, err := m.tryLock(t.Context(), released, maxReasks)
 			if told {
 				require.NoError(t, err)
 				assert.Equal(t, 2, fs[0].count("acquire"), "asked again")
