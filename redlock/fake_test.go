@@ -133,13 +133,10 @@ func (n *fakeNode) do(ctx context.Context, _ time.Time, o op, done func(reply)) 
 	}()
 }
 
-// ping answers like any call, with the node's faults, unless its error is
-// one a server would send (the node then answers).
+// ping answers like any call, with the node's faults: an error a server
+// would send comes back as such, as go-redis returns it.
 func (n *fakeNode) ping(ctx context.Context) error {
 	_, err := n.apply(ctx, "ping", "", func() bool { return true })
-	if err != nil && !unreachable(err) && !errors.Is(err, errLostReply) {
-		return nil
-	}
 	return err
 }
 

@@ -289,6 +289,9 @@ func (p *peer) probe() bool {
 		p.mu.Lock()
 		p.probes--
 		p.mu.Unlock()
+		if err != nil && !unreachable(err) {
+			err = nil // an error reply (NOAUTH, LOADING...) is an answer too
+		}
 		if err == nil {
 			p.answered() // even late: the node answers
 		}
@@ -319,7 +322,7 @@ func (p *peer) deliver(owed []owedRelease) bool {
 			again := owable(o.req, rep.err)
 			if again {
 				p.mu.Lock()
-				if p.down || p.r.now().Before(o.until) {
+				if (p.down || p.r.now().Before(o.until)) && len(p.owed) < maxOwed {
 					p.owed = append(p.owed, o)
 				}
 				p.mu.Unlock()

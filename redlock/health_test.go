@@ -207,3 +207,21 @@ func TestStalledNodeQueueIsBounded(t *testing.T) {
 	n.close()
 	assert.Equal(t, int32(sent), done.Load(), "every request is answered once")
 }
+
+// A probe that gets an error reply (a node that answers NOAUTH or LOADING)
+// counts as an answer: the node is up; only a network failure keeps it down.
+func TestProbeErrorReplyIsAnAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		fs[2].faults(func(n *fakeNode) { n.err = errRefused })
+		m := newFakeMutex(t, r, "k")
+		require.NoError(t, m.TryLock(t.Context()))
+		synctest.Wait()
+		require.True(t, r.Health()[2].Down)
+		fs[2].faults(func(n *fakeNode) { n.err = errors.New("LOADING Redis is loading the dataset in memory") })
+		time.Sleep(probeMax)
+		synctest.Wait()
+		assert.False(t, r.Health()[2].Down)
+		fs[2].faults(func(n *fakeNode) { n.err = nil })
+	})
+}
