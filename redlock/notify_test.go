@@ -202,6 +202,11 @@ func TestWakeOrder(t *testing.T) {
 func TestReleaseWakesOldestQueuedWaiterOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs, _ := fakes(3)
+		for _, f := range fs {
+			// Every node releases before any attempt woken by the
+			// release reaches one: one acquire per attempt.
+			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+		}
 		var rls []*Redlock
 		for range 3 { // three processes on the same nodes
 			r, err := newRedlock(fakeNodes(fs))
