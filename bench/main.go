@@ -47,8 +47,15 @@ var (
 // availabilityDuration is -duration's default with -availability.
 const availabilityDuration = 3 * time.Second
 
+// defaultOptions runs the speed benchmark at go-redis' default client
+// options, as a new user first runs it.
+var defaultOptions = flag.Bool("defaults", false, "speed benchmark: go-redis default client options instead of the tuned ones")
+
 // clientOptions are the same for every implementation.
 func clientOptions() *redis.Options {
+	if *defaultOptions {
+		return &redis.Options{}
+	}
 	return &redis.Options{PoolSize: 128, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true}
 }
 
