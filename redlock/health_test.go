@@ -60,16 +60,24 @@ func TestDownNodeSkippedUntilProbeAnswers(t *testing.T) {
 	})
 }
 
+// withRefusedNode returns a Redlock over three fakes whose third refuses
+// connections, after one TryLock that found it so: it is down.
+func withRefusedNode(t *testing.T) (*Redlock, []*fakeNode) {
+	t.Helper()
+	r, fs := newFakeRedlock(t, 3)
+	fs[2].faults(func(n *fakeNode) { n.err = errRefused })
+	m := newFakeMutex(t, r, "k")
+	require.NoError(t, m.TryLock(t.Context()))
+	synctest.Wait()
+	require.True(t, r.Health()[2].Down)
+	return r, fs
+}
+
 // A node whose connections are refused is down at once, whatever the node
 // timeout, and is probed until it accepts them again.
 func TestRefusedNodeDownAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, fs := newFakeRedlock(t, 3)
-		fs[2].faults(func(n *fakeNode) { n.err = errRefused })
-		m := newFakeMutex(t, r, "k")
-		require.NoError(t, m.TryLock(t.Context()))
-		synctest.Wait()
-		require.True(t, r.Health()[2].Down)
+		r, fs := withRefusedNode(t)
 		probes := fs[2].count("ping")
 		time.Sleep(time.Second)
 		assert.Greater(t, fs[2].count("ping"), probes+3, "probed while down")
@@ -212,12 +220,7 @@ func TestStalledNodeQueueIsBounded(t *testing.T) {
 // counts as an answer: the node is up; only a network failure keeps it down.
 func TestProbeErrorReplyIsAnAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, fs := newFakeRedlock(t, 3)
-		fs[2].faults(func(n *fakeNode) { n.err = errRefused })
-		m := newFakeMutex(t, r, "k")
-		require.NoError(t, m.TryLock(t.Context()))
-		synctest.Wait()
-		require.True(t, r.Health()[2].Down)
+		r, fs := withRefusedNode(t)
 		fs[2].faults(func(n *fakeNode) { n.err = errors.New("LOADING Redis is loading the dataset in memory") })
 		time.Sleep(probeMax)
 		synctest.Wait()

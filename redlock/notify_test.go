@@ -177,8 +177,9 @@ func TestWakeOrder(t *testing.T) {
 		}
 	}
 	ws.announce("k", "release-1", "")
-	ws.announce("k", "release-1", "") // the same release, from another node
 	assert.True(t, woken(w0))
+	ws.announce("k", "release-1", "") // the same release, from another node
+	assert.False(t, woken(w0), "woken once per release")
 	assert.False(t, woken(w1))
 	w0.leave()
 	ws.announce("k", "release-2", "")

@@ -171,7 +171,7 @@ func TestTryLockDoesNotAskAgain(t *testing.T) {
 	})
 }
 
-// An attempt that is not split (no grant) never asks again.
+// An attempt that is not split (no grant) neither asks again nor waits.
 func TestNoReaskWithoutGrants(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
@@ -179,7 +179,10 @@ func TestNoReaskWithoutGrants(t *testing.T) {
 			f.set("k", "0", time.Minute)
 		}
 		m := newFakeMutex(t, r, "k")
-		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
+		start := time.Now()
+		_, err := m.tryLock(t.Context(), "", maxReasks)
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.Zero(t, time.Since(start), "held everywhere: decided at once, no wait for a re-ask")
 		time.Sleep(time.Second)
 		for _, f := range fs {
 			assert.Equal(t, 1, f.count("acquire"))
