@@ -47,6 +47,21 @@ var ErrNodeDown = errors.New("redlock: node down")
 // restart. The node changed nothing.
 var ErrNodeRecovering = errors.New("redlock: node restarted less than the restart delay ago")
 
+// ErrMisconfigured is the cause inside a [*NodeError] when a node refused a
+// request in a way that no retry can change, until someone changes the
+// deployment: the user lacks a permission (NOPERM), the password or user is
+// wrong (NOAUTH, WRONGPASS), a script's keys are in different cluster slots
+// (CROSSSLOT), the lock's key holds something that is not a lock (another
+// program uses the name), the node does not know a command the lock needs,
+// or the TLS handshake failed (an untrusted or mismatched certificate, TLS
+// spoken to a plain port). The error also wraps the node's own error.
+//
+// [Mutex.Lock] stops at once, instead of waiting for its context to end,
+// when so many nodes fail this way that no quorum is left to grant the
+// lock: retrying would fail the same way. Fewer such nodes are tolerated
+// like any failed minority, and reported in the errors of operations.
+var ErrMisconfigured = errors.New("redlock: node misconfigured")
+
 // ErrStaleFence is returned by [SetFenced] when the resource already
 // accepted a write with a higher fencing token: the writer's lock was taken
 // over by a later holder, and its write is refused.
@@ -63,7 +78,8 @@ var ErrInvalidArgument = errors.New("redlock: invalid argument")
 var ErrClosed = errors.New("redlock: closed")
 
 // NodeError reports one node's failure during an operation: a network or
-// server error, [ErrNodeTimeout], [ErrNodeDown] or [ErrNodeRecovering]. Operations join one NodeError per
+// server error, [ErrNodeTimeout], [ErrNodeDown], [ErrNodeRecovering] or
+// [ErrMisconfigured]. Operations join one NodeError per
 // failed node into the error they return; reach them with [errors.As]:
 //
 //	var nodeErr *redlock.NodeError

@@ -22,6 +22,7 @@ type fakeNode struct {
 	delay     time.Duration            // before each call is applied
 	err       error                    // every call fails with it, without effect
 	lose      bool                     // calls take effect but the reply is lost
+	resend    bool                     // releases are applied twice, as a client retry after a lost reply does; the second reply comes back
 	hang      chan struct{}            // calls block until it is closed, then apply
 	opDelay   map[string]time.Duration // extra delay of one kind of call
 	errOnly   string                   // when set, err applies to this kind of call only
@@ -122,7 +123,13 @@ func (n *fakeNode) do(ctx context.Context, _ time.Time, o op, done func(reply)) 
 			rep.ok, rep.err = n.fence(ctx, o)
 		case *releaseReq:
 			var v int
-			rep.ok, v, rep.err = n.releaseHeard(ctx, o)
+			n.mu.Lock()
+			resend := n.resend
+			n.mu.Unlock()
+			if resend {
+				_, _, _, _ = n.releaseHeard(ctx, o)
+			}
+			rep.ok, v, rep.gone, rep.err = n.releaseHeard(ctx, o)
 			rep.heard, rep.named = v/2, v%2 == 1
 		case *extendReq:
 			rep.ok, rep.err = n.extend(ctx, o)
@@ -221,11 +228,15 @@ func (n *fakeNode) fence(ctx context.Context, r *fenceReq) (bool, error) {
 
 // releaseHeard runs a release, and says what its announcement returned
 // (see announce).
-func (n *fakeNode) releaseHeard(ctx context.Context, r *releaseReq) (bool, int, error) {
-	heard := 0
+func (n *fakeNode) releaseHeard(ctx context.Context, r *releaseReq) (bool, int, bool, error) {
+	heard, gone := 0, false
 	ok, err := n.apply(ctx, "release", r.key, func() bool {
 		e, ok := n.data[r.key]
-		if !ok || e.value != r.token || e.hash != r.reentrant {
+		if !ok {
+			gone = true
+			return false
+		}
+		if e.value != r.token || e.hash != r.reentrant {
 			return false
 		}
 		if r.reentrant && r.drop == dropUndo && e.holds > 1 {
@@ -250,7 +261,7 @@ func (n *fakeNode) releaseHeard(ctx context.Context, r *releaseReq) (bool, int, 
 		}
 		return true
 	})
-	return ok, heard, err
+	return ok, heard, gone && err == nil, err
 }
 
 func (n *fakeNode) extend(ctx context.Context, r *extendReq) (bool, error) {

@@ -57,6 +57,8 @@ type peer struct {
 	downSince time.Time
 	cause     error     // why it is down
 	lastReply time.Time // the last time the node answered anything
+	lastErr   error     // the last failure to reach the node (dial, TLS, network)
+	lastErrAt time.Time
 	inflight  int       // requests sent and not answered
 	waiting   time.Time // since when some request has waited for an answer
 	repairing bool      // the repair goroutine runs
@@ -127,7 +129,8 @@ func (p *peer) send(ctx context.Context, timeout time.Duration, o op, done func(
 	}
 	p.mu.Unlock()
 	if down {
-		done(reply{err: fmt.Errorf("%w for %v (%w)", ErrNodeDown, now.Sub(since).Round(time.Millisecond), cause)})
+		err := fmt.Errorf("%w for %v (%w)", ErrNodeDown, now.Sub(since).Round(time.Millisecond), cause)
+		done(reply{err: classify(err)})
 		return
 	}
 	p.r.wg.Add(1)
@@ -136,10 +139,40 @@ func (p *peer) send(ctx context.Context, timeout time.Duration, o op, done func(
 		p.inflight--
 		p.mu.Unlock()
 		p.observe(rep.err)
-		rep.err = clientErr(rep.err)
+		rep.err = classify(clientErr(rep.err))
 		done(rep)
 		p.r.wg.Done()
 	})
+}
+
+// classify marks an error that no retry can change (see ErrMisconfigured).
+func classify(err error) error {
+	if err != nil && misconfigured(err) && !errors.Is(err, ErrMisconfigured) {
+		return &misconfiguredError{err: err}
+	}
+	return err
+}
+
+// misconfiguredError is a node's error that wraps ErrMisconfigured.
+type misconfiguredError struct{ err error }
+
+func (e *misconfiguredError) Error() string        { return "misconfigured: " + e.err.Error() }
+func (e *misconfiguredError) Unwrap() error        { return e.err }
+func (e *misconfiguredError) Is(target error) bool { return target == ErrMisconfigured } //nolint:errorlint,err113 // a sentinel
+
+// timeoutErr is the error of a request sent at sent that the node did not
+// answer within the node timeout: ErrNodeTimeout, with the last failure to
+// reach the node when nothing came from it since (a dial refused, a TLS
+// handshake that failed). The client's own retries may outlast the node
+// timeout, and that failure is then the real cause.
+func (p *peer) timeoutErr(sent time.Time) error {
+	p.mu.Lock()
+	last, at, replied := p.lastErr, p.lastErrAt, p.lastReply
+	p.mu.Unlock()
+	if last == nil || at.Before(replied) || at.Before(sent.Add(-time.Minute)) {
+		return ErrNodeTimeout
+	}
+	return classify(fmt.Errorf("%w (last error %v ago: %w)", ErrNodeTimeout, p.r.now().Sub(at).Round(time.Millisecond), last))
 }
 
 // observe learns from a request's outcome: an answer proves the node
@@ -168,10 +201,14 @@ func (p *peer) timedOut(sent time.Time) {
 func (p *peer) markDown(cause error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := p.r.now()
 	if !p.down {
-		p.down, p.downSince = true, p.r.now()
+		p.down, p.downSince = true, now
 	}
 	p.cause = cause
+	if !errors.Is(cause, ErrNodeTimeout) {
+		p.lastErr, p.lastErrAt = cause, now
+	}
 	p.startRepair()
 }
 

@@ -11,23 +11,33 @@ import (
 // Its Lock calls [Mutex.Lock] with a background context: it blocks until the
 // lock is acquired, and goes on trying whatever the nodes answer (an
 // attempt bound set with [WithTries] only makes it start again). It panics
-// only when the lock can never be acquired through m: after [Redlock.Close]
+// when the lock can never be acquired through m: after [Redlock.Close]
 // (the error wraps [ErrClosed]), as sync.Mutex panics on misuse.
+//
+// When Lock fails because so many nodes are misconfigured that no quorum
+// can grant the lock (the error wraps [ErrMisconfigured]: a missing ACL
+// permission, a wrong password, a key of another type at the lock's name,
+// an untrusted certificate), the Locker cannot return the error, and
+// retrying may succeed once someone fixes the nodes. With onError set, it
+// hands onError each such error and tries again after the longest retry
+// delay (see [WithRetryDelay]), so that the program can log it and keep
+// waiting. With onError nil, nothing would ever say why Lock blocks: it
+// panics with the error instead.
 //
 // Its Unlock calls [Mutex.Unlock] with a background context. sync.Locker
 // has no way to return an error, so an Unlock error (the lock was lost
-// before, or the nodes failed: see Mutex.Unlock) goes to onUnlockError when
-// it is not nil, and is dropped otherwise.
+// before, or the nodes failed: see Mutex.Unlock) goes to onError when it
+// is not nil, and is dropped otherwise.
 //
 // A sync.Locker cannot tell its user that the lock was lost while held:
 // code that can should use [Mutex] or [Redlock.Do] directly.
-func (m *Mutex) Locker(onUnlockError func(error)) sync.Locker {
-	return &locker{m: m, onUnlockError: onUnlockError}
+func (m *Mutex) Locker(onError func(error)) sync.Locker {
+	return &locker{m: m, onError: onError}
 }
 
 type locker struct {
-	m             *Mutex
-	onUnlockError func(error)
+	m       *Mutex
+	onError func(error)
 }
 
 func (l *locker) Lock() {
@@ -39,11 +49,32 @@ func (l *locker) Lock() {
 		if errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidArgument) {
 			panic(err)
 		}
+		if l.m.r.hopeless(err) {
+			if l.onError == nil {
+				panic(err)
+			}
+			l.onError(err)
+			if !l.m.r.sleep(l.m.cfg.delayMax) {
+				panic(ErrClosed)
+			}
+		}
 	}
 }
 
 func (l *locker) Unlock() {
-	if err := l.m.Unlock(context.Background()); err != nil && l.onUnlockError != nil {
-		l.onUnlockError(err)
+	if err := l.m.Unlock(context.Background()); err != nil && l.onError != nil {
+		l.onError(err)
 	}
+}
+
+// hopeless reports whether err, from an acquisition, says that so many
+// nodes are misconfigured that no quorum is left to grant.
+func (r *Redlock) hopeless(err error) bool {
+	bad := 0
+	for _, ne := range NodeErrors(err) {
+		if errors.Is(ne, ErrMisconfigured) {
+			bad++
+		}
+	}
+	return bad > 0 && len(r.peers)-bad < r.Quorum()
 }

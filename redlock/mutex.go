@@ -123,7 +123,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 	released := "" // the token whose announced release woke this Lock
 	for attempt := 1; ; attempt++ {
 		failed, err := m.tryLock(ctx, released, maxReasks)
-		if err == nil || !errors.Is(err, ErrNotAcquired) {
+		if err == nil || !errors.Is(err, ErrNotAcquired) || failed.hopeless {
 			return err
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -382,14 +382,18 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		l.holds--
 		gates := l.acq.gates
 		m.mu.Unlock()
-		return m.r.release(ctx, req, gates, &m.cfg) // drops one hold
+		return m.r.release(ctx, req, gates, &m.cfg, time.Time{}) // drops one hold
 	}
 	m.lease = nil
 	gates := l.acq.gates
+	until := l.acq.until
+	if l.err != nil {
+		until = time.Time{} // lost: an absent key is no resend
+	}
 	m.mu.Unlock()
 	m.end(l, fmt.Errorf("%w: unlocked", ErrNotHeld))
 	req.channel, req.notice, req.drop, req.queueKey = releaseChannel(m.name), l.id, dropAll, queueKey(m.name)
-	return m.r.release(ctx, req, gates, &m.cfg)
+	return m.r.release(ctx, req, gates, &m.cfg, until)
 }
 
 // Extend re-arms the lock's full TTL on every node that still holds this
@@ -472,12 +476,13 @@ func (m *Mutex) Until() time.Time {
 // protects, which must refuse a token lower than one it has accepted (see
 // [SetFenced]). Work run by [Redlock.Do] reads it with
 // MutexFrom(ctx).Fence(). It returns 0 when the mutex does not hold the
-// lock or the lock is not fenced; real tokens start at 1. A reentrant lock
+// lock (never acquired, unlocked, or lost: once [Mutex.Done] is closed) or
+// the lock is not fenced; real tokens start at 1. A reentrant lock
 // keeps the token of its first hold.
 func (m *Mutex) Fence() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.lease == nil {
+	if m.lease == nil || m.lease.err != nil {
 		return 0
 	}
 	return m.lease.fence

@@ -34,7 +34,8 @@ type acquireReq struct {
 	// the lock: it never creates the key.
 	reenter bool
 	// fenceKey is the name's fencing counter, "" when the lock is not
-	// fenced: the node then reads it in the same atomic step.
+	// fenced: the node then reads it in the same atomic step. It is the
+	// key's name + a suffix, which a node may rename (see inSlot).
 	fenceKey string
 	// minUptime, when positive, is the least uptime in whole seconds at
 	// which a node may grant (see WithRestartDelay); a node up for less
@@ -60,7 +61,8 @@ type releaseReq struct {
 	// channel is where a release that frees the lock announces it, so that
 	// waiters try again at once; "" announces nothing. notice is the
 	// payload, unique to the release (a reentrant token repeats). The
-	// announcement also names the oldest waiter of queueKey, popped from it.
+	// announcement also names the oldest waiter of queueKey, popped from it
+	// (key's name + a suffix: see inSlot).
 	channel, notice, queueKey string
 }
 
@@ -86,7 +88,8 @@ type extendReq struct {
 // sets the queue's time to live, so that a queue nobody waits on goes away
 // (see notify.go).
 type queueReq struct {
-	key, member string
+	// key is the queue's key, lock's name + a suffix (see inSlot).
+	lock, key, member string
 	score       int64 // when the waiter started waiting, in Unix milliseconds
 	ttl         time.Duration
 	remove      bool
@@ -111,7 +114,11 @@ type reply struct {
 	// queued waiter, whose process alone heard it.
 	heard int
 	named bool
-	err   error
+	// gone is set when a release found the key absent: it expired, or an
+	// earlier try of the same release, resent by the client after its
+	// reply was lost, deleted it.
+	gone bool
+	err  error
 }
 
 // node is one independent Redis master as the algorithm sees it.

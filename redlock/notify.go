@@ -97,23 +97,11 @@ const subLinger = 5 * time.Second
 // registration on a node.
 const queueTTL = time.Minute
 
-// queueKey is where each node keeps the queue of waiters of lock name: in
-// the same Redis Cluster hash slot as name, since the release script uses
-// both. A name with a hash tag ("{user:7}:orders") keeps its tag; one
-// without is wrapped in one ("{orders}" hashes like "orders"). A name with
-// a brace but no valid tag cannot share its slot with another key: its
-// waiters are not queued ("" is returned), and each release wakes them all.
-func queueKey(name string) string {
-	const suffix = ":redlock:waiters"
-	open := strings.IndexByte(name, '{')
-	if open < 0 {
-		return "{" + name + "}" + suffix
-	}
-	if end := strings.IndexByte(name[open+1:], '}'); end > 0 {
-		return name + suffix // the tag stays the first one
-	}
-	return ""
-}
+// queueKey is where each node keeps the queue of waiters of lock name,
+// beside the name so that a key pattern of an ACL user that covers the
+// name covers it too. A Redis Cluster node keeps it in the name's hash slot
+// instead, since the release script uses both (see inSlot).
+func queueKey(name string) string { return name + ":redlock:waiters" }
 
 // waiter is one waiting Lock. wake receives at most one pending signal:
 // the released token (or, for a reentrant lock, the release's id).
@@ -329,20 +317,17 @@ func (ws *waiters) syncNode(ns *nodeSub, timeout time.Duration) {
 		for name, q := range ws.queues {
 			for _, w := range q.list {
 				current[w.id] = true
-				if queueKey(name) == "" {
-					continue
-				}
 				if got := ns.queued[w.id]; got == nil || got.gen < w.gen {
 					ns.queued[w.id] = &queued{name: name, gen: w.gen}
-					ops = append(ops, &queueReq{key: queueKey(name), member: w.id, score: w.since},
-						&queueReq{key: queueKey(name), ttl: queueTTL})
+					ops = append(ops, &queueReq{lock: name, key: queueKey(name), member: w.id, score: w.since},
+						&queueReq{lock: name, key: queueKey(name), ttl: queueTTL})
 				}
 			}
 		}
 		for id, got := range ns.queued {
 			if !current[id] {
 				delete(ns.queued, id)
-				ops = append(ops, &queueReq{key: queueKey(got.name), member: id, remove: true})
+				ops = append(ops, &queueReq{lock: got.name, key: queueKey(got.name), member: id, remove: true})
 			}
 		}
 		if len(add) == 0 && len(drop) == 0 && len(ops) == 0 {

@@ -319,17 +319,25 @@ func TestNoCourtesyForOwnSubscription(t *testing.T) {
 	})
 }
 
-func TestQueueKeySharesTheNamesSlot(t *testing.T) {
+// On a plain node, a lock's queue and fencing counter sit beside its name,
+// so that an ACL key pattern covering the name covers them; on a cluster
+// node they hash to the name's slot, or do not exist.
+func TestKeysShareTheNamesSlot(t *testing.T) {
 	for name, want := range map[string]string{
 		"orders":          "{orders}:redlock:waiters",
 		"{user:7}:orders": "{user:7}:orders:redlock:waiters",
 		"a{b}c":           "a{b}c:redlock:waiters",
 		"a{}b":            "", // no valid tag: no key can share its slot
 		"only{open":       "",
+		"close}only":      "", // "{close}only}" would hash "close"
 	} {
-		assert.Equal(t, want, queueKey(name), name)
+		assert.Equal(t, name+":redlock:waiters", queueKey(name), name)
+		plain, cluster := &redisNode{}, &redisNode{sharded: true}
+		assert.Equal(t, queueKey(name), plain.inSlot(name, queueKey(name)), name)
+		assert.Equal(t, want, cluster.inSlot(name, queueKey(name)), name)
 		if want != "" {
 			assert.Equal(t, hashSlotKey(name), hashSlotKey(want), name)
+			assert.Equal(t, hashSlotKey(name), hashSlotKey(cluster.inSlot(name, fenceKey(name))), name)
 		}
 	}
 }

@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +34,9 @@ import (
 type redisNode struct {
 	client  redis.UniversalClient
 	address string
+	// sharded is set for a Redis Cluster or a Ring: keys that a script uses
+	// together must hash to one slot (see inSlot).
+	sharded bool
 	// oldSet is set once the node refused SET ... NX GET (Redis before
 	// 7.0): acquisitions then send plain SET NX, which cannot say who holds
 	// the key, nor tell a SET resent by the client from another holder's.
@@ -63,6 +68,9 @@ type call struct {
 	keys   []string
 	args   []any
 	done   func(reply)
+	// alien is set when SET ... NX GET met a key of another type that is
+	// not a reentrant lock (see checkAlien).
+	alien error
 }
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
@@ -81,7 +89,7 @@ var (
 
 func newRedisNode(c redis.UniversalClient) *redisNode {
 	return &redisNode{
-		client: c, address: clientAddr(c),
+		client: c, address: clientAddr(c), sharded: isSharded(c),
 		queue: make(chan *call, queueLen), stop: make(chan struct{}),
 	}
 }
@@ -93,6 +101,10 @@ func (n *redisNode) do(ctx context.Context, sendBy time.Time, o op, done func(re
 	c := callPool.Get().(*call)
 	c.ctx, c.sendBy, c.op, c.done = ctx, sendBy, o, done
 	n.prepare(c)
+	if c.cmd == nil {
+		c.finish(reply{ok: true}) // nothing to send (see prepare)
+		return
+	}
 	select {
 	case <-n.stop:
 		c.finish(reply{err: errClosedNode})
@@ -202,10 +214,36 @@ func (n *redisNode) send(batch []*call) {
 			n.oldSet.Store(true)
 			c.cmd = n.client.SetNX(ctx, a.key, a.token, a.ttl)
 		}
+		if a, ok := c.op.(*acquireReq); ok && c.script == nil && c.cmd.Err() != nil && redis.HasErrorPrefix(c.cmd.Err(), "WRONGTYPE") {
+			c.alien = n.checkAlien(ctx, a.key)
+		}
 	}
 	for _, c := range batch {
 		c.finish(n.parse(c))
 	}
+}
+
+// checkAlien looks at a key that SET ... NX GET found of another type: a
+// reentrant lock (a hash with an expiry) holds the lock, which is a
+// refusal like any other (nil); anything else is not a lock at all, and
+// another program uses the name (an error wrapping ErrMisconfigured). A
+// rare case, so one more round trip, on the worker, costs nothing that
+// matters.
+func (n *redisNode) checkAlien(ctx context.Context, key string) error {
+	pipe := n.client.Pipeline()
+	kind := pipe.Type(ctx, key)
+	ttl := pipe.PTTL(ctx, key)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil // cannot tell: a refusal, as the key exists
+	}
+	k := kind.Val()
+	switch {
+	case k == "none", k == "hash" && ttl.Val() != -1:
+		return nil
+	case k == "hash" || k == "string":
+		k += " without expiry"
+	}
+	return fmt.Errorf("%w: the key %s holds a %s, not a lock: another program uses this name", ErrMisconfigured, key, k)
 }
 
 // isOldSetError reports the syntax error of SET ... NX GET before Redis 7.0.
@@ -246,9 +284,9 @@ func (n *redisNode) prepare(c *call) {
 			if o.reenter {
 				again = "1"
 			}
-			n.script(c, scripts.AcquireReentrant, keysOf(o.key, o.fenceKey), o.token, o.ttl.Milliseconds(), again, o.minUptime)
+			n.script(c, scripts.AcquireReentrant, n.keysOf(o.key, o.fenceKey), o.token, o.ttl.Milliseconds(), again, o.minUptime)
 		case o.fenceKey != "" || o.minUptime > 0:
-			n.script(c, scripts.Acquire, keysOf(o.key, o.fenceKey), o.token, o.ttl.Milliseconds(), o.minUptime)
+			n.script(c, scripts.Acquire, n.keysOf(o.key, o.fenceKey), o.token, o.ttl.Milliseconds(), o.minUptime)
 		case n.oldSet.Load():
 			c.cmd = redis.NewBoolCmd(c.ctx, "set", o.key, o.token, "px", o.ttl.Milliseconds(), "nx")
 		default:
@@ -264,11 +302,11 @@ func (n *redisNode) prepare(c *call) {
 		if o.reentrant {
 			reentrant = "1"
 		}
-		n.script(c, scripts.Fence, []string{o.key, o.fenceKey}, o.token, o.fence, reentrant)
+		n.script(c, scripts.Fence, n.keysOf(o.key, o.fenceKey), o.token, o.fence, reentrant)
 	case *releaseReq:
 		keys := []string{o.key}
-		if o.channel != "" && o.queueKey != "" {
-			keys = append(keys, o.queueKey)
+		if q := n.inSlot(o.key, o.queueKey); o.channel != "" && q != "" {
+			keys = append(keys, q)
 		}
 		if o.reentrant {
 			n.script(c, scripts.ReleaseReentrant, keys, o.token, strconv.Itoa(int(o.drop)), o.channel, o.notice)
@@ -278,13 +316,18 @@ func (n *redisNode) prepare(c *call) {
 	case *queueReq:
 		// Plain commands: several per acquisition, a script each would
 		// cost the node ten times as much.
+		key := n.inSlot(o.lock, o.key)
 		switch {
+		case key == "":
+			// No key can share the lock's slot: waiters are not queued on
+			// this node, and its releases wake them all. Nothing to send.
+			c.cmd = nil
 		case o.remove:
-			c.cmd = redis.NewIntCmd(c.ctx, "zrem", o.key, o.member)
+			c.cmd = redis.NewIntCmd(c.ctx, "zrem", key, o.member)
 		case o.ttl > 0:
-			c.cmd = redis.NewIntCmd(c.ctx, "pexpire", o.key, o.ttl.Milliseconds())
+			c.cmd = redis.NewIntCmd(c.ctx, "pexpire", key, o.ttl.Milliseconds())
 		default:
-			c.cmd = redis.NewIntCmd(c.ctx, "zadd", o.key, "nx", o.score, o.member)
+			c.cmd = redis.NewIntCmd(c.ctx, "zadd", key, "nx", o.score, o.member)
 		}
 	case *extendReq:
 		s := scripts.Extend
@@ -295,12 +338,50 @@ func (n *redisNode) prepare(c *call) {
 	}
 }
 
-// keysOf is key, followed by fenceKey when it is set.
-func keysOf(key, fenceKey string) []string {
+// keysOf is key, followed by fenceKey when it is set (see inSlot).
+func (n *redisNode) keysOf(key, fenceKey string) []string {
 	if fenceKey == "" {
 		return []string{key}
 	}
-	return []string{key, fenceKey}
+	return []string{key, n.inSlot(key, fenceKey)}
+}
+
+// inSlot returns key, which the lock name keeps beside its own (name + a
+// suffix), as this node stores it. A plain node stores it as it is. On a
+// Redis Cluster (or a Ring) a script's keys must hash to one slot, so
+// key is renamed where needed to hash like name: a name with a hash tag
+// keeps its tag, and key is unchanged; a name without braces becomes the
+// tag ("{orders}:redlock:fence" hashes like "orders"); a name with braces
+// but no usable tag ("a{}b") cannot share its slot with any other key: ""
+// (NewMutex refuses fencing for such a name on such a node, and waiters
+// are not queued there).
+func (n *redisNode) inSlot(name, key string) string {
+	if !n.sharded || key == "" {
+		return key
+	}
+	return slotted(name, key)
+}
+
+// slotted is inSlot for a sharded node.
+func slotted(name, key string) string {
+	if !strings.ContainsAny(name, "{}") {
+		return "{" + name + "}" + strings.TrimPrefix(key, name)
+	}
+	if open := strings.IndexByte(name, '{'); open >= 0 {
+		if end := strings.IndexByte(name[open+1:], '}'); end > 0 {
+			return key // the name's tag stays the key's first one
+		}
+	}
+	return ""
+}
+
+// isSharded reports whether c spreads keys over several servers by slot.
+func isSharded(c redis.UniversalClient) bool {
+	switch c.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		return true
+	}
+	return false
 }
 
 // script makes c run s with keys and args through EVALSHA.
@@ -337,7 +418,10 @@ func (n *redisNode) parse(c *call) reply {
 			case errors.Is(err, redis.Nil):
 				return reply{ok: true} // the key was absent: set to token
 			case err != nil && redis.HasErrorPrefix(err, "WRONGTYPE"):
-				return reply{} // GET met a key of another type (a reentrant lock): held
+				if c.alien != nil {
+					return reply{err: c.alien}
+				}
+				return reply{} // GET met a reentrant lock: held
 			case err != nil:
 				return reply{err: err}
 			}
@@ -354,9 +438,13 @@ func (n *redisNode) parse(c *call) reply {
 		return reply{ok: true}
 	}
 	v, err := c.cmd.(*redis.Cmd).Int64()
-	if _, ok := c.op.(*releaseReq); ok && v > 1 {
-		// 1 + 2 × the clients the announcement reached, + 1 if it named a waiter
-		return reply{ok: true, heard: int(v-1) / 2, named: (v-1)%2 == 1, err: err}
+	if _, ok := c.op.(*releaseReq); ok && err == nil {
+		switch {
+		case v > 1: // 1 + 2 × the clients the announcement reached, + 1 if it named a waiter
+			return reply{ok: true, heard: int(v-1) / 2, named: (v-1)%2 == 1}
+		case v == 0:
+			return reply{gone: true}
+		}
 	}
 	return reply{ok: v == 1, err: err}
 }
@@ -431,8 +519,51 @@ func unreachable(err error) bool {
 		return false
 	}
 	var netErr net.Error
-	return errors.As(err, &netErr) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	return errors.As(err, &netErr) || tlsFailure(err) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errNoAnswer)
+}
+
+// misconfigured reports whether err is a refusal that no retry can change
+// (see ErrMisconfigured): an error reply about permissions, authentication,
+// cluster slots, a key of the wrong type or an unknown command, or a failed
+// TLS handshake.
+func misconfigured(err error) bool {
+	if err == nil {
+		return false
+	}
+	if tlsFailure(err) {
+		return true
+	}
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	for _, prefix := range []string{"NOPERM", "NOAUTH", "WRONGPASS", "CROSSSLOT", "WRONGTYPE", "ERR unknown command"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	// Redis 7.0 reports a script's refused command with a plain ERR.
+	return strings.HasPrefix(msg, "ERR The user executing the script can't")
+}
+
+// tlsFailure reports a TLS handshake that failed for a reason that stays:
+// a certificate not trusted, expired or for another name, TLS spoken to a
+// plain port, or an alert from the server (it refused the client's
+// certificate).
+func tlsFailure(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		header   tls.RecordHeaderError
+		opErr    *net.OpError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &header) ||
+		errors.As(err, &opErr) && opErr.Op == "remote error"
 }
 
 // clientAddr names a client's server for errors and duplicate checks.

@@ -70,17 +70,37 @@ func TestRedisNodeCommands(t *testing.T) {
 	assert.False(t, ok)
 	assert.False(t, s.Exists("k"), "extend must never re-create the key")
 
-	require.NoError(t, s.Set("str", "x"))
+	rep := callOne(n, &releaseReq{key: "k", token: "t1"})
+	require.NoError(t, rep.err)
+	assert.True(t, rep.gone, "a release resent after it was applied finds the key gone")
+	assert.False(t, rep.ok)
+
 	s.HSet("hash", "f", "v")
+	s.SetTTL("hash", time.Minute)
 	ok, _, err = acquireOn(n, &acquireReq{key: "hash", token: "t1", ttl: time.Second})
 	require.NoError(t, err)
-	assert.False(t, ok, "a key of another type (a reentrant lock) is held by another")
-	ok, err = releaseOn(n, &releaseReq{key: "hash", token: "t1"})
-	require.NoError(t, err)
-	assert.False(t, ok, "release on a key of another type: not ours")
+	assert.False(t, ok, "a reentrant lock (a hash with an expiry) is held by another")
+	rep = callOne(n, &releaseReq{key: "hash", token: "t1"})
+	require.NoError(t, rep.err)
+	assert.False(t, rep.ok || rep.gone, "release on a key of another type: not ours, and not gone")
 	ok, err = extendOn(n, &extendReq{key: "hash", token: "t1", ttl: time.Second})
 	require.NoError(t, err)
 	assert.False(t, ok, "extend on a key of another type: not ours")
+
+	// What no lock leaves: another program uses the name.
+	s.HSet("plainhash", "f", "v")
+	_, err = s.Lpush("list", "a")
+	require.NoError(t, err)
+	for _, key := range []string{"plainhash", "list"} {
+		_, _, err = acquireOn(n, &acquireReq{key: key, token: "t1", ttl: time.Second})
+		require.ErrorIs(t, err, ErrMisconfigured, key)
+		assert.ErrorContains(t, err, "not a lock", key)
+		_, _, err = acquireOn(n, &acquireReq{key: key, token: "t1", ttl: time.Second, fenceKey: fenceKey(key)})
+		assert.True(t, misconfigured(err), "the acquire script says so too: %v", err)
+		assert.ErrorContains(t, err, "not a lock", key)
+		_, _, err = acquireOn(n, &acquireReq{key: key, token: "t1", ttl: time.Second, reentrant: true})
+		assert.True(t, misconfigured(err), "and the reentrant one: %v", err)
+	}
 }
 
 func TestRedisMutexOnMiniredis(t *testing.T) {

@@ -34,6 +34,9 @@ type acquisition struct {
 	granted int
 	took    time.Duration
 	yielded bool
+	// hopeless is set when so many nodes failed with errors no retry can
+	// change (ErrMisconfigured) that no quorum is left to grant.
+	hopeless bool
 }
 
 // Re-asking: an attempt that split the nodes with competitors and ranks
@@ -106,9 +109,11 @@ func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gat
 		rel.waitFor(wait, cfg.nodeTimeout)
 	}
 	took := r.now().Sub(start)
-	failed := acquisition{granted: t.yes, took: took, yielded: a.yielded}
+	failed := acquisition{granted: t.yes, took: took, yielded: a.yielded, hopeless: t.hopeless()}
 	reason := fmt.Sprintf("%d of %d nodes granted, quorum %d", t.yes, t.n, t.quorum)
 	switch {
+	case failed.hopeless:
+		reason += fmt.Sprintf(": %d nodes misconfigured, so no quorum can grant it until they are fixed", t.misconfigured())
 	case a.yielded:
 		reason += fmt.Sprintf(", gave way to a competitor holding %d", a.rival)
 	case t.won():
@@ -417,12 +422,21 @@ func (r *Redlock) releaseRound(ctx context.Context, req *releaseReq, gates []*ga
 // release runs a release round and reports whether a quorum still held
 // the token. Nodes that have not answered when the outcome is certain
 // finish in the background.
-func (r *Redlock) release(ctx context.Context, req *releaseReq, gates []*gate, cfg *config) error {
+//
+// A node that answers, before until (the lease's validity end), that the
+// key is absent counts as holding the token: within the validity the key
+// cannot have expired, and no one else can have taken it, so an earlier
+// try of this same release deleted it, one the client resent when its
+// reply was lost (go-redis retries a command whose reply timed out). Zero
+// until counts no absent key (a reentrant Unlock that drops one hold never
+// deletes the key, so its absence is no resend).
+func (r *Redlock) release(ctx context.Context, req *releaseReq, gates []*gate, cfg *config, until time.Time) error {
 	if err := r.track(1); err != nil {
 		return err
 	}
 	defer r.wg.Done()
 	rd := r.releaseRound(ctx, req, gates, cfg, nil)
+	rd.goneUntil = until
 	ctxErr := rd.collect(ctx, rd)
 	t := rd.t
 	if req.channel != "" && (rd.heard.Load() || r.waiters.waiting(req.key)) {
@@ -484,6 +498,9 @@ type round struct {
 	// heard is set once a node said its release announcement reached a
 	// waiter.
 	heard atomic.Bool
+	// goneUntil, in release rounds, is until when a node that found the key
+	// absent counts as holding the token (see release).
+	goneUntil time.Time
 }
 
 func newRound(r *Redlock, start time.Time, timeout time.Duration, capacity int) *round {
@@ -535,8 +552,14 @@ type judge interface {
 
 // The plain rule of fence, release and extend rounds: a quorum either way.
 func (rd *round) take(v vote) bool {
-	rd.t.add(v.node, v.rep.ok, rd.nodeErr(v.node, v.rep.err))
+	rd.add(v)
 	return rd.t.decided()
+}
+
+// add counts v in the tally.
+func (rd *round) add(v vote) {
+	ok := v.rep.ok || v.rep.gone && rd.r.now().Before(rd.goneUntil)
+	rd.t.add(v.node, ok, rd.nodeErr(v.node, v.rep.err))
 }
 func (rd *round) timer() <-chan time.Time { return nil }
 func (rd *round) tick() bool              { return rd.t.decided() }
@@ -564,8 +587,9 @@ func (rd *round) collect(ctx context.Context, j judge) error {
 		case <-timer.C:
 			for i, ans := range rd.t.answers {
 				if ans == pending {
-					rd.r.peers[i].timedOut(rd.start)
-					rd.t.add(i, false, rd.nodeErr(i, ErrNodeTimeout))
+					p := rd.r.peers[i]
+					p.timedOut(rd.start)
+					rd.t.add(i, false, rd.nodeErr(i, p.timeoutErr(rd.start)))
 				}
 			}
 			return nil
@@ -616,7 +640,7 @@ func (rd *round) linger(d time.Duration) {
 	for rd.t.pending() > 0 {
 		select {
 		case v := <-rd.votes:
-			rd.t.add(v.node, v.rep.ok, rd.nodeErr(v.node, v.rep.err))
+			rd.add(v)
 		case <-timer.C:
 			return
 		}
@@ -760,6 +784,21 @@ func (t *tally) regrant(i int) {
 	t.no--
 	t.yes++
 }
+
+// misconfigured is how many nodes failed with ErrMisconfigured.
+func (t *tally) misconfigured() int {
+	n := 0
+	for _, err := range t.nodeErrs {
+		if errors.Is(err, ErrMisconfigured) {
+			n++
+		}
+	}
+	return n
+}
+
+// hopeless reports whether the misconfigured nodes leave fewer than a
+// quorum that could grant: retrying is pointless until they are fixed.
+func (t *tally) hopeless() bool { return t.n-t.misconfigured() < t.quorum }
 
 // pending is how many nodes have not answered.
 func (t *tally) pending() int { return t.n - t.yes - t.no }

@@ -16,7 +16,10 @@
 --                          or it already held ARGV[1] (a command the client
 --                          resent)
 --   { 0, counter, holder}  the key is held by another value, holder
---   { 0, counter}          the key is of another type (a reentrant lock)
+--   { 0, counter}          the key is a reentrant lock (a hash with an
+--                          expiry)
+--   an error reply         the key holds something that is not a lock (see
+--                          alien in stored.lua), or GET failed
 --   {-1, uptime}           refused: the node has been up only `uptime` seconds
 -- counter is the fencing counter's value as stored ("0" when absent or not
 -- fenced), read in the same step as the grant.
@@ -28,11 +31,18 @@ local n = counter()
 if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
 	return {1, n}
 end
-local holder = redis.pcall("GET", KEYS[1])
+local holder = stored(KEYS[1])
+if type(holder) == "table" then
+	return holder
+end
 if holder == ARGV[1] then
 	return {1, n}
 end
-if type(holder) == "string" then
+if holder then
 	return {0, n, holder}
+end
+local bad = alien(KEYS[1])
+if bad then
+	return bad
 end
 return {0, n}

@@ -16,7 +16,9 @@
 -- Returns {holds, n}: holds is the owner's hold count after this call (1 or
 -- more), or 0 when the key is held by another owner or is not a reentrant
 -- lock, and n the fencing counter as stored ("0" when absent or not fenced);
--- or {-1, uptime} when the node has been up less than ARGV[4] seconds.
+-- or {-1, uptime} when the node has been up less than ARGV[4] seconds; or
+-- an error reply when the key holds something that is not a lock (see alien
+-- in stored.lua).
 local up = recovering(ARGV[4])
 if up then
 	return {-1, up}
@@ -35,5 +37,9 @@ if kind == "hash" and redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then
 	local holds = redis.call("HINCRBY", KEYS[1], ARGV[1], 1)
 	redis.call("PEXPIRE", KEYS[1], ARGV[2])
 	return {holds, n}
+end
+local bad = alien(KEYS[1])
+if bad then
+	return bad
 end
 return {0, n}

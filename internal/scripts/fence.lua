@@ -25,7 +25,11 @@ if ARGV[3] == "1" then
 	end
 	return 0
 end
-if redis.pcall("GET", KEYS[1]) == ARGV[1] then
+local v = stored(KEYS[1])
+if type(v) == "table" then
+	return v
+end
+if v == ARGV[1] then
 	return 1
 end
 return 0

@@ -14,12 +14,17 @@
 -- front of this file); the other waiters keep waiting. With the queue
 -- empty, every waiter may try.
 --
--- Returns 0 when the key was absent or held another value (expired, or
--- taken by someone else); otherwise the key held ARGV[1] and was deleted,
--- and it returns 1 + announce(...): 1 + 2 × the clients the announcement
--- reached, + 1 when it named a waiter (the releaser then lets it go first).
--- pcall: a key of another type (a reentrant lock) is "held by another".
-if redis.pcall("GET", KEYS[1]) == ARGV[1] then
+-- Returns 0 when the key was absent (it expired, or an earlier try of this
+-- same release, resent by the client, deleted it), -1 when it held another
+-- value or type (taken by someone else), or an error reply when GET failed
+-- otherwise. When the key held ARGV[1] it was deleted, and the script
+-- returns 1 + announce(...): 1 + 2 × the clients the announcement reached,
+-- + 1 when it named a waiter (the releaser then lets it go first).
+local v = stored(KEYS[1])
+if type(v) == "table" then
+	return v
+end
+if v == ARGV[1] then
 	redis.call("DEL", KEYS[1])
 	local heard = 0
 	if ARGV[2] ~= "" then
@@ -31,4 +36,7 @@ if redis.pcall("GET", KEYS[1]) == ARGV[1] then
 	end
 	return 1 + heard
 end
-return 0
+if v == false then
+	return 0
+end
+return -1

@@ -20,12 +20,17 @@
 -- and the undo of a failed acquisition ("2"), which must free a lock whose
 -- only hold it took.
 --
--- Returns 0 when the owner did not hold the lock here (expired, taken, or
--- not a reentrant lock); otherwise 1, plus, when the key was deleted and
+-- Returns 0 when the key was absent (expired, or deleted by an earlier try
+-- of this same release, resent by the client), -1 when it held another
+-- owner's lock or another type; otherwise 1, plus, when the key was deleted and
 -- announced, what announce returned: 2 × the clients the announcement
 -- reached, + 1 when it named a waiter.
-if redis.call("TYPE", KEYS[1]).ok ~= "hash" or redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then
+local kind = redis.call("TYPE", KEYS[1]).ok
+if kind == "none" then
 	return 0
+end
+if kind ~= "hash" or redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then
+	return -1
 end
 if ARGV[2] == "2" then
 	if redis.call("HINCRBY", KEYS[1], ARGV[1], -1) < 1 then

@@ -3,9 +3,8 @@
 // its KEYS, ARGV and return values; it is embedded at build time and wrapped
 // once in a redis.Script (EVALSHA, falling back to EVAL when a node does not
 // have the script cached yet).
-// guard.lua and announce.lua are the exceptions: not scripts, but functions
-// that the acquire scripts, and the release scripts, share, put in front of
-// each.
+// guard.lua, stored.lua and announce.lua are the exceptions: not scripts,
+// but functions that several scripts share, put in front of each.
 package scripts
 
 import (
@@ -35,35 +34,40 @@ var (
 	setFencedSource string
 	//go:embed announce.lua
 	announceSource string
+	//go:embed stored.lua
+	storedSource string
 )
 
 // Release deletes KEYS[1] if it holds ARGV[1] and announces "ARGV[1]|next"
 // on ARGV[2], next popped from the waiters' queue KEYS[2]; it returns 0
-// when it did not, else 1 + 2 × the clients the announcement reached, + 1
-// when it named a waiter.
-var Release = redis.NewScript(announceSource + releaseSource)
+// when the key was absent, -1 when it held something else, else 1 + 2 ×
+// the clients the announcement reached, + 1 when it named a waiter.
+var Release = redis.NewScript(storedSource + announceSource + releaseSource)
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
-var Extend = redis.NewScript(extendSource)
+var Extend = redis.NewScript(storedSource + extendSource)
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
 // {status, n[, holder]}: {1, counter} granted, {0, counter, holder} held,
 // {-1, uptime} refused, where counter is the fencing counter KEYS[2] ("0"
-// without it) and holder the value holding KEYS[1].
-var Acquire = redis.NewScript(guardSource + acquireSource)
+// without it) and holder the value holding KEYS[1]; an error reply when
+// KEYS[1] holds something that is not a lock.
+var Acquire = redis.NewScript(guardSource + storedSource + acquireSource)
 
 // AcquireReentrant takes or re-takes the reentrant lock KEYS[1] for owner
 // ARGV[1] with ttl ARGV[2] ms (ARGV[3] "1": only if it still exists),
 // unless the node has been up less than ARGV[4] seconds; it returns
-// {holds, counter} (holds 0: held by another) or {-1, uptime}.
-var AcquireReentrant = redis.NewScript(guardSource + acquireReentrantSource)
+// {holds, counter} (holds 0: held by another) or {-1, uptime}; an error
+// reply when KEYS[1] holds something that is not a lock.
+var AcquireReentrant = redis.NewScript(guardSource + storedSource + acquireReentrantSource)
 
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner
 // ARGV[1] on KEYS[1], publishing ARGV[4] on ARGV[3] when the key goes; it
-// returns 0 when the owner held nothing, else 1 + 2 × the clients the
-// announcement reached (+ 1 when it named a waiter).
+// returns 0 when the key was absent, -1 when it held something else, else
+// 1 + 2 × the clients the announcement reached (+ 1 when it named a
+// waiter).
 var ReleaseReentrant = redis.NewScript(announceSource + releaseReentrantSource)
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
@@ -72,7 +76,7 @@ var ExtendReentrant = redis.NewScript(extendReentrantSource)
 
 // Fence raises the fencing counter KEYS[2] to ARGV[2] and returns 1 if the
 // lock KEYS[1] holds token or owner ARGV[1] (ARGV[3] "1": reentrant), else 0.
-var Fence = redis.NewScript(fenceSource)
+var Fence = redis.NewScript(storedSource + fenceSource)
 
 // SetFenced sets KEYS[1] to ARGV[1] and KEYS[2] to the fencing token ARGV[2]
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.

@@ -1,0 +1,39 @@
+-- stored.lua is not a script of its own: scripts.go puts it in front of the
+-- scripts that read a lock's value, acquire.lua, release.lua, extend.lua
+-- and fence.lua (and of the reentrant ones, which need alien).
+
+-- stored returns the string that key holds, false when key is absent, and
+-- nil when key holds another type (a reentrant lock, or something that is
+-- not a lock at all). Any other error of GET is returned as it is, an error
+-- table: the caller returns it, so that it is never taken for an answer.
+local function stored(key)
+	local v = redis.pcall("GET", key)
+	if type(v) == "table" and v.err then
+		if string.sub(v.err, 1, 10) == "WRONGTYPE " then
+			return nil
+		end
+		return v
+	end
+	return v
+end
+
+-- alien returns an error reply when key holds what no lock leaves: a type
+-- other than a string (a plain lock) or a hash (a reentrant lock), or one of
+-- these without an expiry (every lock has one). It returns nil when key is
+-- absent or may be a lock. Another program uses the name: retrying cannot
+-- help, and the caller should hear so instead of "held by another".
+local function alien(key)
+	local kind = redis.call("TYPE", key).ok
+	if kind == "none" then
+		return nil
+	end
+	if (kind == "string" or kind == "hash") then
+		if redis.call("PTTL", key) ~= -1 then
+			return nil
+		end
+		kind = kind .. " without expiry"
+	end
+	return redis.error_reply("WRONGTYPE redlock: the key " .. key .. " holds a " .. kind ..
+		", not a lock: another program uses this name")
+end
+

@@ -1,0 +1,215 @@
+package redlock
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// What real deployments answer that the lock must not mistake: refusals no
+// retry can change, releases a client resent, failures hidden behind a
+// timeout.
+
+// redisErr is an error reply, as go-redis returns one.
+type redisErr string
+
+func (e redisErr) Error() string { return string(e) }
+func (redisErr) RedisError()     {}
+
+const noPerm = redisErr("NOPERM this user has no permissions to access one of the keys used as arguments")
+
+func TestMisconfiguredClassification(t *testing.T) {
+	for _, err := range []error{
+		noPerm,
+		redisErr("NOAUTH Authentication required."),
+		redisErr("WRONGPASS invalid username-password pair or user is disabled."),
+		redisErr("CROSSSLOT Keys in request don't hash to the same slot"),
+		redisErr("WRONGTYPE redlock: the key k holds a list, not a lock: another program uses this name"),
+		redisErr("ERR unknown command 'evalsha', with args beginning with: "),
+		redisErr("ERR The user executing the script can't publish to the channel mentioned in the command"),
+		&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}},
+		fmt.Errorf("dial: %w", x509.HostnameError{Host: "127.0.0.1", Certificate: &x509.Certificate{}}),
+		tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"},
+		&net.OpError{Op: "remote error", Err: errors.New("tls: bad certificate")},
+	} {
+		assert.True(t, misconfigured(err), "%v", err)
+		assert.ErrorIs(t, classify(err), ErrMisconfigured, "%v", err)
+		assert.ErrorIs(t, classify(err), err, "the node's own error stays in the chain")
+	}
+	for _, err := range []error{
+		nil,
+		redisErr("LOADING Redis is loading the dataset in memory"),
+		redisErr("READONLY You can't write against a read only replica."),
+		redisErr("OOM command not allowed when used memory > 'maxmemory'."),
+		redisErr("BUSY Redis is busy running a script."),
+		&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED},
+		ErrNodeTimeout,
+	} {
+		assert.False(t, misconfigured(err), "%v: transient", err)
+	}
+}
+
+// A majority of nodes refusing for good stops Lock at once, whatever its
+// context; a minority is tolerated like any failed minority.
+func TestLockStopsOnMisconfiguredMajority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs[:3] {
+			f.faults(func(n *fakeNode) { n.err = noPerm })
+		}
+		m := newFakeMutex(t, r, "k")
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		err := m.Lock(ctx)
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, ErrMisconfigured)
+		assert.ErrorContains(t, err, "NOPERM")
+		assert.ErrorContains(t, err, "3 nodes misconfigured")
+		assert.NoError(t, ctx.Err(), "Lock returned before its context ended")
+		assert.Less(t, time.Since(start), time.Second)
+		assert.Equal(t, 1, fs[0].count("acquire"), "one attempt")
+		assert.True(t, r.hopeless(err))
+
+		fs[2].faults(func(n *fakeNode) { n.err = nil }) // two left: a minority
+		require.NoError(t, m.Lock(ctx))
+		require.NoError(t, m.Unlock(ctx))
+	})
+}
+
+// Locker().Lock cannot return an error: it reports a hopeless failure to
+// onError and tries again, or panics without onError.
+func TestLockerOnMisconfigured(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3, WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.err = noPerm })
+		}
+		m := newFakeMutex(t, r, "k")
+		var got atomic.Int32
+		l := m.Locker(func(err error) {
+			assert.ErrorIs(t, err, ErrMisconfigured)
+			if got.Add(1) == 2 {
+				for _, f := range fs { // fixed by an operator
+					f.faults(func(n *fakeNode) { n.err = nil })
+				}
+			}
+		})
+		l.Lock()
+		assert.Equal(t, int32(2), got.Load(), "each hopeless attempt reported, then acquired once fixed")
+		l.Unlock()
+
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.err = noPerm })
+		}
+		func() {
+			defer func() {
+				rec := recover()
+				require.NotNil(t, rec, "without onError, nothing could say why Lock blocks")
+				err, ok := rec.(error)
+				require.True(t, ok)
+				assert.ErrorIs(t, err, ErrMisconfigured)
+			}()
+			m.Locker(nil).Lock()
+		}()
+	})
+}
+
+// go-redis resends a command whose reply timed out: a release applied the
+// first time finds the key gone the second. Within the validity that is
+// this release's own doing, and Unlock says the lock was held.
+func TestUnlockResentRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		for _, f := range fs {
+			f.faults(func(n *fakeNode) { n.resend = true })
+		}
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second))
+		require.NoError(t, m.Lock(t.Context()))
+		require.NoError(t, m.Unlock(t.Context()), "every release was resent after it was applied")
+		synctest.Wait()
+		for _, f := range fs {
+			_, held := f.get("k")
+			assert.False(t, held)
+		}
+
+		// Past the validity an absent key may have expired: not held.
+		require.NoError(t, m.Lock(t.Context()))
+		time.Sleep(time.Second)
+		err := m.Unlock(t.Context())
+		require.ErrorIs(t, err, ErrNotHeld)
+
+		// Taken by another value: not held, within the validity or not.
+		require.NoError(t, m.Lock(t.Context()))
+		for _, f := range fs[:2] {
+			f.set("k", "someone else", time.Minute)
+		}
+		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld)
+
+		// Found lost before: an absent key is no resend, even within the
+		// validity.
+		require.NoError(t, m.Lock(t.Context()))
+		for _, f := range fs {
+			f.set("k", "someone else", time.Minute)
+		}
+		require.ErrorIs(t, m.Extend(t.Context()), ErrLockLost)
+		for _, f := range fs {
+			f.set("k", "", -time.Second) // expired, as the fake sees it: absent
+		}
+		require.True(t, time.Now().Before(m.Until()))
+		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld)
+	})
+}
+
+// A lease found lost has no fencing token any more.
+func TestFenceAfterLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithFencing(), WithTTL(time.Second))
+		require.NoError(t, m.Lock(t.Context()))
+		require.NotZero(t, m.Fence())
+		for _, f := range fs {
+			f.set("k", "taken", time.Minute)
+		}
+		require.ErrorIs(t, m.Extend(t.Context()), ErrLockLost)
+		<-m.Done()
+		assert.Zero(t, m.Fence(), "lost: no token to write with")
+	})
+}
+
+// A node timeout says what last went wrong with the node when nothing came
+// from it since: the client's own dial retries may outlast the timeout.
+func TestTimeoutKeepsLastCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newFakeRedlock(t, 3)
+		p := r.peers[0]
+		refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		sent := time.Now()
+		assert.Equal(t, ErrNodeTimeout, p.timeoutErr(sent), "nothing known")
+		p.markDown(refused)
+		err := p.timeoutErr(sent)
+		require.ErrorIs(t, err, ErrNodeTimeout)
+		require.ErrorIs(t, err, syscall.ECONNREFUSED)
+		assert.ErrorContains(t, err, "connection refused")
+
+		time.Sleep(time.Millisecond)
+		p.answered()
+		assert.Equal(t, ErrNodeTimeout, p.timeoutErr(time.Now()), "the node answered since")
+
+		bad := &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}
+		p.markDown(bad)
+		assert.ErrorIs(t, p.timeoutErr(time.Now()), ErrMisconfigured, "a certificate error is the cause")
+		r.Close(t.Context()) //nolint:errcheck // stops the probes
+	})
+}
