@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -212,4 +213,74 @@ func TestTimeoutKeepsLastCause(t *testing.T) {
 		assert.ErrorIs(t, p.timeoutErr(time.Now()), ErrMisconfigured, "a certificate error is the cause")
 		r.Close(t.Context()) //nolint:errcheck // stops the probes
 	})
+}
+
+// Two nodes that are clients of the same server make every acquisition
+// fail: one server would count twice towards a quorum.
+func TestSameServersRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		fs[0].ids = []string{"run-a", "run-b"} // a cluster of two masters
+		fs[2].ids = []string{"run-c", "run-b"} // the same cluster, seeded elsewhere
+		m := newFakeMutex(t, r, "k")
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		err := m.Lock(ctx)
+		require.ErrorIs(t, err, ErrInvalidArgument)
+		assert.ErrorContains(t, err, "nodes 0 (fake0) and 2 (fake2) are clients of the same Redis server (run_id run-b)")
+		assert.NoError(t, ctx.Err(), "at once")
+		assert.Zero(t, fs[1].count("acquire"), "nothing sent")
+	})
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		fs[0].ids = []string{"run-a", "run-b"}
+		m := newFakeMutex(t, r, "k")
+		require.NoError(t, m.Lock(t.Context()), "distinct servers")
+	})
+}
+
+// Sentinel-managed clients all report one placeholder address: New takes
+// them, and their identities tell them apart.
+func TestNewTakesFailoverClients(t *testing.T) {
+	clients := make([]redis.UniversalClient, 3)
+	for i := range clients {
+		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: fmt.Sprintf("m%d", i), SentinelAddrs: []string{"127.0.0.1:1"}})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	r, err := New(clients)
+	require.NoError(t, err)
+	require.NoError(t, r.Close(t.Context()))
+	u := redis.NewUniversalClient(&redis.UniversalOptions{MasterName: "m", Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { _ = u.Close() })
+	r, err = New([]redis.UniversalClient{u, clients[0], clients[1]})
+	require.NoError(t, err)
+	require.NoError(t, r.Close(t.Context()))
+}
+
+// A fenced lock on a cluster node keeps its counter in the name's slot; a
+// name whose slot no other key can share is refused at NewMutex.
+func TestClusterNamesForFencing(t *testing.T) {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	plain := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2"})
+	t.Cleanup(func() { _ = cc.Close(); _ = plain.Close() })
+	r, err := New([]redis.UniversalClient{cc, plain})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	for _, name := range []string{"job:7", "{acct:9}:job", "a{b}c"} {
+		_, err := r.NewMutex(name, WithFencing())
+		require.NoError(t, err, name)
+	}
+	for _, name := range []string{"a{}b", "only{open", "close}only"} {
+		_, err := r.NewMutex(name, WithFencing())
+		require.ErrorIs(t, err, ErrInvalidArgument, name)
+		assert.ErrorContains(t, err, "hash tag", name)
+		_, err = r.NewMutex(name, WithReentrant())
+		require.NoError(t, err, "%s: a reentrant lock needs no second key", name)
+	}
+	r2, err := New([]redis.UniversalClient{plain})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r2.Close(context.Background()) })
+	_, err = r2.NewMutex("a{}b", WithFencing())
+	require.NoError(t, err, "plain nodes have no slots")
 }

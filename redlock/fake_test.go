@@ -22,6 +22,7 @@ type fakeNode struct {
 	delay     time.Duration            // before each call is applied
 	err       error                    // every call fails with it, without effect
 	lose      bool                     // calls take effect but the reply is lost
+	ids       []string                 // what identify answers; nil: the fake's name
 	resend    bool                     // releases are applied twice, as a client retry after a lost reply does; the second reply comes back
 	hang      chan struct{}            // calls block until it is closed, then apply
 	opDelay   map[string]time.Duration // extra delay of one kind of call
@@ -68,6 +69,16 @@ func (n *fakeNode) counter(key string) uint64 {
 }
 
 func (n *fakeNode) addr() string { return n.name }
+
+// identify names the servers behind the fake: ids when set, else its name.
+func (n *fakeNode) identify(context.Context) ([]string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ids != nil {
+		return n.ids, nil
+	}
+	return []string{n.name}, nil
+}
 
 // get returns key's value if it exists and has not expired.
 func (n *fakeNode) get(key string) (string, bool) {

@@ -215,13 +215,17 @@ func (p *peer) markDown(cause error) {
 // answered records an answer from the node: it is up.
 func (p *peer) answered() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.lastReply = p.r.now()
+	back := p.down
 	if p.down {
 		p.down, p.cause = false, nil
 		if len(p.owed) > 0 {
 			p.startRepair()
 		}
+	}
+	p.mu.Unlock()
+	if back {
+		p.r.reidentify(p.index)
 	}
 }
 

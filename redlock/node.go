@@ -140,6 +140,9 @@ type node interface {
 	close()
 	// addr names the node in errors.
 	addr() string
+	// identify returns ids unique to the server processes behind the node
+	// (several for a cluster), to find two nodes that are the same servers.
+	identify(ctx context.Context) ([]string, error)
 }
 
 // subscription is one pub/sub connection to a node. It reconnects and

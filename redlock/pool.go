@@ -37,6 +37,9 @@ type redisNode struct {
 	// sharded is set for a Redis Cluster or a Ring: keys that a script uses
 	// together must hash to one slot (see inSlot).
 	sharded bool
+	// learned is the address a Sentinel-managed client reached (see
+	// identify), nil until known.
+	learned atomic.Pointer[string]
 	// oldSet is set once the node refused SET ... NX GET (Redis before
 	// 7.0): acquisitions then send plain SET NX, which cannot say who holds
 	// the key, nor tell a SET resent by the client from another holder's.
@@ -94,7 +97,81 @@ func newRedisNode(c redis.UniversalClient) *redisNode {
 	}
 }
 
-func (n *redisNode) addr() string { return n.address }
+func (n *redisNode) addr() string {
+	if a := n.learned.Load(); a != nil {
+		return *a
+	}
+	return n.address
+}
+
+// failoverAddr is the address go-redis reports for every Sentinel-managed
+// client: the master's address comes from the sentinels, and changes with
+// failovers.
+const failoverAddr = "FailoverClient"
+
+// identify asks the servers behind the client who they are: the run id of
+// each (one server, or each master of a cluster or ring), which is unique
+// to a server process, so that two clients of the same servers are found
+// out. A Sentinel-managed client, which reports no address, also learns
+// the address of the master it reached (CLIENT INFO's laddr), for errors.
+func (n *redisNode) identify(ctx context.Context) ([]string, error) {
+	var (
+		mu  sync.Mutex
+		ids []string
+	)
+	one := func(ctx context.Context, c redis.Cmdable) error {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return err
+		}
+		id := infoField(info, "run_id")
+		if id == "" {
+			return fmt.Errorf("redlock: no run_id in INFO server")
+		}
+		mu.Lock()
+		ids = append(ids, id)
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	switch c := n.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
+	default:
+		err = one(ctx, c)
+		if err == nil && n.address == failoverAddr {
+			if ci, cerr := c.Do(ctx, "client", "info").Text(); cerr == nil {
+				if laddr := clientInfoField(ci, "laddr"); laddr != "" {
+					a := laddr + " (Sentinel-managed master)"
+					n.learned.Store(&a)
+				}
+			}
+		}
+	}
+	return ids, err
+}
+
+// infoField returns field's value in an INFO reply ("" when absent).
+func infoField(info, field string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// clientInfoField returns field's value in a CLIENT INFO reply.
+func clientInfoField(info, field string) string {
+	for kv := range strings.FieldsSeq(info) {
+		if v, ok := strings.CutPrefix(kv, field+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
 
 func (n *redisNode) do(ctx context.Context, sendBy time.Time, o op, done func(reply)) {
 	n.start.Do(n.run)

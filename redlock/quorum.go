@@ -83,6 +83,9 @@ func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gat
 		return acquisition{}, err
 	}
 	defer r.wg.Done()
+	if err := r.identified(cfg.nodeTimeout); err != nil {
+		return acquisition{}, err
+	}
 	start := r.now()
 	if gates == nil {
 		gates = newGates(len(r.peers))

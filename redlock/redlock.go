@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,12 @@ type Redlock struct {
 	wg     sync.WaitGroup
 
 	waiters waiters // waiting Locks and their subscriptions
+
+	ident identities // who each node is (see identity.go)
+
+	// sharded is set when some node is a Redis Cluster or Ring: keys a
+	// lock keeps beside its name must hash to the name's slot there.
+	sharded bool
 
 	// courtesy holds, per lock name, until when this process's next Lock
 	// lets the waiters that heard its last release go first.
@@ -67,10 +74,19 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 		if j, dup := seen[n.address]; dup {
 			return nil, invalid("clients %d and %d both address %s", j, i, n.address)
 		}
-		seen[n.address] = i
+		if n.address != failoverAddr { // the master comes from the sentinels: see identity.go
+			seen[n.address] = i
+		}
 		nodes[i] = n
 	}
-	return newRedlock(nodes, opts...)
+	r, err := newRedlock(nodes, opts...)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		r.sharded = r.sharded || n.(*redisNode).sharded
+	}
+	return r, nil
 }
 
 // newRedlock builds a Redlock over any nodes; tests pass fakes.
@@ -100,6 +116,10 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 	cfg := r.cfg
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
+	}
+	if cfg.fencing && r.sharded && slotted(name, fenceKey(name)) == "" {
+		return nil, invalid("lock name %q has braces but no hash tag, so no other key can share its Redis Cluster slot: "+
+			"a fenced lock keeps its counter beside it; give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
 	}
 	r.mu.RLock()
 	closed := r.closed
