@@ -22,23 +22,23 @@ import (
 // retry can change, releases a client resent, failures hidden behind a
 // timeout.
 
-// redisErr is an error reply, as go-redis returns one.
-type redisErr string
+// replyError is an error reply, as go-redis returns one.
+type replyError string
 
-func (e redisErr) Error() string { return string(e) }
-func (redisErr) RedisError()     {}
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
 
-const noPerm = redisErr("NOPERM this user has no permissions to access one of the keys used as arguments")
+const errNoPerm = replyError("NOPERM this user has no permissions to access one of the keys used as arguments")
 
 func TestMisconfiguredClassification(t *testing.T) {
 	for _, err := range []error{
-		noPerm,
-		redisErr("NOAUTH Authentication required."),
-		redisErr("WRONGPASS invalid username-password pair or user is disabled."),
-		redisErr("CROSSSLOT Keys in request don't hash to the same slot"),
-		redisErr("WRONGTYPE redlock: the key k holds a list, not a lock: another program uses this name"),
-		redisErr("ERR unknown command 'evalsha', with args beginning with: "),
-		redisErr("ERR The user executing the script can't publish to the channel mentioned in the command"),
+		errNoPerm,
+		replyError("NOAUTH Authentication required."),
+		replyError("WRONGPASS invalid username-password pair or user is disabled."),
+		replyError("CROSSSLOT Keys in request don't hash to the same slot"),
+		replyError("WRONGTYPE redlock: the key k holds a list, not a lock: another program uses this name"),
+		replyError("ERR unknown command 'evalsha', with args beginning with: "),
+		replyError("ERR The user executing the script can't publish to the channel mentioned in the command"),
 		&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}},
 		fmt.Errorf("dial: %w", x509.HostnameError{Host: "127.0.0.1", Certificate: &x509.Certificate{}}),
 		tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"},
@@ -50,10 +50,10 @@ func TestMisconfiguredClassification(t *testing.T) {
 	}
 	for _, err := range []error{
 		nil,
-		redisErr("LOADING Redis is loading the dataset in memory"),
-		redisErr("READONLY You can't write against a read only replica."),
-		redisErr("OOM command not allowed when used memory > 'maxmemory'."),
-		redisErr("BUSY Redis is busy running a script."),
+		replyError("LOADING Redis is loading the dataset in memory"),
+		replyError("READONLY You can't write against a read only replica."),
+		replyError("OOM command not allowed when used memory > 'maxmemory'."),
+		replyError("BUSY Redis is busy running a script."),
 		&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED},
 		ErrNodeTimeout,
 	} {
@@ -67,7 +67,7 @@ func TestLockStopsOnMisconfiguredMajority(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
 		for _, f := range fs[:3] {
-			f.faults(func(n *fakeNode) { n.err = noPerm })
+			f.faults(func(n *fakeNode) { n.err = errNoPerm })
 		}
 		m := newFakeMutex(t, r, "k")
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -95,7 +95,7 @@ func TestLockerOnMisconfigured(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3, WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))
 		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.err = noPerm })
+			f.faults(func(n *fakeNode) { n.err = errNoPerm })
 		}
 		m := newFakeMutex(t, r, "k")
 		var got atomic.Int32
@@ -112,7 +112,7 @@ func TestLockerOnMisconfigured(t *testing.T) {
 		l.Unlock()
 
 		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.err = noPerm })
+			f.faults(func(n *fakeNode) { n.err = errNoPerm })
 		}
 		func() {
 			defer func() {

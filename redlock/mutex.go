@@ -86,8 +86,12 @@ func (m *Mutex) Name() string { return m.name }
 //
 // On failure it returns an error wrapping [ErrNotAcquired] and the last
 // attempt's causes (one [*NodeError] per failed node); when ctx ended, the
-// error also wraps ctx.Err(). With [WithRenewal], ctx also bounds how long
-// the lock is kept alive (see [Mutex.TryLock]).
+// error also wraps ctx.Err(). It returns at once, without retrying, when so
+// many nodes failed with [ErrMisconfigured] (a missing permission, a key of
+// another type, an untrusted certificate) that no quorum is left to grant,
+// and when the nodes are found to share a server (an error wrapping
+// [ErrInvalidArgument]). With [WithRenewal], ctx also bounds how long the
+// lock is kept alive (see [Mutex.TryLock]).
 func (m *Mutex) Lock(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
@@ -359,7 +363,10 @@ func (m *Mutex) end(l *lease, cause error) {
 // The mutex stops holding the lock when Unlock starts, whatever the outcome;
 // renewal stops and [Mutex.Done] closes. It returns nil when a quorum of
 // nodes still held the token, which means no one else held the lock up to
-// the release. Otherwise it returns an error wrapping [ErrNotHeld] and one
+// the release. A node that answers, while the validity lasts, that the key
+// is already gone counts as holding it: within the validity only this
+// release can have deleted it, in an earlier try the client resent when its
+// reply was lost. Otherwise it returns an error wrapping [ErrNotHeld] and one
 // [*NodeError] per failed node; nodes that kept the token then free it when
 // its TTL passes. Unlock on a mutex that does not hold the lock returns
 // ErrNotHeld without I/O. Nodes that have not answered when the outcome is

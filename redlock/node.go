@@ -90,9 +90,9 @@ type extendReq struct {
 type queueReq struct {
 	// key is the queue's key, lock's name + a suffix (see inSlot).
 	lock, key, member string
-	score       int64 // when the waiter started waiting, in Unix milliseconds
-	ttl         time.Duration
-	remove      bool
+	score             int64 // when the waiter started waiting, in Unix milliseconds
+	ttl               time.Duration
+	remove            bool
 }
 
 func (*acquireReq) name() string { return "acquire" }
