@@ -77,7 +77,7 @@ func TestLockStopsOnMisconfiguredMajority(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotAcquired)
 		require.ErrorIs(t, err, ErrMisconfigured)
 		assert.ErrorContains(t, err, "NOPERM")
-		assert.ErrorContains(t, err, "3 nodes misconfigured")
+		assert.ErrorContains(t, err, "misconfigured nodes: 3")
 		assert.NoError(t, ctx.Err(), "Lock returned before its context ended")
 		assert.Less(t, time.Since(start), time.Second)
 		assert.Equal(t, 1, fs[0].count("acquire"), "one attempt")

@@ -320,7 +320,7 @@ func (n *redisNode) checkAlien(ctx context.Context, key string) error {
 	case k == "hash" || k == "string":
 		k += " without expiry"
 	}
-	return fmt.Errorf("%w: the key %s holds a %s, not a lock: another program uses this name", ErrMisconfigured, key, k)
+	return &misconfiguredError{err: fmt.Errorf("the key %s holds a %s, not a lock: another program uses this name", key, k)}
 }
 
 // isOldSetError reports the syntax error of SET ... NX GET before Redis 7.0.

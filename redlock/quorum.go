@@ -116,7 +116,7 @@ func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gat
 	reason := fmt.Sprintf("%d of %d nodes granted, quorum %d", t.yes, t.n, t.quorum)
 	switch {
 	case failed.hopeless:
-		reason += fmt.Sprintf(": %d nodes misconfigured, so no quorum can grant it until they are fixed", t.misconfigured())
+		reason += fmt.Sprintf("; misconfigured nodes: %d, too many for a quorum to grant until they are fixed", t.misconfigured())
 	case a.yielded:
 		reason += fmt.Sprintf(", gave way to a competitor holding %d", a.rival)
 	case t.won():
