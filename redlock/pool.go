@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/redis/go-redis/v9"
 
@@ -37,9 +39,9 @@ type redisNode struct {
 	// sharded is set for a Redis Cluster or a Ring: keys that a script uses
 	// together must hash to one slot (see inSlot).
 	sharded bool
-	// learned is the address a Sentinel-managed client reached (see
-	// identify), nil until known.
-	learned atomic.Pointer[string]
+	// learned is, for a Sentinel-managed client, the address of the
+	// master it reached (see masterAddr); nil for other clients.
+	learned *atomic.Pointer[string]
 	// oldSet is set once the node refused SET ... NX GET (Redis before
 	// 7.0): acquisitions then send plain SET NX, which cannot say who holds
 	// the key, nor tell a SET resent by the client from another holder's.
@@ -91,15 +93,67 @@ var (
 )
 
 func newRedisNode(c redis.UniversalClient) *redisNode {
-	return &redisNode{
+	n := &redisNode{
 		client: c, address: clientAddr(c), sharded: isSharded(c),
 		queue: make(chan *call, queueLen), stop: make(chan struct{}),
 	}
+	if rc, ok := c.(*redis.Client); ok && n.address == failoverAddr {
+		n.learned = masterAddr(rc)
+	}
+	return n
+}
+
+// masters holds, per Sentinel-managed client, the address of the master
+// its last connection reached (see masterAddr). Entries go with their
+// clients.
+var masters sync.Map // weak.Pointer[redis.Client] → *atomic.Pointer[string]
+
+// masterAddr returns where the address of the master that c's connections
+// reach is kept. go-redis reports only a placeholder address for a
+// Sentinel-managed client, and learns the master's from the sentinels
+// when it dials; a dial hook, added once per client, notes the address
+// each new connection reached: after a failover, go-redis drops its
+// connections to the old master and dials the new one. No command is sent
+// for it, so it needs no permission.
+func masterAddr(c *redis.Client) *atomic.Pointer[string] {
+	key := weak.Make(c)
+	if v, ok := masters.Load(key); ok {
+		return v.(*atomic.Pointer[string])
+	}
+	at := new(atomic.Pointer[string])
+	if v, loaded := masters.LoadOrStore(key, at); loaded {
+		return v.(*atomic.Pointer[string])
+	}
+	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { masters.Delete(k) }, key)
+	c.AddHook(dialHook{at: at})
+	return at
+}
+
+// dialHook notes the remote address of each connection a client dials.
+type dialHook struct{ at *atomic.Pointer[string] }
+
+func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err == nil && conn.RemoteAddr() != nil {
+			a := conn.RemoteAddr().String() + " (Sentinel-managed master)"
+			h.at.Store(&a)
+		}
+		return conn, err
+	}
+}
+
+func (dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 func (n *redisNode) addr() string {
-	if a := n.learned.Load(); a != nil {
-		return *a
+	if n.learned != nil {
+		if a := n.learned.Load(); a != nil {
+			return *a
+		}
 	}
 	return n.address
 }
@@ -112,8 +166,7 @@ const failoverAddr = "FailoverClient"
 // identify asks the servers behind the client who they are: the run id of
 // each (one server, or each master of a cluster or ring), which is unique
 // to a server process, so that two clients of the same servers are found
-// out. A Sentinel-managed client, which reports no address, also learns
-// the address of the master it reached (CLIENT INFO's laddr), for errors.
+// out.
 func (n *redisNode) identify(ctx context.Context) ([]string, error) {
 	var (
 		mu  sync.Mutex
@@ -141,14 +194,6 @@ func (n *redisNode) identify(ctx context.Context) ([]string, error) {
 		err = c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
 	default:
 		err = one(ctx, c)
-		if err == nil && n.address == failoverAddr {
-			if ci, cerr := c.Do(ctx, "client", "info").Text(); cerr == nil {
-				if laddr := clientInfoField(ci, "laddr"); laddr != "" {
-					a := laddr + " (Sentinel-managed master)"
-					n.learned.Store(&a)
-				}
-			}
-		}
 	}
 	return ids, err
 }
@@ -157,16 +202,6 @@ func (n *redisNode) identify(ctx context.Context) ([]string, error) {
 func infoField(info, field string) string {
 	for line := range strings.Lines(info) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// clientInfoField returns field's value in a CLIENT INFO reply.
-func clientInfoField(info, field string) string {
-	for kv := range strings.FieldsSeq(info) {
-		if v, ok := strings.CutPrefix(kv, field+"="); ok {
 			return v
 		}
 	}
