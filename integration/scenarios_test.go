@@ -307,6 +307,32 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	require.ErrorIs(t, first.Unlock(ctx), redlock.ErrNotHeld)
 }
 
+// TestResentReleaseOnRealNodes: a release that finds its key already gone
+// on the server it was taken on, within the validity, is an earlier try of
+// the same release (go-redis resends a command whose reply timed out), so
+// Unlock succeeds; the release scripts say which server answered so that a
+// restart is not taken for one (TestRestartWithoutPersistence).
+func TestResentReleaseOnRealNodes(t *testing.T) {
+	c := startCluster(t, 5)
+	ctx := t.Context()
+	insp := inspector(t, c)
+	rl := newRedlock(t, c)
+	for _, reentrant := range []bool{false, true} {
+		key := fmt.Sprintf("resent:%s:%v", t.Name(), reentrant)
+		var opts []redlock.Option
+		if reentrant {
+			opts = append(opts, redlock.WithReentrant())
+		}
+		m := newMutex(t, rl, key, opts...)
+		require.NoError(t, m.Lock(ctx))
+		time.Sleep(50 * time.Millisecond) // Lock returns at quorum: let every SET land
+		for _, n := range insp {
+			require.NoError(t, n.Del(ctx, key).Err()) // as the first try of the release would
+		}
+		assert.NoError(t, m.Unlock(ctx), "reentrant %v: the same servers, within the validity", reentrant)
+	}
+}
+
 // TestRestartWithPersistence: with appendfsync always, nodes killed and
 // restarted while a lock is held come back with its keys, so no second
 // holder gets in even when a majority restarts: the setting that makes

@@ -158,6 +158,18 @@ func TestUnlockResentRelease(t *testing.T) {
 		}
 		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld)
 
+		// Another server answered (a restart without persistence, a
+		// failover to a replica that lacked the key): lost, not resent.
+		require.NoError(t, m.Lock(t.Context()))
+		for _, f := range fs[:2] {
+			f.faults(func(n *fakeNode) { n.ids = []string{n.name + "-restarted"} })
+			f.set("k", "", -time.Second)
+		}
+		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld)
+		for _, f := range fs[:2] {
+			f.faults(func(n *fakeNode) { n.ids = nil })
+		}
+
 		// Found lost before: an absent key is no resend, even within the
 		// validity.
 		require.NoError(t, m.Lock(t.Context()))
@@ -229,7 +241,13 @@ func TestSameServersRefused(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidArgument)
 		assert.ErrorContains(t, err, "nodes 0 (fake0) and 2 (fake2) are clients of the same Redis server (run_id run-b)")
 		assert.NoError(t, ctx.Err(), "at once")
-		assert.Zero(t, fs[1].count("acquire"), "nothing sent")
+		synctest.Wait()
+		for _, f := range fs {
+			_, held := f.get("k")
+			assert.False(t, held, "%s: the attempt that found out was undone", f.name)
+		}
+		assert.ErrorIs(t, m.TryLock(ctx), ErrInvalidArgument, "and later ones")
+		assert.Equal(t, 1, fs[1].count("acquire"), "nothing sent after the first attempt")
 	})
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)

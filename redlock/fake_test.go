@@ -142,6 +142,10 @@ func (n *fakeNode) do(ctx context.Context, _ time.Time, o op, done func(reply)) 
 			}
 			rep.ok, v, rep.gone, rep.err = n.releaseHeard(ctx, o)
 			rep.heard, rep.named = v/2, v%2 == 1
+			if rep.gone {
+				ids, _ := n.identify(ctx)
+				rep.server = ids[0] // the release script says which server answered
+			}
 		case *extendReq:
 			rep.ok, rep.err = n.extend(ctx, o)
 		case *queueReq:

@@ -364,9 +364,11 @@ func (m *Mutex) end(l *lease, cause error) {
 // renewal stops and [Mutex.Done] closes. It returns nil when a quorum of
 // nodes still held the token, which means no one else held the lock up to
 // the release. A node that answers, while the validity lasts, that the key
-// is already gone counts as holding it: within the validity only this
-// release can have deleted it, in an earlier try the client resent when its
-// reply was lost. Otherwise it returns an error wrapping [ErrNotHeld] and one
+// is already gone counts as holding it if the same Redis server answered
+// (its run id, unchanged since before the lock was taken): within the
+// validity only this release can have deleted it, in an earlier try the
+// client resent when its reply was lost. A restart or a failover changes
+// the run id: the key was lost, not released. Otherwise it returns an error wrapping [ErrNotHeld] and one
 // [*NodeError] per failed node; nodes that kept the token then free it when
 // its TTL passes. Unlock on a mutex that does not hold the lock returns
 // ErrNotHeld without I/O. Nodes that have not answered when the outcome is
@@ -389,18 +391,18 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		l.holds--
 		gates := l.acq.gates
 		m.mu.Unlock()
-		return m.r.release(ctx, req, gates, &m.cfg, time.Time{}) // drops one hold
+		return m.r.release(ctx, req, gates, &m.cfg, time.Time{}, time.Time{}) // drops one hold
 	}
 	m.lease = nil
 	gates := l.acq.gates
-	until := l.acq.until
+	since, until := l.acq.start, l.acq.until
 	if l.err != nil {
 		until = time.Time{} // lost: an absent key is no resend
 	}
 	m.mu.Unlock()
 	m.end(l, fmt.Errorf("%w: unlocked", ErrNotHeld))
 	req.channel, req.notice, req.drop, req.queueKey = releaseChannel(m.name), l.id, dropAll, queueKey(m.name)
-	return m.r.release(ctx, req, gates, &m.cfg, until)
+	return m.r.release(ctx, req, gates, &m.cfg, since, until)
 }
 
 // Extend re-arms the lock's full TTL on every node that still holds this

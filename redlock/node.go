@@ -116,9 +116,13 @@ type reply struct {
 	named bool
 	// gone is set when a release found the key absent: it expired, or an
 	// earlier try of the same release, resent by the client after its
-	// reply was lost, deleted it.
-	gone bool
-	err  error
+	// reply was lost, deleted it, or the node lost it (a restart, a
+	// failover). server is then the run id of the server that answered
+	// ("" when it did not say): the same server the lock was taken on
+	// tells a resend from a loss (see Redlock.release).
+	gone   bool
+	server string
+	err    error
 }
 
 // node is one independent Redis master as the algorithm sees it.

@@ -549,6 +549,11 @@ func (n *redisNode) parse(c *call) reply {
 	if _, ok := c.op.(*queueReq); ok {
 		return reply{ok: true}
 	}
+	if _, ok := c.op.(*releaseReq); ok {
+		if id, ok := c.cmd.(*redis.Cmd).Val().(string); ok {
+			return reply{gone: true, server: id} // the key was absent: the node's run id
+		}
+	}
 	v, err := c.cmd.(*redis.Cmd).Int64()
 	if _, ok := c.op.(*releaseReq); ok && err == nil {
 		switch {

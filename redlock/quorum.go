@@ -22,7 +22,7 @@ func quorum(n int) int { return n/2 + 1 }
 // acquisition is what a successful acquire leaves for later calls on the
 // same lease, or what a failed one says about itself.
 type acquisition struct {
-	until time.Time
+	start, until time.Time // the attempt's start, and the validity's end
 	// gates order the lease's later requests on each node after its
 	// acquire requests there (see gate).
 	gates []*gate
@@ -83,7 +83,7 @@ func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gat
 		return acquisition{}, err
 	}
 	defer r.wg.Done()
-	if err := r.identified(cfg.nodeTimeout); err != nil {
+	if err := r.startIdentify(); err != nil {
 		return acquisition{}, err
 	}
 	start := r.now()
@@ -98,8 +98,13 @@ func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gat
 	ctxErr := a.rd.collect(ctx, a)
 	t := a.rd.t
 	until := validUntil(start, cfg.ttl, cfg.driftFactor)
-	if ctxErr == nil && t.won() && r.now().Before(until) {
-		acq := acquisition{until: until, gates: gates}
+	var idErr error
+	if ctxErr == nil && t.won() {
+		// Two of the nodes that granted must not be the same server.
+		idErr = r.identified(start, start.Add(cfg.nodeTimeout))
+	}
+	if ctxErr == nil && idErr == nil && t.won() && r.now().Before(until) {
+		acq := acquisition{start: start, until: until, gates: gates}
 		if req.fenceKey == "" || req.reenter {
 			return acq, nil
 		}
@@ -113,6 +118,9 @@ func (r *Redlock) acquire(ctx context.Context, req *acquireReq, cfg *config, gat
 	}
 	took := r.now().Sub(start)
 	failed := acquisition{granted: t.yes, took: took, yielded: a.yielded, hopeless: t.hopeless()}
+	if idErr != nil {
+		return failed, idErr
+	}
 	reason := fmt.Sprintf("%d of %d nodes granted, quorum %d", t.yes, t.n, t.quorum)
 	switch {
 	case failed.hopeless:
@@ -427,19 +435,22 @@ func (r *Redlock) releaseRound(ctx context.Context, req *releaseReq, gates []*ga
 // finish in the background.
 //
 // A node that answers, before until (the lease's validity end), that the
-// key is absent counts as holding the token: within the validity the key
-// cannot have expired, and no one else can have taken it, so an earlier
-// try of this same release deleted it, one the client resent when its
-// reply was lost (go-redis retries a command whose reply timed out). Zero
-// until counts no absent key (a reentrant Unlock that drops one hold never
-// deletes the key, so its absence is no resend).
-func (r *Redlock) release(ctx context.Context, req *releaseReq, gates []*gate, cfg *config, until time.Time) error {
+// key is absent counts as holding the token when the server that answered
+// is the one it was known to be before the lease began (since): within the
+// validity the key cannot have expired, no one else can have taken it, and
+// that server did not restart (a restart, or a failover to a replica,
+// changes the run id), so an earlier try of this same release deleted it,
+// one the client resent when its reply was lost (go-redis retries a
+// command whose reply timed out). Zero until counts no absent key (a
+// reentrant Unlock that drops one hold never deletes the key, so its
+// absence is no resend).
+func (r *Redlock) release(ctx context.Context, req *releaseReq, gates []*gate, cfg *config, since, until time.Time) error {
 	if err := r.track(1); err != nil {
 		return err
 	}
 	defer r.wg.Done()
 	rd := r.releaseRound(ctx, req, gates, cfg, nil)
-	rd.goneUntil = until
+	rd.goneSince, rd.goneUntil = since, until
 	ctxErr := rd.collect(ctx, rd)
 	t := rd.t
 	if req.channel != "" && (rd.heard.Load() || r.waiters.waiting(req.key)) {
@@ -501,9 +512,10 @@ type round struct {
 	// heard is set once a node said its release announcement reached a
 	// waiter.
 	heard atomic.Bool
-	// goneUntil, in release rounds, is until when a node that found the key
-	// absent counts as holding the token (see release).
-	goneUntil time.Time
+	// goneSince and goneUntil, in release rounds, are the lease's start and
+	// validity end: until then, a node that found the key absent counts as
+	// holding the token if the same server answered (see release).
+	goneSince, goneUntil time.Time
 }
 
 func newRound(r *Redlock, start time.Time, timeout time.Duration, capacity int) *round {
@@ -561,7 +573,7 @@ func (rd *round) take(v vote) bool {
 
 // add counts v in the tally.
 func (rd *round) add(v vote) {
-	ok := v.rep.ok || v.rep.gone && rd.r.now().Before(rd.goneUntil)
+	ok := v.rep.ok || v.rep.gone && rd.r.now().Before(rd.goneUntil) && rd.r.sameServer(v.node, v.rep.server, rd.goneSince)
 	rd.t.add(v.node, ok, rd.nodeErr(v.node, v.rep.err))
 }
 func (rd *round) timer() <-chan time.Time { return nil }

@@ -14,10 +14,11 @@
 -- front of this file); the other waiters keep waiting. With the queue
 -- empty, every waiter may try.
 --
--- Returns 0 when the key was absent (it expired, or an earlier try of this
--- same release, resent by the client, deleted it), -1 when it held another
--- value or type (taken by someone else), or an error reply when GET failed
--- otherwise. When the key held ARGV[1] it was deleted, and the script
+-- Returns, when the key was absent (it expired, or an earlier try of this
+-- same release, resent by the client, deleted it), the node's run id (see
+-- server in stored.lua), or 0 for a release that announces nothing (an
+-- undo, whose outcome no one reads); -1 when it held another value or type
+-- (taken by someone else), or an error reply when GET failed otherwise. When the key held ARGV[1] it was deleted, and the script
 -- returns 1 + announce(...): 1 + 2 × the clients the announcement reached,
 -- + 1 when it named a waiter (the releaser then lets it go first).
 local v = stored(KEYS[1])
@@ -37,6 +38,9 @@ if v == ARGV[1] then
 	return 1 + heard
 end
 if v == false then
+	if ARGV[2] ~= "" then
+		return server()
+	end
 	return 0
 end
 return -1

@@ -20,13 +20,18 @@
 -- and the undo of a failed acquisition ("2"), which must free a lock whose
 -- only hold it took.
 --
--- Returns 0 when the key was absent (expired, or deleted by an earlier try
--- of this same release, resent by the client), -1 when it held another
--- owner's lock or another type; otherwise 1, plus, when the key was deleted and
+-- Returns, when the key was absent (expired, or deleted by an earlier try
+-- of this same release, resent by the client), the node's run id for the
+-- owner's last Unlock (ARGV[2] "1"; see server in stored.lua) and 0
+-- otherwise; -1 when it held another owner's lock or another type;
+-- otherwise 1, plus, when the key was deleted and
 -- announced, what announce returned: 2 × the clients the announcement
 -- reached, + 1 when it named a waiter.
 local kind = redis.call("TYPE", KEYS[1]).ok
 if kind == "none" then
+	if ARGV[2] == "1" then
+		return server()
+	end
 	return 0
 end
 if kind ~= "hash" or redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then

@@ -39,9 +39,10 @@ var (
 )
 
 // Release deletes KEYS[1] if it holds ARGV[1] and announces "ARGV[1]|next"
-// on ARGV[2], next popped from the waiters' queue KEYS[2]; it returns 0
-// when the key was absent, -1 when it held something else, else 1 + 2 ×
-// the clients the announcement reached, + 1 when it named a waiter.
+// on ARGV[2], next popped from the waiters' queue KEYS[2]; it returns the
+// node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
+// held something else, else 1 + 2 × the clients the announcement reached,
+// + 1 when it named a waiter.
 var Release = redis.NewScript(storedSource + announceSource + releaseSource)
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
@@ -65,10 +66,10 @@ var AcquireReentrant = redis.NewScript(guardSource + storedSource + acquireReent
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner
 // ARGV[1] on KEYS[1], publishing ARGV[4] on ARGV[3] when the key goes; it
-// returns 0 when the key was absent, -1 when it held something else, else
-// 1 + 2 × the clients the announcement reached (+ 1 when it named a
-// waiter).
-var ReleaseReentrant = redis.NewScript(announceSource + releaseReentrantSource)
+// returns the node's run id when the key was absent (for ARGV[2] "1"; 0
+// otherwise), -1 when it held something else, else 1 + 2 × the clients the
+// announcement reached (+ 1 when it named a waiter).
+var ReleaseReentrant = redis.NewScript(storedSource + announceSource + releaseReentrantSource)
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.

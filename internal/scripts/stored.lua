@@ -1,6 +1,6 @@
 -- stored.lua is not a script of its own: scripts.go puts it in front of the
 -- scripts that read a lock's value, acquire.lua, release.lua, extend.lua
--- and fence.lua (and of the reentrant ones, which need alien).
+-- and fence.lua (and of the reentrant ones, which need alien or server).
 
 -- stored returns the string that key holds, false when key is absent, and
 -- nil when key holds another type (a reentrant lock, or something that is
@@ -35,5 +35,19 @@ local function alien(key)
 	end
 	return redis.error_reply("WRONGTYPE redlock: the key " .. key .. " holds a " .. kind ..
 		", not a lock: another program uses this name")
+end
+
+-- server returns the node's run id, unique to the server process: a
+-- release that finds its key gone says which server answered, so that the
+-- caller can tell its own resent release (the same server it acquired on)
+-- from a restart or a failover that lost the key (another server).
+-- A server that refuses INFO (an ACL user without it) answers "", which
+-- matches no server: the caller then reads the absent key as not held.
+local function server()
+	local info = redis.pcall("INFO", "server")
+	if type(info) ~= "string" then
+		return ""
+	end
+	return string.match(info, "run_id:(%x+)") or ""
 end
 
