@@ -16,7 +16,7 @@ test: unit integration
 unit:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
-	$(GO) test -race -count=1 ./redlock/... ./internal/...
+	$(GO) test -race -count=1 ./redlock/... ./internal/... ./cmd/...
 
 integration:
 	scripts/with-redis-env.sh $(GO) test -race -count=1 -timeout 20m -v ./integration/...
@@ -34,9 +34,12 @@ demo:
 	scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
 
 ## bench: redlock-go against redsync, a raw floor and bsm/redislock on the
-## same five nodes (bench/, its own module); writes docs/bench.md and .png.
+## same five nodes (bench/, its own module), at the README's recommended
+## client options and at go-redis' defaults; writes docs/bench.md,
+## docs/bench-defaults.md and their plots.
 bench:
 	cd bench && ../scripts/with-redis-env.sh $(GO) run . -out ../docs
+	cd bench && ../scripts/with-redis-env.sh $(GO) run . -defaults -out ../docs
 
 ## bench-availability: redlock-go and redsync side by side through faults
 ## (silent, far, killed and flapping nodes, a paused majority) at go-redis'

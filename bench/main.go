@@ -157,15 +157,24 @@ func run() error {
 			}
 		}
 	}
-	table := results.table()
+	options := "the README's recommended options (`PoolSize: 128, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true`)"
+	if *defaultOptions {
+		options = "go-redis' default options (`redis.Options{Addr: ...}`)"
+	}
+	table := fmt.Sprintf("Clients at %s; medians of %d interleaved rounds, ratios to redsync in the same run.\n\n", options, *rounds) +
+		results.table()
 	fmt.Print(table)
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(*outDir+"/bench.md", []byte(table), 0o644); err != nil {
+	base := *outDir + "/bench"
+	if *defaultOptions {
+		base += "-defaults"
+	}
+	if err := os.WriteFile(base+".md", []byte(table), 0o644); err != nil {
 		return err
 	}
-	return results.plot(*outDir + "/bench.png")
+	return results.plot(base + ".png")
 }
 
 // newProxyServer is an in-process toxiproxy server, silent, for the

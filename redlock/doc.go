@@ -23,7 +23,8 @@
 // # The algorithm
 //
 // An acquisition notes its start on the monotonic clock, sends
-// SET name token NX GET PX ttl with a fresh random token to every node at
+// the equivalent of SET name token NX GET PX ttl (a script) with a fresh
+// random token to every node at
 // once (each call bounded by the node timeout), and decides as soon as the
 // outcome is certain: granted by a quorum of N/2+1, or no longer reachable.
 // It holds the lock only with a quorum and validity left, validity being

@@ -5,10 +5,10 @@ import (
 	"fmt"
 )
 
-// ErrNotAcquired is returned by [Mutex.Lock] and [Mutex.TryLock] when no
-// quorum of nodes granted the lock within its validity: the lock is held
-// elsewhere, too many nodes failed, or the nodes answered too slowly for any
-// validity to remain. The returned error also wraps one [*NodeError] per
+// ErrNotAcquired is returned by [Mutex.Lock], [Mutex.TryLock] and
+// [Mutex.LockWithin] when no quorum of nodes granted the lock within its
+// validity: the lock is held elsewhere, too many nodes failed, or the
+// nodes answered too slowly for any validity to remain. The returned error also wraps one [*NodeError] per
 // node that failed before the outcome was certain (a node still silent then
 // is not waited for, nor reported) and, when the caller's context ended, the
 // context's error.
@@ -68,12 +68,15 @@ var ErrMisconfigured = errors.New("redlock: node misconfigured")
 var ErrStaleFence = errors.New("redlock: stale fencing token")
 
 // ErrInvalidArgument is wrapped by every error that reports bad input: from
-// [New] and [Redlock.NewMutex] for bad clients, names or options, and from
-// the [Mutex] methods for a nil context.
+// [New] and [Redlock.NewMutex] for bad clients, names or options, from
+// the [Mutex] methods for a nil context, from [Mutex.LockWithin] for a
+// negative wait, and from [Redlock.Inspect] and [Redlock.ForceUnlock] for
+// a nil context or an empty name.
 var ErrInvalidArgument = errors.New("redlock: invalid argument")
 
 // ErrClosed is returned by every call on a [Redlock], and on its mutexes,
-// that would talk to the nodes after [Redlock.Close] (Unlock or Extend of a
+// that would talk to the nodes after [Redlock.Close] ([Redlock.Inspect] and
+// [Redlock.ForceUnlock] included) (Unlock or Extend of a
 // mutex that holds nothing still return [ErrNotHeld] without I/O).
 var ErrClosed = errors.New("redlock: closed")
 

@@ -23,6 +23,7 @@ type fakeNode struct {
 	err       error                    // every call fails with it, without effect
 	lose      bool                     // calls take effect but the reply is lost
 	ids       []string                 // what identify answers; nil: the fake's name
+	restarts  int                      // restart calls: each is another run id
 	resend    bool                     // releases are applied twice, as a client retry after a lost reply does; the second reply comes back
 	hang      chan struct{}            // calls block until it is closed, then apply
 	opDelay   map[string]time.Duration // extra delay of one kind of call
@@ -59,6 +60,7 @@ func (n *fakeNode) restart() {
 	n.data = map[string]fakeEntry{}
 	n.counters = map[string]uint64{}
 	n.upSince = time.Now()
+	n.restarts++ // another server process: another run id
 }
 
 // counter returns the node's fencing counter for key.
@@ -76,6 +78,9 @@ func (n *fakeNode) identify(context.Context) ([]string, error) {
 	defer n.mu.Unlock()
 	if n.ids != nil {
 		return n.ids, nil
+	}
+	if n.restarts > 0 {
+		return []string{fmt.Sprintf("%s-run%d", n.name, n.restarts)}, nil
 	}
 	return []string{n.name}, nil
 }
@@ -150,6 +155,10 @@ func (n *fakeNode) do(ctx context.Context, _ time.Time, o op, done func(reply)) 
 			rep.ok, rep.err = n.extend(ctx, o)
 		case *queueReq:
 			rep.ok, rep.err = n.queue(ctx, o)
+		case *inspectReq:
+			rep = n.inspect(ctx, o)
+		case *forceReq:
+			rep = n.forceRelease(ctx, o)
 		}
 		done(rep)
 	}()
@@ -309,6 +318,46 @@ func (n *fakeNode) queue(ctx context.Context, r *queueReq) (bool, error) {
 		}
 		return true
 	})
+}
+
+// inspect is inspect.lua: it reads key and the fencing counter.
+func (n *fakeNode) inspect(ctx context.Context, r *inspectReq) reply {
+	st := &keyState{}
+	_, err := n.apply(ctx, "inspect", r.key, func() bool {
+		st.counter = n.counters[r.fenceKey]
+		if e, ok := n.data[r.key]; ok {
+			st.held, st.reentrant, st.ttl, st.holder, st.holds = true, e.hash, time.Until(e.expires), e.value, max(e.holds, 1)
+		}
+		return false // changes nothing
+	})
+	if err != nil {
+		return reply{err: err}
+	}
+	return reply{ok: true, state: st}
+}
+
+// forceRelease is force_release.lua: it deletes key whoever holds it and
+// announces the release, leaving the fencing counter alone.
+func (n *fakeNode) forceRelease(ctx context.Context, r *forceReq) reply {
+	var e fakeEntry
+	heard := 0
+	ok, err := n.apply(ctx, "force", r.key, func() bool {
+		var held bool
+		if e, held = n.data[r.key]; !held {
+			return false
+		}
+		delete(n.data, r.key)
+		id := e.value
+		if e.hash {
+			id = r.notice
+		}
+		heard = n.announce(r.key, r.channel, id, n.popWaiter(r.queueKey))
+		return true
+	})
+	if err != nil || !ok {
+		return reply{err: err}
+	}
+	return reply{ok: true, holder: e.value, heard: heard / 2, named: heard%2 == 1, state: &keyState{reentrant: e.hash}}
 }
 
 // announce is announce.lua. Called with n.mu held.

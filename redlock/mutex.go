@@ -200,8 +200,8 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 }
 
 // TryLock makes exactly one attempt to acquire the lock: it sends
-// SET name token NX GET PX ttl to every node at once with a new random
-// token (a script for a reentrant lock, a fenced lock or a restart delay)
+// the equivalent of SET name token NX GET PX ttl (a script) to every node
+// at once with a new random token
 // and succeeds when a quorum granted it with validity left (see
 // [Mutex.Until]).
 // It returns once the outcome is certain, which is when the quorum-th
@@ -280,7 +280,7 @@ func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (acqui
 		m.end(old, fmt.Errorf("%w: acquired again", ErrLockLost))
 	}
 	if m.cfg.renew {
-		m.startRenewal(ctx, l)
+		m.startRenewal(holdContext(ctx), l) // the hold may outlast the wait: see LockWithin
 	}
 	return acquisition{}, nil
 }
@@ -400,10 +400,13 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		until = time.Time{} // lost: an absent key is no resend
 	}
 	m.mu.Unlock()
-	m.end(l, fmt.Errorf("%w: unlocked", ErrNotHeld))
+	m.end(l, errUnlocked)
 	req.channel, req.notice, req.drop, req.queueKey = releaseChannel(m.name), l.id, dropAll, queueKey(m.name)
 	return m.r.release(ctx, req, gates, &m.cfg, since, until)
 }
+
+// errUnlocked is the error of a lease that Unlock ended.
+var errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
 
 // Extend re-arms the lock's full TTL on every node that still holds this
 // acquisition's token and, when a quorum did, moves the end of the validity

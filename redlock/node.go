@@ -41,6 +41,7 @@ type acquireReq struct {
 	// which a node may grant (see WithRestartDelay); a node up for less
 	// changes nothing and answers an error wrapping ErrNodeRecovering.
 	minUptime int64
+	enc       encoding // the command, encoded once for every node
 }
 
 // fenceReq raises the name's fencing counter to fence (never lowers it) and
@@ -64,6 +65,7 @@ type releaseReq struct {
 	// announcement also names the oldest waiter of queueKey, popped from it
 	// (key's name + a suffix: see inSlot).
 	channel, notice, queueKey string
+	enc                       encoding // the command, encoded once for every node
 }
 
 // dropMode says what a reentrant release drops.
@@ -81,6 +83,7 @@ type extendReq struct {
 	key, token string
 	ttl        time.Duration
 	reentrant  bool
+	enc        encoding // the command, encoded once for every node
 }
 
 // queueReq adds a waiting Lock to the lock's queue of waiters (ZADD NX:
@@ -122,7 +125,9 @@ type reply struct {
 	// tells a resend from a loss (see Redlock.release).
 	gone   bool
 	server string
-	err    error
+	// state is a node's answer to an inspectReq (see inspect.go).
+	state *keyState
+	err   error
 }
 
 // node is one independent Redis master as the algorithm sees it.

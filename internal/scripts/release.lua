@@ -18,9 +18,10 @@
 -- same release, resent by the client, deleted it), the node's run id (see
 -- server in stored.lua), or 0 for a release that announces nothing (an
 -- undo, whose outcome no one reads); -1 when it held another value or type
--- (taken by someone else), or an error reply when GET failed otherwise. When the key held ARGV[1] it was deleted, and the script
--- returns 1 + announce(...): 1 + 2 × the clients the announcement reached,
--- + 1 when it named a waiter (the releaser then lets it go first).
+-- (taken by someone else), or an error reply when GET failed otherwise.
+-- When the key held ARGV[1] it was deleted, and the script returns
+-- 1 + announce(...): 1 + 2 × the clients the announcement reached, + 1 when
+-- it named a waiter (the releaser then lets it go first).
 local v = stored(KEYS[1])
 if type(v) == "table" then
 	return v

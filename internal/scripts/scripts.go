@@ -28,6 +28,8 @@ var (
 	guardSource string
 	//go:embed acquire.lua
 	acquireSource string
+	//go:embed acquire_plain.lua
+	acquirePlainSource string
 	//go:embed fence.lua
 	fenceSource string
 	//go:embed set_fenced.lua
@@ -36,6 +38,10 @@ var (
 	announceSource string
 	//go:embed stored.lua
 	storedSource string
+	//go:embed inspect.lua
+	inspectSource string
+	//go:embed force_release.lua
+	forceReleaseSource string
 )
 
 // Release deletes KEYS[1] if it holds ARGV[1] and announces "ARGV[1]|next"
@@ -47,6 +53,12 @@ var Release = redis.NewScript(storedSource + announceSource + releaseSource)
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = redis.NewScript(storedSource + extendSource)
+
+// AcquirePlain sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent; it
+// returns 1 when KEYS[1] holds ARGV[1] (now, or already), the value holding
+// it otherwise, 0 when a reentrant lock holds it, and an error reply when
+// KEYS[1] holds something that is not a lock.
+var AcquirePlain = redis.NewScript(storedSource + acquirePlainSource)
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
@@ -83,5 +95,19 @@ var Fence = redis.NewScript(storedSource + fenceSource)
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
 var SetFenced = redis.NewScript(setFencedSource)
 
+// Inspect reads the lock KEYS[1] and the fencing counter KEYS[2], changing
+// nothing; it returns {kind, pttl, holder, holds, counter} (kind "none",
+// "string" or "hash"), or an error reply when KEYS[1] holds something that
+// is not a lock.
+var Inspect = redis.NewScript(storedSource + inspectSource)
+
+// ForceRelease deletes the lock KEYS[1] whoever holds it and announces the
+// release on ARGV[1] (a reentrant lock's with the id ARGV[2]), popping the
+// next waiter from KEYS[2]; it returns {0, "", "none"} when the key was
+// absent, else {1 + 2 × the clients that heard it (+ 1 when it named a
+// waiter), holder, kind}, or an error reply, deleting nothing, when KEYS[1]
+// holds something that is not a lock. It never touches the fencing counter.
+var ForceRelease = redis.NewScript(storedSource + announceSource + forceReleaseSource)
+
 // All is every script a lock node runs, to load into its cache at once.
-var All = []*redis.Script{Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence}
+var All = []*redis.Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Exit statuses (sysexits.h where one fits, the shell's for commands that
+// cannot run).
+const (
+	exitOK         = 0
+	exitUsage      = 64  // EX_USAGE: bad arguments
+	exitSoftware   = 70  // EX_SOFTWARE: the lock was lost while the command ran, or an internal failure
+	exitTempFail   = 75  // EX_TEMPFAIL: the lock was not acquired
+	exitCannotExec = 126 // the command was found but could not be executed
+	exitNotFound   = 127 // the command was not found
+)
+
+// invocation is a parsed command line.
+type invocation struct {
+	cmd     string // "run", "status", "unlock" or "help"
+	topic   string // help: the subcommand asked about ("" for the overview)
+	nodes   []*redis.Options
+	addrs   []string // the node URLs with passwords redacted, for messages
+	name    string
+	ttl     time.Duration
+	wait    time.Duration
+	fencing bool
+	json    bool
+	argv    []string // run: the command and its arguments
+}
+
+// usageError is a command line that cannot be run: exit 64.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+const defaultTTL = 10 * time.Second
+
+// parseArgs reads the command line (without the program name). getenv
+// supplies REDLOCK_NODES. It returns a *usageError for anything that
+// cannot be run; "--help" anywhere before the lock name asks for help.
+func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
+	if len(args) == 0 {
+		return nil, usagef("no subcommand: use run, status or unlock (see redlock --help)")
+	}
+	inv := &invocation{cmd: args[0]}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		inv.cmd = "help"
+		return inv, nil
+	case "help":
+		if len(args) > 2 {
+			return nil, usagef("help takes one subcommand, got %q", strings.Join(args[1:], " "))
+		}
+		if len(args) == 2 {
+			inv.topic = args[1]
+			if _, ok := helpTexts[inv.topic]; !ok {
+				return nil, usagef("no help for %q: the subcommands are run, status and unlock", inv.topic)
+			}
+		}
+		return inv, nil
+	case "run", "status", "unlock":
+	default:
+		if strings.HasPrefix(args[0], "-") {
+			return nil, usagef("flag %s before the subcommand: use redlock SUBCOMMAND [FLAGS] NAME", args[0])
+		}
+		return nil, usagef("unknown subcommand %q: use run, status or unlock", args[0])
+	}
+
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by the caller, help by help.go
+	nodes := fs.String("nodes", "", "")
+	var force bool
+	switch inv.cmd {
+	case "run":
+		fs.DurationVar(&inv.ttl, "ttl", defaultTTL, "")
+		fs.DurationVar(&inv.wait, "wait", 0, "")
+		fs.BoolVar(&inv.fencing, "fencing", false, "")
+	case "status":
+		fs.BoolVar(&inv.json, "json", false, "")
+	case "unlock":
+		fs.BoolVar(&force, "force", false, "")
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return &invocation{cmd: "help", topic: inv.cmd}, nil
+		}
+		return nil, usagef("%s: %v", inv.cmd, err)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 || rest[0] == "--" {
+		return nil, usagef("%s: no lock name", inv.cmd)
+	}
+	inv.name, rest = rest[0], rest[1:]
+	if inv.name == "" {
+		return nil, usagef("%s: empty lock name", inv.cmd)
+	}
+	if strings.HasPrefix(inv.name, "-") {
+		return nil, usagef("%s: lock name %q starts with '-': flags go before the name", inv.cmd, inv.name)
+	}
+
+	switch inv.cmd {
+	case "run":
+		if len(rest) > 0 && rest[0] == "--" {
+			rest = rest[1:]
+		} else if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+			return nil, usagef("run: %s after the lock name: flags go before NAME, the command after --", rest[0])
+		}
+		if len(rest) == 0 {
+			return nil, usagef("run: no command: redlock run [FLAGS] NAME -- COMMAND [ARGS...]")
+		}
+		if rest[0] == "" {
+			return nil, usagef("run: empty command")
+		}
+		inv.argv = rest
+		if inv.ttl <= 0 || inv.ttl%time.Millisecond != 0 {
+			return nil, usagef("run: --ttl must be a positive whole number of milliseconds, got %v", inv.ttl)
+		}
+		if inv.ttl < 10*time.Millisecond {
+			return nil, usagef("run: --ttl %v is too short to hold a lock (at least 10ms)", inv.ttl)
+		}
+		if inv.wait < 0 {
+			return nil, usagef("run: --wait must not be negative, got %v", inv.wait)
+		}
+	default:
+		if len(rest) > 0 {
+			return nil, usagef("%s: unexpected %q after the lock name (flags go before it)", inv.cmd, strings.Join(rest, " "))
+		}
+	}
+	if inv.cmd == "unlock" && !force {
+		return nil, usagef("unlock: --force is required: it deletes the lock whoever holds it (see redlock help unlock)")
+	}
+
+	list := *nodes
+	if list == "" {
+		list = getenv("REDLOCK_NODES")
+	}
+	if strings.TrimSpace(list) == "" {
+		return nil, usagef("%s: no nodes: give --nodes or set REDLOCK_NODES (comma-separated redis:// or rediss:// URLs)", inv.cmd)
+	}
+	for i, raw := range strings.Split(list, ",") {
+		opts, shown, err := parseNode(strings.TrimSpace(raw), i+1)
+		if err != nil {
+			return nil, usagef("%s: %v", inv.cmd, err)
+		}
+		inv.nodes = append(inv.nodes, opts)
+		inv.addrs = append(inv.addrs, shown)
+	}
+	return inv, nil
+}
+
+// parseNode parses the i-th node URL as go-redis does. Messages never show
+// a password: they show the URL redacted, or only its position.
+func parseNode(raw string, i int) (opts *redis.Options, shown string, err error) {
+	if raw == "" {
+		return nil, "", fmt.Errorf("node URL %d is empty (a stray comma?)", i)
+	}
+	shown = fmt.Sprintf("node URL %d", i)
+	if u, err := url.Parse(raw); err == nil {
+		shown = u.Redacted()
+	}
+	if !strings.HasPrefix(raw, "redis://") && !strings.HasPrefix(raw, "rediss://") {
+		return nil, "", fmt.Errorf("%s: not a redis:// or rediss:// URL", shown)
+	}
+	opts, err = redis.ParseURL(raw)
+	if err != nil {
+		msg := strings.ReplaceAll(err.Error(), raw, shown)
+		if _, perr := url.Parse(raw); perr != nil {
+			msg = "not a valid URL"
+		}
+		return nil, "", fmt.Errorf("%s: %s", shown, msg)
+	}
+	return opts, shown, nil
+}

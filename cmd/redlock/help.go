@@ -1,0 +1,125 @@
+package main
+
+const overview = `redlock: run commands under a distributed lock held on a majority of
+independent Redis masters (Redlock), and inspect or free such locks.
+
+Usage:
+  redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing] NAME -- COMMAND [ARGS...]
+  redlock status [--nodes URLS] [--json] NAME
+  redlock unlock --force [--nodes URLS] NAME
+  redlock help [SUBCOMMAND]
+
+Nodes: --nodes takes comma-separated redis:// or rediss:// URLs, one per
+independent master, with optional user, password and database
+(redis://user:password@host:6379/0), as go-redis parses them. Without
+--nodes, REDLOCK_NODES is read. The lock NAME is the key on every node.
+
+Exit status of run: the command's own (128+N when signal N ended it);
+  64  usage error             126 command cannot be executed
+  70  lock lost while the     127 command not found
+      command ran             75  lock not acquired within --wait
+  128+N a signal ended the wait for the lock
+
+Examples:
+  # cron: a nightly job on one host of many; skip if another host runs it
+  export REDLOCK_NODES=redis://r1:6379,redis://r2:6379,redis://r3:6379
+  redlock run --ttl 30s nightly-report -- /usr/local/bin/report --yesterday
+
+  # deploy: wait up to 10 minutes for the other deploys, then migrate
+  redlock run --wait 10m --fencing deploy:shop -- ./migrate.sh
+
+  redlock status nightly-report
+  redlock unlock --force nightly-report
+
+See "redlock help run", "redlock help status", "redlock help unlock".
+`
+
+var helpTexts = map[string]string{
+	"run": `Usage: redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing] NAME -- COMMAND [ARGS...]
+
+Runs COMMAND while holding the lock NAME on a majority of the nodes, renews
+the lock while it runs (every TTL/3), and releases it on every reachable
+node when it ends, waiting for those releases before exiting.
+
+Flags (before NAME):
+  --nodes URLS     comma-separated redis:// or rediss:// URLs (default: $REDLOCK_NODES)
+  --ttl D          the lock's time to live on each node (default 10s): if redlock dies,
+                   the lock frees itself within D
+  --wait D         how long to wait for the lock (default 0: one attempt)
+  --fencing        give the command a fencing token in $REDLOCK_FENCE, greater than every
+                   earlier holder's: pass it to the resource so it can refuse stale holders
+
+The command's environment gets REDLOCK_NAME (and REDLOCK_FENCE with --fencing).
+Its standard input, output and error are redlock's.
+
+Signals: SIGINT, SIGTERM and SIGHUP sent to redlock are forwarded to the command
+(to its process group when it has its own, see below); redlock waits for it to
+exit. A signal while waiting for the lock ends the wait: exit 128+N.
+
+Lost lock: if the lock is lost while the command runs (renewal finds it taken or
+deleted, or cannot renew it before its validity ends), redlock sends SIGTERM to
+the command, SIGKILL if it still runs when the lock's validity would end, and
+exits 70. If redlock itself is killed, the command gets SIGKILL (Linux: a
+parent-death signal); its own children are not reached that way.
+
+Process groups: when standard input is not a terminal (cron, CI, scripts), the
+command runs in its own process group, and signals go to that whole group, so a
+shell script's children are reached too. When standard input is a terminal, the
+command stays in redlock's process group, so that it can read the terminal (a
+background group would be stopped by SIGTTIN); the terminal then sends Ctrl-C
+(SIGINT), Ctrl-\ (SIGQUIT) and hangups (SIGHUP) to both, so redlock does not
+forward those while it is in the terminal's foreground, and signals reach the
+command's process only, not its children.
+
+Exit status: the command's own (128+N when signal N ended it); 127 when COMMAND
+is not found, 126 when it cannot be executed; 75 when the lock was not acquired
+within --wait (held elsewhere, or nodes failing: stderr names them); 70 when the
+lock was lost while the command ran; 64 for usage errors; 128+N when signal N
+ended the wait.
+
+Examples:
+  # crontab: one host of many runs the job; the others exit 75 at once
+  */5 * * * * REDLOCK_NODES=redis://r1,redis://r2,redis://r3 redlock run sync-feeds -- /opt/sync
+
+  # deploy step: wait up to 10 minutes, hold as long as it takes
+  redlock run --wait 10m --ttl 30s --fencing deploy:shop -- ./deploy.sh "$VERSION"
+`,
+	"status": `Usage: redlock status [--nodes URLS] [--json] NAME
+
+Reads the lock NAME on every node, changing nothing, and prints one line per
+node: its address and "held" (remaining TTL, the first 8 characters of the
+holder's token, the fencing counter), "free" (with the fencing counter) or
+"unreachable" (why), then a summary: on how many of the N nodes the most
+common holder holds it, and the quorum (N/2+1) a holder needs.
+
+Flags (before NAME):
+  --nodes URLS   comma-separated redis:// or rediss:// URLs (default: $REDLOCK_NODES)
+  --json         print one JSON object instead (for scripts)
+
+Exit status: 0 when the nodes were read (even with some unreachable); 64 for
+usage errors; 70 when nothing could be asked.
+
+Example:
+  redlock status --nodes redis://r1:6379,redis://r2:6379,redis://r3:6379 nightly-report
+`,
+	"unlock": `Usage: redlock unlock --force [--nodes URLS] NAME
+
+Deletes the lock NAME on every reachable node, whoever holds it: the operator's
+way out of a stuck lock. Prints what it did on each node. Each node that held
+the lock announces the release, so processes waiting for it try at once. The
+fencing counter is never deleted or lowered: the next holder's token is still
+greater than the one the lock had. The holder is not told: it finds out at its
+next renewal (a "redlock run" holder then stops its command and exits 70) and
+may act as the holder until then. --force is required.
+
+Flags (before NAME):
+  --force        required: delete the lock whoever holds it
+  --nodes URLS   comma-separated redis:// or rediss:// URLs (default: $REDLOCK_NODES)
+
+Exit status: 0, even with nodes unreachable (they may still hold the lock until
+its TTL passes); 64 for usage errors; 70 when nothing could be asked.
+
+Example:
+  redlock unlock --force deploy:shop
+`,
+}

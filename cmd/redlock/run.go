@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// forwarded are the signals redlock handles: during the wait for the lock
+// they end it (exit 128+N); while the command runs they are passed on to
+// it. SIGQUIT is handled like SIGINT: from a terminal both go to the
+// command directly (see forward).
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// run is `redlock run`: it takes the lock, runs the command while holding
+// it, releases it, and returns the exit status.
+func run(inv *invocation, stderr io.Writer) int {
+	path, err := exec.LookPath(inv.argv[0])
+	if err != nil && !errors.Is(err, exec.ErrDot) {
+		fmt.Fprintf(stderr, "redlock: run: %v\n", err)
+		return startStatus(err)
+	}
+
+	// From here on, these signals are redlock's to handle until it exits.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	rl, closeAll, err := connect(inv, redlock.WithTTL(inv.ttl), redlock.WithNodeTimeout(nodeTimeout(inv.ttl)))
+	if err != nil {
+		return connectFailed(stderr, "run", err)
+	}
+	defer closeAll() // waits for the releases still in flight
+	opts := []redlock.Option{redlock.WithRenewal()}
+	if inv.fencing {
+		opts = append(opts, redlock.WithFencing())
+	}
+	m, err := rl.NewMutex(inv.name, opts...)
+	if err != nil {
+		return connectFailed(stderr, "run", err)
+	}
+
+	// hold bounds the renewal: it ends when run returns, or when a signal
+	// ends the wait.
+	hold, stop := context.WithCancel(context.Background())
+	defer stop()
+	sig, err := acquire(hold, stop, m, inv.wait, sigs)
+	switch {
+	case sig != nil:
+		if err == nil {
+			_ = release(m, inv.name, stderr, true)
+		}
+		fmt.Fprintf(stderr, "redlock: run: %v while waiting for lock %q\n", sig, inv.name)
+		return 128 + int(sig.(syscall.Signal))
+	case errors.Is(err, redlock.ErrInvalidArgument):
+		fmt.Fprintf(stderr, "redlock: run: %v\n", err)
+		return exitUsage
+	case err != nil:
+		notAcquired(stderr, inv, rl.Quorum(), err)
+		return exitTempFail
+	}
+
+	cmd := exec.Command(path, inv.argv[1:]...)
+	cmd.Args[0] = inv.argv[0]
+	cmd.Env = append(os.Environ(), "REDLOCK_NAME="+inv.name)
+	if inv.fencing {
+		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(m.Fence(), 10))
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// A command reading the terminal must stay in the terminal's
+	// foreground process group, redlock's own: in a group of its own it
+	// would be stopped (SIGTTIN). Elsewhere it gets its own group, so that
+	// signals reach its children too.
+	tty := onTerminal()
+	cmd.SysProcAttr = procAttr(!tty)
+	c := &child{cmd: cmd, group: !tty}
+	if err := c.start(); err != nil {
+		_ = release(m, inv.name, stderr, true)
+		fmt.Fprintf(stderr, "redlock: run: %v\n", err)
+		return startStatus(err)
+	}
+
+	lost := c.supervise(m, sigs, stderr, tty)
+	status := exitStatus(cmd.ProcessState)
+	if !lost && stillHeld(m) != nil {
+		// Deleted (a forced unlock) or taken since the last renewal: the
+		// command ran its last part without the lock. Unlock cannot tell:
+		// a key found gone on the server that granted it counts as its
+		// own resent release.
+		fmt.Fprintf(stderr, "redlock: run: lock %q was lost while the command ran\n", inv.name)
+		lost = true
+	}
+	_ = release(m, inv.name, stderr, !lost)
+	if lost {
+		return exitSoftware
+	}
+	return status
+}
+
+// acquire waits, at most wait, for the lock; a signal ends the wait (and
+// the hold, through stop) and is returned.
+func acquire(hold context.Context, stop func(), m *redlock.Mutex, wait time.Duration, sigs <-chan os.Signal) (os.Signal, error) {
+	var got os.Signal
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case got = <-sigs:
+			stop()
+		case <-done:
+		}
+	}()
+	err := m.LockWithin(hold, wait)
+	close(done)
+	<-watched
+	return got, err
+}
+
+// notAcquired says why the lock was not acquired: held elsewhere, or nodes
+// failing (named).
+func notAcquired(stderr io.Writer, inv *invocation, quorum int, err error) {
+	failed := redlock.NodeErrors(err)
+	why := "held elsewhere"
+	switch {
+	case len(failed) > len(inv.nodes)-quorum:
+		why = fmt.Sprintf("%d of %d nodes failed, a quorum of %d cannot grant it", len(failed), len(inv.nodes), quorum)
+	case len(failed) > 0:
+		why = fmt.Sprintf("held elsewhere; %d of %d nodes failed", len(failed), len(inv.nodes))
+	}
+	within := "in one attempt"
+	if inv.wait > 0 {
+		within = "within " + inv.wait.String()
+	}
+	fmt.Fprintf(stderr, "redlock: run: lock %q not acquired %s: %s\n", inv.name, within, why)
+	describeNodeErrors(stderr, err)
+}
+
+// stillHeld checks, once the command has exited, that the lock was held
+// to the end: an extension, which fails with ErrLockLost when a quorum of
+// nodes no longer holds the token. Other failures (nodes down) prove
+// nothing either way: nil.
+func stillHeld(m *redlock.Mutex) error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeWithin)
+	defer cancel()
+	if err := m.Extend(ctx); errors.Is(err, redlock.ErrLockLost) {
+		return err
+	}
+	return nil
+}
+
+// release unlocks m, waiting for the nodes (closeWithin at most; the
+// Redlock's Close then waits for the rest), and reports a failure when
+// report is set (a lock known to be lost fails to release, as expected).
+func release(m *redlock.Mutex, name string, stderr io.Writer, report bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeWithin)
+	defer cancel()
+	err := m.Unlock(ctx)
+	if err != nil && report {
+		fmt.Fprintf(stderr, "redlock: run: release of %q: %v\n", name, firstLine(err))
+		describeNodeErrors(stderr, err)
+	}
+	return err
+}
+
+// child is the command redlock runs.
+type child struct {
+	cmd    *exec.Cmd
+	group  bool          // it leads its own process group: signal the group
+	exited chan struct{} // closed once it exited and was waited for
+}
+
+// start starts the command. Its parent-death signal (Linux) belongs to the
+// thread that started it, which must outlive it: the goroutine that starts
+// and waits for it stays locked to its thread until it exits.
+func (c *child) start() error {
+	started := make(chan error, 1)
+	c.exited = make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := c.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = c.cmd.Wait() // its status is in ProcessState
+		close(c.exited)
+	}()
+	return <-started
+}
+
+// signal sends sig to the command, or to its process group.
+func (c *child) signal(sig syscall.Signal) {
+	_ = signalProcess(c.cmd.Process.Pid, c.group, sig)
+}
+
+// supervise waits for the command to exit, forwarding signals, and stops
+// it if the lock is lost: SIGTERM at once, SIGKILL when the lock's
+// validity would end. It reports whether the lock was lost.
+func (c *child) supervise(m *redlock.Mutex, sigs <-chan os.Signal, stderr io.Writer, tty bool) bool {
+	lost := false
+	done := m.Done()
+	var kill <-chan time.Time
+	for {
+		select {
+		case <-c.exited:
+			return lost
+		case sig := <-sigs:
+			if tty && fromTerminal(sig) {
+				continue // the terminal sent it to the command as well
+			}
+			c.signal(sig.(syscall.Signal))
+		case <-done:
+			done = nil
+			lost = true
+			fmt.Fprintf(stderr, "redlock: run: lock %q lost: %v; stopping the command (SIGTERM)\n", m.Name(), firstLine(m.Err()))
+			c.signal(syscall.SIGTERM)
+			kill = time.After(max(time.Until(m.Until()), 0))
+		case <-kill:
+			kill = nil
+			fmt.Fprintf(stderr, "redlock: run: the lock's validity ended: SIGKILL\n")
+			c.signal(syscall.SIGKILL)
+		}
+	}
+}
+
+// fromTerminal reports whether sig, received while redlock and the
+// command share the terminal's foreground process group, was most likely
+// sent by the terminal to the whole group (Ctrl-C, Ctrl-\, a hangup): the
+// command got it too, and forwarding it would deliver it twice.
+func fromTerminal(sig os.Signal) bool {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP:
+		return inForeground()
+	}
+	return false
+}
+
+// startStatus is the exit status for a command that could not be started,
+// as shells have it: 127 when not found, 126 otherwise.
+func startStatus(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return exitNotFound
+	}
+	return exitCannotExec
+}
+
+// exitStatus is the command's exit status as a shell reports it: its
+// exit code, or 128+N when signal N ended it.
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// firstLine is err's message up to its first line break: the summary
+// line of a joined error, whose node errors are listed separately.
+func firstLine(err error) string {
+	s := err.Error()
+	for i := range len(s) {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

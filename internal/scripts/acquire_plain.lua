@@ -1,0 +1,33 @@
+-- acquire_plain takes a plain lock: no fencing counter, no restart delay.
+-- It does what SET KEYS[1] ARGV[1] NX GET PX ARGV[2] does, with a reply
+-- that is never nil: a client reads a nil reply as an error, which go-redis
+-- then runs through its retry checks (allocating in each) on every grant.
+--
+-- KEYS[1]  the lock name
+-- ARGV[1]  the caller's token
+-- ARGV[2]  the time to live, in milliseconds
+--
+-- Returns:
+--   1             granted: the key was absent and now holds ARGV[1], or it
+--                 already held ARGV[1] (the client resent this request
+--                 after losing the reply of a try that was applied)
+--   holder        the key is held by another value, returned
+--   0             the key is a reentrant lock (a hash with an expiry)
+--   an error      the key holds something that is not a lock (see alien in
+--                 stored.lua, which scripts.go puts in front of this file),
+--                 or GET failed
+local v = stored(KEYS[1])
+if v == false then
+	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+	return 1
+end
+if type(v) == "table" then
+	return v
+end
+if v == ARGV[1] then
+	return 1
+end
+if v then
+	return v
+end
+return alien(KEYS[1]) or 0

@@ -1,0 +1,42 @@
+-- force_release deletes a lock whoever holds it, and tells waiters that it
+-- is free: the operator's way out of a stuck lock (Redlock.ForceUnlock,
+-- `redlock unlock --force`). It never touches the name's fencing counter,
+-- so the next holder's token is still greater than every earlier one.
+--
+-- KEYS[1]  the lock name
+-- KEYS[2]  the lock's queue of waiters (see release.lua); absent when the
+--          node cannot keep it beside the name
+-- ARGV[1]  the channel to announce the release on
+-- ARGV[2]  the announcement's id for a reentrant lock, unique to this
+--          release; a plain lock's release is announced with its token, as
+--          its holder's own release would be (see announce.lua, which
+--          scripts.go puts in front of this file)
+--
+-- Returns {0, "", "none"} when the key was absent; {1 + announce(...),
+-- holder, kind} when it held a lock, now deleted: announce returned 2 × the
+-- clients that heard it, + 1 when it named a waiter; holder is the plain
+-- lock's token or the reentrant lock's owner id; kind "string" or "hash".
+-- An error reply, deleting nothing, when KEYS[1] holds something that is
+-- not a lock (see alien in stored.lua).
+local bad = alien(KEYS[1])
+if bad then
+	return bad
+end
+local kind = redis.call("TYPE", KEYS[1]).ok
+if kind == "none" then
+	return {0, "", "none"}
+end
+local holder, id
+if kind == "string" then
+	holder = redis.call("GET", KEYS[1])
+	id = holder
+else
+	holder = redis.call("HGETALL", KEYS[1])[1] or ""
+	id = ARGV[2]
+end
+redis.call("DEL", KEYS[1])
+local waiter = ""
+if #KEYS > 1 then
+	waiter = redis.call("ZPOPMIN", KEYS[2])[1] or ""
+end
+return {1 + announce(ARGV[1], id, waiter), holder, kind}

@@ -1,0 +1,293 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestInspectHeldAndFree(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		fs[3].faults(func(n *fakeNode) { n.err = errBoom })
+		m := newFakeMutex(t, r, "k", WithTTL(10*time.Second), WithFencing())
+		require.NoError(t, m.Lock(t.Context()))
+		time.Sleep(time.Second) // every node answered
+
+		s, err := r.Inspect(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Equal(t, "k", s.Name)
+		assert.Equal(t, tokenOf(m), s.Holder)
+		assert.Equal(t, 4, s.Held)
+		assert.Equal(t, 3, s.Quorum)
+		assert.True(t, s.Locked())
+		assert.Equal(t, 4, s.Reachable())
+		require.Len(t, s.Nodes, 5)
+		for i, ns := range s.Nodes {
+			assert.Equal(t, i, ns.Index)
+			assert.Equal(t, fs[i].name, ns.Addr)
+			if i == 3 {
+				var nodeErr *NodeError
+				require.ErrorAs(t, ns.Err, &nodeErr)
+				assert.Equal(t, 3, nodeErr.Index)
+				assert.ErrorIs(t, ns.Err, errBoom)
+				assert.False(t, ns.Held)
+				continue
+			}
+			assert.NoError(t, ns.Err)
+			assert.True(t, ns.Held)
+			assert.Equal(t, 9*time.Second, ns.TTL)
+			assert.Equal(t, tokenOf(m), ns.Holder)
+			assert.Equal(t, 1, ns.Holds)
+			assert.False(t, ns.Reentrant)
+			assert.Equal(t, m.Fence(), ns.Fence)
+		}
+		fence := m.Fence()
+		require.NoError(t, m.Unlock(t.Context()))
+		synctest.Wait() // the releases still in flight
+
+		s, err = r.Inspect(t.Context(), "k")
+		require.NoError(t, err)
+		assert.False(t, s.Locked())
+		assert.Empty(t, s.Holder)
+		assert.Zero(t, s.Held)
+		for i, ns := range s.Nodes {
+			if i == 3 {
+				continue
+			}
+			assert.False(t, ns.Held)
+			assert.Zero(t, ns.TTL)
+			assert.Empty(t, ns.Holder)
+			assert.Equal(t, fence, ns.Fence, "the counter outlives the lock")
+		}
+		for _, f := range fs {
+			assert.Zero(t, f.count("acquire")-1, "Inspect sends no acquisition")
+		}
+	})
+}
+
+func TestInspectReentrantAndSplit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "re", WithReentrant())
+		require.NoError(t, m.Lock(t.Context()))
+		require.NoError(t, m.Lock(t.Context()))
+		synctest.Wait() // the holds still in flight
+		s, err := r.Inspect(t.Context(), "re")
+		require.NoError(t, err)
+		assert.Equal(t, 5, s.Held)
+		for _, ns := range s.Nodes {
+			assert.True(t, ns.Reentrant)
+			assert.Equal(t, 2, ns.Holds)
+			assert.Equal(t, m.owner, ns.Holder)
+		}
+
+		// Two holders split the nodes: the summary names the one on more.
+		fs[0].set("split", "a", time.Minute)
+		fs[1].set("split", "b", time.Minute)
+		fs[2].set("split", "b", time.Minute)
+		s, err = r.Inspect(t.Context(), "split")
+		require.NoError(t, err)
+		assert.Equal(t, "b", s.Holder)
+		assert.Equal(t, 2, s.Held)
+		assert.False(t, s.Locked())
+	})
+}
+
+func TestInspectSilentNodeTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3, WithNodeTimeout(50*time.Millisecond))
+		fs[1].faults(func(n *fakeNode) { n.delay = time.Hour })
+		start := time.Now()
+		s, err := r.Inspect(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Equal(t, 50*time.Millisecond, time.Since(start), "one node timeout, not the silent node's delay")
+		assert.ErrorIs(t, s.Nodes[1].Err, ErrNodeTimeout)
+		assert.Equal(t, 2, s.Reachable())
+		fs[1].faults(func(n *fakeNode) { n.delay = 0 })
+	})
+}
+
+func TestInspectAndForceUnlockBadInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newFakeRedlock(t, 3)
+		//nolint:staticcheck // a nil context on purpose
+		_, err := r.Inspect(nil, "k")
+		require.ErrorIs(t, err, ErrInvalidArgument)
+		_, err = r.Inspect(t.Context(), "")
+		require.ErrorIs(t, err, ErrInvalidArgument)
+		//nolint:staticcheck // a nil context on purpose
+		_, err = r.ForceUnlock(nil, "k")
+		require.ErrorIs(t, err, ErrInvalidArgument)
+		_, err = r.ForceUnlock(t.Context(), "")
+		require.ErrorIs(t, err, ErrInvalidArgument)
+
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		s, err := r.Inspect(ctx, "k")
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotNil(t, s, "the state read so far")
+
+		require.NoError(t, r.Close(t.Context()))
+		_, err = r.Inspect(t.Context(), "k")
+		require.ErrorIs(t, err, ErrClosed)
+		_, err = r.ForceUnlock(t.Context(), "k")
+		require.ErrorIs(t, err, ErrClosed)
+	})
+}
+
+func TestForceUnlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		fs[4].faults(func(n *fakeNode) { n.err = errBoom })
+		holder := newFakeMutex(t, r, "k", WithFencing())
+		require.NoError(t, holder.Lock(t.Context()))
+		synctest.Wait() // the grants and records still in flight
+		token, fence := tokenOf(holder), holder.Fence()
+
+		// A waiter polling once a minute: only the announcement can wake it.
+		other, err := newRedlock(fakeNodes(fs), WithRetryDelay(time.Minute, time.Minute))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, other.Close(context.Background())) }()
+		waiter, err := other.NewMutex("k", WithFencing())
+		require.NoError(t, err)
+		got := make(chan time.Time, 1)
+		go func() {
+			assert.NoError(t, waiter.Lock(t.Context()))
+			got <- time.Now()
+		}()
+		time.Sleep(time.Second) // queued and subscribed
+
+		forced := time.Now()
+		out, err := r.ForceUnlock(t.Context(), "k")
+		require.NoError(t, err, "a failed node is reported per node")
+		require.Len(t, out, 5)
+		for i, fr := range out[:4] {
+			assert.Equal(t, i, fr.Index)
+			assert.NoError(t, fr.Err)
+			assert.True(t, fr.Deleted, "node %d", i)
+			assert.Equal(t, token, fr.Holder)
+			assert.False(t, fr.Reentrant)
+		}
+		assert.ErrorIs(t, out[4].Err, errBoom)
+		assert.False(t, out[4].Deleted)
+
+		assert.Less(t, (<-got).Sub(forced), 10*time.Millisecond, "the waiter woke on the announcement")
+		assert.Greater(t, waiter.Fence(), fence, "the counter was kept: the next token is greater")
+		for _, f := range fs[:4] {
+			assert.GreaterOrEqual(t, f.counter(fenceKey("k")), fence)
+		}
+
+		// The holder finds out at its next extension, and its lease ends
+		// by its validity at the latest.
+		require.ErrorIs(t, holder.Extend(t.Context()), ErrNotHeld)
+		<-holder.Done()
+		assert.ErrorIs(t, holder.Err(), ErrLockLost)
+		require.NoError(t, waiter.Unlock(t.Context()))
+		synctest.Wait()
+
+		// Nothing held: nothing deleted, no error.
+		out, err = r.ForceUnlock(t.Context(), "k")
+		require.NoError(t, err)
+		for _, fr := range out[:4] {
+			assert.False(t, fr.Deleted)
+			assert.Empty(t, fr.Holder)
+		}
+	})
+}
+
+func TestForceUnlockReentrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "re", WithReentrant())
+		require.NoError(t, m.Lock(t.Context()))
+		require.NoError(t, m.Lock(t.Context()))
+		synctest.Wait() // the holds still in flight
+		out, err := r.ForceUnlock(t.Context(), "re")
+		require.NoError(t, err)
+		for _, fr := range out {
+			assert.True(t, fr.Deleted)
+			assert.True(t, fr.Reentrant)
+			assert.Equal(t, m.owner, fr.Holder)
+		}
+		assert.Zero(t, keyOn(fs, "re"), "every hold is gone")
+	})
+}
+
+func TestLockWithinBoundsTheWaitOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second), WithRenewal())
+		start := time.Now()
+		require.NoError(t, m.LockWithin(t.Context(), 100*time.Millisecond))
+		time.Sleep(10 * time.Second)
+		require.NoError(t, m.Err(), "renewed long after the wait ended (held %v)", time.Since(start))
+		assert.True(t, m.Until().After(time.Now()))
+		require.NoError(t, m.Unlock(t.Context()))
+
+		// The contrast: Lock with a context that ends stops renewing.
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		require.NoError(t, m.Lock(ctx))
+		<-m.Done()
+		assert.ErrorIs(t, m.Err(), ErrLockLost)
+	})
+}
+
+func TestLockWithinRenewalEndsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second), WithRenewal())
+		ctx, cancel := context.WithCancel(t.Context())
+		require.NoError(t, m.LockWithin(ctx, time.Second))
+		time.Sleep(700 * time.Millisecond) // two extensions
+		cancel()
+		<-m.Done()
+		assert.Equal(t, 2, fs[0].count("extend"))
+		assert.ErrorIs(t, m.Err(), ErrLockLost, "the lease runs out once renewal stops")
+	})
+}
+
+func TestLockWithinWaitPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newFakeRedlock(t, 5)
+		holder := newFakeMutex(t, r, "k", WithTTL(time.Minute))
+		require.NoError(t, holder.Lock(t.Context()))
+		m := newFakeMutex(t, r, "k")
+		start := time.Now()
+		err := m.LockWithin(t.Context(), 2*time.Second)
+		assert.Equal(t, 2*time.Second, time.Since(start))
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "not acquired within 2s")
+
+		// The caller's context ending first is reported as such.
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		err = m.LockWithin(ctx, time.Hour)
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.NotContains(t, err.Error(), "within")
+	})
+}
+
+func TestLockWithinZeroIsOneAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		holder := newFakeMutex(t, r, "k")
+		require.NoError(t, holder.Lock(t.Context()))
+		m := newFakeMutex(t, r, "k")
+		require.ErrorIs(t, m.LockWithin(t.Context(), 0), ErrNotAcquired)
+		synctest.Wait()
+		assert.Equal(t, 2, fs[0].count("acquire"), "the holder's and one attempt")
+		require.ErrorIs(t, m.LockWithin(t.Context(), -time.Second), ErrInvalidArgument)
+		//nolint:staticcheck // a nil context on purpose
+		require.ErrorIs(t, m.LockWithin(nil, time.Second), ErrInvalidArgument)
+		require.NoError(t, holder.Unlock(t.Context()))
+		require.NoError(t, m.LockWithin(t.Context(), 0))
+	})
+}
