@@ -43,6 +43,7 @@ func TestRedisNodeCommands(t *testing.T) {
 	ok, _, err = acquireOn(n, &acquireReq{key: "k", token: "t2", ttl: time.Second})
 	require.NoError(t, err)
 	assert.False(t, ok, "NX: held by another value")
+	assert.Equal(t, "t1", callOne(n, &acquireReq{key: "k", token: "t2", ttl: time.Second}).holder, "a refusal names the holder")
 	ok, _, err = acquireOn(n, &acquireReq{key: "k", token: "t1", ttl: time.Second})
 	require.NoError(t, err)
 	assert.True(t, ok, "a retried SET that was applied counts as granted")
