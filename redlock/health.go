@@ -109,11 +109,13 @@ func (r *Redlock) Health() []NodeHealth {
 // with an error wrapping ErrNodeDown, when the node is down. The caller
 // must be counted in the Redlock's WaitGroup (an operation, or the
 // completion of an earlier request): each request is counted until done.
+// A call that fails, or answers after timeout, is reported to obs (nil:
+// none) before done, whether or not its operation still waits for it.
 //
 // A node whose requests have all gone unanswered for timeout, with one of
 // them waiting all that time, is put down here too: an operation that
 // decided without it does not wait for it, so only the next one notices.
-func (p *peer) send(ctx context.Context, timeout time.Duration, o op, done func(reply)) {
+func (p *peer) send(ctx context.Context, timeout time.Duration, obs Observer, o op, done func(reply)) {
 	now := p.r.now()
 	p.mu.Lock()
 	if !p.down && p.inflight > 0 && now.Sub(later(p.waiting, p.lastReply)) > timeout {
@@ -129,20 +131,53 @@ func (p *peer) send(ctx context.Context, timeout time.Duration, o op, done func(
 	}
 	p.mu.Unlock()
 	if down {
-		err := fmt.Errorf("%w for %v (%w)", ErrNodeDown, now.Sub(since).Round(time.Millisecond), cause)
-		done(reply{err: classify(err)})
+		err := classify(fmt.Errorf("%w for %v (%w)", ErrNodeDown, now.Sub(since).Round(time.Millisecond), cause))
+		if obs != nil {
+			obs.NodeFailed(ctx, &NodeError{Index: p.index, Addr: p.n.addr(), Err: err})
+		}
+		done(reply{err: err})
 		return
 	}
 	p.r.wg.Add(1)
-	p.n.do(ctx, now.Add(timeout), o, func(rep reply) {
-		p.mu.Lock()
-		p.inflight--
-		p.mu.Unlock()
-		p.observe(rep.err)
-		rep.err = classify(clientErr(rep.err))
+	sendBy := now.Add(timeout)
+	if obs == nil {
+		// Apart from the observed one below, so that its closure holds no
+		// more than without an observer.
+		p.n.do(ctx, sendBy, o, func(rep reply) {
+			done(p.received(rep))
+			p.r.wg.Done()
+		})
+		return
+	}
+	p.n.do(ctx, sendBy, o, func(rep reply) {
+		rep = p.received(rep)
+		p.report(ctx, obs, rep.err, sendBy)
 		done(rep)
 		p.r.wg.Done()
 	})
+}
+
+// received learns from a reply that came in, and returns it with its
+// error as operations see it.
+func (p *peer) received(rep reply) reply {
+	p.mu.Lock()
+	p.inflight--
+	p.mu.Unlock()
+	p.observe(rep.err)
+	rep.err = classify(clientErr(rep.err))
+	return rep
+}
+
+// report tells obs of a call that ended with err, if it failed: err is
+// not nil, or the reply came after deadline, the node timeout, when the
+// algorithm had stopped waiting for it.
+func (p *peer) report(ctx context.Context, obs Observer, err error, deadline time.Time) {
+	if err == nil && p.r.now().After(deadline) {
+		err = ErrNodeTimeout
+	}
+	if err != nil {
+		obs.NodeFailed(ctx, &NodeError{Index: p.index, Addr: p.n.addr(), Err: err})
+	}
 }
 
 // classify marks an error that no retry can change (see ErrMisconfigured).
@@ -359,7 +394,7 @@ func (p *peer) probe() bool {
 func (p *peer) deliver(owed []owedRelease) bool {
 	results := make(chan bool, len(owed))
 	for _, o := range owed {
-		p.send(context.Background(), probeTimeout, o.req, func(rep reply) {
+		p.send(context.Background(), probeTimeout, p.r.cfg.observer, o.req, func(rep reply) {
 			again := owable(o.req, rep.err)
 			if again {
 				p.mu.Lock()

@@ -197,7 +197,10 @@ type ForcedRelease struct {
 // The holder is not told: its [Mutex] notices at its next extension (or
 // renewal), which finds the token gone and reports the lock lost. Until
 // then it may still act as the holder; protect the resource with fencing
-// tokens (see [WithFencing]) if that matters.
+// tokens (see [WithFencing]) if that matters. Its [Mutex.Unlock], within
+// the lock's validity, cannot tell a forced unlock from its own release
+// resent by the client (a key gone on the server it was taken on), and
+// returns nil.
 //
 // It returns an error wrapping [ErrInvalidArgument] for a nil context or an
 // empty name, [ErrClosed] after [Redlock.Close], and, when ctx ended before
@@ -247,7 +250,7 @@ func (r *Redlock) survey(ctx context.Context, o op) ([]reply, error) {
 	votes := make(chan vote, len(r.peers)) // callbacks never block
 	values := context.WithoutCancel(ctx)   // sent requests are bounded by the node timeout, not ctx
 	for i, p := range r.peers {
-		p.send(values, timeout, o, func(rep reply) { votes <- vote{node: i, rep: rep} })
+		p.send(values, timeout, r.cfg.observer, o, func(rep reply) { votes <- vote{node: i, rep: rep} })
 	}
 	replies := make([]reply, len(r.peers))
 	answered := make([]bool, len(r.peers))

@@ -96,6 +96,15 @@ func (m *Mutex) Lock(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
+	if m.cfg.observer != nil {
+		return m.observe(ctx, Op{Kind: OpLock, Name: m.name}, m.lock)
+	}
+	_, err := m.lock(ctx)
+	return err
+}
+
+// lock is Lock; it also returns how many attempts it made.
+func (m *Mutex) lock(ctx context.Context) (int, error) {
 	var w *waiter
 	defer func() {
 		if w != nil {
@@ -120,7 +129,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			timer.Stop()
 		case <-ctx.Done():
 			timer.Stop()
-			return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), ctx.Err())
+			return 0, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), ctx.Err())
 		}
 	}
 	splits := 0    // consecutive attempts that failed with some grants
@@ -128,16 +137,16 @@ func (m *Mutex) Lock(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		failed, err := m.tryLock(ctx, released, maxReasks)
 		if err == nil || !errors.Is(err, ErrNotAcquired) || failed.hopeless {
-			return err
+			return attempt, err
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			if !errors.Is(err, ctxErr) {
 				err = errors.Join(err, ctxErr)
 			}
-			return err
+			return attempt, err
 		}
 		if m.cfg.tries > 0 && attempt >= m.cfg.tries {
-			return err
+			return attempt, err
 		}
 		if w == nil && m.cfg.notify {
 			// Queued and subscribed from now on (in the background): a
@@ -182,7 +191,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			timer.Stop()
 		case <-ctx.Done():
 			timer.Stop()
-			return errors.Join(err, ctx.Err())
+			return attempt, errors.Join(err, ctx.Err())
 		}
 	}
 }
@@ -225,8 +234,17 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 // Mutex that holds the lock takes one more hold on a quorum and re-arms the
 // TTL.
 func (m *Mutex) TryLock(ctx context.Context) error {
+	if ctx != nil && m.cfg.observer != nil {
+		return m.observe(ctx, Op{Kind: OpTryLock, Name: m.name}, m.tryOnce)
+	}
 	_, err := m.tryLock(ctx, "", 0)
 	return err
+}
+
+// tryOnce is TryLock as an observed call of one attempt.
+func (m *Mutex) tryOnce(ctx context.Context) (int, error) {
+	_, err := m.tryLock(ctx, "", 0)
+	return 1, err
 }
 
 // tryLock is TryLock; on failure it also describes the failed attempt.
@@ -346,13 +364,20 @@ func (m *Mutex) untilLoss(l *lease) time.Duration {
 // end ends lease l with cause, once; later calls do nothing.
 func (m *Mutex) end(l *lease, cause error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if l.err != nil {
+		m.mu.Unlock()
 		return
 	}
 	l.err = cause
 	l.loss.Stop()
-	close(l.done)
+	acquired := l.acq.start
+	m.mu.Unlock()
+	if o := m.cfg.observer; o != nil {
+		// Outside m.mu, and before Done closes: whoever sees Done closed
+		// finds the end observed.
+		m.holdEnded(o, acquired, cause)
+	}
+	close(l.done) // once: only the call that set l.err gets here
 }
 
 // Unlock releases the lock: on every node at once, a script deletes the key
@@ -380,18 +405,27 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
+	if m.cfg.observer != nil {
+		return m.observe(ctx, Op{Kind: OpUnlock, Name: m.name}, m.unlock)
+	}
+	_, err := m.unlock(ctx)
+	return err
+}
+
+// unlock is Unlock, as an observed call of no attempts.
+func (m *Mutex) unlock(ctx context.Context) (int, error) {
 	m.mu.Lock()
 	l := m.lease
 	if l == nil {
 		m.mu.Unlock()
-		return fmt.Errorf("%w: not locked", ErrNotHeld)
+		return 0, fmt.Errorf("%w: not locked", ErrNotHeld)
 	}
 	req := &releaseReq{key: m.name, token: l.token, reentrant: m.cfg.reentrant}
 	if m.cfg.reentrant && l.holds > 1 && l.err == nil {
 		l.holds--
 		gates := l.acq.gates
 		m.mu.Unlock()
-		return m.r.release(ctx, req, gates, &m.cfg, time.Time{}, time.Time{}) // drops one hold
+		return 0, m.r.release(ctx, req, gates, &m.cfg, time.Time{}, time.Time{}) // drops one hold
 	}
 	m.lease = nil
 	gates := l.acq.gates
@@ -402,7 +436,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	m.mu.Unlock()
 	m.end(l, errUnlocked)
 	req.channel, req.notice, req.drop, req.queueKey = releaseChannel(m.name), l.id, dropAll, queueKey(m.name)
-	return m.r.release(ctx, req, gates, &m.cfg, since, until)
+	return 0, m.r.release(ctx, req, gates, &m.cfg, since, until)
 }
 
 // errUnlocked is the error of a lease that Unlock ended.
@@ -424,13 +458,22 @@ func (m *Mutex) Extend(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
+	if m.cfg.observer != nil {
+		return m.observe(ctx, Op{Kind: OpExtend, Name: m.name}, m.extendHeld)
+	}
+	_, err := m.extendHeld(ctx)
+	return err
+}
+
+// extendHeld is Extend, as an observed call of no attempts.
+func (m *Mutex) extendHeld(ctx context.Context) (int, error) {
 	m.mu.Lock()
 	l := m.lease
 	m.mu.Unlock()
 	if l == nil {
-		return fmt.Errorf("%w: not locked", ErrNotHeld)
+		return 0, fmt.Errorf("%w: not locked", ErrNotHeld)
 	}
-	return m.extend(ctx, l)
+	return 0, m.extend(ctx, l)
 }
 
 // extend extends lease l; see Extend.

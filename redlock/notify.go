@@ -348,7 +348,7 @@ func (ws *waiters) syncNode(ns *nodeSub, timeout time.Duration) {
 		// one goroutine per node is all a slow node costs.
 		replies := make(chan struct{}, len(ops))
 		for _, o := range ops {
-			ns.p.send(context.Background(), timeout, o, func(reply) { replies <- struct{}{} })
+			ns.p.send(context.Background(), timeout, ws.r.cfg.observer, o, func(reply) { replies <- struct{}{} })
 		}
 		for range ops {
 			<-replies

@@ -41,6 +41,7 @@ type config struct {
 	reentrant   bool
 	fencing     bool
 	restart     time.Duration // restart delay; 0: off
+	observer    Observer      // nil: none
 }
 
 func defaultConfig() config {

@@ -217,7 +217,7 @@ func (a *attempt) ask(i int) {
 	g, p := a.gates[i], a.r.peers[i]
 	g.then(func() {
 		g.enter()
-		p.send(a.ctx, a.cfg.nodeTimeout, a.req, func(rep reply) {
+		p.send(a.ctx, a.cfg.nodeTimeout, a.cfg.observer, a.req, func(rep reply) {
 			if mustUndo(rep, a.req.reentrant) {
 				a.mu.Lock()
 				a.held[i] = true
@@ -541,7 +541,7 @@ func (r *Redlock) round(ctx context.Context, gates []*gate, cfg *config, o op, o
 				rd.votes <- vote{node: i, rep: reply{err: errSkipped}}
 				return
 			}
-			p.send(values, cfg.nodeTimeout, o, func(rep reply) {
+			p.send(values, cfg.nodeTimeout, cfg.observer, o, func(rep reply) {
 				if rel != nil && owable(rel, rep.err) {
 					p.owe(rel, cfg.ttl)
 				}

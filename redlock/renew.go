@@ -56,7 +56,7 @@ func (m *Mutex) renew(holdCtx context.Context, l *lease) {
 		if !holdEnd.IsZero() && !now.Before(holdEnd) {
 			return // bounded: the lease runs out at its validity
 		}
-		err := m.extend(holdCtx, l)
+		err := m.renewOnce(holdCtx, l)
 		switch {
 		case err == nil:
 			failures = 0
@@ -70,4 +70,14 @@ func (m *Mutex) renew(holdCtx context.Context, l *lease) {
 			timer.Reset(backoff(failures, m.cfg.delayMin, m.cfg.delayMax))
 		}
 	}
+}
+
+// renewOnce is one extension of lease l by renewal.
+func (m *Mutex) renewOnce(holdCtx context.Context, l *lease) error {
+	if m.cfg.observer == nil {
+		return m.extend(holdCtx, l)
+	}
+	return m.observe(holdCtx, Op{Kind: OpExtend, Name: m.name, Renewal: true}, func(ctx context.Context) (int, error) {
+		return 0, m.extend(ctx, l)
+	})
 }

@@ -5,7 +5,8 @@
 // working on the remaining majority), then a third (no majority is left and
 // every attempt fails, reporting the dead nodes). At the end it prints the
 // acquisitions, failures by cause, lock latency percentiles, and checks that
-// no update was lost and no two holders overlapped.
+// no update was lost and no two holders overlapped; then a few of the
+// OpenTelemetry metrics that redlockotel recorded meanwhile.
 //
 // Run it with `make demo`, which prepares Docker and the Redis image.
 package main
@@ -89,6 +90,16 @@ func run(workers int, phaseLen time.Duration) error {
 		return err
 	}
 
+	tel, err := newTelemetry()
+	if err != nil {
+		return err
+	}
+	defer tel.close()
+	addrs := map[string]string{} // node address → "node i"
+	for i := range cluster.Len() {
+		addrs[cluster.Addr(i)] = fmt.Sprintf("node %d", i)
+	}
+
 	phases := []string{"all 5 nodes up", "nodes 1 and 3 killed (3 of 5 left)", "node 4 killed too (2 of 5 left: no majority)"}
 	perPhase := make([]*stats, len(phases))
 	for i := range perPhase {
@@ -104,15 +115,24 @@ func run(workers int, phaseLen time.Duration) error {
 		wg       sync.WaitGroup
 		stop     = make(chan struct{})
 	)
-	for range workers {
+	for w := range workers {
 		// The client options the README recommends for lock clients: the
 		// node timeout also bounds socket reads, and a dead node fails at
 		// once instead of after go-redis' command and dial retries (the
 		// quorum already copes with a failed node).
 		clients := cluster.Clients(&redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
-		rl, err := redlock.New(clients, redlock.WithTTL(2*time.Second))
+		rl, err := redlock.New(clients, redlock.WithTTL(2*time.Second), redlock.WithObserver(tel.obs))
 		if err != nil {
 			return err
+		}
+		if w == 0 {
+			// The nodes' health as the first worker sees it: every worker
+			// sees the same nodes.
+			reg, err := tel.obs.ObserveHealth(rl)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = reg.Unregister() }()
 		}
 		mu, err := rl.NewMutex("demo:counter")
 		if err != nil {
@@ -222,6 +242,9 @@ func run(workers int, phaseLen time.Duration) error {
 		fmt.Printf("%d updates LOST\n", int64(acquisitions)-counter)
 	}
 	fmt.Printf("  overlapping holders: %d\n", overlapping)
+	if err := tel.print(addrs); err != nil {
+		return err
+	}
 	if counter != int64(acquisitions) || overlapping != 0 {
 		return errors.New("mutual exclusion violated")
 	}

@@ -1,0 +1,156 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Observation. A Redlock or a Mutex given [WithObserver] reports what it
+// does to the Observer on the paths that run anyway: when a call starts and
+// returns, when an acquisition ends, when a node call fails. Without one,
+// each of those places costs a nil check and nothing else: no allocation,
+// no closure, no clock reading. The package redlockotel implements it with
+// OpenTelemetry; the library itself still never logs.
+
+// Observer watches the operations of a [Redlock] or [Mutex] (see
+// [WithObserver]). Its methods are called synchronously on the goroutines
+// named in their docs, some of them the node's own, whose replies wait
+// meanwhile: they must return quickly and never block, and they must be
+// safe for concurrent use. An Observer must not call back into the Mutex
+// that reports to it.
+type Observer interface {
+	// OpStart is called when [Mutex.Lock], [Mutex.TryLock], [Mutex.Unlock]
+	// or [Mutex.Extend] starts, and when renewal starts an extension, on
+	// the goroutine of that call (renewal's own for its extensions), after
+	// the nil-context check. ctx is the caller's (for renewal, the context
+	// that bounds the hold). It returns the context the operation goes on
+	// with: ctx itself or a context derived from it (with a span, say),
+	// whose values every node call of the operation carries, so that they
+	// reach [Observer.NodeFailed] and the client's own hooks.
+	OpStart(ctx context.Context, op Op) context.Context
+	// OpEnd is called once for every OpStart, when the operation returns,
+	// on the same goroutine, with the context OpStart returned.
+	OpEnd(ctx context.Context, op Op, res OpResult)
+	// HoldEnd is called once per acquisition when it ends: when Unlock
+	// starts (the last Unlock of a reentrant lock), or when it is lost,
+	// on the goroutine that found the loss (Extend's caller, renewal, or
+	// the timer that ends a lease whose validity is about to run out),
+	// before [Mutex.Done] closes.
+	HoldEnd(h Hold)
+	// NodeFailed is called for every node call that fails, including those
+	// that end after their operation returned: on the node's own goroutine
+	// when the reply comes in, or on the caller's when the call is not sent
+	// (the node is down, its queue is full). A call fails when it returns
+	// an error, or answers later than the node timeout (e.Err is then
+	// [ErrNodeTimeout]); a call still unanswered is reported once it ends,
+	// which for a silent node is when its client's own timeout fires.
+	// Background calls (releases owed to a node, the waiters' queues)
+	// report to the Redlock's Observer with a background context; ctx is
+	// otherwise the one OpStart returned for the operation.
+	NodeFailed(ctx context.Context, e *NodeError)
+}
+
+// OpKind says which call an [Op] is.
+type OpKind uint8
+
+// The calls an [Observer] sees.
+const (
+	OpLock    OpKind = iota + 1 // Mutex.Lock (and LockWithin with a positive wait, Do)
+	OpTryLock                   // Mutex.TryLock (and LockWithin with no wait)
+	OpUnlock                    // Mutex.Unlock
+	OpExtend                    // Mutex.Extend, or an extension by renewal
+)
+
+// String returns the method's name: "Lock", "TryLock", "Unlock", "Extend".
+func (k OpKind) String() string {
+	switch k {
+	case OpLock:
+		return "Lock"
+	case OpTryLock:
+		return "TryLock"
+	case OpUnlock:
+		return "Unlock"
+	case OpExtend:
+		return "Extend"
+	}
+	return "unknown"
+}
+
+// Op is one call an [Observer] sees.
+type Op struct {
+	Kind OpKind
+	// Name is the lock's name.
+	Name string
+	// Renewal is set for an extension started by renewal ([WithRenewal],
+	// [Redlock.Do]) rather than by a call to Extend.
+	Renewal bool
+}
+
+// OpResult is how a call an [Observer] saw ended.
+type OpResult struct {
+	// Err is what the call returned: nil when it acquired, released or
+	// extended the lock.
+	Err error
+	// Canceled is set when the call failed and the caller's context had
+	// ended: for Lock, the context given to Lock (to [Mutex.LockWithin],
+	// not its wait: a wait that ran out is a failure, not a cancellation).
+	Canceled bool
+	// Attempts is, for Lock and TryLock, how many attempts the call made
+	// (each is one TryLock; 0 when it returned before its first); 0 for
+	// Unlock and Extend.
+	Attempts int
+}
+
+// Hold is one acquisition that ended, as [Observer.HoldEnd] sees it.
+type Hold struct {
+	// Name is the lock's name.
+	Name string
+	// Acquired is when the attempt that acquired the lock started, the
+	// start of its validity. It carries a monotonic reading: time.Since
+	// gives how long the lock was held.
+	Acquired time.Time
+	// Lost is set when the acquisition ended before Unlock: Err then wraps
+	// [ErrLockLost].
+	Lost bool
+	// Err is why it ended, as [Mutex.Err] says.
+	Err error
+}
+
+// WithObserver reports the operations, acquisitions and node failures of
+// the Redlock or Mutex to o (see [Observer]); nil reports nothing, which
+// lets one Mutex opt out of the Observer given to [New]. Node calls made in
+// the background, not on behalf of one operation, report to the Observer
+// given to New. Default: none.
+func WithObserver(o Observer) Option {
+	return optionFunc(func(c *config) error {
+		c.observer = o
+		return nil
+	})
+}
+
+// observe runs one call of m, whose result run returns, between the
+// observer's OpStart and OpEnd. The context that bounds the lock's hold
+// (the caller's, see holdContext) is passed on under holdKey, so that
+// renewal runs under it rather than under the observer's context (whose
+// span would otherwise parent every extension).
+func (m *Mutex) observe(ctx context.Context, op Op, run func(context.Context) (int, error)) error {
+	o := m.cfg.observer
+	acquire := op.Kind == OpLock || op.Kind == OpTryLock
+	hold := ctx
+	if acquire {
+		hold = holdContext(ctx)
+	}
+	octx := o.OpStart(ctx, op)
+	if acquire && octx != ctx {
+		octx = context.WithValue(octx, holdKey{}, hold)
+	}
+	attempts, err := run(octx)
+	o.OpEnd(octx, op, OpResult{Err: err, Canceled: err != nil && hold.Err() != nil, Attempts: attempts})
+	return err
+}
+
+// holdEnded reports the end of lease l, with cause, to the observer.
+func (m *Mutex) holdEnded(o Observer, acquired time.Time, cause error) {
+	o.HoldEnd(Hold{Name: m.name, Acquired: acquired, Lost: errors.Is(cause, ErrLockLost), Err: cause})
+}
