@@ -15,19 +15,21 @@
 --   0             the key is a reentrant lock (a hash with an expiry)
 --   an error      the key holds something that is not a lock (see alien in
 --                 stored.lua, which scripts.go puts in front of this file),
---                 or GET failed
-local v = stored(KEYS[1])
+--                 or SET failed otherwise
+--
+-- One SET ... NX GET rather than GET then SET: a command fewer per call
+-- (about a seventh of the script's cost on Redis 7.0).
+local v = redis.pcall("SET", KEYS[1], ARGV[1], "NX", "GET", "PX", ARGV[2])
 if v == false then
-	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
 	return 1
 end
 if type(v) == "table" then
+	if string.sub(v.err, 1, 10) == "WRONGTYPE " then
+		return alien(KEYS[1]) or 0
+	end
 	return v
 end
 if v == ARGV[1] then
 	return 1
 end
-if v then
-	return v
-end
-return alien(KEYS[1]) or 0
+return v
