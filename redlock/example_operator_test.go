@@ -21,6 +21,9 @@ func ExampleRedlock_Inspect() {
 		panic(err)
 	}
 	defer mu.Unlock(ctx) //nolint:errcheck // an example
+	// Lock returns once a quorum has answered: give the last node's writes
+	// a moment to land, so that every line below reads the same.
+	time.Sleep(50 * time.Millisecond)
 
 	s, err := rl.Inspect(ctx, "report:nightly")
 	if err != nil {
