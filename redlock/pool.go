@@ -53,10 +53,11 @@ type redisNode struct {
 // the connections the queue holds): two, so that requests arriving while
 // one round trip is in flight leave together in the next, which costs the
 // node and the client one read and one write per batch rather than per
-// request (four made 10-20% more CPU per lock+unlock pair at 64 goroutines,
-// one about the same as two, with no second round trip to overlap a slow
-// one). maxBatch bounds one pipeline; queueLen bounds the requests waiting
-// for a worker.
+// request (four cost about a third more CPU per lock+unlock pair at 64
+// goroutines; one lost a fifth of the throughput against containers, with
+// no second round trip to overlap a slow one: see docs/PERFORMANCE.md).
+// maxBatch bounds one pipeline; queueLen bounds the requests waiting for a
+// worker.
 const (
 	workers  = 2
 	maxBatch = 128
