@@ -570,7 +570,7 @@ func (n *redisNode) parse(c *call) reply {
 		case err != nil:
 			return reply{err: err}
 		case c.script == scripts.AcquirePlain:
-			return parseAcquirePlain(c.cmd.(*redis.Cmd), o)
+			return parseAcquirePlain(c.cmd.(*redis.Cmd))
 		}
 		return parseAcquireScript(c.cmd.(*redis.Cmd), o)
 	}
@@ -599,15 +599,12 @@ func (n *redisNode) parse(c *call) reply {
 
 // parseAcquirePlain reads acquire_plain.lua's reply: 1 granted, a
 // competitor's token, or 0 for a reentrant lock.
-func parseAcquirePlain(cmd *redis.Cmd, o *acquireReq) reply {
+func parseAcquirePlain(cmd *redis.Cmd) reply {
 	switch v := cmd.Val().(type) {
 	case int64:
 		return reply{ok: v == 1}
 	case string:
-		if v == o.token {
-			return reply{ok: true}
-		}
-		return reply{holder: v}
+		return reply{holder: v} // the script answers 1 for this token's own
 	}
 	return reply{err: fmt.Errorf("redlock: unexpected acquire reply %v", cmd.Val())}
 }

@@ -101,14 +101,14 @@ func TestParseRun(t *testing.T) {
 	assert.Equal(t, "rediss://user:xxxxx@127.0.0.1:6380/2", inv.addrs[1])
 
 	// Defaults; the command without "--"; --nodes wins over the environment.
-	inv, err = parseArgs([]string{"run", "--nodes", "redis://10.0.0.1:7000", "job", "true"}, env(map[string]string{"REDLOCK_NODES": nodes}))
+	inv, err = parseArgs([]string{"run", "--nodes", "redis://127.0.0.9:7000", "job", "true"}, env(map[string]string{"REDLOCK_NODES": nodes}))
 	require.NoError(t, err)
 	assert.Equal(t, defaultTTL, inv.ttl)
 	assert.Zero(t, inv.wait)
 	assert.False(t, inv.fencing)
 	assert.Equal(t, []string{"true"}, inv.argv)
 	require.Len(t, inv.nodes, 1)
-	assert.Equal(t, "10.0.0.1:7000", inv.nodes[0].Addr)
+	assert.Equal(t, "127.0.0.9:7000", inv.nodes[0].Addr)
 
 	// Flags after "--" belong to the command.
 	inv, err = parseArgs([]string{"run", "--", "job", "ls", "--ttl"}, env(map[string]string{"REDLOCK_NODES": nodes}))
