@@ -42,3 +42,13 @@ func validity(ttl, elapsed time.Duration, factor float64) time.Duration {
 func validUntil(start time.Time, ttl time.Duration, factor float64) time.Time {
 	return start.Add(ttl - drift(ttl, factor))
 }
+
+// graceMin is the least grace asLongAgain gives.
+const graceMin = 100 * time.Microsecond
+
+// asLongAgain is how long to wait for the nodes still due once a quorum
+// answered after elapsed: as long again. Nodes about as fast as the quorum
+// then answer too, while a slow or silent minority costs no more than the
+// quorum did (at least graceMin, so that nodes a few microseconds behind
+// are not taken for slow ones).
+func asLongAgain(elapsed time.Duration) time.Duration { return max(elapsed, graceMin) }

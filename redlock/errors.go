@@ -1,8 +1,11 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+
+	"github.com/redlock-go/redlock/internal/node"
 )
 
 // ErrNotAcquired is returned by [Mutex.Lock], [Mutex.TryLock] and
@@ -31,7 +34,7 @@ var ErrLockLost = errors.New("redlock: lock lost")
 
 // ErrNodeTimeout is the cause inside a [*NodeError] when a node did not
 // answer within the node timeout (see [WithNodeTimeout]).
-var ErrNodeTimeout = errors.New("redlock: node timeout")
+var ErrNodeTimeout = node.ErrNodeTimeout
 
 // ErrNodeDown is the cause inside a [*NodeError] when a request was not
 // sent because the node is down: it recently timed out or could not be
@@ -39,13 +42,13 @@ var ErrNodeTimeout = errors.New("redlock: node timeout")
 // also says since when, and why. Nothing was sent, so the request cannot
 // have taken effect. A down node is probed in the background and used
 // again as soon as it answers.
-var ErrNodeDown = errors.New("redlock: node down")
+var ErrNodeDown = node.ErrNodeDown
 
 // ErrNodeRecovering is the cause inside a [*NodeError] when a node refused
 // an acquisition because it has been up for less than the restart delay
 // (see [WithRestartDelay]): it may have forgotten locks it granted before a
 // restart. The node changed nothing.
-var ErrNodeRecovering = errors.New("redlock: node restarted less than the restart delay ago")
+var ErrNodeRecovering = node.ErrNodeRecovering
 
 // ErrMisconfigured is the cause inside a [*NodeError] when a node refused a
 // request in a way that no retry can change, until someone changes the
@@ -60,7 +63,7 @@ var ErrNodeRecovering = errors.New("redlock: node restarted less than the restar
 // when so many nodes fail this way that no quorum is left to grant the
 // lock: retrying would fail the same way. Fewer such nodes are tolerated
 // like any failed minority, and reported in the errors of operations.
-var ErrMisconfigured = errors.New("redlock: node misconfigured")
+var ErrMisconfigured = node.ErrMisconfigured
 
 // ErrStaleFence is returned by [SetFenced] when the resource already
 // accepted a write with a higher fencing token: the writer's lock was taken
@@ -133,4 +136,33 @@ func NodeErrors(err error) []*NodeError {
 	}
 	walk(err)
 	return out
+}
+
+// fail builds the error of an operation that failed: sentinel, the reason,
+// the context's error when it ended, and one *NodeError per node that
+// failed in round t.
+func (r *Redlock) fail(sentinel error, reason string, ctxErr error, t *tally) error {
+	errs := make([]error, 0, 2+len(t.failures))
+	errs = append(errs, fmt.Errorf("%w: %s", sentinel, reason))
+	if ctxErr != nil {
+		errs = append(errs, ctxErr)
+	}
+	for _, f := range t.failures {
+		errs = append(errs, r.nodeError(f.node, f.err))
+	}
+	return errors.Join(errs...)
+}
+
+// nodeError is node i's failure with err.
+func (r *Redlock) nodeError(i int, err error) *NodeError {
+	return &NodeError{Index: i, Addr: r.pool.addr(i), Err: err}
+}
+
+// reporter returns the function that tells o of node failures, nil when o
+// is nil.
+func (r *Redlock) reporter(o Observer) reportFunc {
+	if o == nil {
+		return nil
+	}
+	return func(ctx context.Context, i int, err error) { o.NodeFailed(ctx, r.nodeError(i, err)) }
 }

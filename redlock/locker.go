@@ -42,21 +42,20 @@ type locker struct {
 
 func (l *locker) Lock() {
 	for {
-		err := l.m.Lock(context.Background())
-		if err == nil {
+		hopeless, err := l.m.lockHopeless(context.Background())
+		switch {
+		case err == nil:
 			return
-		}
-		if errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidArgument) {
+		case errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidArgument):
+			panic(err)
+		case !hopeless:
+			continue
+		case l.onError == nil:
 			panic(err)
 		}
-		if l.m.r.hopeless(err) {
-			if l.onError == nil {
-				panic(err)
-			}
-			l.onError(err)
-			if !l.m.r.sleep(l.m.cfg.delayMax) {
-				panic(ErrClosed)
-			}
+		l.onError(err)
+		if !l.m.r.sleep(l.m.cfg.delayMax) {
+			panic(ErrClosed)
 		}
 	}
 }
@@ -67,14 +66,3 @@ func (l *locker) Unlock() {
 	}
 }
 
-// hopeless reports whether err, from an acquisition, says that so many
-// nodes are misconfigured that no quorum is left to grant.
-func (r *Redlock) hopeless(err error) bool {
-	bad := 0
-	for _, ne := range NodeErrors(err) {
-		if errors.Is(ne, ErrMisconfigured) {
-			bad++
-		}
-	}
-	return bad > 0 && len(r.peers)-bad < r.Quorum()
-}

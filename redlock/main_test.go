@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
 func TestMain(m *testing.M) {
@@ -14,22 +16,14 @@ func TestMain(m *testing.M) {
 
 // newFakeRedlock returns a Redlock over n fresh fake nodes, closed (and so
 // waited for) when the test ends.
-func newFakeRedlock(t *testing.T, n int, opts ...Option) (*Redlock, []*fakeNode) {
+func newFakeRedlock(t *testing.T, n int, opts ...Option) (*Redlock, []*nodetest.Fake) {
 	t.Helper()
-	fs, ns := fakes(n)
-	r, err := newRedlock(ns, opts...)
+	fs := nodetest.Fakes(n)
+	r, err := newRedlock(nodetest.Nodes(fs), opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		for _, f := range fs { // let hung calls finish so Close can return
-			f.mu.Lock()
-			if f.hang != nil {
-				select {
-				case <-f.hang:
-				default:
-					close(f.hang)
-				}
-			}
-			f.mu.Unlock()
+			f.Unhang()
 		}
 		require.NoError(t, r.Close(context.Background()))
 	})
@@ -41,4 +35,14 @@ func newFakeMutex(t *testing.T, r *Redlock, name string, opts ...Option) *Mutex 
 	m, err := r.NewMutex(name, opts...)
 	require.NoError(t, err)
 	return m
+}
+
+// tokenOf returns the token of m's current acquisition, "" when none.
+func tokenOf(m *Mutex) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lease == nil {
+		return ""
+	}
+	return m.lease.token
 }

@@ -2,737 +2,491 @@ package redlock
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"runtime"
-	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-	"weak"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/redlock-go/redlock/internal/scripts"
+	"github.com/redlock-go/redlock/internal/node"
 )
 
-// Per-node I/O through go-redis. This file is the only one that talks to a
-// Redis node: the algorithm sees each node as a [node], one request and one
-// callback per step.
+// The pool: the N nodes as this process sees them. It keeps, per node,
+// what it has learned of the node's health, the releases owed to it, and
+// the order of this process's requests on each lock name:
 //
-// redisNode batches: a few worker goroutines per node each take the oldest
-// waiting request plus every other one queued meanwhile and send them as
-// one pipeline, one round trip. A lone caller's request leaves at once,
-// alone; under load, requests that arrive while a round trip is in flight
-// share the next one, which is where most of the cost of a lock lies
-// (system calls and server wake-ups per round trip, not bytes). The queue is
-// bounded: a request that finds it full fails at once, unsent, so that a
-// stalled node costs neither goroutines nor memory.
-type redisNode struct {
-	client  redis.UniversalClient
-	address string
-	// sharded is set for a Redis Cluster or a Ring: keys that a script uses
-	// together must hash to one slot (see inSlot).
-	sharded bool
-	// learned is, for a Sentinel-managed client, the address of the
-	// master it reached (see masterAddr); nil for other clients.
-	learned *atomic.Pointer[string]
-	start   sync.Once
-	stopped sync.Once
-	queue   chan *call
-	stop    chan struct{}
-	wg      sync.WaitGroup
-}
+//   - A node that did not answer within the node timeout, or could not be
+//     reached (connection refused, reset, closed), is down: requests to it
+//     fail at once with ErrNodeDown, without being sent. Not sending is
+//     always safe: a node that is not asked grants nothing, and an
+//     acquisition still needs a quorum of the others. A timeout does not
+//     count while other replies from the node arrived after the late
+//     request was sent: the node answers, the request was only slow.
+//   - A down node is probed in the background (PING), after a short
+//     cool-down and then at growing intervals, until it answers; any answer
+//     from the node, to a probe or to a late request, brings it back.
+//   - A release that could not be delivered (the node was down, silent or
+//     its queue full) is owed to the node and delivered as soon as it
+//     answers again. An undo is sent only after the SET it undoes has
+//     returned (see gate), so when the SET is still in the node's socket
+//     buffer, the node applies it before it answers anything sent later.
+//     While the node answers, an owed release is dropped once the TTL it
+//     guards has passed; while it is down, it is kept (up to maxOwed per
+//     node), since a SET applied on resumption lives one TTL from then.
+//   - This process's releases of a name enter the name's gate on each
+//     node; its next acquisition of the name goes through it: on each node
+//     its SET leaves once the releases in flight there have returned.
+//     Unlock returns at a quorum, and without the gate a Lock right after
+//     it could reach a node before the release did, and be refused there
+//     by this process's own old key.
+//
+// The pool owns the goroutines that repair down nodes (probes, owed
+// releases) and counts every request in flight; close stops the first and
+// waits for both, then closes the nodes.
 
-// Batching limits. workers bounds the round trips in flight per node (and
-// the connections the queue holds): two, so that requests arriving while
-// one round trip is in flight leave together in the next, which costs the
-// node and the client one read and one write per batch rather than per
-// request (four cost about a third more CPU per lock+unlock pair at 64
-// goroutines; one lost a fifth of the throughput against containers, with
-// no second round trip to overlap a slow one: see docs/PERFORMANCE.md).
-// maxBatch bounds one pipeline; queueLen bounds the requests waiting for a
-// worker.
 const (
-	workers  = 2
-	maxBatch = 128
-	queueLen = 4 * maxBatch
+	// probeFirst is the cool-down before a down node's first probe, and
+	// probeMax the longest interval between probes.
+	probeFirst = 20 * time.Millisecond
+	probeMax   = 200 * time.Millisecond
+	// probeTimeout bounds one probe: long enough to dial a far node.
+	probeTimeout = time.Second
+	// maxProbes bounds the probes in flight to one node.
+	maxProbes = 2
+	// maxOwed bounds the releases owed to one node; beyond it the oldest
+	// are dropped (their keys then expire with their TTL).
+	maxOwed = 4096
 )
 
-// call is one request waiting for its round trip.
-type call struct {
-	ctx    context.Context //nolint:containedctx // a request in flight: its values travel with it
-	sendBy time.Time
-	op     op
-	cmd    redis.Cmder
-	script *redis.Script // set for EVALSHA, to fall back to EVAL on NOSCRIPT
-	done   func(reply)
+// reportFunc tells the layer above of a node call that failed (nil: no
+// one listens).
+type reportFunc func(ctx context.Context, i int, err error)
+
+// owable is an operation that may be delivered later when it failed with
+// err (see node.Release.Owable).
+type owable interface {
+	node.Op
+	Owable(err error) bool
 }
 
-var callPool = sync.Pool{New: func() any { return new(call) }}
+// pool is shared by every operation of a Redlock; each node's state is
+// behind its own mutex.
+type pool struct {
+	nodes  []node.Node
+	states []*nodeState
+	now    clock
+	// report is where background calls (owed releases) report failures;
+	// back is called when a down node answers again. Both may be nil.
+	report reportFunc
+	back   func(i int)
 
-// errUnsent is the error of a request that was never sent, so cannot have
-// taken effect: its node timeout passed while it waited in the queue, the
-// queue was full, or the node was closed.
-var errUnsent = errors.New("redlock: request not sent")
+	done chan struct{} // closed by close: repairs stop
+	wg   sync.WaitGroup
 
-// errQueueFull and errClosedNode are errUnsent for a request that found
-// the queue full, or the node closed.
-var (
-	errQueueFull  = fmt.Errorf("%w: the node's queue is full", errUnsent)
-	errClosedNode = fmt.Errorf("%w: the node is closed", errUnsent)
-)
-
-func newRedisNode(c redis.UniversalClient) *redisNode {
-	n := &redisNode{
-		client: c, address: clientAddr(c), sharded: isSharded(c),
-		queue: make(chan *call, queueLen), stop: make(chan struct{}),
-	}
-	if rc, ok := c.(*redis.Client); ok && n.address == failoverAddr {
-		n.learned = masterAddr(rc)
-	}
-	return n
+	orderMu sync.Mutex
+	order   map[string]*nameOrder
 }
 
-// masters holds, per Sentinel-managed client, the address of the master
-// its last connection reached (see masterAddr). Entries go with their
-// clients.
-var masters sync.Map // weak.Pointer[redis.Client] → *atomic.Pointer[string]
-
-// masterAddr returns where the address of the master that c's connections
-// reach is kept. go-redis reports only a placeholder address for a
-// Sentinel-managed client, and learns the master's from the sentinels
-// when it dials; a dial hook, added once per client, notes the address
-// each new connection reached: after a failover, go-redis drops its
-// connections to the old master and dials the new one. No command is sent
-// for it, so it needs no permission.
-func masterAddr(c *redis.Client) *atomic.Pointer[string] {
-	key := weak.Make(c)
-	if v, ok := masters.Load(key); ok {
-		return v.(*atomic.Pointer[string])
-	}
-	at := new(atomic.Pointer[string])
-	if v, loaded := masters.LoadOrStore(key, at); loaded {
-		return v.(*atomic.Pointer[string])
-	}
-	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { masters.Delete(k) }, key)
-	c.AddHook(dialHook{at: at})
-	return at
+// nodeState is what the pool knows of one node. Guarded by mu.
+type nodeState struct {
+	mu        sync.Mutex
+	down      bool
+	downSince time.Time
+	cause     error     // why it is down
+	lastReply time.Time // the last time the node answered anything
+	lastErr   error     // the last failure to reach the node (dial, TLS, network)
+	lastErrAt time.Time
+	inflight  int       // requests sent and not answered
+	waiting   time.Time // since when some request has waited for an answer
+	repairing bool      // the repair goroutine runs
+	probes    int       // probes in flight
+	owed      []owedRelease
 }
 
-// dialHook notes the remote address of each connection a client dials.
-type dialHook struct{ at *atomic.Pointer[string] }
+// owedRelease is a release the node has not received yet.
+type owedRelease struct {
+	op    owable
+	until time.Time // while the node answers, pointless after this
+}
 
-func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := next(ctx, network, addr)
-		if err == nil && conn.RemoteAddr() != nil {
-			a := conn.RemoteAddr().String() + " (Sentinel-managed master)"
-			h.at.Store(&a)
+// nameOrder is one name's gates, one per node, and how many releases are
+// in them.
+type nameOrder struct {
+	gates []*gate
+	refs  int
+}
+
+func newPool(nodes []node.Node, now clock) *pool {
+	p := &pool{nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{}), order: map[string]*nameOrder{}}
+	for i := range p.states {
+		p.states[i] = new(nodeState)
+	}
+	return p
+}
+
+// size is N, the number of nodes.
+func (p *pool) size() int { return len(p.nodes) }
+
+// addr names node i.
+func (p *pool) addr(i int) string { return p.nodes[i].Addr() }
+
+// health returns node i's state for Health.
+func (p *pool) health(i int) (down bool, since time.Time, cause error, owed int) {
+	s := p.states[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return true, s.downSince, s.cause, len(s.owed)
+	}
+	return false, time.Time{}, nil, len(s.owed)
+}
+
+// send sends op to node i and calls done once with the reply; at once,
+// with an error wrapping ErrNodeDown, when the node is down. A request is
+// counted in the pool until done returns. A call that fails, or answers
+// after timeout, is reported to report (nil: none) before done, whether
+// or not its operation still waits for it.
+//
+// A node whose requests have all gone unanswered for timeout, with one of
+// them waiting all that time, is put down here too: an operation that
+// decided without it does not wait for it, so only the next one notices.
+func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.Op, report reportFunc, done func(node.Reply)) {
+	now := p.now()
+	s := p.states[i]
+	s.mu.Lock()
+	if !s.down && s.inflight > 0 && now.Sub(later(s.waiting, s.lastReply)) > timeout {
+		s.down, s.downSince, s.cause = true, now, node.ErrNodeTimeout
+		p.startRepair(i)
+	}
+	down, since, cause := s.down, s.downSince, s.cause
+	if !down {
+		if s.inflight == 0 {
+			s.waiting = now
 		}
-		return conn, err
+		s.inflight++
 	}
-}
-
-func (dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-func (dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (n *redisNode) addr() string {
-	if n.learned != nil {
-		if a := n.learned.Load(); a != nil {
-			return *a
+	s.mu.Unlock()
+	if down {
+		err := node.Classify(fmt.Errorf("%w for %v (%w)", node.ErrNodeDown, now.Sub(since).Round(time.Millisecond), cause))
+		if report != nil {
+			report(ctx, i, err)
 		}
-	}
-	return n.address
-}
-
-// failoverAddr is the address go-redis reports for every Sentinel-managed
-// client: the master's address comes from the sentinels, and changes with
-// failovers.
-const failoverAddr = "FailoverClient"
-
-// identify asks the servers behind the client who they are: the run id of
-// each (one server, or each master of a cluster or ring), which is unique
-// to a server process, so that two clients of the same servers are found
-// out.
-func (n *redisNode) identify(ctx context.Context) ([]string, error) {
-	var (
-		mu  sync.Mutex
-		ids []string
-	)
-	one := func(ctx context.Context, c redis.Cmdable) error {
-		info, err := c.Info(ctx, "server").Result()
-		if err != nil {
-			return err
-		}
-		id := infoField(info, "run_id")
-		if id == "" {
-			return fmt.Errorf("redlock: no run_id in INFO server")
-		}
-		mu.Lock()
-		ids = append(ids, id)
-		mu.Unlock()
-		return nil
-	}
-	var err error
-	switch c := n.client.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
-	default:
-		err = one(ctx, c)
-	}
-	return ids, err
-}
-
-// infoField returns field's value in an INFO reply ("" when absent).
-func infoField(info, field string) string {
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-func (n *redisNode) do(ctx context.Context, sendBy time.Time, o op, done func(reply)) {
-	n.start.Do(n.run)
-	c := callPool.Get().(*call)
-	c.ctx, c.sendBy, c.op, c.done = ctx, sendBy, o, done
-	n.prepare(c)
-	if c.cmd == nil {
-		c.finish(reply{ok: true}) // nothing to send (see prepare)
+		done(node.Reply{Err: err})
 		return
 	}
-	select {
-	case <-n.stop:
-		c.finish(reply{err: errClosedNode})
-		return
-	default:
-	}
-	select {
-	case n.queue <- c:
-	default:
-		c.finish(reply{err: errQueueFull})
-	}
-}
-
-// ping sends PING on its own connection, beside the queue: the workers may
-// all be stuck on a silent node.
-func (n *redisNode) ping(ctx context.Context) error {
-	return n.client.Ping(ctx).Err()
-}
-
-// run starts the workers, and loads the scripts into the node's cache so
-// that EVALSHA in a pipeline finds them (a node that is down or restarts
-// answers NOSCRIPT, and send falls back to EVAL, which loads them).
-func (n *redisNode) run() {
-	n.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		// Close must not wait out a silent node's timeout. The watcher
-		// ends with the load (cancel) or the node's stop, and close waits.
-		n.wg.Go(func() {
-			select {
-			case <-n.stop:
-				cancel()
-			case <-ctx.Done():
-			}
+	p.wg.Add(1)
+	sendBy := now.Add(timeout)
+	if report == nil {
+		// Apart from the reported one below, so that its closure holds no
+		// more than without a report.
+		p.nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
+			done(p.received(i, rep))
+			p.wg.Done()
 		})
-		for _, s := range scripts.All {
-			if s.Load(ctx, n.client).Err() != nil {
-				return
-			}
-		}
-	})
-	for range workers {
-		n.wg.Go(n.work)
-	}
-}
-
-func (n *redisNode) work() {
-	batch := make([]*call, 0, maxBatch)
-	pipe := n.client.Pipeline()
-	for {
-		batch = batch[:0]
-		select {
-		case c := <-n.queue:
-			batch = append(batch, c)
-		case <-n.stop:
-			return
-		}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case c := <-n.queue:
-				batch = append(batch, c)
-			default:
-				break more
-			}
-		}
-		n.send(pipe, batch)
-	}
-}
-
-// send makes one round trip for batch and hands each call its reply. Calls
-// whose sendBy has passed are answered errUnsent without being sent.
-func (n *redisNode) send(pipe redis.Pipeliner, batch []*call) {
-	now := time.Now()
-	live := batch[:0]
-	for _, c := range batch {
-		if now.After(c.sendBy) {
-			c.finish(reply{err: fmt.Errorf("%w: the node timeout passed in the queue", errUnsent)})
-			continue
-		}
-		live = append(live, c)
-	}
-	batch = live
-	if len(batch) == 0 {
 		return
 	}
-	// No deadline: the client's own timeouts bound the round trip. A
-	// context deadline would make go-redis close the connection when it
-	// passes (with ContextTimeoutEnabled), and re-dial for the next call:
-	// to a far node, on nearly every call.
-	ctx := batch[0].ctx
-	if len(batch) == 1 {
-		_ = n.client.Process(ctx, batch[0].cmd)
-	} else {
-		for _, c := range batch {
-			_ = pipe.Process(ctx, c.cmd)
+	p.nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
+		rep = p.received(i, rep)
+		if rep.Err == nil && p.now().After(sendBy) {
+			report(ctx, i, node.ErrNodeTimeout) // answered, but after the operation stopped waiting
+		} else if rep.Err != nil {
+			report(ctx, i, rep.Err)
 		}
-		_, _ = pipe.Exec(ctx) // each command keeps its own error
-	}
-	for _, c := range batch {
-		if c.script != nil && c.cmd.Err() != nil && redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			// The node lost its script cache (a restart): EVAL loads it.
-			keys, args := evalParts(c.cmd.Args())
-			c.cmd = c.script.Run(ctx, n.client, keys, args...)
-		}
-	}
-	for _, c := range batch {
-		c.finish(n.parse(c))
-	}
+		done(rep)
+		p.wg.Done()
+	})
 }
 
-// finish hands c's reply to its callback and recycles c.
-func (c *call) finish(rep reply) {
-	done := c.done
-	*c = call{}
-	callPool.Put(c)
-	done(rep)
-}
-
-// close stops the workers, then answers every call still queued errUnsent.
-// It is called once no operation is running.
-func (n *redisNode) close() {
-	n.stopped.Do(func() { close(n.stop) })
-	n.wg.Wait()
-	for {
-		select {
-		case c := <-n.queue:
-			c.finish(reply{err: errClosedNode})
-		default:
-			return
-		}
-	}
-}
-
-// prepare builds c's command from its op.
-func (n *redisNode) prepare(c *call) {
-	switch o := c.op.(type) {
-	case *acquireReq:
-		switch {
-		case o.reentrant:
-			again := "0"
-			if o.reenter {
-				again = "1"
-			}
-			n.script(c, scripts.AcquireReentrant, n.keysOf(o.key, o.fenceKey), o.token, o.ttl.Milliseconds(), again, o.minUptime)
-		case o.fenceKey != "" || o.minUptime > 0:
-			n.script(c, scripts.Acquire, n.keysOf(o.key, o.fenceKey), o.token, o.ttl.Milliseconds(), o.minUptime)
-		default:
-			// A script rather than SET key token NX GET PX ttl, which does
-			// the same: its reply is nil on a grant, which go-redis turns
-			// into an error that costs the client far more than the script
-			// costs the node.
-			args := o.enc.args(false)
-			if args == nil {
-				args = o.enc.keep(false, evalArgs(scripts.AcquirePlain, []string{o.key}, o.token, o.ttl.Milliseconds()))
-			}
-			n.shared(c, scripts.AcquirePlain, args)
-		}
-	case *fenceReq:
-		reentrant := "0"
-		if o.reentrant {
-			reentrant = "1"
-		}
-		n.script(c, scripts.Fence, n.keysOf(o.key, o.fenceKey), o.token, o.fence, reentrant)
-	case *releaseReq:
-		s := scripts.Release
-		if o.reentrant {
-			s = scripts.ReleaseReentrant
-		}
-		args := o.enc.args(n.sharded)
-		if args == nil {
-			var kb [2]string
-			keys := append(kb[:0], o.key)
-			if q := n.inSlot(o.key, o.queueKey); o.channel != "" && q != "" {
-				keys = append(keys, q)
-			}
-			if o.reentrant {
-				args = evalArgs(s, keys, o.token, strconv.Itoa(int(o.drop)), o.channel, o.notice)
-			} else {
-				args = evalArgs(s, keys, o.token, o.channel)
-			}
-			args = o.enc.keep(n.sharded, args)
-		}
-		n.shared(c, s, args)
-	case *queueReq:
-		// Plain commands: several per acquisition, a script each would
-		// cost the node ten times as much.
-		key := n.inSlot(o.lock, o.key)
-		switch {
-		case key == "":
-			// No key can share the lock's slot: waiters are not queued on
-			// this node, and its releases wake them all. Nothing to send.
-			c.cmd = nil
-		case o.remove:
-			c.cmd = redis.NewIntCmd(c.ctx, "zrem", key, o.member)
-		case o.ttl > 0:
-			c.cmd = redis.NewIntCmd(c.ctx, "pexpire", key, o.ttl.Milliseconds())
-		default:
-			c.cmd = redis.NewIntCmd(c.ctx, "zadd", key, "nx", o.score, o.member)
-		}
-	case *extendReq:
-		s := scripts.Extend
-		if o.reentrant {
-			s = scripts.ExtendReentrant
-		}
-		args := o.enc.args(false)
-		if args == nil {
-			args = o.enc.keep(false, evalArgs(s, []string{o.key}, o.token, o.ttl.Milliseconds()))
-		}
-		n.shared(c, s, args)
-	case *inspectReq:
-		n.prepareInspect(c, o)
-	case *forceReq:
-		n.prepareForce(c, o)
-	}
-}
-
-// keysOf is key, followed by fenceKey when it is set (see inSlot).
-func (n *redisNode) keysOf(key, fenceKey string) []string {
-	if fenceKey == "" {
-		return []string{key}
-	}
-	return []string{key, n.inSlot(key, fenceKey)}
-}
-
-// inSlot returns key, which the lock name keeps beside its own (name + a
-// suffix), as this node stores it. A plain node stores it as it is. On a
-// Redis Cluster (or a Ring) a script's keys must hash to one slot, so
-// key is renamed where needed to hash like name: a name with a hash tag
-// keeps its tag, and key is unchanged; a name without braces becomes the
-// tag ("{orders}:redlock:fence" hashes like "orders"); a name with braces
-// but no usable tag ("a{}b") cannot share its slot with any other key: ""
-// (NewMutex refuses fencing for such a name on such a node, and waiters
-// are not queued there).
-func (n *redisNode) inSlot(name, key string) string {
-	if !n.sharded || key == "" {
-		return key
-	}
-	return slotted(name, key)
-}
-
-// slotted is inSlot for a sharded node.
-func slotted(name, key string) string {
-	if !strings.ContainsAny(name, "{}") {
-		return "{" + name + "}" + strings.TrimPrefix(key, name)
-	}
-	if open := strings.IndexByte(name, '{'); open >= 0 {
-		if end := strings.IndexByte(name[open+1:], '}'); end > 0 {
-			return key // the name's tag stays the key's first one
-		}
-	}
-	return ""
-}
-
-// isSharded reports whether c spreads keys over several servers by slot.
-func isSharded(c redis.UniversalClient) bool {
-	switch c.(type) {
-	case *redis.ClusterClient, *redis.Ring:
-		return true
-	}
-	return false
-}
-
-// script makes c run s with keys and args through EVALSHA.
-func (n *redisNode) script(c *call, s *redis.Script, keys []string, args ...any) {
-	c.script = s
-	c.cmd = redis.NewCmd(c.ctx, evalArgs(s, keys, args...)...)
-}
-
-// shared makes c run s through EVALSHA with args, built by evalArgs and
-// shared by the commands of one request to every node of a kind (see
-// encoding).
-func (n *redisNode) shared(c *call, s *redis.Script, args []any) {
-	c.script = s
-	c.cmd = redis.NewCmd(c.ctx, args...)
-}
-
-// encoding is a request's command arguments, per kind of node (plain or
-// sharded, whose keys may differ: see inSlot). go-redis only reads a
-// command's arguments, so the requests every node of a lock gets on the
-// hot path encode them once, not once per node.
-type encoding struct {
-	enc [2]atomic.Pointer[[]any]
-}
-
-func kind(sharded bool) int {
-	if sharded {
-		return 1
-	}
-	return 0
-}
-
-// args returns the arguments kept for nodes of a kind, nil before keep.
-func (e *encoding) args(sharded bool) []any {
-	if p := e.enc[kind(sharded)].Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// keep keeps args for nodes of a kind unless another node's call kept
-// them first, and returns those kept.
-func (e *encoding) keep(sharded bool, args []any) []any {
-	if e.enc[kind(sharded)].CompareAndSwap(nil, &args) {
-		return args
-	}
-	return e.args(sharded)
-}
-
-// evalArgs is the command EVALSHA s.Hash() len(keys) keys... args...
-func evalArgs(s *redis.Script, keys []string, args ...any) []any {
-	out := make([]any, 0, 3+len(keys)+len(args))
-	out = append(out, "evalsha", sha(s), len(keys))
-	for _, k := range keys {
-		out = append(out, k)
-	}
-	return append(out, args...)
-}
-
-// shas are the scripts' hashes, boxed once.
-var shas = func() map[*redis.Script]any {
-	m := map[*redis.Script]any{}
-	for _, s := range append(scripts.All, scripts.SetFenced) {
-		m[s] = s.Hash()
-	}
-	return m
-}()
-
-// sha is s.Hash() as a command argument.
-func sha(s *redis.Script) any {
-	if h, ok := shas[s]; ok {
-		return h
-	}
-	return s.Hash()
-}
-
-// evalParts splits evalArgs' command back into its keys and arguments.
-func evalParts(cmd []any) (keys []string, args []any) {
-	n, _ := cmd[2].(int)
-	for _, k := range cmd[3 : 3+n] {
-		keys = append(keys, k.(string))
-	}
-	return keys, cmd[3+n:]
-}
-
-// parse reads c's reply as its op's answer.
-func (n *redisNode) parse(c *call) reply {
-	if rep, ok := parseOperator(c); ok {
-		return rep // inspect.go
-	}
-	err := c.cmd.Err()
-	switch o := c.op.(type) {
-	case *acquireReq:
-		switch {
-		case err != nil:
-			return reply{err: err}
-		case c.script == scripts.AcquirePlain:
-			return parseAcquirePlain(c.cmd.(*redis.Cmd))
-		}
-		return parseAcquireScript(c.cmd.(*redis.Cmd), o)
-	}
-	if err != nil {
-		return reply{err: err}
-	}
-	if _, ok := c.op.(*queueReq); ok {
-		return reply{ok: true}
-	}
-	if _, ok := c.op.(*releaseReq); ok {
-		if id, ok := c.cmd.(*redis.Cmd).Val().(string); ok {
-			return reply{gone: true, server: id} // the key was absent: the node's run id
-		}
-	}
-	v, err := c.cmd.(*redis.Cmd).Int64()
-	if _, ok := c.op.(*releaseReq); ok && err == nil {
-		switch {
-		case v > 1: // 1 + 2 × the clients the announcement reached, + 1 if it named a waiter
-			return reply{ok: true, heard: int(v-1) / 2, named: (v-1)%2 == 1}
-		case v == 0:
-			return reply{gone: true}
-		}
-	}
-	return reply{ok: v == 1, err: err}
-}
-
-// parseAcquirePlain reads acquire_plain.lua's reply: 1 granted, a
-// competitor's token, or 0 for a reentrant lock.
-func parseAcquirePlain(cmd *redis.Cmd) reply {
-	switch v := cmd.Val().(type) {
-	case int64:
-		return reply{ok: v == 1}
-	case string:
-		return reply{holder: v} // the script answers 1 for this token's own
-	}
-	return reply{err: fmt.Errorf("redlock: unexpected acquire reply %v", cmd.Val())}
-}
-
-// parseAcquireScript reads an acquire script's {status, counter[, holder]}.
-func parseAcquireScript(cmd *redis.Cmd, o *acquireReq) reply {
-	r, err := cmd.Slice()
-	if err != nil {
-		return reply{err: err}
-	}
-	if len(r) < 2 {
-		return reply{err: fmt.Errorf("redlock: unexpected acquire reply %v", r)}
-	}
-	status, ok1 := r[0].(int64)
-	text, ok2 := r[1].(string)
-	if !ok1 || !ok2 {
-		return reply{err: fmt.Errorf("redlock: unexpected acquire reply %v", r)}
-	}
-	if status < 0 {
-		return reply{err: fmt.Errorf("%w: up %ss, less than the restart delay %ds", ErrNodeRecovering, text, o.minUptime)}
-	}
-	counter, err := strconv.ParseUint(text, 10, 64)
-	if err != nil {
-		// Granted or not, the counter is unusable: an error makes the
-		// attempt release this node if it granted.
-		return reply{err: fmt.Errorf("redlock: fencing counter %s is not a number: %w", o.fenceKey, err)}
-	}
-	rep := reply{ok: status > 0, counter: counter}
-	if len(r) > 2 && !rep.ok {
-		rep.holder, _ = r[2].(string)
-	}
+// received learns from a reply that came in from node i, and returns it
+// with its error as operations see it.
+func (p *pool) received(i int, rep node.Reply) node.Reply {
+	s := p.states[i]
+	s.mu.Lock()
+	s.inflight--
+	s.mu.Unlock()
+	p.observe(i, rep.Err)
+	rep.Err = node.Classify(node.ClientErr(rep.Err))
 	return rep
 }
 
-func (n *redisNode) subscribe() subscription {
-	// No channel yet: go-redis connects on the first SUBSCRIBE.
-	return &redisSubscription{ps: n.client.Subscribe(context.Background())}
-}
-
-// redisSubscription adapts a go-redis PubSub.
-type redisSubscription struct {
-	ps *redis.PubSub
-}
-
-func (s *redisSubscription) subscribe(ctx context.Context, channels ...string) error {
-	return s.ps.Subscribe(ctx, channels...)
-}
-
-func (s *redisSubscription) unsubscribe(ctx context.Context, channels ...string) error {
-	return s.ps.Unsubscribe(ctx, channels...)
-}
-
-func (s *redisSubscription) messages() <-chan *redis.Message { return s.ps.Channel() }
-
-func (s *redisSubscription) close() error { return s.ps.Close() }
-
-// unsent reports whether err proves that the request cannot have taken
-// effect: it was never sent (see errUnsent), the node was skipped as down,
-// the connection could not be dialled, or the node refused it while
-// recovering from a restart. Any other error leaves the outcome unknown.
-func unsent(err error) bool {
-	var opErr *net.OpError
-	return errors.Is(err, errUnsent) || errors.Is(err, ErrNodeDown) || errors.Is(err, ErrNodeRecovering) ||
-		(errors.As(err, &opErr) && opErr.Op == "dial")
-}
-
-// unreachable reports whether err says the node could not be reached (a
-// dial, read or write failure, a closed connection), as opposed to an answer
-// from the node, or a request the library itself did not send.
-func unreachable(err error) bool {
-	if err == nil || errors.Is(err, errUnsent) || errors.Is(err, ErrNodeRecovering) {
-		return false
+// observe learns from a request's outcome: an answer proves the node
+// alive, a failure to reach it puts it down.
+func (p *pool) observe(i int, err error) {
+	switch {
+	case err == nil || !node.Unsent(err) && !node.Unreachable(err):
+		p.answered(i)
+	case node.Unreachable(err):
+		p.markDown(i, err)
 	}
-	var netErr net.Error
-	return errors.As(err, &netErr) || tlsFailure(err) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errNoAnswer)
 }
 
-// misconfigured reports whether err is a refusal that no retry can change
-// (see ErrMisconfigured): an error reply about permissions, authentication,
-// cluster slots, a key of the wrong type or an unknown command, or a failed
-// TLS handshake.
-func misconfigured(err error) bool {
-	if err == nil {
-		return false
+// timeoutErr is the error of a request sent to node i at sent that the
+// node did not answer within the node timeout: ErrNodeTimeout, with the
+// last failure to reach the node when nothing came from it since (a dial
+// refused, a TLS handshake that failed). The client's own retries may
+// outlast the node timeout, and that failure is then the real cause.
+func (p *pool) timeoutErr(i int, sent time.Time) error {
+	s := p.states[i]
+	s.mu.Lock()
+	last, at, replied := s.lastErr, s.lastErrAt, s.lastReply
+	s.mu.Unlock()
+	if last == nil || at.Before(replied) || at.Before(sent.Add(-time.Minute)) {
+		return node.ErrNodeTimeout
 	}
-	if tlsFailure(err) {
-		return true
+	return node.Classify(fmt.Errorf("%w (last error %v ago: %w)", node.ErrNodeTimeout, p.now().Sub(at).Round(time.Millisecond), last))
+}
+
+// timedOut reports a request to node i sent at sent that got no answer
+// within the node timeout. It puts the node down unless it answered since
+// then, and returns the request's error (see timeoutErr).
+func (p *pool) timedOut(i int, sent time.Time) error {
+	s := p.states[i]
+	s.mu.Lock()
+	alive := s.lastReply.After(sent)
+	s.mu.Unlock()
+	err := p.timeoutErr(i, sent)
+	if !alive {
+		p.markDown(i, node.ErrNodeTimeout)
 	}
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return false
+	return err
+}
+
+// markDown puts node i down for cause and starts probing it.
+func (p *pool) markDown(i int, cause error) {
+	s := p.states[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := p.now()
+	if !s.down {
+		s.down, s.downSince = true, now
 	}
-	msg := rerr.Error()
-	for _, prefix := range []string{"NOPERM", "NOAUTH", "WRONGPASS", "CROSSSLOT", "WRONGTYPE", "ERR unknown command"} {
-		if strings.HasPrefix(msg, prefix) {
-			return true
+	s.cause = cause
+	if !errors.Is(cause, node.ErrNodeTimeout) {
+		s.lastErr, s.lastErrAt = cause, now
+	}
+	p.startRepair(i)
+}
+
+// answered records an answer from node i: it is up.
+func (p *pool) answered(i int) {
+	s := p.states[i]
+	s.mu.Lock()
+	s.lastReply = p.now()
+	back := s.down
+	if s.down {
+		s.down, s.cause = false, nil
+		if len(s.owed) > 0 {
+			p.startRepair(i)
 		}
 	}
-	// Redis 7.0 reports a script's refused command with a plain ERR.
-	return strings.HasPrefix(msg, "ERR The user executing the script can't")
-}
-
-// tlsFailure reports a TLS handshake that failed for a reason that stays:
-// a certificate not trusted, expired or for another name, TLS spoken to a
-// plain port, or an alert from the server (it refused the client's
-// certificate).
-func tlsFailure(err error) bool {
-	var (
-		verify   *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		header   tls.RecordHeaderError
-		opErr    *net.OpError
-	)
-	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &header) ||
-		errors.As(err, &opErr) && opErr.Op == "remote error"
-}
-
-// clientAddr names a client's server for errors and duplicate checks.
-func clientAddr(c redis.UniversalClient) string {
-	switch c := c.(type) {
-	case interface{ Options() *redis.Options }:
-		return c.Options().Addr
-	case interface{ Options() *redis.ClusterOptions }:
-		return strings.Join(c.Options().Addrs, ",")
+	s.mu.Unlock()
+	if back && p.back != nil {
+		p.back(i)
 	}
-	return fmt.Sprintf("%T", c)
+}
+
+// owe keeps op to deliver to node i once it answers, until ttl has passed
+// while it answers.
+func (p *pool) owe(i int, op owable, ttl time.Duration) {
+	s := p.states[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.owed) >= maxOwed {
+		s.owed = append(s.owed[:0], s.owed[1:]...)
+	}
+	s.owed = append(s.owed, owedRelease{op: op, until: p.now().Add(ttl)})
+	p.startRepair(i)
+}
+
+// startRepair starts node i's repair goroutine unless it runs. Called with
+// the node's mu held, from a caller counted in the pool.
+func (p *pool) startRepair(i int) {
+	s := p.states[i]
+	if s.repairing {
+		return
+	}
+	s.repairing = true
+	p.wg.Go(func() { p.repair(i) })
+}
+
+// repair probes node i while it is down and delivers what is owed to it
+// once it answers; it returns when the node is up and owes nothing, or the
+// pool closes.
+func (p *pool) repair(i int) {
+	s := p.states[i]
+	wait := probeFirst
+	for {
+		s.mu.Lock()
+		down := s.down
+		var owed []owedRelease
+		if !down {
+			owed, s.owed = s.owed, nil
+		}
+		if !down && len(owed) == 0 {
+			s.repairing = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		if down || wait > probeFirst {
+			if !p.sleep(wait) {
+				s.mu.Lock()
+				s.repairing = false
+				s.mu.Unlock()
+				return
+			}
+			wait = min(2*wait, probeMax)
+		}
+		switch {
+		case down && p.probe(i):
+			wait = probeFirst
+		case down:
+		case p.deliver(i, owed):
+			wait = probeFirst
+		default:
+			wait = max(wait, 2*probeFirst) // some are owed again: not at once
+		}
+	}
+}
+
+// sleep waits for d, or until the pool closes; it reports whether d
+// passed.
+func (p *pool) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
+// probe pings node i and reports whether it answered within probeTimeout.
+// A client that ignores context deadlines for reads (go-redis without
+// ContextTimeoutEnabled) may keep a PING on a silent connection for its
+// whole read timeout: the probe then stops waiting for it, and the next
+// probe goes out on another connection, while at most maxProbes are stuck.
+func (p *pool) probe(i int) bool {
+	s := p.states[i]
+	s.mu.Lock()
+	if s.probes >= maxProbes {
+		s.mu.Unlock()
+		return false
+	}
+	s.probes++
+	s.mu.Unlock()
+	result := make(chan error, 1)
+	p.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		err := p.nodes[i].Ping(ctx)
+		cancel()
+		s.mu.Lock()
+		s.probes--
+		s.mu.Unlock()
+		if err != nil && !node.Unreachable(err) {
+			err = nil // an error reply (NOAUTH, LOADING...) is an answer too
+		}
+		if err == nil {
+			p.answered(i) // even late: the node answers
+		}
+		result <- err
+	})
+	timer := time.NewTimer(probeTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-result:
+		if err != nil {
+			p.markDown(i, err)
+		}
+		return err == nil
+	case <-timer.C:
+		return false
+	case <-p.done:
+		return false
+	}
+}
+
+// deliver sends owed releases to node i and waits for their replies; those
+// that fail again are owed again unless their time has passed. It reports
+// whether all were delivered.
+func (p *pool) deliver(i int, owed []owedRelease) bool {
+	s := p.states[i]
+	results := make(chan bool, len(owed))
+	for _, o := range owed {
+		p.send(context.Background(), i, probeTimeout, o.op, p.report, func(rep node.Reply) {
+			again := o.op.Owable(rep.Err)
+			if again {
+				s.mu.Lock()
+				if (s.down || p.now().Before(o.until)) && len(s.owed) < maxOwed {
+					s.owed = append(s.owed, o)
+				}
+				s.mu.Unlock()
+			}
+			results <- !again
+		})
+	}
+	all := true
+	for range owed {
+		all = <-results && all
+	}
+	return all
+}
+
+// releasing enters a release of name on node i into the name's gate, and
+// returns the function that takes it out once it returned.
+func (p *pool) releasing(name string, i int) (leave func()) {
+	p.orderMu.Lock()
+	o := p.order[name]
+	if o == nil {
+		o = &nameOrder{gates: newGates(len(p.nodes))}
+		p.order[name] = o
+	}
+	o.refs++
+	g := o.gates[i]
+	p.orderMu.Unlock()
+	g.enter()
+	return func() {
+		g.leave()
+		p.orderMu.Lock()
+		if o.refs--; o.refs == 0 {
+			delete(p.order, name)
+		}
+		p.orderMu.Unlock()
+	}
+}
+
+// afterReleases runs f once this process's releases of name in flight on
+// node i have returned: at once when there are none.
+func (p *pool) afterReleases(name string, i int, f func()) {
+	p.orderMu.Lock()
+	o := p.order[name]
+	p.orderMu.Unlock()
+	if o == nil {
+		f()
+		return
+	}
+	o.gates[i].then(f)
+}
+
+// close stops the repairs, waits for them and for every request in flight,
+// then closes the nodes. It is called once no operation is running.
+// Releases still owed are dropped.
+func (p *pool) close() {
+	select {
+	case <-p.done:
+	default:
+		close(p.done)
+	}
+	p.wg.Wait()
+	for _, n := range p.nodes {
+		n.Close()
+	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

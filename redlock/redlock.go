@@ -10,6 +10,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/identity"
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/waitq"
 )
 
 // Redlock is a set of N independent Redis masters on which locks are taken
@@ -20,27 +24,28 @@ import (
 // goroutines that talk to the nodes; [Redlock.Close] waits for them. It does
 // not own the clients: closing them stays the caller's job, after Close.
 type Redlock struct {
-	peers []*peer
-	cfg   config // defaults for every mutex
-	now   clock
+	pool *pool
+	cfg  config // defaults for every mutex
+	now  clock
+	// report tells the Redlock's Observer of background node failures.
+	report reportFunc
 
 	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
 	closed bool
-	done   chan struct{} // closed by Close: renewal stops
-	wg     sync.WaitGroup
+	done   chan struct{} // closed by Close: renewal and identification stop
+	// life is cancelled by Close: waits in the background end with it.
+	life context.Context //nolint:containedctx // the Redlock's lifetime, not a call's
+	kill context.CancelFunc
+	wg     sync.WaitGroup // operations, renewals, identification
 
-	waiters waiters // waiting Locks and their subscriptions
-
-	ident identities // who each node is (see identity.go)
+	waiters *waitq.Queue       // waiting Locks and their subscriptions
+	ids     *identity.Registry // who each node is (see identify.go)
 
 	// sharded is set when some node is a Redis Cluster or Ring: keys a
 	// lock keeps beside its name must hash to the name's slot there.
 	sharded bool
 
-	// courtesy holds, per lock name, until when this process's next Lock
-	// lets the waiters that heard its last release go first.
-	courtesyMu sync.Mutex
-	courtesy   map[string]time.Time
+	courtesy courtesy // see courtesy.go
 }
 
 // New returns a Redlock over the given clients, one per independent Redis
@@ -59,7 +64,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	if len(clients) == 0 {
 		return nil, invalid("no clients")
 	}
-	nodes := make([]node, len(clients))
+	nodes := make([]node.Node, len(clients))
 	seen := make(map[string]int, len(clients))
 	for i, c := range clients {
 		if isNil(c) {
@@ -70,37 +75,34 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 				return nil, invalid("clients %d and %d are the same client", j, i)
 			}
 		}
-		n := newRedisNode(c)
-		if j, dup := seen[n.address]; dup {
-			return nil, invalid("clients %d and %d both address %s", j, i, n.address)
+		addr := node.ClientAddr(c)
+		if j, dup := seen[addr]; dup {
+			return nil, invalid("clients %d and %d both address %s", j, i, addr)
 		}
-		if n.address != failoverAddr { // the master comes from the sentinels: see identity.go
-			seen[n.address] = i
+		if addr != node.FailoverAddr { // the master comes from the sentinels: see identify.go
+			seen[addr] = i
 		}
-		nodes[i] = n
+		nodes[i] = node.NewRedis(c)
 	}
-	r, err := newRedlock(nodes, opts...)
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range nodes {
-		r.sharded = r.sharded || n.(*redisNode).sharded
-	}
-	return r, nil
+	return newRedlock(nodes, opts...)
 }
 
 // newRedlock builds a Redlock over any nodes; tests pass fakes.
-func newRedlock(nodes []node, opts ...Option) (*Redlock, error) {
+func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 	cfg := defaultConfig()
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
 	r := &Redlock{cfg: cfg, now: time.Now, done: make(chan struct{})}
-	r.peers = make([]*peer, len(nodes))
-	for i, n := range nodes {
-		r.peers[i] = &peer{r: r, index: i, n: n}
+	r.life, r.kill = context.WithCancel(context.Background())
+	r.pool = newPool(nodes, r.now)
+	r.report = r.reporter(cfg.observer)
+	r.pool.report, r.pool.back = r.report, r.reidentify
+	r.waiters = waitq.New(nodes, r.deliver)
+	r.ids = identity.New(len(nodes), quorum(len(nodes)))
+	for _, n := range nodes {
+		r.sharded = r.sharded || n.Layout().Sharded
 	}
-	r.waiters.r, r.waiters.self = r, uuid.NewString()
 	return r, nil
 }
 
@@ -117,7 +119,7 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	if cfg.fencing && r.sharded && slotted(name, fenceKey(name)) == "" {
+	if cfg.fencing && r.sharded && node.Slotted(name, node.FenceKey(name)) == "" {
 		return nil, invalid("lock name %q has braces but no hash tag, so no other key can share its Redis Cluster slot: "+
 			"a fenced lock keeps its counter beside it; give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
 	}
@@ -127,20 +129,20 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	m := &Mutex{r: r, name: name, cfg: cfg}
+	m := &Mutex{r: r, name: name, cfg: cfg, report: r.reporter(cfg.observer)}
 	if cfg.reentrant {
 		id, err := uuid.NewRandom()
 		if err != nil {
 			return nil, fmt.Errorf("redlock: owner id: %w", err)
 		}
 		m.owner = id.String()
-		m.gates = newGates(len(r.peers))
+		m.gates = newGates(r.pool.size())
 	}
 	return m, nil
 }
 
 // Quorum returns how many nodes must agree for a lock to be held: N/2+1.
-func (r *Redlock) Quorum() int { return quorum(len(r.peers)) }
+func (r *Redlock) Quorum() int { return quorum(r.pool.size()) }
 
 // Close stops new operations and renewal, and waits until every goroutine
 // the Redlock started has returned, or until ctx ends, whose error it then
@@ -165,19 +167,20 @@ func (r *Redlock) Close(ctx context.Context) error {
 	if !r.closed {
 		r.closed = true
 		close(r.done)
+		r.kill()
 	}
 	r.mu.Unlock()
-	r.waiters.close()
+	// In order: the waiters' goroutines use the pool, operations use both,
+	// and the pool's calls in flight outlive the operations that sent them.
 	done := make(chan struct{})
 	go func() {
+		r.waiters.Close()
 		r.wg.Wait()
 		close(done)
 	}()
 	select {
 	case <-done:
-		for _, p := range r.peers {
-			p.n.close()
-		}
+		r.pool.close()
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("redlock: close: %w", ctx.Err())
@@ -193,54 +196,6 @@ func (r *Redlock) track(n int) error {
 	}
 	r.wg.Add(n)
 	return nil
-}
-
-// The handoff courtesy. When an Unlock's announcement reached waiters (the
-// release script says how many clients heard it), the next Lock of this
-// Redlock on that name waits a moment before its first attempt: a holder
-// that releases and locks again in a loop would otherwise always win, since
-// its attempt starts before the waiters have even heard the release. The
-// moment is a few times what the release took, at least courtesyMin and at
-// most courtesyMax: enough for a woken waiter to make its attempt. TryLock,
-// a single attempt, does not wait.
-const (
-	courtesyMin = time.Millisecond
-	courtesyMax = 20 * time.Millisecond
-)
-
-// yieldTo records that a release of name, which took took, reached waiters.
-func (r *Redlock) yieldTo(name string, took time.Duration) {
-	until := r.now().Add(min(max(4*took, courtesyMin), courtesyMax))
-	r.courtesyMu.Lock()
-	defer r.courtesyMu.Unlock()
-	if r.courtesy == nil {
-		r.courtesy = map[string]time.Time{}
-	}
-	if len(r.courtesy) >= 1024 { // names seldom locked again: forget the past ones
-		now := r.now()
-		for k, t := range r.courtesy {
-			if !now.Before(t) {
-				delete(r.courtesy, k)
-			}
-		}
-	}
-	r.courtesy[name] = until
-}
-
-// courtesyLeft is how long a Lock on name should still let waiters go
-// first; 0 or less when it need not.
-func (r *Redlock) courtesyLeft(name string) time.Duration {
-	r.courtesyMu.Lock()
-	defer r.courtesyMu.Unlock()
-	until, ok := r.courtesy[name]
-	if !ok {
-		return 0
-	}
-	left := until.Sub(r.now())
-	if left <= 0 {
-		delete(r.courtesy, name)
-	}
-	return left
 }
 
 // sleep waits for d, or until Close; it reports whether d passed.

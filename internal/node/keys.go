@@ -1,0 +1,76 @@
+package node
+
+import "strings"
+
+// The keys and channels a lock keeps beside its name, in one place. Every
+// key is the name plus a suffix, so that an ACL key pattern that covers the
+// name covers them too; a Redis Cluster node keeps them in the name's hash
+// slot instead (see Layout.Beside).
+
+const (
+	// ChannelPrefix starts every lock's release channel.
+	ChannelPrefix = "redlock:released:"
+	// WakePrefix starts every process's wake channel.
+	WakePrefix = "redlock:wake:"
+)
+
+// FenceKey is where each node keeps the fencing counter of lock name.
+func FenceKey(name string) string { return name + ":redlock:fence" }
+
+// QueueKey is where each node keeps the queue of waiters of lock name.
+func QueueKey(name string) string { return name + ":redlock:waiters" }
+
+// ReleaseChannel is the pub/sub channel on which releases of name are
+// announced.
+func ReleaseChannel(name string) string { return ChannelPrefix + name }
+
+// WakeChannel is where a release that names a waiter of the process whose
+// waiters have id self announces it, for every lock name: only the process
+// whose turn it is hears it.
+func WakeChannel(self string) string { return WakePrefix + self }
+
+// Layout is how a node keeps the keys a lock keeps beside its name.
+type Layout struct {
+	// Sharded is set for a Redis Cluster or a Ring: a script's keys must
+	// hash to one slot.
+	Sharded bool
+}
+
+// Beside returns key, which lock name keeps beside its own (name + a
+// suffix), as a node of this layout stores it. A plain node stores it as
+// it is. On a Redis Cluster (or a Ring) a script's keys must hash to one
+// slot, so key is renamed where needed to hash like name: a name with a
+// hash tag keeps its tag, and key is unchanged; a name without braces
+// becomes the tag ("{orders}:redlock:fence" hashes like "orders"); a name
+// with braces but no usable tag ("a{}b") cannot share its slot with any
+// other key: "" (fencing is refused for such a name on such a node, and
+// waiters are not queued there).
+func (l Layout) Beside(name, key string) string {
+	if !l.Sharded || key == "" {
+		return key
+	}
+	return Slotted(name, key)
+}
+
+// Slotted is Beside for a sharded node.
+func Slotted(name, key string) string {
+	if !strings.ContainsAny(name, "{}") {
+		return "{" + name + "}" + strings.TrimPrefix(key, name)
+	}
+	if open := strings.IndexByte(name, '{'); open >= 0 {
+		if end := strings.IndexByte(name[open+1:], '}'); end > 0 {
+			return key // the name's tag stays the key's first one
+		}
+	}
+	return ""
+}
+
+// keys is name followed by other, a key the name keeps beside it, as a
+// node of layout l stores it; name alone when other is "" or cannot be
+// kept in the name's slot.
+func (l Layout) keys(name, other string) []string {
+	if o := l.Beside(name, other); o != "" {
+		return []string{name, o}
+	}
+	return []string{name}
+}

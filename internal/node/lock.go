@@ -1,0 +1,198 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/scripts"
+)
+
+// The operations of a lock's life: acquire, fence, extend, release.
+
+// Acquire takes the lock: it sets Key to Token with the TTL if Key does not
+// exist (a reentrant lock also takes one more hold when Token already owns
+// it). A node answers OK when Key now holds Token, including when an
+// earlier try of the same command, resent by the client, had set it;
+// otherwise it says, where it can, which value holds Key. Its Value is a
+// Grant when there is a holder or a counter to report.
+type Acquire struct {
+	Key string
+	// Token is the acquisition's random token, or for a reentrant lock the
+	// owner id of the Mutex.
+	Token     string
+	TTL       time.Duration
+	Reentrant bool
+	// Reenter marks a reentrant acquisition by an owner that already holds
+	// the lock: it never creates the key.
+	Reenter bool
+	// FenceKey is the name's fencing counter, "" when the lock is not
+	// fenced: the node then reads it in the same atomic step.
+	FenceKey string
+	// MinUptime, when positive, is the least uptime in whole seconds at
+	// which a node may grant; a node up for less changes nothing and
+	// answers an error wrapping ErrNodeRecovering.
+	MinUptime int64
+	enc       encoding
+}
+
+// Grant is what an Acquire's reply says beyond OK: the value that holds
+// the key when it was refused ("" when unknown), and the fencing counter
+// read with the grant or refusal (0 when not fenced).
+type Grant struct {
+	Holder  string
+	Counter uint64
+}
+
+// GrantOf returns what rep, an Acquire's reply, says beyond OK.
+func GrantOf(rep Reply) Grant {
+	g, _ := rep.Value.(Grant)
+	return g
+}
+
+// Name implements Op.
+func (*Acquire) Name() string { return "acquire" }
+
+// Encode implements Op.
+func (o *Acquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	ttl := o.TTL.Milliseconds()
+	switch {
+	case o.Reentrant:
+		again := "0"
+		if o.Reenter {
+			again = "1"
+		}
+		return append(cmds, script(ctx, scripts.AcquireReentrant, l.keys(o.Key, o.FenceKey), o.Token, ttl, again, o.MinUptime))
+	case o.FenceKey != "" || o.MinUptime > 0:
+		return append(cmds, script(ctx, scripts.Acquire, l.keys(o.Key, o.FenceKey), o.Token, ttl, o.MinUptime))
+	}
+	// A script rather than SET key token NX GET PX ttl, which does the
+	// same: its reply is nil on a grant, which go-redis turns into an
+	// error that costs the client far more than the script costs the node.
+	args := o.enc.args(Layout{}, func() []any { return evalArgs(scripts.AcquirePlain, []string{o.Key}, o.Token, ttl) })
+	return append(cmds, shared(ctx, args))
+}
+
+// Decode implements Op.
+func (o *Acquire) Decode(cmds []redis.Cmder) Reply {
+	cmd := cmds[0].(*redis.Cmd)
+	if err := cmd.Err(); err != nil {
+		return Reply{Err: err}
+	}
+	if o.Reentrant || o.FenceKey != "" || o.MinUptime > 0 {
+		return o.decodeScript(cmd)
+	}
+	// acquire_plain.lua: 1 granted, a competitor's token, or 0 for a
+	// reentrant lock.
+	switch v := cmd.Val().(type) {
+	case int64:
+		return Reply{OK: v == 1}
+	case string:
+		return Reply{Value: Grant{Holder: v}} // the script answers 1 for this token's own
+	}
+	return Reply{Err: fmt.Errorf("redlock: unexpected acquire reply %v", cmd.Val())}
+}
+
+// decodeScript reads an acquire script's {status, counter[, holder]}.
+func (o *Acquire) decodeScript(cmd *redis.Cmd) Reply {
+	r, err := slice(cmd, 2)
+	if err != nil {
+		return Reply{Err: fmt.Errorf("redlock: unexpected acquire reply: %w", err)}
+	}
+	status, ok1 := r[0].(int64)
+	text, ok2 := r[1].(string)
+	if !ok1 || !ok2 {
+		return Reply{Err: fmt.Errorf("redlock: unexpected acquire reply %v", r)}
+	}
+	if status < 0 {
+		return Reply{Err: fmt.Errorf("%w: up %ss, less than the restart delay %ds", ErrNodeRecovering, text, o.MinUptime)}
+	}
+	counter, err := strconv.ParseUint(text, 10, 64)
+	if err != nil {
+		// Granted or not, the counter is unusable: an error makes the
+		// attempt release this node if it granted.
+		return Reply{Err: fmt.Errorf("redlock: fencing counter %s is not a number: %w", o.FenceKey, err)}
+	}
+	g := Grant{Counter: counter}
+	if len(r) > 2 && status <= 0 {
+		g.Holder, _ = r[2].(string)
+	}
+	return Reply{OK: status > 0, Value: g}
+}
+
+// Fence raises the name's fencing counter to Fence (never lowers it) and
+// asks whether Key still holds Token: OK when it does.
+type Fence struct {
+	Key, Token, FenceKey string
+	Fence                uint64
+	Reentrant            bool
+}
+
+// Name implements Op.
+func (*Fence) Name() string { return "fence" }
+
+// Encode implements Op.
+func (o *Fence) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	reentrant := "0"
+	if o.Reentrant {
+		reentrant = "1"
+	}
+	return append(cmds, script(ctx, scripts.Fence, l.keys(o.Key, o.FenceKey), o.Token, o.Fence, reentrant))
+}
+
+// Decode implements Op.
+func (*Fence) Decode(cmds []redis.Cmder) Reply { return one(cmds) }
+
+// Extend sets Key's time to live if Key holds Token (OK); it never
+// creates Key.
+type Extend struct {
+	Key, Token string
+	TTL        time.Duration
+	Reentrant  bool
+	enc        encoding
+}
+
+// Name implements Op.
+func (*Extend) Name() string { return "extend" }
+
+// Encode implements Op.
+func (o *Extend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
+	s := scripts.Extend
+	if o.Reentrant {
+		s = scripts.ExtendReentrant
+	}
+	args := o.enc.args(Layout{}, func() []any { return evalArgs(s, []string{o.Key}, o.Token, o.TTL.Milliseconds()) })
+	return append(cmds, shared(ctx, args))
+}
+
+// Decode implements Op.
+func (*Extend) Decode(cmds []redis.Cmder) Reply { return one(cmds) }
+
+// one reads the integer reply of a single command: OK when it is 1.
+func one(cmds []redis.Cmder) Reply {
+	v, err := cmds[0].(*redis.Cmd).Int64()
+	return Reply{OK: err == nil && v == 1, Err: err}
+}
+
+// slice returns a script's array reply of at least n elements.
+func slice(cmd redis.Cmder, n int) ([]any, error) {
+	if err := cmd.Err(); err != nil {
+		return nil, err
+	}
+	sc, ok := cmd.(*redis.Cmd)
+	if !ok {
+		return nil, fmt.Errorf("redlock: unexpected command %T", cmd)
+	}
+	r, err := sc.Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(r) < n {
+		return nil, errors.New("redlock: unexpected script reply")
+	}
+	return r, nil
+}

@@ -1,0 +1,81 @@
+// Package node is what one Redis master is asked and what it answers: one
+// small type per operation, which knows its command and how to read its
+// reply; the key layout a lock keeps beside its name; the go-redis
+// transport that sends operations in batches; and the classification of a
+// node's errors. It knows nothing of quorums, options or observers: the
+// layers above hand it operations and read replies.
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Node is one independent Redis master (or one cluster) as the layers above
+// see it.
+type Node interface {
+	// Do sends op and calls done exactly once with the reply: on the node's
+	// own goroutine once the reply is in, or at once, on the caller's, when
+	// op cannot be sent (the queue is full, the node is closed). done must
+	// not block. A request still waiting to be sent at sendBy is dropped
+	// and answered with an error wrapping ErrUnsent. ctx carries values,
+	// not a deadline: once sent, a request is bounded by the client's own
+	// timeouts, and the caller stops waiting for it by itself.
+	Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply))
+	// Ping asks the node whether it answers at all, within ctx, beside the
+	// queue.
+	Ping(ctx context.Context) error
+	// Subscribe opens a subscription to the node's pub/sub channels.
+	Subscribe() Subscription
+	// Close stops what the node runs in the background; requests still
+	// queued are answered with an error wrapping ErrUnsent.
+	Close()
+	// Addr names the node in errors.
+	Addr() string
+	// Layout says how the node keeps the keys a lock keeps beside its name.
+	Layout() Layout
+}
+
+// Subscription is one pub/sub connection to a node. It reconnects and
+// re-subscribes by itself; messages published while it is down are lost.
+type Subscription interface {
+	Subscribe(ctx context.Context, channels ...string) error
+	Unsubscribe(ctx context.Context, channels ...string) error
+	// Messages delivers what is published on the subscribed channels; it
+	// is closed by Close.
+	Messages() <-chan *redis.Message
+	Close() error
+}
+
+// Op is one request to one node. It knows the commands that carry it and
+// how to read their replies, so that the transport has no case per
+// operation: adding an operation adds a type, and touches nothing else.
+type Op interface {
+	// Name names the operation in errors and tests.
+	Name() string
+	// Encode appends the commands that carry the operation to a node laid
+	// out as l (none when there is nothing to send: Decode then gets none).
+	Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder
+	// Decode reads the replies of the commands Encode returned, once their
+	// round trip is over.
+	Decode(cmds []redis.Cmder) Reply
+}
+
+// Runner is an Op that the transport runs on its own rather than in a
+// pipeline: one that needs several servers (INFO on every master of a
+// cluster).
+type Runner interface {
+	Op
+	Run(ctx context.Context, c redis.UniversalClient) Reply
+}
+
+// Reply is a node's answer to an Op. OK and Err are what every rule reads;
+// Value is what the operation says beyond them, of the type its doc names
+// (nil when it has nothing more to say).
+type Reply struct {
+	OK    bool
+	Err   error
+	Value any
+}

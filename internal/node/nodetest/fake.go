@@ -1,0 +1,277 @@
+// Package nodetest is an in-memory node.Node with injectable faults, for
+// the tests of every layer above the node layer. Keys expire on the clock
+// (virtual, under testing/synctest). It answers each operation as the
+// Lua scripts do; the scripts themselves are tested against miniredis and
+// real Redis.
+package nodetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// Fake is an in-memory node. Its exported fields are its faults and its
+// state: change them with Faults, since calls may be in flight.
+type Fake struct {
+	Name string
+
+	mu        sync.Mutex
+	Data      map[string]Entry
+	Delay     time.Duration            // before each call is applied
+	Err       error                    // every call fails with it, without effect
+	Lose      bool                     // calls take effect but the reply is lost
+	IDs       []string                 // what Identify answers; nil: the fake's name
+	Restarts  int                      // restart calls: each is another run id
+	Resend    bool                     // releases are applied twice, as a client retry after a lost reply does; the second reply comes back
+	Hang      chan struct{}            // calls block until it is closed, then apply
+	OpDelay   map[string]time.Duration // extra delay of one kind of call
+	ErrOnly   string                   // when set, Err applies to this kind of call only
+	Calls     map[string]int
+	Applied   []string // ops applied, in order: "acquire", "release", ...
+	Subs      []*Sub
+	Mute      bool                        // publish delivers nothing
+	Published int                         // releases announced
+	Counters  map[string]uint64           // fencing counters: no expiry
+	Queues    map[string]map[string]int64 // waiters' queues: member → score
+	UpSince   time.Time                   // the node's start, for restart delays
+	Sharded   bool                        // laid out as a Redis Cluster node
+}
+
+// Entry is one lock key.
+type Entry struct {
+	Value   string // the token, or the owner of a reentrant (hash) lock
+	Expires time.Time
+	Hash    bool
+	Holds   int
+}
+
+// ErrLostReply is the error of a call whose reply the fake lost.
+var ErrLostReply = errors.New("fake: reply lost")
+
+// New returns a fake node called name.
+func New(name string) *Fake {
+	return &Fake{Name: name, Data: map[string]Entry{}, Calls: map[string]int{}, Counters: map[string]uint64{},
+		Queues: map[string]map[string]int64{}, UpSince: time.Now()}
+}
+
+// Fakes returns n fresh fakes, named fake0, fake1, ...
+func Fakes(n int) []*Fake {
+	fs := make([]*Fake, n)
+	for i := range fs {
+		fs[i] = New("fake" + string(rune('0'+i)))
+	}
+	return fs
+}
+
+// Nodes returns the fakes as nodes: several Redlocks, as several
+// processes would, can share them.
+func Nodes(fs []*Fake) []node.Node {
+	ns := make([]node.Node, len(fs))
+	for i, f := range fs {
+		ns[i] = f
+	}
+	return ns
+}
+
+// Faults changes the node's faults or state under its lock: calls may be
+// in flight.
+func (n *Fake) Faults(change func(n *Fake)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	change(n)
+}
+
+// Unhang lets hung calls finish, so that a Redlock can close.
+func (n *Fake) Unhang() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.Hang != nil {
+		select {
+		case <-n.Hang:
+		default:
+			close(n.Hang)
+		}
+	}
+}
+
+// Restart stands for a restart without persistence: every key and counter
+// is gone, and the node's uptime starts again.
+func (n *Fake) Restart() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.Data = map[string]Entry{}
+	n.Counters = map[string]uint64{}
+	n.UpSince = time.Now()
+	n.Restarts++ // another server process: another run id
+}
+
+// Counter returns the node's fencing counter for key.
+func (n *Fake) Counter(key string) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.Counters[key]
+}
+
+// Addr implements node.Node.
+func (n *Fake) Addr() string { return n.Name }
+
+// Layout implements node.Node.
+func (n *Fake) Layout() node.Layout { return node.Layout{Sharded: n.Sharded} }
+
+// identify names the servers behind the fake: IDs when set, else its name.
+func (n *Fake) identify() []string {
+	if n.IDs != nil {
+		return n.IDs
+	}
+	if n.Restarts > 0 {
+		return []string{fmt.Sprintf("%s-run%d", n.Name, n.Restarts)}
+	}
+	return []string{n.Name}
+}
+
+// Get returns key's value if it exists and has not expired.
+func (n *Fake) Get(key string) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e, ok := n.Data[key]
+	if !ok || !time.Now().Before(e.Expires) {
+		return "", false
+	}
+	return e.Value, true
+}
+
+// Set sets key to value for ttl, as another client would.
+func (n *Fake) Set(key, value string, ttl time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.Data[key] = Entry{Value: value, Expires: time.Now().Add(ttl)}
+}
+
+// TTL returns how long key has to live.
+func (n *Fake) TTL(key string) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return time.Until(n.Data[key].Expires)
+}
+
+// PublishedCount returns how many releases the node announced.
+func (n *Fake) PublishedCount() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.Published
+}
+
+// Expiry returns when key expires on this node (zero if absent).
+func (n *Fake) Expiry(key string) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.Data[key].Expires
+}
+
+// Count returns how many calls of kind op the node got.
+func (n *Fake) Count(op string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.Calls[op]
+}
+
+// Waiting returns the members of queue key.
+func (n *Fake) Waiting(key string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for m := range n.Queues[key] {
+		out = append(out, m)
+	}
+	return out
+}
+
+// Do implements node.Node: it runs op on the fake's own goroutine, as a
+// transport's worker would, and hands the reply to done.
+func (n *Fake) Do(_ context.Context, _ time.Time, op node.Op, done func(node.Reply)) {
+	go func() { done(n.answer(op)) }()
+}
+
+// answer applies op and returns the node's reply.
+func (n *Fake) answer(op node.Op) node.Reply {
+	switch o := op.(type) {
+	case *node.Acquire:
+		return n.acquire(o)
+	case *node.Fence:
+		return n.reply(n.fence(o))
+	case *node.Release:
+		return n.release(o)
+	case *node.Extend:
+		return n.reply(n.extend(o))
+	case *node.Queue:
+		return n.reply(n.queue(o))
+	case *node.Inspect:
+		return n.inspect(o)
+	case *node.Force:
+		return n.forceRelease(o)
+	case node.Identify:
+		return n.identifyOp()
+	}
+	return node.Reply{Err: fmt.Errorf("fake: unknown operation %T", op)}
+}
+
+func (n *Fake) reply(ok bool, err error) node.Reply { return node.Reply{OK: ok, Err: err} }
+
+// Ping implements node.Node: it answers like any call, with the node's
+// faults: an error a server would send comes back as such, as go-redis
+// returns it.
+func (n *Fake) Ping(context.Context) error {
+	_, err := n.apply("ping", "", func() bool { return true })
+	return err
+}
+
+// apply runs one call with the node's faults around fn, which runs under
+// n.mu with expired keys already purged.
+func (n *Fake) apply(op, key string, fn func() bool) (bool, error) {
+	n.mu.Lock()
+	n.Calls[op]++
+	delay, err, lose, hang := n.Delay+n.OpDelay[op], n.Err, n.Lose, n.Hang
+	if n.ErrOnly != "" && n.ErrOnly != op {
+		err = nil
+	}
+	n.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	if hang != nil {
+		<-hang
+	}
+	if err != nil {
+		return false, err
+	}
+	n.mu.Lock()
+	if e, ok := n.Data[key]; ok && !time.Now().Before(e.Expires) {
+		delete(n.Data, key)
+	}
+	ok := fn()
+	if ok && op != "ping" {
+		n.Applied = append(n.Applied, op)
+	}
+	n.mu.Unlock()
+	if lose {
+		return false, ErrLostReply
+	}
+	return ok, nil
+}
+
+func (n *Fake) identifyOp() node.Reply {
+	var ids []string
+	_, err := n.apply("identify", "", func() bool {
+		ids = n.identify()
+		return false
+	})
+	if err != nil {
+		return node.Reply{Err: err}
+	}
+	return node.Reply{OK: true, Value: ids}
+}

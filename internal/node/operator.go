@@ -1,0 +1,218 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/scripts"
+)
+
+// The operations outside a lock's life: reading and forcing a lock for an
+// operator, the waiters' queues, and who a node is.
+
+// Inspect reads Key, its holder and time to live, and the name's fencing
+// counter, changing nothing. Its Value is a KeyState.
+type Inspect struct {
+	Key string
+}
+
+// KeyState is a node's answer to an Inspect.
+type KeyState struct {
+	Held      bool
+	Reentrant bool
+	TTL       time.Duration
+	Holder    string
+	Holds     int
+	Counter   uint64
+}
+
+// Name implements Op.
+func (*Inspect) Name() string { return "inspect" }
+
+// Encode implements Op.
+func (o *Inspect) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	return append(cmds, script(ctx, scripts.Inspect, l.keys(o.Key, FenceKey(o.Key))))
+}
+
+// Decode implements Op: inspect.lua's {kind, pttl, holder, holds, counter}.
+func (*Inspect) Decode(cmds []redis.Cmder) Reply {
+	r, err := slice(cmds[0], 5)
+	if err != nil {
+		return Reply{Err: err}
+	}
+	kind, _ := r[0].(string)
+	pttl, _ := r[1].(int64)
+	holder, _ := r[2].(string)
+	holds, _ := r[3].(int64)
+	text, _ := r[4].(string)
+	counter, err := strconv.ParseUint(text, 10, 64)
+	if err != nil {
+		return Reply{Err: fmt.Errorf("redlock: fencing counter is not a number: %q", text)}
+	}
+	st := KeyState{Counter: counter}
+	if kind != "none" {
+		st.Held, st.Reentrant, st.TTL, st.Holder, st.Holds = true, kind == "hash", time.Duration(pttl)*time.Millisecond, holder, int(holds)
+	}
+	return Reply{OK: true, Value: st}
+}
+
+// Force deletes Key whoever holds it, and announces the release on the
+// name's channel to the next waiter of its queue; Notice is the
+// announcement's id when Key holds a reentrant lock. It never touches the
+// fencing counter. A node answers OK when it deleted a lock; its Value is
+// then a Forced.
+type Force struct {
+	Key, Notice string
+}
+
+// Forced is what a Force's reply says of the lock it deleted.
+type Forced struct {
+	Holder    string
+	Reentrant bool
+	Released  Released
+}
+
+// Name implements Op.
+func (*Force) Name() string { return "force release" }
+
+// Encode implements Op.
+func (o *Force) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	return append(cmds, script(ctx, scripts.ForceRelease, l.keys(o.Key, QueueKey(o.Key)), ReleaseChannel(o.Key), o.Notice))
+}
+
+// Decode implements Op: force_release.lua's {status, holder, kind}.
+func (*Force) Decode(cmds []redis.Cmder) Reply {
+	r, err := slice(cmds[0], 3)
+	if err != nil {
+		return Reply{Err: err}
+	}
+	status, _ := r[0].(int64)
+	holder, _ := r[1].(string)
+	kind, _ := r[2].(string)
+	if status == 0 {
+		return Reply{}
+	}
+	v := status - 1 // 2 × the clients the announcement reached, + 1 if it named a waiter
+	return Reply{OK: true, Value: Forced{Holder: holder, Reentrant: kind == "hash", Released: Released{Heard: int(v / 2), Named: v%2 == 1}}}
+}
+
+// Queue brings a node's queues of waiters up to date: each change is one
+// plain command (a script each would cost the node ten times as much). A
+// node answers OK once all are applied; Err is the first failure.
+type Queue struct {
+	Changes []QueueChange
+}
+
+// QueueChange adds Member to the queue of lock Lock with Score (ZADD NX:
+// a waiter queued again keeps its place) and sets the queue's time to live
+// to TTL, so that a queue nobody waits on goes away; or, with Remove, takes
+// Member out.
+type QueueChange struct {
+	Lock, Member string
+	Score        int64 // when the waiter started waiting, in Unix milliseconds
+	TTL          time.Duration
+	Remove       bool
+}
+
+// Name implements Op.
+func (*Queue) Name() string { return "queue" }
+
+// Encode implements Op. A node that cannot keep a name's queue in the
+// name's slot (see Layout.Beside) does not queue its waiters: its releases
+// wake them all.
+func (o *Queue) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	for _, c := range o.Changes {
+		key := l.Beside(c.Lock, QueueKey(c.Lock))
+		switch {
+		case key == "":
+		case c.Remove:
+			cmds = append(cmds, redis.NewIntCmd(ctx, "zrem", key, c.Member))
+		default:
+			cmds = append(cmds, redis.NewIntCmd(ctx, "zadd", key, "nx", c.Score, c.Member),
+				redis.NewIntCmd(ctx, "pexpire", key, c.TTL.Milliseconds()))
+		}
+	}
+	return cmds
+}
+
+// Decode implements Op.
+func (*Queue) Decode(cmds []redis.Cmder) Reply {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return Reply{Err: err}
+		}
+	}
+	return Reply{OK: true}
+}
+
+// Identify asks the servers behind a node who they are: the run id of each
+// (one server, or each master of a cluster or ring), which is unique to a
+// server process. Its Value is the run ids, a []string.
+type Identify struct{}
+
+// Name implements Op.
+func (Identify) Name() string { return "identify" }
+
+// Encode implements Op: INFO server, for a node of one server.
+func (Identify) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
+	return append(cmds, redis.NewStringCmd(ctx, "info", "server"))
+}
+
+// Decode implements Op.
+func (Identify) Decode(cmds []redis.Cmder) Reply {
+	id, err := runID(cmds[0].(*redis.StringCmd).Result())
+	if err != nil {
+		return Reply{Err: err}
+	}
+	return Reply{OK: true, Value: []string{id}}
+}
+
+// Run implements Runner: INFO on every server behind the client.
+func (Identify) Run(ctx context.Context, c redis.UniversalClient) Reply {
+	var (
+		mu  sync.Mutex
+		ids []string
+	)
+	one := func(ctx context.Context, c redis.Cmdable) error {
+		id, err := runID(c.Info(ctx, "server").Result())
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		ids = append(ids, id)
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
+	default:
+		err = one(ctx, c)
+	}
+	if err != nil {
+		return Reply{Err: err}
+	}
+	return Reply{OK: true, Value: ids}
+}
+
+// runID reads run_id from an INFO reply.
+func runID(info string, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok && v != "" {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("redlock: no run_id in INFO server")
+}

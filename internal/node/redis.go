@@ -1,0 +1,292 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/scripts"
+)
+
+// Redis is a Node over a go-redis client. It batches: a few worker
+// goroutines each take the oldest waiting request plus every other one
+// queued meanwhile and send them as one pipeline, one round trip. A lone
+// caller's request leaves at once, alone; under load, requests that arrive
+// while a round trip is in flight share the next one, which is where most
+// of the cost of a lock lies (system calls and server wake-ups per round
+// trip, not bytes). The queue is bounded: a request that finds it full
+// fails at once, unsent, so that a stalled node costs neither goroutines
+// nor memory. The workers start with the first request; Close stops them
+// and waits for them.
+type Redis struct {
+	client  redis.UniversalClient
+	address string
+	layout  Layout
+	// master names the master a Sentinel-managed client reached (see
+	// sentinel.go); nil for other clients.
+	master  *masterName
+	start   sync.Once
+	stopped sync.Once
+	queue   chan *call
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// Batching limits. Workers bounds the round trips in flight per node (and
+// the connections the queue holds): two, so that requests arriving while
+// one round trip is in flight leave together in the next, which costs the
+// node and the client one read and one write per batch rather than per
+// request (four cost about a third more CPU per lock+unlock pair at 64
+// goroutines; one lost a fifth of the throughput against containers, with
+// no second round trip to overlap a slow one: see docs/PERFORMANCE.md).
+// maxBatch bounds one pipeline; queueLen bounds the requests waiting for a
+// worker.
+const (
+	Workers  = 2
+	maxBatch = 128
+	queueLen = 4 * maxBatch
+)
+
+// call is one request waiting for its round trip.
+type call struct {
+	ctx    context.Context //nolint:containedctx // a request in flight: its values travel with it
+	sendBy time.Time
+	op     Op
+	cmds   []redis.Cmder
+	buf    [2]redis.Cmder
+	done   func(Reply)
+}
+
+var callPool = sync.Pool{New: func() any { return new(call) }}
+
+// NewRedis returns the Node of client c. It does no I/O.
+func NewRedis(c redis.UniversalClient) *Redis {
+	n := &Redis{
+		client: c, address: ClientAddr(c), layout: Layout{Sharded: isSharded(c)},
+		queue: make(chan *call, queueLen), stop: make(chan struct{}),
+	}
+	if rc, ok := c.(*redis.Client); ok && n.address == FailoverAddr {
+		n.master = masterOf(rc)
+	}
+	return n
+}
+
+// Addr implements Node: the client's address, or for a Sentinel-managed
+// client the master its last connection reached.
+func (n *Redis) Addr() string {
+	if a := n.master.name(); a != "" {
+		return a
+	}
+	return n.address
+}
+
+// Layout implements Node.
+func (n *Redis) Layout() Layout { return n.layout }
+
+// Do implements Node.
+func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply)) {
+	n.start.Do(n.run)
+	c := callPool.Get().(*call)
+	c.ctx, c.sendBy, c.op, c.done = ctx, sendBy, op, done
+	if _, ok := op.(Runner); !ok {
+		c.cmds = op.Encode(ctx, n.layout, c.buf[:0])
+		if len(c.cmds) == 0 {
+			c.finish(op.Decode(nil)) // nothing to send
+			return
+		}
+	}
+	select {
+	case <-n.stop:
+		c.finish(Reply{Err: ErrClosed})
+		return
+	default:
+	}
+	select {
+	case n.queue <- c:
+	default:
+		c.finish(Reply{Err: ErrQueueFull})
+	}
+}
+
+// Ping implements Node: PING on its own connection, beside the queue, since
+// the workers may all be stuck on a silent node.
+func (n *Redis) Ping(ctx context.Context) error {
+	return n.client.Ping(ctx).Err()
+}
+
+// run starts the workers, and loads the scripts into the node's cache so
+// that EVALSHA in a pipeline finds them (a node that is down or restarts
+// answers NOSCRIPT, and send falls back to EVAL, which loads them).
+func (n *Redis) run() {
+	n.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		// Close must not wait out a silent node's timeout. The watcher
+		// ends with the load (cancel) or the node's stop, and Close waits.
+		n.wg.Go(func() {
+			select {
+			case <-n.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		})
+		for _, s := range scripts.All {
+			if s.Load(ctx, n.client).Err() != nil {
+				return
+			}
+		}
+	})
+	for range Workers {
+		n.wg.Go(n.work)
+	}
+}
+
+func (n *Redis) work() {
+	batch := make([]*call, 0, maxBatch)
+	pipe := n.client.Pipeline()
+	for {
+		batch = batch[:0]
+		select {
+		case c := <-n.queue:
+			batch = append(batch, c)
+		case <-n.stop:
+			return
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-n.queue:
+				batch = append(batch, c)
+			default:
+				break more
+			}
+		}
+		n.send(pipe, batch)
+	}
+}
+
+// send makes one round trip for batch and hands each call its reply. Calls
+// whose sendBy has passed are answered ErrUnsent without being sent; a
+// Runner runs on its own, after the round trip.
+func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
+	now := time.Now()
+	live, runners := batch[:0], []*call(nil)
+	cmds := 0
+	for _, c := range batch {
+		switch {
+		case now.After(c.sendBy):
+			c.finish(Reply{Err: fmt.Errorf("%w: the node timeout passed in the queue", ErrUnsent)})
+		case c.cmds == nil:
+			runners = append(runners, c)
+		default:
+			live = append(live, c)
+			cmds += len(c.cmds)
+		}
+	}
+	if len(live) > 0 {
+		n.roundTrip(pipe, live, cmds)
+	}
+	for _, c := range runners {
+		c.finish(c.op.(Runner).Run(c.ctx, n.client))
+	}
+}
+
+// roundTrip sends the commands of batch, cmds in all, in one round trip.
+func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
+	// No deadline: the client's own timeouts bound the round trip. A
+	// context deadline would make go-redis close the connection when it
+	// passes (with ContextTimeoutEnabled), and re-dial for the next call:
+	// to a far node, on nearly every call.
+	ctx := batch[0].ctx
+	if cmds == 1 {
+		_ = n.client.Process(ctx, batch[0].cmds[0])
+	} else {
+		for _, c := range batch {
+			for _, cmd := range c.cmds {
+				_ = pipe.Process(ctx, cmd)
+			}
+		}
+		_, _ = pipe.Exec(ctx) // each command keeps its own error
+	}
+	for _, c := range batch {
+		for i, cmd := range c.cmds {
+			// The node lost its script cache (a restart): EVAL loads it.
+			if eval := evalFallback(ctx, n.client, cmd); eval != nil {
+				c.cmds[i] = eval
+			}
+		}
+	}
+	for _, c := range batch {
+		c.finish(c.op.Decode(c.cmds))
+	}
+}
+
+// finish hands c's reply to its callback and recycles c.
+func (c *call) finish(rep Reply) {
+	done := c.done
+	*c = call{}
+	callPool.Put(c)
+	done(rep)
+}
+
+// Close implements Node: it stops the workers, then answers every call
+// still queued ErrClosed. It is called once no operation is running.
+func (n *Redis) Close() {
+	n.stopped.Do(func() { close(n.stop) })
+	n.wg.Wait()
+	for {
+		select {
+		case c := <-n.queue:
+			c.finish(Reply{Err: ErrClosed})
+		default:
+			return
+		}
+	}
+}
+
+// Subscribe implements Node.
+func (n *Redis) Subscribe() Subscription {
+	// No channel yet: go-redis connects on the first SUBSCRIBE.
+	return &redisSubscription{ps: n.client.Subscribe(context.Background())}
+}
+
+// redisSubscription adapts a go-redis PubSub.
+type redisSubscription struct {
+	ps *redis.PubSub
+}
+
+func (s *redisSubscription) Subscribe(ctx context.Context, channels ...string) error {
+	return s.ps.Subscribe(ctx, channels...)
+}
+
+func (s *redisSubscription) Unsubscribe(ctx context.Context, channels ...string) error {
+	return s.ps.Unsubscribe(ctx, channels...)
+}
+
+func (s *redisSubscription) Messages() <-chan *redis.Message { return s.ps.Channel() }
+
+func (s *redisSubscription) Close() error { return s.ps.Close() }
+
+// isSharded reports whether c spreads keys over several servers by slot.
+func isSharded(c redis.UniversalClient) bool {
+	switch c.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		return true
+	}
+	return false
+}
+
+// ClientAddr names a client's server for errors and duplicate checks.
+func ClientAddr(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case interface{ Options() *redis.Options }:
+		return c.Options().Addr
+	case interface{ Options() *redis.ClusterOptions }:
+		return strings.Join(c.Options().Addrs, ",")
+	}
+	return fmt.Sprintf("%T", c)
+}

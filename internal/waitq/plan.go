@@ -1,0 +1,116 @@
+package waitq
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// plan is one sync pass: per node, the channels to subscribe and
+// unsubscribe and the queue changes to send.
+type plan struct {
+	add, drop [][]string
+	ops       []node.Op
+	queueing  bool
+}
+
+func (p *plan) empty() bool {
+	if p.queueing {
+		return false
+	}
+	for i := range p.add {
+		if len(p.add[i]) > 0 || len(p.drop[i]) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// plan works out what each node must be told and records it as told.
+// Called with q.mu held.
+func (q *Queue) plan() *plan {
+	n := len(q.subs)
+	p := &plan{add: make([][]string, n), drop: make([][]string, n), ops: make([]node.Op, n)}
+	for i, ns := range q.subs {
+		p.add[i], p.drop[i] = q.channels(ns)
+		if changes := q.changes(ns); len(changes) > 0 {
+			p.ops[i] = &node.Queue{Changes: changes}
+			p.queueing = true
+		}
+	}
+	return p
+}
+
+// channels returns the channels ns must subscribe and unsubscribe, and
+// records them as done. Called with q.mu held.
+func (q *Queue) channels(ns *nodeSub) (add, drop []string) {
+	if c := node.WakeChannel(q.self); !ns.have[c] {
+		add = append(add, c)
+	}
+	for name := range q.names {
+		if c := node.ReleaseChannel(name); !ns.have[c] {
+			add = append(add, c)
+		}
+	}
+	for c := range ns.have {
+		if name, ok := strings.CutPrefix(c, node.ChannelPrefix); ok && q.names[name] == nil {
+			drop = append(drop, c)
+		}
+	}
+	for _, c := range add {
+		ns.have[c] = true
+	}
+	for _, c := range drop {
+		delete(ns.have, c)
+	}
+	return add, drop
+}
+
+// changes returns the queue changes ns's node must get: the waiters that
+// joined or must be queued again, and those that left. Called with q.mu
+// held.
+func (q *Queue) changes(ns *nodeSub) []node.QueueChange {
+	var out []node.QueueChange
+	current := map[string]bool{}
+	for name, l := range q.names {
+		for _, w := range l.list {
+			current[w.id] = true
+			if got := ns.queued[w.id]; got == nil || got.gen < w.gen {
+				ns.queued[w.id] = &queued{name: name, gen: w.gen}
+				out = append(out, node.QueueChange{Lock: name, Member: w.id, Score: w.since, TTL: queueTTL})
+			}
+		}
+	}
+	for id, got := range ns.queued {
+		if !current[id] {
+			delete(ns.queued, id)
+			out = append(out, node.QueueChange{Lock: got.name, Member: id, Remove: true})
+		}
+	}
+	return out
+}
+
+// subscribe subscribes and unsubscribes every node at once, each bounded by
+// timeout, and waits for them.
+func (p *plan) subscribe(subs []*nodeSub, timeout time.Duration) {
+	var wg sync.WaitGroup
+	for i, ns := range subs {
+		if len(p.add[i]) == 0 && len(p.drop[i]) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if len(p.add[i]) > 0 {
+				_ = ns.s.Subscribe(ctx, p.add[i]...)
+			}
+			if len(p.drop[i]) > 0 {
+				_ = ns.s.Unsubscribe(ctx, p.drop[i]...)
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,379 @@
+// Package waitq is this process's waiting callers: who waits on which
+// lock name, their places in the queues of waiters kept on the nodes, the
+// subscriptions that hear releases, and who is woken when one is
+// announced.
+//
+// A waiting Lock joins the lock's queue of waiters on every node (a sorted
+// set of waiter ids, scored by when each started waiting: ZADD NX, so a
+// waiter queued again keeps its place). A release that frees the lock pops
+// the oldest waiter from each node's queue and announces itself to that
+// waiter's process only, on the process's own channel; with no one queued
+// it announces itself on the lock's channel, to every waiter. A Queue
+// holds one subscription per node, opened when a Lock first waits, and one
+// dispatcher goroutine per subscription that wakes waiters:
+//
+//   - A release names one waiter: only that one tries, so waiters take
+//     turns in the order they came instead of all hitting every node at
+//     once for a lock only one of them can get. Nodes whose queues differ
+//     (a registration missed one) may name two; the split-vote rule sorts
+//     them out. A named waiter whose attempt fails queues again at its old
+//     place.
+//   - The same release arrives from every node that held the lock; only the
+//     first copy wakes anyone (the payload, a token unique to the
+//     acquisition or to the reentrant release, tells copies apart).
+//   - With no one queued, a release wakes only the longest-waiting Lock of
+//     this process on that name.
+//   - Subscribing, unsubscribing, queueing and unqueueing go through one
+//     goroutine, which brings every node to the waiters of now, however
+//     many came and went meanwhile: a silent node costs one node timeout
+//     per pass, not a goroutine per waiter. A name's subscription lingers
+//     for Linger after its last waiter.
+//   - Announcements can be lost (a node down, a subscription reconnecting,
+//     a release published before the SUBSCRIBE took effect, a named waiter
+//     that died): every waiter still polls on its back-off, which bounds the
+//     cost of a lost announcement to one back-off.
+package waitq
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// Linger is how long a name's subscription outlives its last waiter: a
+// process that locks the same name again and again keeps it, instead of
+// unsubscribing and subscribing around every acquisition (and missing the
+// announcements sent in between).
+const Linger = 5 * time.Second
+
+// queueTTL is how long a lock's queue of waiters outlives its last
+// registration on a node.
+const queueTTL = time.Minute
+
+// Deliver sends ops[i] to node i (nil: nothing for that node), every node
+// at once, and returns once each answered or timeout passed: the layer
+// above's fan-out.
+type Deliver func(ops []node.Op, timeout time.Duration)
+
+// Queue is a process's registry of waiting callers and its subscriptions.
+// It is safe for concurrent use. It owns its goroutines: Close stops them
+// and waits for them.
+type Queue struct {
+	self    string // this process's waiters' id: the prefix of their queue members
+	nodes   []node.Node
+	deliver Deliver
+	done    chan struct{}
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	subs     []*nodeSub // one per node once started; nil before
+	names    map[string]*waitList
+	syncing  bool // the sync goroutine runs
+	sweeping bool // the sweep goroutine runs
+	timeout  time.Duration
+}
+
+// nodeSub is one node's subscription, the channels it should have, and
+// the waiters queued on the node. Guarded by Queue.mu.
+type nodeSub struct {
+	s      node.Subscription
+	have   map[string]bool    // subscribed, as far as the node was told
+	queued map[string]*queued // waiter id → what the node was told
+}
+
+// queued is a waiter as one node's queue has it.
+type queued struct {
+	name string
+	gen  int
+}
+
+// waitList is the callers of this process waiting on one name, oldest
+// first.
+type waitList struct {
+	list []*Waiter
+	idle time.Time // since when no one waits on the name; zero while one does
+}
+
+// New returns the queue of a process over nodes; deliver sends the queue
+// changes. It does no I/O.
+func New(nodes []node.Node, deliver Deliver) *Queue {
+	return &Queue{self: uuid.NewString(), nodes: nodes, deliver: deliver, done: make(chan struct{})}
+}
+
+// Self is this process's waiters' id.
+func (q *Queue) Self() string { return q.self }
+
+// Waiter is one waiting caller.
+type Waiter struct {
+	q     *Queue
+	name  string
+	id    string // its member in the nodes' queues
+	since int64  // when it started waiting, Unix ms: its place in the queues
+	wake  chan string
+	// Guarded by q.mu:
+	gen   int    // bumped when it must be queued again
+	woken string // the release that last woke it
+}
+
+// Wake receives the released token (or, for a reentrant lock, the
+// release's id) when a release wakes the waiter; it holds at most one
+// pending signal.
+func (w *Waiter) Wake() <-chan string { return w.wake }
+
+// Join registers a waiter on name, subscribing to its channel on every
+// node when it is the first. Subscribing happens in the background, each
+// node bounded by timeout: a down node costs nothing but its
+// announcements. After Close, the waiter is never woken: it polls.
+func (q *Queue) Join(name string, timeout time.Duration) *Waiter {
+	w := &Waiter{q: q, name: name, id: q.self + "/" + uuid.NewString(), since: time.Now().UnixMilli(),
+		wake: make(chan string, 1), gen: 1}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.subs == nil && !q.start() {
+		return w
+	}
+	l := q.names[name]
+	if l == nil {
+		l = &waitList{}
+		q.names[name] = l
+	}
+	l.idle = time.Time{}
+	l.list = append(l.list, w)
+	q.sync(timeout)
+	return w
+}
+
+// Requeue puts w back in the nodes' queues, at its old place: a release
+// that named it popped it, and its attempt failed.
+func (w *Waiter) Requeue(timeout time.Duration) {
+	q := w.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.subs == nil {
+		return
+	}
+	w.gen++
+	q.sync(timeout)
+}
+
+// Leave unregisters w. When it was the last waiter on its name, the name's
+// subscription lingers for Linger, then goes.
+func (w *Waiter) Leave(timeout time.Duration) {
+	q := w.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.names[w.name]
+	if l == nil {
+		return
+	}
+	for i, x := range l.list {
+		if x == w {
+			l.list = append(l.list[:i], l.list[i+1:]...)
+			break
+		}
+	}
+	if q.subs != nil {
+		q.sync(timeout) // out of the nodes' queues
+	}
+	if len(l.list) == 0 {
+		l.idle = time.Now()
+		if !q.sweeping && !q.closed {
+			q.sweeping = true
+			q.wg.Go(func() { q.sweep(timeout) })
+		}
+	}
+}
+
+// Listening reports whether this process's subscription to node i has
+// name's channel: a release announced there reached it.
+func (q *Queue) Listening(i int, name string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.subs != nil && q.subs[i].have[node.ReleaseChannel(name)]
+}
+
+// Waiting reports whether a caller of this process waits on name.
+func (q *Queue) Waiting(name string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.names[name]
+	return l != nil && len(l.list) > 0
+}
+
+// Close closes the subscriptions, which ends the dispatchers, stops the
+// sync and the sweep, and waits for all of them.
+func (q *Queue) Close() {
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		close(q.done)
+	}
+	subs := q.subs
+	q.mu.Unlock()
+	for _, ns := range subs {
+		_ = ns.s.Close()
+	}
+	q.wg.Wait()
+}
+
+// sleep waits for d, or until Close; it reports whether d passed.
+func (q *Queue) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-q.done:
+		return false
+	}
+}
+
+// sweep drops the names no one has waited on for Linger, and their
+// subscriptions; it returns once no name is idle, or on Close.
+func (q *Queue) sweep(timeout time.Duration) {
+	for {
+		q.mu.Lock()
+		next := q.dropIdle(timeout)
+		if next == 0 {
+			q.sweeping = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		if !q.sleep(next) {
+			q.mu.Lock()
+			q.sweeping = false
+			q.mu.Unlock()
+			return
+		}
+	}
+}
+
+// dropIdle drops the names idle for Linger and returns how long until the
+// next one is, 0 when none is idle. Called with q.mu held.
+func (q *Queue) dropIdle(timeout time.Duration) time.Duration {
+	now := time.Now()
+	next := time.Duration(0)
+	dropped := false
+	for name, l := range q.names {
+		if l.idle.IsZero() {
+			continue
+		}
+		if left := l.idle.Add(Linger).Sub(now); left > 0 {
+			if next == 0 || left < next {
+				next = left
+			}
+			continue
+		}
+		delete(q.names, name)
+		dropped = true
+	}
+	if dropped {
+		q.sync(timeout)
+	}
+	return next
+}
+
+// start opens one subscription per node and their dispatchers. Called with
+// q.mu held; false when the Queue is closed.
+func (q *Queue) start() bool {
+	if q.closed {
+		return false
+	}
+	q.names = map[string]*waitList{}
+	q.subs = make([]*nodeSub, len(q.nodes))
+	wake := node.WakeChannel(q.self)
+	for i, n := range q.nodes {
+		s := n.Subscribe()
+		q.subs[i] = &nodeSub{s: s, have: map[string]bool{}, queued: map[string]*queued{}}
+		msgs := s.Messages()
+		q.wg.Go(func() {
+			for m := range msgs {
+				if m.Channel == wake { // "token|waiter|name"
+					token, rest, _ := strings.Cut(m.Payload, "|")
+					next, name, _ := strings.Cut(rest, "|")
+					q.announce(name, token, next)
+					continue
+				}
+				token, _, _ := strings.Cut(m.Payload, "|")
+				q.announce(strings.TrimPrefix(m.Channel, node.ChannelPrefix), token, "")
+			}
+		})
+	}
+	return true
+}
+
+// announce handles the announcement of the release of token on name.
+// When next names a waiter of this process, that waiter is woken; when it
+// is "" (the node's queue was empty), the oldest waiter here is. Each
+// waiter is woken once per release however many nodes announce it.
+func (q *Queue) announce(name, token, next string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.names[name]
+	if l == nil || len(l.list) == 0 {
+		return
+	}
+	if next == "" {
+		l.list[0].signal(token)
+		return
+	}
+	for _, w := range l.list {
+		if w.id == next {
+			w.signal(token)
+			return
+		}
+	}
+	// another process's waiter goes first
+}
+
+// signal wakes w for the release of token, once however many nodes
+// announce it: at the first, since an announcement from another node may be
+// lost. Called with q.mu held.
+func (w *Waiter) signal(token string) {
+	if w.woken == token {
+		return
+	}
+	w.woken = token
+	select {
+	case w.wake <- token:
+	default: // already woken and not yet retried
+	}
+}
+
+// sync starts the sync goroutine unless it runs; it brings every node to
+// the waiters of now. Called with q.mu held.
+func (q *Queue) sync(timeout time.Duration) {
+	q.timeout = max(q.timeout, timeout)
+	if q.syncing || q.closed {
+		return
+	}
+	q.syncing = true
+	q.wg.Go(q.syncLoop)
+}
+
+// syncLoop brings the nodes' subscriptions and queues to the waiters of
+// now, pass after pass, until a pass finds nothing to change. A failure
+// only loses announcements (waiters poll); the client re-subscribes to
+// what it was told when it reconnects.
+func (q *Queue) syncLoop() {
+	for {
+		q.mu.Lock()
+		plan, timeout := q.plan(), q.timeout
+		if plan.empty() || q.closed {
+			q.syncing = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		plan.subscribe(q.subs, timeout)
+		if plan.queueing {
+			q.deliver(plan.ops, timeout)
+		}
+	}
+}

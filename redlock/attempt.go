@@ -1,0 +1,274 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// The acquire rule: one attempt to take a lock on a quorum, with the
+// split-vote rule that lets contenders who split the free nodes sort
+// themselves out without waiting for slow nodes.
+
+// Re-asking: an attempt that split the nodes with competitors and ranks
+// first among them asks the nodes they hold again, up to maxReasks times
+// each, at growing intervals starting from about one round trip to the
+// nodes that answered: the competitors give way (see outranks) and release
+// them.
+const maxReasks = 3
+
+// outranks is the split-vote rule. When contenders split the free nodes
+// between them, none may reach a quorum without the nodes that have not
+// answered yet, which may be slow, far or down. Each attempt knows its own
+// grants and, from the refusals (SET ... NX GET returns the value that
+// holds the key), how many of the nodes that answered it each competitor
+// holds. An attempt gives way as soon as a competitor outranks it: holds
+// more nodes, or as many with a greater token. It then releases its grants
+// and waits for the next release, while the competitor that ranks first
+// asks those nodes again and completes its quorum without waiting for the
+// slow ones. Safety does not depend on this rule: giving way is failing,
+// which is always safe, and a quorum still needs a majority.
+func outranks(theirs int, their string, ours int, our string) bool {
+	return theirs > ours || theirs == ours && their > our
+}
+
+// mustUndo is the rule for releasing after a failed attempt: whether a
+// node that gave rep to one of its acquire requests may hold its token. A
+// node that granted does. A node that refused (held by another value) does
+// not. A request that surely was not applied (never sent, node skipped as
+// down, connection not dialled, node recovering from a restart) set
+// nothing. Any other failure (a timeout, a lost reply) may hide an applied
+// SET, so it is released too, except for a reentrant lock: its undo drops
+// one hold of the owner, which on a node the attempt never reached would
+// be a hold the owner already had. An extra hold left on a node is
+// harmless: the owner's last Unlock drops them all.
+func mustUndo(rep node.Reply, reentrant bool) bool {
+	switch {
+	case rep.OK && rep.Err == nil:
+		return true
+	case rep.Err == nil, node.Unsent(rep.Err):
+		return false
+	}
+	return !reentrant
+}
+
+// attempt is one acquire in progress: the votes so far, what they say of
+// competitors, and the re-asks scheduled. It is the rule of its round.
+type attempt struct {
+	rd    *round
+	op    *node.Acquire
+	gates []*gate
+
+	mu   sync.Mutex // guards held: written by node callbacks
+	held []bool     // per node: some request may have set the key (mustUndo)
+
+	// Owned by the vote loop.
+	counters rivals
+	asked    []int  // per node: acquire requests sent
+	inflight []bool // per node: a re-ask awaits its reply
+	reask    *time.Timer
+	gap      time.Duration // until the next re-ask
+	yielded  bool
+	rival    int    // nodes held by the competitor given way to
+	released string // a token being released: its holds count as about to go
+	reasks   int    // how many times a node may be asked again
+	highest  uint64 // the highest fencing counter read
+}
+
+// rivals is what the refusals of an attempt say of its competitors.
+type rivals struct {
+	holders []string       // per refusing node: the value holding the key
+	seen    map[string]int // holder → refusing nodes
+}
+
+// newAttempt prepares an attempt of op over rd; nothing is sent yet.
+func newAttempt(rd *round, op *node.Acquire, gates []*gate, released string, reasks int) *attempt {
+	n := rd.p.size()
+	a := &attempt{
+		rd: rd, op: op, gates: gates, released: released, reasks: reasks,
+		held: make([]bool, n), asked: make([]int, n), inflight: make([]bool, n),
+		counters: rivals{holders: make([]string, n)},
+	}
+	rd.hook = a.heard
+	return a
+}
+
+// heard notes, on the node's goroutine, that node i may hold the token.
+func (a *attempt) heard(i int, rep node.Reply) {
+	if mustUndo(rep, a.op.Reentrant) {
+		a.mu.Lock()
+		a.held[i] = true
+		a.mu.Unlock()
+	}
+}
+
+// ask sends the acquire request to node i, once the node's earlier
+// acquire requests of the same lease have returned.
+func (a *attempt) ask(i int) {
+	a.asked[i]++
+	a.rd.post(i, a.op, a.gates[i], a.asked[i] > 1, true)
+}
+
+// mayHold reports whether node i must be released after a failed
+// attempt. It is called once every acquire request to node i returned.
+func (a *attempt) mayHold(i int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.held[i]
+}
+
+// take counts a vote and reports whether the outcome is certain.
+func (a *attempt) take(v vote) bool {
+	t := a.rd.t
+	i := v.node
+	g := node.GrantOf(v.rep)
+	if v.rep.Err == nil {
+		a.highest = max(a.highest, g.Counter)
+	}
+	if v.again {
+		a.inflight[i] = false
+		if v.rep.OK && v.rep.Err == nil && t.answers[i] == refused {
+			t.regrant(i)
+			a.counters.seen[a.counters.holders[i]]--
+		}
+		return a.judge()
+	}
+	a.rd.add(v)
+	if t.answers[i] == refused {
+		a.refusedBy(i, g.Holder)
+	}
+	return a.judge()
+}
+
+// refusedBy notes that holder holds node i.
+func (a *attempt) refusedBy(i int, holder string) {
+	if a.counters.seen == nil {
+		a.counters.seen = map[string]int{}
+	}
+	a.counters.holders[i] = holder
+	a.counters.seen[holder]++
+	if holder != "" && holder == a.released {
+		// The release of that token is on its way to this node (another
+		// node's announcement came first): ask again at once; it lands
+		// before the request does, as a rule.
+		a.inflight[i] = true
+		a.ask(i)
+	}
+}
+
+// judge decides the attempt if it can. Once the attempt split the nodes
+// with a competitor, it sets the re-ask timer: the split-vote rule is
+// applied when it fires (see tick), about one round trip later, so that
+// nodes a few microseconds behind are not taken for slow ones; it sets it
+// again while the nodes its competitors hold may still grant (see soft).
+func (a *attempt) judge() bool {
+	t := a.rd.t
+	if t.won() {
+		return true
+	}
+	split := t.yes > 0 && t.refused > 0
+	if split && t.pending() == 0 && a.outranked() {
+		return true // every node answered: nothing to wait for
+	}
+	soft := a.soft()
+	if t.yes+t.pending()+len(soft) < t.quorum {
+		return true // lost, even if every competitor gave way
+	}
+	if a.reask == nil && (len(soft) > 0 || split && a.gap == 0) {
+		a.schedule()
+	}
+	return false
+}
+
+// schedule sets the re-ask timer. The first time, the nodes that answered
+// took about the time so far: the others get as long again before they
+// are taken for slow ones. When all answered, competitors that are
+// outranked give way at once, and one round trip lets their releases land.
+func (a *attempt) schedule() {
+	if a.gap == 0 {
+		wait := 2 * a.rd.p.now().Sub(a.rd.start)
+		if a.rd.t.pending() == 0 {
+			wait /= 2
+		}
+		a.gap = min(max(wait, graceMin), a.rd.timeout/10)
+	}
+	a.reask = time.NewTimer(a.gap)
+	a.gap *= 2
+}
+
+// soft returns the refusing nodes that may still grant, with re-asks left:
+// held by a competitor that holds no more nodes than this attempt (it may
+// give way), or by the token whose release was announced. Only an attempt
+// with grants asks a competitor's nodes again; one without is not
+// splitting anything.
+func (a *attempt) soft() []int {
+	t := a.rd.t
+	if t.yes == 0 && a.released == "" {
+		return nil
+	}
+	var out []int
+	for i, ans := range t.answers {
+		h := a.counters.holders[i]
+		releasing := h != "" && h == a.released
+		if ans == refused && (releasing || t.yes > 0 && a.counters.seen[h] <= t.yes) && (a.inflight[i] || a.asked[i] <= a.reasks) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// timer returns the re-ask timer's channel, nil when none is set.
+func (a *attempt) timer() <-chan time.Time {
+	if a.reask == nil {
+		return nil
+	}
+	return a.reask.C
+}
+
+// tick applies the split-vote rule: the attempt gives way to a
+// competitor that outranks it, or else asks the nodes its competitors hold
+// again.
+func (a *attempt) tick() bool {
+	a.reask = nil
+	if a.outranked() {
+		return true
+	}
+	for _, i := range a.soft() {
+		if !a.inflight[i] {
+			a.inflight[i] = true
+			a.ask(i)
+		}
+	}
+	return a.judge()
+}
+
+// outranked reports whether a competitor outranks this attempt, and if so
+// records that the attempt gives way to it.
+func (a *attempt) outranked() bool {
+	t := a.rd.t
+	for h, n := range a.counters.seen {
+		if n > 0 && h != a.released && outranks(n, h, t.yes, a.op.Token) {
+			a.yielded, a.rival = true, n
+			return true
+		}
+	}
+	return false
+}
+
+// stop ends the re-asks when the vote loop returns.
+func (a *attempt) stop() {
+	if a.reask != nil {
+		a.reask.Stop()
+	}
+}
+
+// run sends the attempt to every node and collects the votes until the
+// outcome is certain; it returns ctx's error if ctx ended first.
+func (a *attempt) run(ctx context.Context) error {
+	for i := range a.rd.p.size() {
+		a.ask(i)
+	}
+	return a.rd.collect(ctx, a)
+}

@@ -1,0 +1,43 @@
+package redlock
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+)
+
+// A process that unlocks and at once locks the same name again holds it on
+// every live node: Unlock returns at the quorum, and the new acquisition
+// must not reach a node before this process's release there did, or that
+// node refuses it for the old key (the pool's per-name gates).
+func TestRelockWaitsForOwnRelease(t *testing.T) {
+	for _, reentrant := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			r, fs := newFakeRedlock(t, 5)
+			var opts []Option
+			if reentrant {
+				opts = append(opts, WithReentrant())
+			}
+			m := newFakeMutex(t, r, "k", opts...)
+			require.NoError(t, m.TryLock(t.Context()))
+			synctest.Wait()
+			for _, f := range fs[3:] { // their releases land after the quorum's
+				f.Faults(func(n *nodetest.Fake) { n.OpDelay = map[string]time.Duration{"release": 10 * time.Millisecond} })
+			}
+			require.NoError(t, m.Unlock(t.Context()))
+			require.NoError(t, m.TryLock(t.Context()))
+			synctest.Wait()
+			for i, f := range fs {
+				got, held := f.Get("k")
+				assert.True(t, held, "reentrant %v: node %d holds nothing", reentrant, i)
+				assert.Equal(t, tokenOf(m), got, "reentrant %v: node %d", reentrant, i)
+			}
+		})
+	}
+}
+

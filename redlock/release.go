@@ -1,0 +1,121 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// Releasing and extending a lease: one round each, decided by a quorum.
+
+// lapse is one call of release or extend on a lease.
+type lapse struct {
+	cfg    *config
+	report reportFunc
+	gates  []*gate
+	// since and until, for a release, are the lease's start and validity
+	// end: until then, a node that found the key absent counts as holding
+	// the token if the same server answered (see release). Zero until
+	// counts no absent key.
+	since, until time.Time
+}
+
+// release runs a release round and reports whether a quorum still held
+// the token. Nodes that have not answered when the outcome is certain
+// finish in the background.
+//
+// A node that answers, before until (the lease's validity end), that the
+// key is absent counts as holding the token when the server that answered
+// is the one it was known to be before the lease began (since): within the
+// validity the key cannot have expired, no one else can have taken it, and
+// that server did not restart (a restart, or a failover to a replica,
+// changes the run id), so an earlier try of this same release deleted it,
+// one the client resent when its reply was lost (go-redis retries a
+// command whose reply timed out). A reentrant Unlock that drops one hold
+// never deletes the key, so its absence is no resend: it passes no until.
+func (r *Redlock) release(ctx context.Context, op *node.Release, c lapse) error {
+	if err := r.track(1); err != nil {
+		return err
+	}
+	defer r.wg.Done()
+	rd := r.releaseRound(ctx, op, c.cfg, c.report)
+	rd.grants = r.heldOrResent(c)
+	var heard atomic.Bool // a waiter was named, or another process's waiters heard it
+	if op.Channel != "" {
+		rd.hook = r.heardBy(op.Key, &heard)
+	}
+	rd.sendAll(op, c.gates, nil)
+	ctxErr := rd.decide(ctx)
+	t := rd.t
+	waited := op.Channel != "" && (heard.Load() || r.waiters.Waiting(op.Key))
+	if waited {
+		// Waiters heard the release: this process's next Lock on the
+		// name lets them go first (see courtesy.go).
+		r.courtesy.yield(op.Key, r.now().Sub(rd.start), r.now())
+	}
+	if ctxErr == nil && t.won() {
+		if waited {
+			// Nodes that answer about as fast as the quorum did are
+			// waited for, up to as long again: the lock is then free
+			// everywhere when Unlock returns, and the waiter that takes
+			// it next does not find it still held on a node a few
+			// microseconds behind. A slow node is not waited for. With no
+			// one waiting, Unlock returns at the quorum (a quarter of an
+			// uncontended lock+unlock pair is that wait).
+			rd.lingerAsLongAgain()
+		}
+		return nil
+	}
+	return r.fail(ErrNotHeld, fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
+}
+
+// heldOrResent is the release rule for one node's reply: it held the
+// token, or it found the key gone, before c.until, on the server it was
+// known to be since before c.since (see release).
+func (r *Redlock) heldOrResent(c lapse) func(i int, rep node.Reply) bool {
+	return func(i int, rep node.Reply) bool {
+		if rep.OK || rep.Err != nil {
+			return rep.OK
+		}
+		rel := node.ReleasedOf(rep)
+		return rel.Gone && r.now().Before(c.until) && r.ids.Same(i, rel.Server, c.since)
+	}
+}
+
+// heardBy sets heard when a release of name was heard by a waiter: one
+// that the node named, or another process's (more clients than this
+// process heard it, or this process is not subscribed there).
+func (r *Redlock) heardBy(name string, heard *atomic.Bool) func(i int, rep node.Reply) {
+	return func(i int, rep node.Reply) {
+		rel := node.ReleasedOf(rep)
+		if rel.Named || rel.Heard > 1 || rel.Heard == 1 && !r.waiters.Listening(i, name) {
+			heard.Store(true)
+		}
+	}
+}
+
+// extend runs the extend request on every node and reports whether a
+// quorum still held the token and re-armed its TTL.
+func (r *Redlock) extend(ctx context.Context, op *node.Extend, c lapse) error {
+	if err := r.track(1); err != nil {
+		return err
+	}
+	defer r.wg.Done()
+	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()).sendAll(op, c.gates, nil)
+	ctxErr := rd.decide(ctx)
+	t := rd.t
+	if ctxErr == nil && t.won() {
+		return nil
+	}
+	err := r.fail(ErrNotHeld, fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
+	if t.lostForGood() {
+		// A quorum answered that the token is gone. Extend never re-creates
+		// a key, so no later extension can succeed: the lock is lost.
+		err = errors.Join(err, ErrLockLost)
+	}
+	return err
+}
