@@ -108,7 +108,7 @@ func (a *attempt) heard(i int, rep node.Reply) {
 // acquire requests of the same lease have returned.
 func (a *attempt) ask(i int) {
 	a.asked[i]++
-	a.rd.post(i, a.op, a.gates[i], a.asked[i] > 1, true)
+	a.rd.post(i, a.op, a.gates[i], nil, a.asked[i] > 1, true)
 }
 
 // mayHold reports whether node i must be released after a failed

@@ -1,10 +1,11 @@
 package redlock
 
 import (
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -30,44 +31,13 @@ func (replyError) RedisError()     {}
 
 const errNoPerm = replyError("NOPERM this user has no permissions to access one of the keys used as arguments")
 
-func TestMisconfiguredClassification(t *testing.T) {
-	for _, err := range []error{
-		errNoPerm,
-		replyError("NOAUTH Authentication required."),
-		replyError("WRONGPASS invalid username-password pair or user is disabled."),
-		replyError("CROSSSLOT Keys in request don't hash to the same slot"),
-		replyError("WRONGTYPE redlock: the key k holds a list, not a lock: another program uses this name"),
-		replyError("ERR unknown command 'evalsha', with args beginning with: "),
-		replyError("ERR The user executing the script can't publish to the channel mentioned in the command"),
-		&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}},
-		fmt.Errorf("dial: %w", x509.HostnameError{Host: "127.0.0.1", Certificate: &x509.Certificate{}}),
-		tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"},
-		&net.OpError{Op: "remote error", Err: errors.New("tls: bad certificate")},
-	} {
-		assert.True(t, misconfigured(err), "%v", err)
-		assert.ErrorIs(t, classify(err), ErrMisconfigured, "%v", err)
-		assert.ErrorIs(t, classify(err), err, "the node's own error stays in the chain")
-	}
-	for _, err := range []error{
-		nil,
-		replyError("LOADING Redis is loading the dataset in memory"),
-		replyError("READONLY You can't write against a read only replica."),
-		replyError("OOM command not allowed when used memory > 'maxmemory'."),
-		replyError("BUSY Redis is busy running a script."),
-		&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED},
-		ErrNodeTimeout,
-	} {
-		assert.False(t, misconfigured(err), "%v: transient", err)
-	}
-}
-
 // A majority of nodes refusing for good stops Lock at once, whatever its
 // context; a minority is tolerated like any failed minority.
 func TestLockStopsOnMisconfiguredMajority(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
 		for _, f := range fs[:3] {
-			f.faults(func(n *fakeNode) { n.err = errNoPerm })
+			f.Faults(func(n *nodetest.Fake) { n.Err = errNoPerm })
 		}
 		m := newFakeMutex(t, r, "k")
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -80,10 +50,12 @@ func TestLockStopsOnMisconfiguredMajority(t *testing.T) {
 		assert.ErrorContains(t, err, "misconfigured nodes: 3")
 		assert.NoError(t, ctx.Err(), "Lock returned before its context ended")
 		assert.Less(t, time.Since(start), time.Second)
-		assert.Equal(t, 1, fs[0].count("acquire"), "one attempt")
-		assert.True(t, r.hopeless(err))
+		assert.Equal(t, 1, fs[0].Count("acquire"), "one attempt")
+		hopeless, err := m.lockHopeless(ctx)
+		require.ErrorIs(t, err, ErrMisconfigured)
+		assert.True(t, hopeless, "the tally says no quorum is left")
 
-		fs[2].faults(func(n *fakeNode) { n.err = nil }) // two left: a minority
+		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil }) // two left: a minority
 		require.NoError(t, m.Lock(ctx))
 		require.NoError(t, m.Unlock(ctx))
 	})
@@ -95,7 +67,7 @@ func TestLockerOnMisconfigured(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3, WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))
 		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.err = errNoPerm })
+			f.Faults(func(n *nodetest.Fake) { n.Err = errNoPerm })
 		}
 		m := newFakeMutex(t, r, "k")
 		var got atomic.Int32
@@ -103,7 +75,7 @@ func TestLockerOnMisconfigured(t *testing.T) {
 			assert.ErrorIs(t, err, ErrMisconfigured)
 			if got.Add(1) == 2 {
 				for _, f := range fs { // fixed by an operator
-					f.faults(func(n *fakeNode) { n.err = nil })
+					f.Faults(func(n *nodetest.Fake) { n.Err = nil })
 				}
 			}
 		})
@@ -112,7 +84,7 @@ func TestLockerOnMisconfigured(t *testing.T) {
 		l.Unlock()
 
 		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.err = errNoPerm })
+			f.Faults(func(n *nodetest.Fake) { n.Err = errNoPerm })
 		}
 		func() {
 			defer func() {
@@ -134,14 +106,14 @@ func TestUnlockResentRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)
 		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.resend = true })
+			f.Faults(func(n *nodetest.Fake) { n.Resend = true })
 		}
 		m := newFakeMutex(t, r, "k", WithTTL(time.Second))
 		require.NoError(t, m.Lock(t.Context()))
 		require.NoError(t, m.Unlock(t.Context()), "every release was resent after it was applied")
 		synctest.Wait()
 		for _, f := range fs {
-			_, held := f.get("k")
+			_, held := f.Get("k")
 			assert.False(t, held)
 		}
 
@@ -151,10 +123,10 @@ func TestUnlockResentRelease(t *testing.T) {
 		err := m.Unlock(t.Context())
 		require.ErrorIs(t, err, ErrNotHeld)
 
-		// Taken by another value: not held, within the validity or not.
+		// Taken by another Value: not held, within the validity or not.
 		require.NoError(t, m.Lock(t.Context()))
 		for _, f := range fs[:2] {
-			f.set("k", "someone else", time.Minute)
+			f.Set("k", "someone else", time.Minute)
 		}
 		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld)
 
@@ -162,23 +134,23 @@ func TestUnlockResentRelease(t *testing.T) {
 		// failover to a replica that lacked the key): lost, not resent.
 		require.NoError(t, m.Lock(t.Context()))
 		for _, f := range fs[:2] {
-			f.faults(func(n *fakeNode) { n.ids = []string{n.name + "-restarted"} })
-			f.set("k", "", -time.Second)
+			f.Faults(func(n *nodetest.Fake) { n.IDs = []string{n.Name + "-restarted"} })
+			f.Set("k", "", -time.Second)
 		}
 		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld)
 		for _, f := range fs[:2] {
-			f.faults(func(n *fakeNode) { n.ids = nil })
+			f.Faults(func(n *nodetest.Fake) { n.IDs = nil })
 		}
 
 		// Found lost before: an absent key is no resend, even within the
 		// validity.
 		require.NoError(t, m.Lock(t.Context()))
 		for _, f := range fs {
-			f.set("k", "someone else", time.Minute)
+			f.Set("k", "someone else", time.Minute)
 		}
 		require.ErrorIs(t, m.Extend(t.Context()), ErrLockLost)
 		for _, f := range fs {
-			f.set("k", "", -time.Second) // expired, as the fake sees it: absent
+			f.Set("k", "", -time.Second) // expired, as the fake sees it: absent
 		}
 		require.True(t, time.Now().Before(m.Until()))
 		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld)
@@ -193,7 +165,7 @@ func TestFenceAfterLoss(t *testing.T) {
 		require.NoError(t, m.Lock(t.Context()))
 		require.NotZero(t, m.Fence())
 		for _, f := range fs {
-			f.set("k", "taken", time.Minute)
+			f.Set("k", "taken", time.Minute)
 		}
 		require.ErrorIs(t, m.Extend(t.Context()), ErrLockLost)
 		<-m.Done()
@@ -206,23 +178,23 @@ func TestFenceAfterLoss(t *testing.T) {
 func TestTimeoutKeepsLastCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, _ := newFakeRedlock(t, 3)
-		p := r.peers[0]
+		p := r.pool
 		refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 		sent := time.Now()
-		assert.Equal(t, ErrNodeTimeout, p.timeoutErr(sent), "nothing known")
-		p.markDown(refused)
-		err := p.timeoutErr(sent)
+		assert.Equal(t, ErrNodeTimeout, p.timeoutErr(0, sent), "nothing known")
+		p.markDown(0, refused)
+		err := p.timeoutErr(0, sent)
 		require.ErrorIs(t, err, ErrNodeTimeout)
 		require.ErrorIs(t, err, syscall.ECONNREFUSED)
 		assert.ErrorContains(t, err, "connection refused")
 
 		time.Sleep(time.Millisecond)
-		p.answered()
-		assert.Equal(t, ErrNodeTimeout, p.timeoutErr(time.Now()), "the node answered since")
+		p.answered(0)
+		assert.Equal(t, ErrNodeTimeout, p.timeoutErr(0, time.Now()), "the node answered since")
 
 		bad := &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}
-		p.markDown(bad)
-		assert.ErrorIs(t, p.timeoutErr(time.Now()), ErrMisconfigured, "a certificate error is the cause")
+		p.markDown(0, bad)
+		assert.ErrorIs(t, p.timeoutErr(0, time.Now()), ErrMisconfigured, "a certificate error is the cause")
 		r.Close(t.Context()) //nolint:errcheck // stops the probes
 	})
 }
@@ -232,8 +204,8 @@ func TestTimeoutKeepsLastCause(t *testing.T) {
 func TestSameServersRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)
-		fs[0].ids = []string{"run-a", "run-b"} // a cluster of two masters
-		fs[2].ids = []string{"run-c", "run-b"} // the same cluster, seeded elsewhere
+		fs[0].IDs = []string{"run-a", "run-b"} // a cluster of two masters
+		fs[2].IDs = []string{"run-c", "run-b"} // the same cluster, seeded elsewhere
 		m := newFakeMutex(t, r, "k")
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
@@ -243,15 +215,15 @@ func TestSameServersRefused(t *testing.T) {
 		assert.NoError(t, ctx.Err(), "at once")
 		synctest.Wait()
 		for _, f := range fs {
-			_, held := f.get("k")
-			assert.False(t, held, "%s: the attempt that found out was undone", f.name)
+			_, held := f.Get("k")
+			assert.False(t, held, "%s: the attempt that found out was undone", f.Name)
 		}
 		assert.ErrorIs(t, m.TryLock(ctx), ErrInvalidArgument, "and later ones")
-		assert.Equal(t, 1, fs[1].count("acquire"), "nothing sent after the first attempt")
+		assert.Equal(t, 1, fs[1].Count("acquire"), "nothing sent after the first attempt")
 	})
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)
-		fs[0].ids = []string{"run-a", "run-b"}
+		fs[0].IDs = []string{"run-a", "run-b"}
 		m := newFakeMutex(t, r, "k")
 		require.NoError(t, m.Lock(t.Context()), "distinct servers")
 	})

@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
 	"context"
 	"errors"
 	"testing"
@@ -34,7 +36,7 @@ func TestDoRunsUnderTheLockAndReleases(t *testing.T) {
 		assert.NotErrorIs(t, err, ErrLockLost)
 		synctest.Wait()
 		assert.Zero(t, keyOn(fs, "job"), "released after fn returned")
-		assert.Greater(t, fs[0].count("extend"), 80)
+		assert.Greater(t, fs[0].Count("extend"), 80)
 	})
 }
 
@@ -46,7 +48,7 @@ func TestDoCancelsWorkBeforeValidityEnds(t *testing.T) {
 		err := r.Do(t.Context(), "job", func(ctx context.Context) error {
 			synctest.Wait()             // every node has the key
 			for _, f := range fs[1:4] { // a majority stalls
-				f.faults(func(n *fakeNode) { n.hang = make(chan struct{}) })
+				f.Faults(func(n *nodetest.Fake) { n.Hang = make(chan struct{}) })
 			}
 			for ctx.Err() == nil {
 				time.Sleep(time.Millisecond)
@@ -56,7 +58,7 @@ func TestDoCancelsWorkBeforeValidityEnds(t *testing.T) {
 			return ctx.Err()
 		}, WithTTL(time.Second))
 		// A stalled node kept the expiry of the last successful extension.
-		until = fs[1].expiry("job")
+		until = fs[1].Expiry("job")
 		require.ErrorIs(t, err, ErrLockLost)
 		require.ErrorIs(t, err, context.Canceled)
 		assert.False(t, cancelledAt.IsZero())
@@ -71,7 +73,7 @@ func TestDoNotAcquired(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)
 		for _, f := range fs {
-			f.set("job", "other", time.Hour)
+			f.Set("job", "other", time.Hour)
 		}
 		ran := false
 		err := r.Do(t.Context(), "job", func(context.Context) error { ran = true; return nil }, WithTries(2))
@@ -81,7 +83,7 @@ func TestDoNotAcquired(t *testing.T) {
 }
 
 func TestDoBadInput(t *testing.T) {
-	_, ns := fakes(3)
+	ns := nodetest.Nodes(nodetest.Fakes(3))
 	r, err := newRedlock(ns)
 	require.NoError(t, err)
 	var nilCtx context.Context

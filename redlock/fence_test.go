@@ -1,6 +1,10 @@
 package redlock
 
 import (
+	"github.com/redlock-go/redlock/internal/node"
+
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
 	"context"
 	"errors"
 	"fmt"
@@ -34,7 +38,7 @@ func TestFenceIncreasesAcrossHolders(t *testing.T) {
 		assert.Equal(t, uint64(6), last, "one more per acquisition when nothing fails")
 		synctest.Wait()
 		for _, f := range fs {
-			assert.Equal(t, uint64(6), f.counter(fenceKey("k")), "%s: the token reached every node", f.name)
+			assert.Equal(t, uint64(6), f.Counter(node.FenceKey("k")), "%s: the token reached every node", f.Name)
 		}
 		plain := newFakeMutex(t, r, "k2", WithTTL(time.Second))
 		other, err := r.NewMutex("k2", WithTTL(time.Second))
@@ -54,7 +58,7 @@ func TestFenceOffIsZero(t *testing.T) {
 		require.NoError(t, m.TryLock(t.Context()))
 		assert.Zero(t, m.Fence())
 		synctest.Wait()
-		assert.Zero(t, fs[0].count("fence"), "no second round trip without WithFencing")
+		assert.Zero(t, fs[0].Count("fence"), "no second round trip without WithFencing")
 		require.NoError(t, m.Unlock(t.Context()))
 	})
 }
@@ -64,18 +68,18 @@ func TestFenceOffIsZero(t *testing.T) {
 func TestFenceReadsEveryAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5, WithFencing())
-		fs[0].counters[fenceKey("k")] = 41 // a node that will refuse, first
-		fs[0].set("k", "someone", time.Hour)
+		fs[0].Counters[node.FenceKey("k")] = 41 // a node that will refuse, first
+		fs[0].Set("k", "someone", time.Hour)
 		for _, f := range fs[1:] {
-			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+			f.Faults(func(n *nodetest.Fake) { n.Delay = time.Millisecond })
 		}
-		fs[4].counters[fenceKey("k")] = 7
+		fs[4].Counters[node.FenceKey("k")] = 7
 		m := newFakeMutex(t, r, "k")
 		require.NoError(t, m.TryLock(t.Context()))
 		assert.Equal(t, uint64(42), m.Fence())
 		synctest.Wait()
 		for _, f := range fs {
-			assert.Equal(t, uint64(42), f.counter(fenceKey("k")), f.name)
+			assert.Equal(t, uint64(42), f.Counter(node.FenceKey("k")), f.Name)
 		}
 	})
 }
@@ -87,7 +91,7 @@ func TestFenceNeedsQuorumOfRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5, WithFencing())
 		for _, f := range fs[:3] {
-			f.faults(func(n *fakeNode) { n.err, n.errOnly = errBoom, "fence" })
+			f.Faults(func(n *nodetest.Fake) { n.Err, n.ErrOnly = errBoom, "fence" })
 		}
 		m := newFakeMutex(t, r, "k")
 		err := m.TryLock(t.Context())
@@ -101,8 +105,8 @@ func TestFenceNeedsQuorumOfRecords(t *testing.T) {
 		// The lock vanishing between the grant and the record (it expired on
 		// a majority) fails the same way.
 		for _, f := range fs[:3] {
-			f.faults(func(n *fakeNode) { n.err, n.errOnly = nil, "" })
-			f.faults(func(n *fakeNode) { n.opDelay = map[string]time.Duration{"fence": 2 * time.Second} })
+			f.Faults(func(n *nodetest.Fake) { n.Err, n.ErrOnly = nil, "" })
+			f.Faults(func(n *nodetest.Fake) { n.OpDelay = map[string]time.Duration{"fence": 2 * time.Second} })
 		}
 		short := newFakeMutex(t, r, "k", WithTTL(time.Second), WithNodeTimeout(900*time.Millisecond))
 		err = short.TryLock(t.Context())
@@ -123,7 +127,7 @@ func TestFenceReentrantKeepsToken(t *testing.T) {
 		require.NoError(t, m.Lock(t.Context()))
 		assert.Equal(t, uint64(1), m.Fence())
 		synctest.Wait()
-		assert.Equal(t, 1, fs[0].count("fence"), "a re-lock records no new token")
+		assert.Equal(t, 1, fs[0].Count("fence"), "a re-lock records no new token")
 		require.NoError(t, m.Unlock(t.Context()))
 		assert.Equal(t, uint64(1), m.Fence(), "still held once")
 		require.NoError(t, m.Unlock(t.Context()))
@@ -205,21 +209,21 @@ func runFenceModel(t *testing.T, steps []byte) {
 		case 1:
 			_ = m.Unlock(t.Context())
 		case 2: // down, or back up
-			node.faults(func(n *fakeNode) {
-				if n.err == nil {
-					n.err, n.errOnly = errBoom, ""
+			node.Faults(func(n *nodetest.Fake) {
+				if n.Err == nil {
+					n.Err, n.ErrOnly = errBoom, ""
 				} else {
-					n.err = nil
+					n.Err = nil
 				}
 			})
 		case 3: // replies lost, or back
-			node.faults(func(n *fakeNode) { n.lose = !n.lose })
+			node.Faults(func(n *nodetest.Fake) { n.Lose = !n.Lose })
 		case 4: // slow: answers after the node timeout, or fast again
-			node.faults(func(n *fakeNode) {
-				if n.delay == 0 {
-					n.delay = 80 * time.Millisecond
+			node.Faults(func(n *nodetest.Fake) {
+				if n.Delay == 0 {
+					n.Delay = 80 * time.Millisecond
 				} else {
-					n.delay = 0
+					n.Delay = 0
 				}
 			})
 		case 5: // time passes; a TTL or more expires every key
@@ -231,18 +235,18 @@ func runFenceModel(t *testing.T, steps []byte) {
 			}
 			wg.Wait()
 		case 7: // the token record fails here, or works again
-			node.faults(func(n *fakeNode) {
-				if n.err == nil {
-					n.err, n.errOnly = errBoom, "fence"
+			node.Faults(func(n *nodetest.Fake) {
+				if n.Err == nil {
+					n.Err, n.ErrOnly = errBoom, "fence"
 				} else {
-					n.err = nil
+					n.Err = nil
 				}
 			})
 		}
 		synctest.Wait()
 	}
 	for _, f := range fs {
-		f.faults(func(n *fakeNode) { n.err, n.lose, n.delay = nil, false, 0 })
+		f.Faults(func(n *nodetest.Fake) { n.Err, n.Lose, n.Delay = nil, false, 0 })
 	}
 	for _, m := range ms {
 		_ = m.Unlock(t.Context())
@@ -275,17 +279,17 @@ func TestFenceDataLossHazard(t *testing.T) {
 		a := newFakeMutex(t, r, "k")
 		b := newFakeMutex(t, r, "k")
 		for _, f := range fs[3:] {
-			f.faults(func(n *fakeNode) { n.err = errBoom })
+			f.Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		}
 		require.NoError(t, a.TryLock(t.Context()))
 		require.Equal(t, uint64(1), a.Fence())
 		require.NoError(t, a.Unlock(t.Context()))
 		for _, f := range fs[3:] {
-			f.faults(func(n *fakeNode) { n.err = nil })
+			f.Faults(func(n *nodetest.Fake) { n.Err = nil })
 		}
-		fs[2].restart()
+		fs[2].Restart()
 		for _, f := range fs[:2] {
-			f.faults(func(n *fakeNode) { n.err = errBoom })
+			f.Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		}
 		require.NoError(t, b.TryLock(t.Context()))
 		assert.Equal(t, uint64(1), b.Fence(), "not greater: the hazard")
@@ -294,16 +298,16 @@ func TestFenceDataLossHazard(t *testing.T) {
 		// Now every node records the tokens; any one node losing its data
 		// (here two of five) leaves a node in every quorum that knows.
 		for _, f := range fs[:2] {
-			f.faults(func(n *fakeNode) { n.err = nil })
+			f.Faults(func(n *nodetest.Fake) { n.Err = nil })
 		}
 		require.NoError(t, a.TryLock(t.Context()))
 		top := a.Fence()
 		require.NoError(t, a.Unlock(t.Context()))
 		synctest.Wait()
-		fs[0].restart()
-		fs[1].restart()
+		fs[0].Restart()
+		fs[1].Restart()
 		for _, f := range fs[3:] {
-			f.faults(func(n *fakeNode) { n.err = errBoom })
+			f.Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		}
 		require.NoError(t, b.TryLock(t.Context()))
 		assert.Greater(t, b.Fence(), top)
@@ -319,10 +323,10 @@ func TestRestartDelayRefusesRecentNodes(t *testing.T) {
 		b := newFakeMutex(t, r, "k")
 		require.NoError(t, a.TryLock(t.Context()), "held on every node")
 		synctest.Wait()
-		fs[0].restart()
-		fs[1].restart()
+		fs[0].Restart()
+		fs[1].Restart()
 		for _, f := range fs[2:] { // the restarted nodes answer first
-			f.faults(func(n *fakeNode) { n.delay = 10 * time.Millisecond })
+			f.Faults(func(n *nodetest.Fake) { n.Delay = 10 * time.Millisecond })
 		}
 		err := b.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired, "the restarted nodes forgot A's lock but must not vote")
@@ -334,7 +338,7 @@ func TestRestartDelayRefusesRecentNodes(t *testing.T) {
 		assert.ElementsMatch(t, []int{0, 1}, nodeErrs)
 		synctest.Wait()
 		for _, f := range fs[2:] {
-			f.faults(func(n *fakeNode) { n.delay = 0 })
+			f.Faults(func(n *nodetest.Fake) { n.Delay = 0 })
 		}
 		assert.Zero(t, keyOn(fs[:2], "k"), "a refusing node changes nothing")
 
@@ -346,7 +350,7 @@ func TestRestartDelayRefusesRecentNodes(t *testing.T) {
 		synctest.Wait()
 		c := newFakeMutex(t, r, "k")
 		for _, f := range fs[2:4] {
-			f.faults(func(n *fakeNode) { n.err = errBoom })
+			f.Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		}
 		err = c.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNodeRecovering, "2 s is less than the 2.5 s delay")
@@ -363,7 +367,7 @@ func TestRestartDelayRefusesRecentNodes(t *testing.T) {
 func TestRestartDelayOption(t *testing.T) {
 	_, err := newRedlock(nil, WithRestartDelay(-time.Second))
 	assert.ErrorIs(t, err, ErrInvalidArgument)
-	_, ns := fakes(3)
+	ns := nodetest.Nodes(nodetest.Fakes(3))
 	_, err = newRedlock(ns, WithTTL(10*time.Second), WithRestartDelay(5*time.Second))
 	require.ErrorIs(t, err, ErrInvalidArgument, "shorter than the ttl protects nothing")
 	assert.Contains(t, err.Error(), "at least the ttl")
@@ -371,9 +375,9 @@ func TestRestartDelayOption(t *testing.T) {
 	require.NoError(t, err)
 	m, err := r.NewMutex("k")
 	require.NoError(t, err)
-	assert.Equal(t, int64(11), m.acquireReq("t", false).minUptime, "one second for uptime's truncation")
+	assert.Equal(t, int64(11), m.acquireOp("t", false).MinUptime, "one second for uptime's truncation")
 	m, err = r.NewMutex("k", WithTTL(time.Second), WithRestartDelay(1500*time.Millisecond))
 	require.NoError(t, err)
-	assert.Equal(t, int64(3), m.acquireReq("t", false).minUptime, "rounded up to whole seconds, plus one")
+	assert.Equal(t, int64(3), m.acquireOp("t", false).MinUptime, "rounded up to whole seconds, plus one")
 	require.NoError(t, r.Close(t.Context()))
 }

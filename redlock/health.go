@@ -31,4 +31,3 @@ func (r *Redlock) Health() []NodeHealth {
 	}
 	return out
 }
-

@@ -1,18 +1,15 @@
 package redlock
 
 import (
-	"context"
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
 	"errors"
-	"fmt"
 	"net"
-	"runtime"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,12 +22,12 @@ func TestDownNodeSkippedUntilProbeAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(50*time.Millisecond))
 		for _, f := range fs[3:] {
-			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+			f.Faults(func(n *nodetest.Fake) { n.Delay = time.Millisecond })
 		}
 		hang := make(chan struct{})
-		fs[0].faults(func(n *fakeNode) { n.hang = hang })
+		fs[0].Faults(func(n *nodetest.Fake) { n.Hang = hang })
 		for _, f := range fs[1:3] { // the quorum needs node 0
-			f.faults(func(n *fakeNode) { n.err = errBoom })
+			f.Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		}
 
 		m := newFakeMutex(t, r, "k")
@@ -40,7 +37,7 @@ func TestDownNodeSkippedUntilProbeAnswers(t *testing.T) {
 		h := r.Health()
 		require.True(t, h[0].Down)
 		assert.ErrorIs(t, h[0].Err, ErrNodeTimeout)
-		calls := fs[0].count("acquire")
+		calls := fs[0].Count("acquire")
 
 		start = time.Now()
 		err := m.TryLock(t.Context())
@@ -48,24 +45,24 @@ func TestDownNodeSkippedUntilProbeAnswers(t *testing.T) {
 		assert.Zero(t, time.Since(start), "a down node is not waited for")
 		require.NotEmpty(t, NodeErrors(err))
 		assert.ErrorIs(t, NodeErrors(err)[0], ErrNodeDown)
-		assert.Equal(t, calls, fs[0].count("acquire"), "nothing is sent to a down node")
+		assert.Equal(t, calls, fs[0].Count("acquire"), "nothing is sent to a down node")
 
 		close(hang) // the node answers again: the next probe brings it back
 		time.Sleep(probeMax)
 		synctest.Wait()
 		assert.False(t, r.Health()[0].Down)
-		fs[1].faults(func(n *fakeNode) { n.err = nil })
-		fs[2].faults(func(n *fakeNode) { n.err = nil })
+		fs[1].Faults(func(n *nodetest.Fake) { n.Err = nil })
+		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
 		require.NoError(t, m.TryLock(t.Context()))
 	})
 }
 
 // withRefusedNode returns a Redlock over three fakes whose third refuses
 // connections, after one TryLock that found it so: it is down.
-func withRefusedNode(t *testing.T) (*Redlock, []*fakeNode) {
+func withRefusedNode(t *testing.T) (*Redlock, []*nodetest.Fake) {
 	t.Helper()
 	r, fs := newFakeRedlock(t, 3)
-	fs[2].faults(func(n *fakeNode) { n.err = errRefused })
+	fs[2].Faults(func(n *nodetest.Fake) { n.Err = errRefused })
 	m := newFakeMutex(t, r, "k")
 	require.NoError(t, m.TryLock(t.Context()))
 	synctest.Wait()
@@ -78,17 +75,17 @@ func withRefusedNode(t *testing.T) (*Redlock, []*fakeNode) {
 func TestRefusedNodeDownAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := withRefusedNode(t)
-		probes := fs[2].count("ping")
+		probes := fs[2].Count("ping")
 		time.Sleep(time.Second)
-		assert.Greater(t, fs[2].count("ping"), probes+3, "probed while down")
-		assert.LessOrEqual(t, fs[2].count("ping"), probes+int(time.Second/probeMax)+5, "at growing intervals, up to probeMax")
-		fs[2].faults(func(n *fakeNode) { n.err = nil })
+		assert.Greater(t, fs[2].Count("ping"), probes+3, "probed while down")
+		assert.LessOrEqual(t, fs[2].Count("ping"), probes+int(time.Second/probeMax)+5, "at growing intervals, up to probeMax")
+		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
 		time.Sleep(probeMax)
 		synctest.Wait()
 		assert.False(t, r.Health()[2].Down)
-		probes = fs[2].count("ping")
+		probes = fs[2].Count("ping")
 		time.Sleep(time.Second)
-		assert.Equal(t, probes, fs[2].count("ping"), "no probes once up")
+		assert.Equal(t, probes, fs[2].Count("ping"), "no probes once up")
 	})
 }
 
@@ -99,7 +96,7 @@ func TestSilenceNoticedWithoutWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5, WithNodeTimeout(50*time.Millisecond))
 		hang := make(chan struct{})
-		fs[4].faults(func(n *fakeNode) { n.hang = hang })
+		fs[4].Faults(func(n *nodetest.Fake) { n.Hang = hang })
 		m := newFakeMutex(t, r, "k")
 		for range 3 {
 			require.NoError(t, m.TryLock(t.Context()), "the quorum never needs node 4")
@@ -118,15 +115,15 @@ func TestOwedUndoDeliveredWhenNodeAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
 		for _, f := range fs[:3] {
-			f.set("k", "other", 100*time.Millisecond) // held elsewhere: the attempt fails
+			f.Set("k", "other", 100*time.Millisecond) // held elsewhere: the attempt fails
 		}
 		// Node 4 applies the SET but the reply is lost; then its
 		// connections are refused: the undo cannot be delivered.
-		fs[4].faults(func(n *fakeNode) { n.lose, n.err, n.errOnly = true, errRefused, "release" })
+		fs[4].Faults(func(n *nodetest.Fake) { n.Lose, n.Err, n.ErrOnly = true, errRefused, "release" })
 		m := newFakeMutex(t, r, "k", WithTTL(time.Minute))
 		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
 		synctest.Wait()
-		_, held := fs[4].get("k")
+		_, held := fs[4].Get("k")
 		require.True(t, held, "the SET was applied")
 		h := r.Health()[4]
 		require.True(t, h.Down)
@@ -134,12 +131,12 @@ func TestOwedUndoDeliveredWhenNodeAnswers(t *testing.T) {
 
 		time.Sleep(time.Second) // still down: still owed
 		assert.Equal(t, 1, r.Health()[4].Owed)
-		fs[4].faults(func(n *fakeNode) { n.lose, n.err, n.errOnly = false, nil, "" })
+		fs[4].Faults(func(n *nodetest.Fake) { n.Lose, n.Err, n.ErrOnly = false, nil, "" })
 		time.Sleep(probeMax)
 		synctest.Wait()
-		_, held = fs[4].get("k")
+		_, held = fs[4].Get("k")
 		assert.False(t, held, "delivered once the node answered")
-		assert.Equal(t, []string{"acquire", "release"}, fs[4].applied)
+		assert.Equal(t, []string{"acquire", "release"}, fs[4].Applied)
 		assert.Zero(t, r.Health()[4].Owed)
 		require.NoError(t, m.TryLock(t.Context()), "the lock is free again")
 	})
@@ -152,68 +149,17 @@ func TestOwedReleaseAfterUnlock(t *testing.T) {
 		m := newFakeMutex(t, r, "k", WithTTL(time.Minute))
 		require.NoError(t, m.TryLock(t.Context()))
 		synctest.Wait()
-		fs[0].faults(func(n *fakeNode) { n.err = errRefused })
+		fs[0].Faults(func(n *nodetest.Fake) { n.Err = errRefused })
 		require.NoError(t, m.Unlock(t.Context()))
 		synctest.Wait()
-		_, held := fs[0].get("k")
+		_, held := fs[0].Get("k")
 		require.True(t, held)
-		fs[0].faults(func(n *fakeNode) { n.err = nil })
+		fs[0].Faults(func(n *nodetest.Fake) { n.Err = nil })
 		time.Sleep(probeMax)
 		synctest.Wait()
-		_, held = fs[0].get("k")
+		_, held = fs[0].Get("k")
 		assert.False(t, held)
 	})
-}
-
-func TestOwable(t *testing.T) {
-	netLost := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
-	plain := &releaseReq{key: "k", token: "t"}
-	for _, c := range []struct {
-		req  *releaseReq
-		err  error
-		want bool
-	}{
-		{plain, nil, false},
-		{plain, errBoom, false},      // the node answered: resending changes nothing
-		{plain, errLostReply, false}, // not known to be a network failure
-		{plain, fmt.Errorf("read: %w", syscall.ECONNRESET), true},
-		{plain, netLost, true},
-		{plain, errRefused, true},
-		{plain, fmt.Errorf("%w: x", ErrNodeDown), true},
-		{plain, errQueueFull, true},
-		{plain, errClosedNode, false},
-		{&releaseReq{reentrant: true, drop: dropAll}, netLost, true},
-		{&releaseReq{reentrant: true, drop: dropOne}, errRefused, false},
-		{&releaseReq{reentrant: true, drop: dropUndo}, netLost, false}, // may drop a second hold
-		{&releaseReq{reentrant: true, drop: dropUndo}, errRefused, true},
-	} {
-		assert.Equal(t, c.want, owable(c.req, c.err), "%+v %v", c.req, c.err)
-	}
-}
-
-// A stalled node's queue is bounded: requests beyond it fail at once,
-// unsent, and cost no goroutine.
-func TestStalledNodeQueueIsBounded(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: silentListener(t), MaxRetries: -1, ReadTimeout: 500 * time.Millisecond})
-	t.Cleanup(func() { _ = c.Close() })
-	n := newRedisNode(c)
-	before := runtime.NumGoroutine()
-	var full, done atomic.Int32
-	// The workers take up to maxBatch requests each, the queue holds
-	// queueLen more.
-	const sent = queueLen + workers*maxBatch + 200
-	for range sent {
-		n.do(context.Background(), time.Now().Add(50*time.Millisecond), &acquireReq{key: "k", token: "t", ttl: time.Second}, func(rep reply) {
-			if errors.Is(rep.err, errQueueFull) {
-				full.Add(1)
-			}
-			done.Add(1)
-		})
-	}
-	assert.GreaterOrEqual(t, full.Load(), int32(200), "the requests beyond the queue fail at once")
-	assert.LessOrEqual(t, runtime.NumGoroutine()-before, workers+2+10, "no goroutine per request")
-	n.close()
-	assert.Equal(t, int32(sent), done.Load(), "every request is answered once")
 }
 
 // A probe that gets an error reply (a node that answers NOAUTH or LOADING)
@@ -221,10 +167,10 @@ func TestStalledNodeQueueIsBounded(t *testing.T) {
 func TestProbeErrorReplyIsAnAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := withRefusedNode(t)
-		fs[2].faults(func(n *fakeNode) { n.err = errors.New("LOADING Redis is loading the dataset in memory") })
+		fs[2].Faults(func(n *nodetest.Fake) { n.Err = errors.New("LOADING Redis is loading the dataset in memory") })
 		time.Sleep(probeMax)
 		synctest.Wait()
 		assert.False(t, r.Health()[2].Down)
-		fs[2].faults(func(n *fakeNode) { n.err = nil })
+		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
 	})
 }

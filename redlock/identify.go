@@ -56,7 +56,8 @@ func (r *Redlock) identifyFirst() *round {
 
 // askIdentities sends Identify to the given nodes (nil: every node).
 func (r *Redlock) askIdentities(nodes []int) *round {
-	rd := newRound(context.Background(), r.pool, probeTimeout, r.report, r.pool.size()).keepReplies()
+	rd := newRound(context.Background(), r.pool, probeTimeout, nil, r.pool.size()).keepReplies()
+	rd.quiet = true // identification says nothing of a node's health
 	if nodes == nil {
 		return rd.sendAll(node.Identify{}, nil, nil)
 	}

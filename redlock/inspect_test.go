@@ -1,6 +1,10 @@
 package redlock
 
 import (
+	"github.com/redlock-go/redlock/internal/node"
+
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
 	"context"
 	"testing"
 	"testing/synctest"
@@ -13,7 +17,7 @@ import (
 func TestInspectHeldAndFree(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
-		fs[3].faults(func(n *fakeNode) { n.err = errBoom })
+		fs[3].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		m := newFakeMutex(t, r, "k", WithTTL(10*time.Second), WithFencing())
 		require.NoError(t, m.Lock(t.Context()))
 		time.Sleep(time.Second) // every node answered
@@ -29,7 +33,7 @@ func TestInspectHeldAndFree(t *testing.T) {
 		require.Len(t, s.Nodes, 5)
 		for i, ns := range s.Nodes {
 			assert.Equal(t, i, ns.Index)
-			assert.Equal(t, fs[i].name, ns.Addr)
+			assert.Equal(t, fs[i].Name, ns.Addr)
 			if i == 3 {
 				var nodeErr *NodeError
 				require.ErrorAs(t, ns.Err, &nodeErr)
@@ -65,7 +69,7 @@ func TestInspectHeldAndFree(t *testing.T) {
 			assert.Equal(t, fence, ns.Fence, "the counter outlives the lock")
 		}
 		for _, f := range fs {
-			assert.Zero(t, f.count("acquire")-1, "Inspect sends no acquisition")
+			assert.Zero(t, f.Count("acquire")-1, "Inspect sends no acquisition")
 		}
 	})
 }
@@ -87,9 +91,9 @@ func TestInspectReentrantAndSplit(t *testing.T) {
 		}
 
 		// Two holders split the nodes: the summary names the one on more.
-		fs[0].set("split", "a", time.Minute)
-		fs[1].set("split", "b", time.Minute)
-		fs[2].set("split", "b", time.Minute)
+		fs[0].Set("split", "a", time.Minute)
+		fs[1].Set("split", "b", time.Minute)
+		fs[2].Set("split", "b", time.Minute)
 		s, err = r.Inspect(t.Context(), "split")
 		require.NoError(t, err)
 		assert.Equal(t, "b", s.Holder)
@@ -101,14 +105,14 @@ func TestInspectReentrantAndSplit(t *testing.T) {
 func TestInspectSilentNodeTimesOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3, WithNodeTimeout(50*time.Millisecond))
-		fs[1].faults(func(n *fakeNode) { n.delay = time.Hour })
+		fs[1].Faults(func(n *nodetest.Fake) { n.Delay = time.Hour })
 		start := time.Now()
 		s, err := r.Inspect(t.Context(), "k")
 		require.NoError(t, err)
 		assert.Equal(t, 50*time.Millisecond, time.Since(start), "one node timeout, not the silent node's delay")
 		assert.ErrorIs(t, s.Nodes[1].Err, ErrNodeTimeout)
 		assert.Equal(t, 2, s.Reachable())
-		fs[1].faults(func(n *fakeNode) { n.delay = 0 })
+		fs[1].Faults(func(n *nodetest.Fake) { n.Delay = 0 })
 	})
 }
 
@@ -143,14 +147,14 @@ func TestInspectAndForceUnlockBadInput(t *testing.T) {
 func TestForceUnlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
-		fs[4].faults(func(n *fakeNode) { n.err = errBoom })
+		fs[4].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		holder := newFakeMutex(t, r, "k", WithFencing())
 		require.NoError(t, holder.Lock(t.Context()))
 		synctest.Wait() // the grants and records still in flight
 		token, fence := tokenOf(holder), holder.Fence()
 
 		// A waiter polling once a minute: only the announcement can wake it.
-		other, err := newRedlock(fakeNodes(fs), WithRetryDelay(time.Minute, time.Minute))
+		other, err := newRedlock(nodetest.Nodes(fs), WithRetryDelay(time.Minute, time.Minute))
 		require.NoError(t, err)
 		defer func() { require.NoError(t, other.Close(context.Background())) }()
 		waiter, err := other.NewMutex("k", WithFencing())
@@ -179,7 +183,7 @@ func TestForceUnlock(t *testing.T) {
 		assert.Less(t, (<-got).Sub(forced), 10*time.Millisecond, "the waiter woke on the announcement")
 		assert.Greater(t, waiter.Fence(), fence, "the counter was kept: the next token is greater")
 		for _, f := range fs[:4] {
-			assert.GreaterOrEqual(t, f.counter(fenceKey("k")), fence)
+			assert.GreaterOrEqual(t, f.Counter(node.FenceKey("k")), fence)
 		}
 
 		// The holder finds out at its next extension, and its lease ends
@@ -247,7 +251,7 @@ func TestLockWithinRenewalEndsWithContext(t *testing.T) {
 		time.Sleep(700 * time.Millisecond) // two extensions
 		cancel()
 		<-m.Done()
-		assert.Equal(t, 2, fs[0].count("extend"))
+		assert.Equal(t, 2, fs[0].Count("extend"))
 		assert.ErrorIs(t, m.Err(), ErrLockLost, "the lease runs out once renewal stops")
 	})
 }
@@ -283,7 +287,7 @@ func TestLockWithinZeroIsOneAttempt(t *testing.T) {
 		m := newFakeMutex(t, r, "k")
 		require.ErrorIs(t, m.LockWithin(t.Context(), 0), ErrNotAcquired)
 		synctest.Wait()
-		assert.Equal(t, 2, fs[0].count("acquire"), "the holder's and one attempt")
+		assert.Equal(t, 2, fs[0].Count("acquire"), "the holder's and one attempt")
 		require.ErrorIs(t, m.LockWithin(t.Context(), -time.Second), ErrInvalidArgument)
 		//nolint:staticcheck // a nil context on purpose
 		require.ErrorIs(t, m.LockWithin(nil, time.Second), ErrInvalidArgument)

@@ -65,4 +65,3 @@ func (l *locker) Unlock() {
 		l.onError(err)
 	}
 }
-

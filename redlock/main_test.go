@@ -3,10 +3,12 @@ package redlock
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
@@ -45,4 +47,11 @@ func tokenOf(m *Mutex) string {
 		return ""
 	}
 	return m.lease.token
+}
+
+// callOne sends op to n and waits for the reply, for tests of one node.
+func callOne(n node.Node, op node.Op) node.Reply {
+	ch := make(chan node.Reply, 1)
+	n.Do(context.Background(), time.Now().Add(time.Minute), op, func(r node.Reply) { ch <- r })
+	return <-ch
 }

@@ -294,4 +294,3 @@ func (m *Mutex) end(l *lease, cause error) {
 	}
 	close(l.done) // once: only the call that set l.err gets here
 }
-

@@ -1,12 +1,16 @@
 package redlock
 
 import (
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/waitq"
+
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
 	"context"
 	"fmt"
 	"maps"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -18,7 +22,7 @@ import (
 
 // handoff measures, in virtual time, how long after the holder's Unlock
 // returns a waiter's Lock returns.
-func handoff(t *testing.T, r *Redlock, fs []*fakeNode, opts ...Option) time.Duration {
+func handoff(t *testing.T, r *Redlock, fs []*nodetest.Fake, opts ...Option) time.Duration {
 	t.Helper()
 	holder := newFakeMutex(t, r, "k")
 	waiter := newFakeMutex(t, r, "k", opts...)
@@ -40,7 +44,7 @@ func TestNotifiedHandoffIsImmediate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
 		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+			f.Faults(func(n *nodetest.Fake) { n.Delay = time.Millisecond })
 		}
 		// A fixed back-off makes the polling case deterministic too.
 		notified := handoff(t, r, fs, WithRetryDelay(70*time.Millisecond, 70*time.Millisecond))
@@ -55,20 +59,20 @@ func TestLostNotificationsFallBackToPolling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
 		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.mute = true })
+			f.Faults(func(n *nodetest.Fake) { n.Mute = true })
 		}
 		d := handoff(t, r, fs)
 		assert.Greater(t, d, time.Duration(0))
 		assert.LessOrEqual(t, d, DefaultRetryDelayMax, "bounded by the back-off")
 		synctest.Wait()
-		assert.Equal(t, 2, fs[0].publishedCount(), "both releases were announced, and lost")
+		assert.Equal(t, 2, fs[0].PublishedCount(), "both releases were announced, and lost")
 	})
 }
 
 func TestNotificationWithNodeDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
-		fs[2].faults(func(n *fakeNode) { n.err = errBoom; n.mute = true })
+		fs[2].Faults(func(n *nodetest.Fake) { n.Err = errBoom; n.Mute = true })
 		// At once, or after one re-ask of a node the holder's release had
 		// not reached yet.
 		assert.LessOrEqual(t, handoff(t, r, fs), time.Millisecond, "the other nodes' announcements wake the waiter")
@@ -96,12 +100,12 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 			time.Sleep(time.Millisecond) // join in order
 		}
 		synctest.Wait()
-		before := fs[0].count("acquire")
+		before := fs[0].Count("acquire")
 		require.NoError(t, holder.Unlock(t.Context()))
 		synctest.Wait()
 		// One waiter woken, not all three (it may need a second attempt if
 		// it reached a node before the release did).
-		assert.LessOrEqual(t, fs[0].count("acquire"), before+2, "more than one waiter woken")
+		assert.LessOrEqual(t, fs[0].Count("acquire"), before+2, "more than one waiter woken")
 		wg.Wait()
 		close(order)
 		var got []int
@@ -117,7 +121,7 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 		// release reached the third node, which then has nothing to free).
 		total := 0
 		for _, f := range fs {
-			total += f.publishedCount()
+			total += f.PublishedCount()
 		}
 		assert.GreaterOrEqual(t, total, 4*2, "every release announced")
 	})
@@ -135,82 +139,42 @@ func TestSubscriptionsFollowWaiters(t *testing.T) {
 			close(done)
 		}()
 		synctest.Wait()
-		fs[0].mu.Lock()
-		assert.True(t, fs[0].subs[0].channels[releaseChannel("k")], "subscribed while waiting")
-		fs[0].mu.Unlock()
+		fs[0].Faults(func(n *nodetest.Fake) {
+			assert.True(t, n.Subs[0].Channels[node.ReleaseChannel("k")], "subscribed while waiting")
+		})
 		require.NoError(t, holder.Unlock(t.Context()))
 		<-done
-		time.Sleep(subLinger / 2)
+		time.Sleep(waitq.Linger / 2)
 		synctest.Wait()
-		fs[0].mu.Lock()
-		assert.True(t, fs[0].subs[0].channels[releaseChannel("k")], "the subscription lingers after the last waiter")
-		fs[0].mu.Unlock()
-		time.Sleep(subLinger)
+		fs[0].Faults(func(n *nodetest.Fake) {
+			assert.True(t, n.Subs[0].Channels[node.ReleaseChannel("k")], "the subscription lingers after the last waiter")
+		})
+		time.Sleep(waitq.Linger)
 		synctest.Wait()
-		fs[0].mu.Lock()
-		assert.Equal(t, []string{wakeChannel(r.waiters.self)}, slices.Collect(maps.Keys(fs[0].subs[0].channels)),
-			"unsubscribed once no one waited for a while; the process's own channel stays")
-		fs[0].mu.Unlock()
+		fs[0].Faults(func(n *nodetest.Fake) {
+			assert.Equal(t, []string{node.WakeChannel(r.waiters.Self())}, slices.Collect(maps.Keys(n.Subs[0].Channels)),
+				"unsubscribed once no one waited for a while; the process's own channel stays")
+		})
 		require.NoError(t, r.Close(t.Context()))
-		fs[0].mu.Lock()
-		assert.Empty(t, fs[0].subs, "Close closes the subscriptions")
-		fs[0].mu.Unlock()
+		fs[0].Faults(func(n *nodetest.Fake) {
+			assert.Empty(t, n.Subs, "Close closes the subscriptions")
+		})
 	})
-}
-
-// TestWakeOrder: announcements wake the waiters of a name oldest first, one
-// per release, and copies of one release from other nodes wake no one.
-func TestWakeOrder(t *testing.T) {
-	_, ns := fakes(1)
-	r, err := newRedlock(ns)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
-	ws := &r.waiters
-	w0 := ws.join("k", time.Second)
-	w1 := ws.join("k", time.Second)
-	woken := func(w *waiter) bool {
-		select {
-		case <-w.wake:
-			return true
-		default:
-			return false
-		}
-	}
-	ws.announce("k", "release-1", "")
-	assert.True(t, woken(w0))
-	ws.announce("k", "release-1", "") // the same release, from another node
-	assert.False(t, woken(w0), "woken once per release")
-	assert.False(t, woken(w1))
-	w0.leave()
-	ws.announce("k", "release-2", "")
-	assert.True(t, woken(w1))
-	ws.announce("other", "release-3", "")
-	assert.False(t, woken(w1))
-	// A release that names a waiter wakes that one, whatever its age.
-	w2 := ws.join("k", time.Second)
-	ws.announce("k", "release-4", w2.id)
-	assert.True(t, woken(w2))
-	assert.False(t, woken(w1))
-	ws.announce("k", "release-5", "another-process/waiter")
-	assert.False(t, woken(w1), "another process's turn")
-	assert.False(t, woken(w2))
-	w1.leave()
-	w2.leave()
 }
 
 // A release hands the lock to the oldest waiter queued on the nodes: only
 // its process is told, and the waiters of other processes keep waiting.
 func TestReleaseWakesOldestQueuedWaiterOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs, _ := fakes(3)
+		fs := nodetest.Fakes(3)
 		for _, f := range fs {
 			// Every node releases before any attempt woken by the
 			// release reaches one: one acquire per attempt.
-			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+			f.Faults(func(n *nodetest.Fake) { n.Delay = time.Millisecond })
 		}
 		var rls []*Redlock
 		for range 3 { // three processes on the same nodes
-			r, err := newRedlock(fakeNodes(fs))
+			r, err := newRedlock(nodetest.Nodes(fs))
 			require.NoError(t, err)
 			rls = append(rls, r)
 		}
@@ -235,15 +199,15 @@ func TestReleaseWakesOldestQueuedWaiterOnly(t *testing.T) {
 			})
 			time.Sleep(time.Second) // process 1 waits longer than process 2
 		}
-		assert.Len(t, fs[0].waiting(queueKey("k")), 2, "both waiters queued")
-		before := fs[0].count("acquire")
+		assert.Len(t, fs[0].Waiting(node.QueueKey("k")), 2, "both waiters queued")
+		before := fs[0].Count("acquire")
 		require.NoError(t, holder.Unlock(t.Context()))
 		assert.Equal(t, 1, <-order, "the oldest waiter goes first")
-		assert.Equal(t, before+1, fs[0].count("acquire"), "only its process tried")
+		assert.Equal(t, before+1, fs[0].Count("acquire"), "only its process tried")
 		assert.Equal(t, 2, <-order, "then the next, on the next release")
 		wg.Wait()
 		synctest.Wait()
-		assert.Empty(t, fs[0].waiting(queueKey("k")), "no one left queued")
+		assert.Empty(t, fs[0].Waiting(node.QueueKey("k")), "no one left queued")
 	})
 }
 
@@ -253,7 +217,7 @@ func TestReleaseCourtesyLetsWaiterFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
 		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.delay = 100 * time.Microsecond })
+			f.Faults(func(n *nodetest.Fake) { n.Delay = 100 * time.Microsecond })
 		}
 		holder := newFakeMutex(t, r, "k")
 		waiter := newFakeMutex(t, r, "k")
@@ -274,26 +238,27 @@ func TestReleaseCourtesyLetsWaiterFirst(t *testing.T) {
 	})
 }
 
-// Waiters coming and going on a stalled node's subscription cost one
-// goroutine per node, not one per subscribe or unsubscribe.
+// Waiters coming and going on a stalled node's subscription cost no
+// goroutine per subscribe or unsubscribe: the queue's one sync goroutine
+// waits for the stalled node, at most its timeout per pass.
 func TestStalledSubscriptionCostsOneGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)
-		fs[0].faults(func(n *fakeNode) { n.hang = make(chan struct{}) })
-		w := r.waiters.join("warm", time.Minute) // starts the subscriptions
+		fs[0].Faults(func(n *nodetest.Fake) { n.Hang = make(chan struct{}) })
+		w := r.waiters.Join("warm", time.Minute) // starts the subscriptions
 		synctest.Wait()
 		before := runtime.NumGoroutine()
 		for i := range 200 {
-			r.waiters.join(fmt.Sprint("k", i), time.Minute).leave()
+			r.waiters.Join(fmt.Sprint("k", i), time.Minute).Leave(time.Minute)
 		}
-		time.Sleep(subLinger + time.Second) // the names are dropped
+		time.Sleep(waitq.Linger + time.Second) // the names are dropped
 		synctest.Wait()
 		assert.LessOrEqual(t, runtime.NumGoroutine()-before, 1, "one goroutine for the stalled node at most")
-		w.leave()
-		fs[0].faults(func(n *fakeNode) { close(n.hang); n.hang = nil })
-		time.Sleep(subLinger + time.Second)
+		w.Leave(time.Minute)
+		fs[0].Faults(func(n *nodetest.Fake) { close(n.Hang); n.Hang = nil })
+		time.Sleep(waitq.Linger + time.Second)
 		synctest.Wait()
-		assert.Equal(t, []string{wakeChannel(r.waiters.self)}, slices.Collect(maps.Keys(fs[1].subs[0].channels)),
+		assert.Equal(t, []string{node.WakeChannel(r.waiters.Self())}, slices.Collect(maps.Keys(fs[1].Subs[0].Channels)),
 			"the other nodes end up with no lock's channel subscribed")
 	})
 }
@@ -304,10 +269,10 @@ func TestNoCourtesyForOwnSubscription(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)
 		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.delay = 100 * time.Microsecond })
+			f.Faults(func(n *nodetest.Fake) { n.Delay = 100 * time.Microsecond })
 		}
 		handoff(t, r, fs) // leaves this Redlock subscribed to "k"
-		require.True(t, r.waiters.listening(0, "k"))
+		require.True(t, r.waiters.Listening(0, "k"))
 		time.Sleep(courtesyMax) // the courtesy of handoff's own release is over
 		m := newFakeMutex(t, r, "k")
 		for range 3 {
@@ -317,37 +282,4 @@ func TestNoCourtesyForOwnSubscription(t *testing.T) {
 			require.NoError(t, m.Unlock(t.Context()))
 		}
 	})
-}
-
-// On a plain node, a lock's queue and fencing counter sit beside its name,
-// so that an ACL key pattern covering the name covers them; on a cluster
-// node they hash to the name's slot, or do not exist.
-func TestKeysShareTheNamesSlot(t *testing.T) {
-	for name, want := range map[string]string{
-		"orders":          "{orders}:redlock:waiters",
-		"{user:7}:orders": "{user:7}:orders:redlock:waiters",
-		"a{b}c":           "a{b}c:redlock:waiters",
-		"a{}b":            "", // no valid tag: no key can share its slot
-		"only{open":       "",
-		"close}only":      "", // "{close}only}" would hash "close"
-	} {
-		assert.Equal(t, name+":redlock:waiters", queueKey(name), name)
-		plain, cluster := &redisNode{}, &redisNode{sharded: true}
-		assert.Equal(t, queueKey(name), plain.inSlot(name, queueKey(name)), name)
-		assert.Equal(t, want, cluster.inSlot(name, queueKey(name)), name)
-		if want != "" {
-			assert.Equal(t, hashSlotKey(name), hashSlotKey(want), name)
-			assert.Equal(t, hashSlotKey(name), hashSlotKey(cluster.inSlot(name, fenceKey(name))), name)
-		}
-	}
-}
-
-// hashSlotKey is the part of key Redis Cluster hashes.
-func hashSlotKey(key string) string {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			return key[open+1 : open+1+end]
-		}
-	}
-	return key
 }

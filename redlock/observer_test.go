@@ -1,6 +1,9 @@
 package redlock
 
 import (
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
 	"context"
 	"fmt"
 	"strings"
@@ -116,7 +119,7 @@ func TestObserverNotAcquired(t *testing.T) {
 		rec := &recorder{}
 		r, fs := newFakeRedlock(t, 5, WithObserver(rec))
 		for _, f := range fs[:3] {
-			f.set("k", "other", time.Minute)
+			f.Set("k", "other", time.Minute)
 		}
 		m := newFakeMutex(t, r, "k", WithTries(3))
 		err := m.Lock(t.Context())
@@ -142,7 +145,7 @@ func TestObserverCanceled(t *testing.T) {
 		rec := &recorder{}
 		r, fs := newFakeRedlock(t, 5, WithObserver(rec))
 		for _, f := range fs {
-			f.set("k", "other", time.Minute)
+			f.Set("k", "other", time.Minute)
 		}
 		m := newFakeMutex(t, r, "k")
 
@@ -194,7 +197,7 @@ func TestObserverLossFoundByExtend(t *testing.T) {
 		m := newFakeMutex(t, r, "k")
 		require.NoError(t, m.TryLock(t.Context()))
 		for _, f := range fs {
-			f.set("k", "other", time.Minute) // taken over
+			f.Set("k", "other", time.Minute) // taken over
 		}
 		require.ErrorIs(t, m.Extend(t.Context()), ErrLockLost)
 		synctest.Wait()
@@ -231,11 +234,11 @@ func TestObserverNodeFailures(t *testing.T) {
 		rec := &recorder{}
 		r, fs := newFakeRedlock(t, 7, WithObserver(rec), WithNodeTimeout(100*time.Millisecond))
 		m := newFakeMutex(t, r, "k")
-		fs[0].faults(func(n *fakeNode) { n.err = errBoom })
+		fs[0].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		// Both answer after the operation returned: node 3 fails late, node 4
 		// grants too late.
-		fs[3].faults(func(n *fakeNode) { n.delay, n.err = 200*time.Millisecond, errBoom })
-		fs[4].faults(func(n *fakeNode) { n.delay = 300 * time.Millisecond })
+		fs[3].Faults(func(n *nodetest.Fake) { n.Delay, n.Err = 200*time.Millisecond, errBoom })
+		fs[4].Faults(func(n *nodetest.Fake) { n.Delay = 300 * time.Millisecond })
 		require.NoError(t, m.TryLock(t.Context()))
 		synctest.Wait() // node 0's reply, perhaps after the quorum's (no time passes)
 		_, _, _, nodes := rec.snapshot()
@@ -261,9 +264,9 @@ func TestObserverNodeFailures(t *testing.T) {
 
 		// A node that refuses connections is down: skipped from then on,
 		// and reported so.
-		fs[3].faults(func(n *fakeNode) { n.delay, n.err = 0, nil })
-		fs[4].faults(func(n *fakeNode) { n.delay = 0 })
-		fs[5].faults(func(n *fakeNode) { n.err = errRefused })
+		fs[3].Faults(func(n *nodetest.Fake) { n.Delay, n.Err = 0, nil })
+		fs[4].Faults(func(n *nodetest.Fake) { n.Delay = 0 })
+		fs[5].Faults(func(n *nodetest.Fake) { n.Err = errRefused })
 		require.NoError(t, m.Unlock(t.Context()))
 		synctest.Wait() // the refusal may come after Unlock returned
 		require.NoError(t, m.TryLock(t.Context()))
@@ -288,7 +291,7 @@ func TestObserverPerMutex(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec, own := &recorder{}, &recorder{}
 		r, fs := newFakeRedlock(t, 3, WithObserver(rec))
-		fs[0].faults(func(n *fakeNode) { n.err = errBoom })
+		fs[0].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		silent := newFakeMutex(t, r, "a", WithObserver(nil))
 		other := newFakeMutex(t, r, "b", WithObserver(own))
 		require.NoError(t, silent.TryLock(t.Context()))
@@ -305,7 +308,7 @@ func TestObserverPerMutex(t *testing.T) {
 // TestUnsentWording pins the message redlockotel recognises a request
 // never sent by (its error.type not_sent).
 func TestUnsentWording(t *testing.T) {
-	for _, err := range []error{errUnsent, errQueueFull, errClosedNode} {
+	for _, err := range []error{node.ErrUnsent, node.ErrQueueFull, node.ErrClosed} {
 		assert.True(t, strings.HasPrefix(err.Error(), "redlock: request not sent"), err.Error())
 	}
 }

@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
 	"context"
 	"math"
 	"testing"
@@ -55,7 +57,7 @@ func TestOptionsValidated(t *testing.T) {
 		"retry delay max below min": {WithRetryDelay(time.Second, time.Millisecond)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, ns := fakes(3)
+			ns := nodetest.Nodes(nodetest.Fakes(3))
 			r, err := newRedlock(ns, opts...)
 			assert.ErrorIs(t, err, ErrInvalidArgument, "New")
 			assert.Nil(t, r)
@@ -70,7 +72,7 @@ func TestOptionsValidated(t *testing.T) {
 }
 
 func TestOptionsApply(t *testing.T) {
-	_, ns := fakes(3)
+	ns := nodetest.Nodes(nodetest.Fakes(3))
 	r, err := newRedlock(ns, WithTTL(time.Minute), WithTries(3))
 	require.NoError(t, err)
 	m, err := r.NewMutex("k", WithNodeTimeout(time.Second), WithDriftFactor(0), WithRetryDelay(time.Millisecond, 2*time.Millisecond))
@@ -86,7 +88,7 @@ func TestOptionsApply(t *testing.T) {
 }
 
 func TestBadArguments(t *testing.T) {
-	_, ns := fakes(3)
+	ns := nodetest.Nodes(nodetest.Fakes(3))
 	r, err := newRedlock(ns)
 	require.NoError(t, err)
 	_, err = r.NewMutex("")

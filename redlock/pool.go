@@ -40,8 +40,8 @@ import (
 //     by this process's own old key.
 //
 // The pool owns the goroutines that repair down nodes (probes, owed
-// releases) and counts every request in flight; close stops the first and
-// waits for both, then closes the nodes.
+// releases) and counts every request in flight; stop ends the first, wait
+// waits for both, and close then closes the nodes.
 
 const (
 	// probeFirst is the cool-down before a down node's first probe, and
@@ -79,8 +79,9 @@ type pool struct {
 	report reportFunc
 	back   func(i int)
 
-	done chan struct{} // closed by close: repairs stop
-	wg   sync.WaitGroup
+	done     chan struct{} // closed by stop: repairs stop
+	stopOnce sync.Once
+	wg       sync.WaitGroup
 
 	orderMu sync.Mutex
 	order   map[string]*nameOrder
@@ -153,10 +154,7 @@ func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.O
 	now := p.now()
 	s := p.states[i]
 	s.mu.Lock()
-	if !s.down && s.inflight > 0 && now.Sub(later(s.waiting, s.lastReply)) > timeout {
-		s.down, s.downSince, s.cause = true, now, node.ErrNodeTimeout
-		p.startRepair(i)
-	}
+	p.noticeSilence(i, now, timeout)
 	down, since, cause := s.down, s.downSince, s.cause
 	if !down {
 		if s.inflight == 0 {
@@ -194,6 +192,29 @@ func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.O
 		done(rep)
 		p.wg.Done()
 	})
+}
+
+// ask sends op to node i like send, but learns nothing from it and skips
+// no node: for background questions (who the node is) whose answers, or
+// silence, say nothing of how the node serves locks.
+func (p *pool) ask(ctx context.Context, i int, timeout time.Duration, op node.Op, done func(node.Reply)) {
+	p.wg.Add(1)
+	p.nodes[i].Do(ctx, p.now().Add(timeout), op, func(rep node.Reply) {
+		rep.Err = node.Classify(node.ClientErr(rep.Err))
+		done(rep)
+		p.wg.Done()
+	})
+}
+
+// noticeSilence puts node i down when its requests have all gone
+// unanswered for timeout, with one of them waiting all that time. Called
+// with the node's mu held.
+func (p *pool) noticeSilence(i int, now time.Time, timeout time.Duration) {
+	s := p.states[i]
+	if !s.down && s.inflight > 0 && now.Sub(later(s.waiting, s.lastReply)) > timeout {
+		s.down, s.downSince, s.cause = true, now, node.ErrNodeTimeout
+		p.startRepair(i)
+	}
 }
 
 // received learns from a reply that came in from node i, and returns it
@@ -310,7 +331,7 @@ func (p *pool) startRepair(i int) {
 
 // repair probes node i while it is down and delivers what is owed to it
 // once it answers; it returns when the node is up and owes nothing, or the
-// pool closes.
+// pool stops.
 func (p *pool) repair(i int) {
 	s := p.states[i]
 	wait := probeFirst
@@ -348,7 +369,7 @@ func (p *pool) repair(i int) {
 	}
 }
 
-// sleep waits for d, or until the pool closes; it reports whether d
+// sleep waits for d, or until the pool stops; it reports whether d
 // passed.
 func (p *pool) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -456,28 +477,41 @@ func (p *pool) releasing(name string, i int) (leave func()) {
 }
 
 // afterReleases runs f once this process's releases of name in flight on
-// node i have returned: at once when there are none.
-func (p *pool) afterReleases(name string, i int, f func()) {
+// node i have returned: at once when there are none, or when the node is
+// down, or found silent for timeout (f's request then fails at once,
+// unsent, and overtakes nothing).
+func (p *pool) afterReleases(name string, i int, timeout time.Duration, f func()) {
 	p.orderMu.Lock()
 	o := p.order[name]
 	p.orderMu.Unlock()
-	if o == nil {
+	if o == nil || p.silent(i, timeout) {
 		f()
 		return
 	}
 	o.gates[i].then(f)
 }
 
-// close stops the repairs, waits for them and for every request in flight,
-// then closes the nodes. It is called once no operation is running.
-// Releases still owed are dropped.
+// silent reports whether node i is down, putting it down first if its
+// requests have gone unanswered for timeout (see noticeSilence).
+func (p *pool) silent(i int, timeout time.Duration) bool {
+	s := p.states[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p.noticeSilence(i, p.now(), timeout)
+	return s.down
+}
+
+// stop stops the repairs: probing of down nodes ends, and releases still
+// owed are dropped. Called once no new operation can start.
+func (p *pool) stop() {
+	p.stopOnce.Do(func() { close(p.done) })
+}
+
+// wait waits for the repairs and for every request in flight; close then
+// closes the nodes.
+func (p *pool) wait() { p.wg.Wait() }
+
 func (p *pool) close() {
-	select {
-	case <-p.done:
-	default:
-		close(p.done)
-	}
-	p.wg.Wait()
 	for _, n := range p.nodes {
 		n.Close()
 	}

@@ -1,6 +1,9 @@
 package redlock
 
 import (
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
 	"fmt"
 	"testing"
 	"testing/synctest"
@@ -24,7 +27,7 @@ func TestTallyDecidesExactlyWhenCertain(t *testing.T) {
 	outcomes := []struct {
 		ok  bool
 		err error
-	}{{true, nil}, {false, nil}, {false, errLostReply}}
+	}{{true, nil}, {false, nil}, {false, nodetest.ErrLostReply}}
 	for n := 1; n <= 7; n++ {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			q := quorum(n)
@@ -66,20 +69,20 @@ func TestMustUndo(t *testing.T) {
 	timeout := fmt.Errorf("%w", ErrNodeTimeout)
 	for _, c := range []struct {
 		name      string
-		rep       reply
+		rep       node.Reply
 		reentrant bool
 		want      bool
 	}{
-		{"granted", reply{ok: true}, false, true},
-		{"granted, reentrant", reply{ok: true}, true, true},
-		{"held by another", reply{holder: "x"}, false, false},
-		{"never sent", reply{err: errQueueFull}, false, false},
-		{"node down", reply{err: fmt.Errorf("%w: x", ErrNodeDown)}, false, false},
-		{"dial refused", reply{err: errRefused}, false, false},
-		{"recovering", reply{err: fmt.Errorf("%w: x", ErrNodeRecovering)}, false, false},
-		{"reply lost", reply{err: errLostReply}, false, true},
-		{"timed out", reply{err: timeout}, false, true},
-		{"reply lost, reentrant", reply{err: errLostReply}, true, false},
+		{"granted", node.Reply{OK: true}, false, true},
+		{"granted, reentrant", node.Reply{OK: true}, true, true},
+		{"held by another", node.Reply{Value: node.Grant{Holder: "x"}}, false, false},
+		{"never sent", node.Reply{Err: node.ErrQueueFull}, false, false},
+		{"node down", node.Reply{Err: fmt.Errorf("%w: x", ErrNodeDown)}, false, false},
+		{"dial refused", node.Reply{Err: errRefused}, false, false},
+		{"recovering", node.Reply{Err: fmt.Errorf("%w: x", ErrNodeRecovering)}, false, false},
+		{"reply lost", node.Reply{Err: nodetest.ErrLostReply}, false, true},
+		{"timed out", node.Reply{Err: timeout}, false, true},
+		{"reply lost, reentrant", node.Reply{Err: nodetest.ErrLostReply}, true, false},
 	} {
 		assert.Equal(t, c.want, mustUndo(c.rep, c.reentrant), c.name)
 	}
@@ -102,7 +105,7 @@ func TestOutranks(t *testing.T) {
 
 // nearAndFar returns a Redlock over five fakes: three near nodes (1ms) and
 // two far ones (50ms).
-func nearAndFar(t *testing.T) (*Redlock, []*fakeNode) {
+func nearAndFar(t *testing.T) (*Redlock, []*nodetest.Fake) {
 	t.Helper()
 	r, fs := newFakeRedlock(t, 5, WithNodeTimeout(200*time.Millisecond))
 	for i, f := range fs {
@@ -110,7 +113,7 @@ func nearAndFar(t *testing.T) (*Redlock, []*fakeNode) {
 		if i >= 3 {
 			d = 50 * time.Millisecond
 		}
-		f.faults(func(n *fakeNode) { n.delay = d })
+		f.Faults(func(n *nodetest.Fake) { n.Delay = d })
 	}
 	return r, fs
 }
@@ -122,8 +125,8 @@ func TestSplitVoteLoserGivesWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := nearAndFar(t)
 		// A competitor ("~" ranks above any token) holds two near nodes.
-		fs[0].set("k", "~", time.Minute)
-		fs[1].set("k", "~", time.Minute)
+		fs[0].Set("k", "~", time.Minute)
+		fs[1].Set("k", "~", time.Minute)
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
 		_, err := m.tryLock(t.Context(), "", maxReasks)
@@ -131,7 +134,7 @@ func TestSplitVoteLoserGivesWay(t *testing.T) {
 		assert.Contains(t, err.Error(), "gave way")
 		assert.Less(t, time.Since(start), 10*time.Millisecond, "the loser waited for the far nodes")
 		synctest.Wait()
-		_, held := fs[2].get("k")
+		_, held := fs[2].Get("k")
 		assert.False(t, held, "its grant was released")
 	})
 }
@@ -144,15 +147,15 @@ func TestSplitVoteWinnerAsksAgain(t *testing.T) {
 		r, fs := nearAndFar(t)
 		// A competitor ("0" ranks below any token) holds one near node,
 		// and gives way 3ms later.
-		fs[0].set("k", "0", 3*time.Millisecond)
+		fs[0].Set("k", "0", 3*time.Millisecond)
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
 		_, err := m.tryLock(t.Context(), "", maxReasks) // as Lock's attempts do
 		require.NoError(t, err)
 		took := time.Since(start)
 		assert.Less(t, took, 10*time.Millisecond, "the winner waited for the far nodes")
-		assert.Greater(t, fs[0].count("acquire"), 1, "node 0 was asked again")
-		v, _ := fs[0].get("k")
+		assert.Greater(t, fs[0].Count("acquire"), 1, "node 0 was asked again")
+		v, _ := fs[0].Get("k")
 		assert.Equal(t, tokenOf(m), v)
 	})
 }
@@ -162,12 +165,12 @@ func TestSplitVoteWinnerAsksAgain(t *testing.T) {
 func TestTryLockDoesNotAskAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := nearAndFar(t)
-		fs[0].set("k", "0", 3*time.Millisecond)
+		fs[0].Set("k", "0", 3*time.Millisecond)
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
 		require.NoError(t, m.TryLock(t.Context()))
 		assert.Equal(t, 50*time.Millisecond, time.Since(start))
-		assert.Equal(t, 1, fs[0].count("acquire"))
+		assert.Equal(t, 1, fs[0].Count("acquire"))
 	})
 }
 
@@ -176,7 +179,7 @@ func TestNoReaskWithoutGrants(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
 		for _, f := range fs {
-			f.set("k", "0", time.Minute)
+			f.Set("k", "0", time.Minute)
 		}
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
@@ -185,7 +188,7 @@ func TestNoReaskWithoutGrants(t *testing.T) {
 		assert.Zero(t, time.Since(start), "held everywhere: decided at once, no wait for a re-ask")
 		time.Sleep(time.Second)
 		for _, f := range fs {
-			assert.Equal(t, 1, f.count("acquire"))
+			assert.Equal(t, 1, f.Count("acquire"))
 		}
 	})
 }
@@ -198,11 +201,11 @@ func TestReleasedTokenAskedAgain(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r, fs := newFakeRedlock(t, 3)
 			for _, f := range fs {
-				f.faults(func(n *fakeNode) { n.delay = 100 * time.Microsecond })
+				f.Faults(func(n *nodetest.Fake) { n.Delay = 100 * time.Microsecond })
 			}
 			// The holder's release reaches nodes 0 and 1 at 150µs.
-			fs[0].set("k", "released", 150*time.Microsecond)
-			fs[1].set("k", "released", 150*time.Microsecond)
+			fs[0].Set("k", "released", 150*time.Microsecond)
+			fs[1].Set("k", "released", 150*time.Microsecond)
 			m := newFakeMutex(t, r, "k")
 			released := ""
 			if told {
@@ -211,7 +214,7 @@ func TestReleasedTokenAskedAgain(t *testing.T) {
 			_, err := m.tryLock(t.Context(), released, maxReasks)
 			if told {
 				require.NoError(t, err)
-				assert.Equal(t, 2, fs[0].count("acquire"), "asked again")
+				assert.Equal(t, 2, fs[0].Count("acquire"), "asked again")
 			} else {
 				require.ErrorIs(t, err, ErrNotAcquired)
 			}

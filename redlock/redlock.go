@@ -36,7 +36,7 @@ type Redlock struct {
 	// life is cancelled by Close: waits in the background end with it.
 	life context.Context //nolint:containedctx // the Redlock's lifetime, not a call's
 	kill context.CancelFunc
-	wg     sync.WaitGroup // operations, renewals, identification
+	wg   sync.WaitGroup // operations, renewals, identification
 
 	waiters *waitq.Queue       // waiting Locks and their subscriptions
 	ids     *identity.Registry // who each node is (see identify.go)
@@ -170,12 +170,14 @@ func (r *Redlock) Close(ctx context.Context) error {
 		r.kill()
 	}
 	r.mu.Unlock()
+	r.pool.stop()
 	// In order: the waiters' goroutines use the pool, operations use both,
 	// and the pool's calls in flight outlive the operations that sent them.
 	done := make(chan struct{})
 	go func() {
 		r.waiters.Close()
 		r.wg.Wait()
+		r.pool.wait()
 		close(done)
 	}()
 	select {

@@ -1,6 +1,9 @@
 package redlock
 
 import (
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,11 +21,10 @@ func TestReentrantHoldCount(t *testing.T) {
 		require.NoError(t, m.TryLock(t.Context()))
 		synctest.Wait()
 		for _, f := range fs {
-			f.mu.Lock()
-			e := f.data["k"]
-			f.mu.Unlock()
-			assert.True(t, e.hash)
-			assert.Equal(t, 3, e.holds, "%s: hold count on the node", f.name)
+			var e nodetest.Entry
+			f.Faults(func(n *nodetest.Fake) { e = n.Data["k"] })
+			assert.True(t, e.Hash)
+			assert.Equal(t, 3, e.Holds, "%s: hold count on the node", f.Name)
 		}
 		other := newFakeMutex(t, r, "k", WithReentrant())
 		require.ErrorIs(t, other.TryLock(t.Context()), ErrNotAcquired, "another owner is refused")
@@ -49,12 +51,12 @@ func TestReentrantLastUnlockDropsDivergentHolds(t *testing.T) {
 		m := newFakeMutex(t, r, "k", WithReentrant())
 		require.NoError(t, m.Lock(t.Context()))
 		synctest.Wait()
-		fs[4].faults(func(n *fakeNode) { n.err = errBoom })
+		fs[4].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		require.NoError(t, m.Lock(t.Context())) // node 4 misses a hold...
-		fs[4].faults(func(n *fakeNode) { n.err = nil })
-		fs[0].faults(func(n *fakeNode) { n.err = errBoom })
+		fs[4].Faults(func(n *nodetest.Fake) { n.Err = nil })
+		fs[0].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		require.NoError(t, m.Unlock(t.Context())) // ...node 0 misses a release
-		fs[0].faults(func(n *fakeNode) { n.err = nil })
+		fs[0].Faults(func(n *nodetest.Fake) { n.Err = nil })
 		synctest.Wait()
 		require.NoError(t, m.Unlock(t.Context()))
 		synctest.Wait()
@@ -87,12 +89,12 @@ func TestReentrantFailedRelockKeepsHolds(t *testing.T) {
 		require.NoError(t, m.Lock(t.Context()))
 		synctest.Wait()
 		for _, f := range fs[1:] { // the re-lock fails there without effect; releases work
-			f.faults(func(n *fakeNode) { n.err, n.errOnly = errBoom, "acquire" })
+			f.Faults(func(n *nodetest.Fake) { n.Err, n.ErrOnly = errBoom, "acquire" })
 		}
 		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
 		synctest.Wait()
 		for _, f := range fs[1:] {
-			f.faults(func(n *fakeNode) { n.err, n.errOnly = nil, "" })
+			f.Faults(func(n *nodetest.Fake) { n.Err, n.ErrOnly = nil, "" })
 		}
 		assert.Equal(t, 3, keyOn(fs, "k"), "the failed re-lock released the owner's own holds")
 		other := newFakeMutex(t, r, "k", WithReentrant())
@@ -107,7 +109,7 @@ func TestReentrantConcurrentFirstLocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)
 		for _, f := range fs {
-			f.faults(func(n *fakeNode) { n.delay = time.Millisecond })
+			f.Faults(func(n *nodetest.Fake) { n.Delay = time.Millisecond })
 		}
 		m := newFakeMutex(t, r, "k", WithReentrant())
 		errs := make(chan error, 2)
@@ -132,21 +134,21 @@ func TestReentrantDoubleReleaseKeepsLock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, fs := newFakeRedlock(t, 1)
 		f := fs[0]
-		req := &acquireReq{key: "k", token: "owner", ttl: time.Second, reentrant: true}
+		req := &node.Acquire{Key: "k", Token: "owner", TTL: time.Second, Reentrant: true}
 		for range 2 {
-			ok, _, err := acquireOn(f, req)
-			require.NoError(t, err)
-			require.True(t, ok)
+			rep := callOne(f, req)
+			require.NoError(t, rep.Err)
+			require.True(t, rep.OK)
 		}
 		for range 3 { // one release too many, as a resend would do
-			ok, err := releaseOn(f, &releaseReq{key: "k", token: "owner", reentrant: true, drop: dropOne})
-			require.NoError(t, err)
-			assert.True(t, ok)
+			rep := callOne(f, &node.Release{Key: "k", Token: "owner", Reentrant: true, Drop: node.DropOne})
+			require.NoError(t, rep.Err)
+			assert.True(t, rep.OK)
 		}
 		assert.Equal(t, 1, keyOn(fs, "k"))
-		ok, err := releaseOn(f, &releaseReq{key: "k", token: "owner", reentrant: true, drop: dropAll})
-		require.NoError(t, err)
-		assert.True(t, ok)
+		rep := callOne(f, &node.Release{Key: "k", Token: "owner", Reentrant: true, Drop: node.DropAll})
+		require.NoError(t, rep.Err)
+		assert.True(t, rep.OK)
 		assert.Zero(t, keyOn(fs, "k"))
 	})
 }
@@ -160,7 +162,7 @@ func TestReentrantRelockRacingUnlockLeavesNoKey(t *testing.T) {
 		require.NoError(t, m.Lock(t.Context()))
 		synctest.Wait()
 		for _, f := range fs { // the re-lock's scripts arrive late
-			f.faults(func(n *fakeNode) { n.opDelay = map[string]time.Duration{"acquire": 50 * time.Millisecond} })
+			f.Faults(func(n *nodetest.Fake) { n.OpDelay = map[string]time.Duration{"acquire": 50 * time.Millisecond} })
 		}
 		relocked := make(chan error, 1)
 		go func() { relocked <- m.TryLock(t.Context()) }() // one attempt: Lock would retry and rightly win
@@ -179,15 +181,14 @@ func TestReentrantRelockWaitsForFirstSet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)
 		m := newFakeMutex(t, r, "k", WithReentrant())
-		fs[2].faults(func(n *fakeNode) { n.delay = 50 * time.Millisecond })
+		fs[2].Faults(func(n *nodetest.Fake) { n.Delay = 50 * time.Millisecond })
 		require.NoError(t, m.Lock(t.Context())) // decided by nodes 0 and 1
-		fs[2].faults(func(n *fakeNode) { n.delay = 0 })
+		fs[2].Faults(func(n *nodetest.Fake) { n.Delay = 0 })
 		require.NoError(t, m.Lock(t.Context()))
 		time.Sleep(time.Second)
 		synctest.Wait()
-		fs[2].mu.Lock()
-		holds := fs[2].data["k"].holds
-		fs[2].mu.Unlock()
+		var holds int
+		fs[2].Faults(func(n *nodetest.Fake) { holds = n.Data["k"].Holds })
 		assert.Equal(t, 2, holds, "the re-lock overtook the first SET on the slow node")
 		require.NoError(t, m.Unlock(t.Context()))
 		require.NoError(t, m.Unlock(t.Context()))
@@ -201,9 +202,9 @@ func TestReentrantFailedFirstLockLeavesNoKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5, WithReentrant())
 		for _, f := range fs[:3] {
-			f.mu.Lock()
-			f.data["k"] = fakeEntry{value: "other-owner", expires: time.Now().Add(time.Hour), hash: true, holds: 1}
-			f.mu.Unlock()
+			f.Faults(func(n *nodetest.Fake) {
+				n.Data["k"] = nodetest.Entry{Value: "other-owner", Expires: time.Now().Add(time.Hour), Hash: true, Holds: 1}
+			})
 		}
 		m := newFakeMutex(t, r, "k")
 		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)

@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
 	"context"
 	"testing"
 	"testing/synctest"
@@ -41,7 +43,7 @@ func TestRenewalSchedule(t *testing.T) {
 		for i := 1; i <= 30; i++ {
 			time.Sleep(time.Until(start.Add(time.Duration(i) * 300 * time.Millisecond)))
 			synctest.Wait()
-			assert.Equal(t, i, fs[0].count("extend"), "one extension per TTL/3")
+			assert.Equal(t, i, fs[0].Count("extend"), "one extension per TTL/3")
 			// The window always reaches past the next renewal.
 			assert.True(t, m.Until().After(time.Now().Add(300*time.Millisecond)))
 			require.ErrorIs(t, other.TryLock(t.Context()), ErrNotAcquired, "the renewed lock lapsed at %v", time.Since(start))
@@ -49,7 +51,7 @@ func TestRenewalSchedule(t *testing.T) {
 		assert.NoError(t, m.Err())
 		require.NoError(t, m.Unlock(t.Context()))
 		time.Sleep(2 * time.Second)
-		assert.Equal(t, 30, fs[0].count("extend"), "renewal stops on Unlock")
+		assert.Equal(t, 30, fs[0].Count("extend"), "renewal stops on Unlock")
 	})
 }
 
@@ -62,7 +64,7 @@ func TestRenewalStopsWithHolderContext(t *testing.T) {
 		time.Sleep(700 * time.Millisecond) // two extensions
 		cancel()
 		<-m.Done()
-		assert.Equal(t, 2, fs[0].count("extend"))
+		assert.Equal(t, 2, fs[0].Count("extend"))
 		assert.ErrorIs(t, m.Err(), ErrLockLost, "the lease runs out once renewal stops")
 	})
 }
@@ -75,7 +77,7 @@ func TestRenewalMaxHold(t *testing.T) {
 		require.NoError(t, m.Lock(t.Context()))
 		<-m.Done()
 		held := time.Since(start)
-		assert.Equal(t, 9, fs[0].count("extend"), "every 100ms, none at or after max hold")
+		assert.Equal(t, 9, fs[0].Count("extend"), "every 100ms, none at or after max hold")
 		assert.Greater(t, held, time.Second)
 		assert.LessOrEqual(t, held, time.Second+300*time.Millisecond, "max hold plus at most one TTL")
 	})
@@ -88,16 +90,16 @@ func TestRenewalFailsWhenMajorityStalls(t *testing.T) {
 		require.NoError(t, m.Lock(t.Context()))
 		synctest.Wait()
 		for _, f := range fs[:3] {
-			f.faults(func(n *fakeNode) { n.hang = make(chan struct{}) })
+			f.Faults(func(n *nodetest.Fake) { n.Hang = make(chan struct{}) })
 		}
 		<-m.Done()
 		assert.ErrorIs(t, m.Err(), ErrLockLost)
 		assert.True(t, time.Now().Before(m.Until()), "loss is signalled before the validity ends")
-		assert.Greater(t, fs[3].count("extend"), 2, "failed extensions are retried")
+		assert.Greater(t, fs[3].Count("extend"), 2, "failed extensions are retried")
 		// No extension after the loss; the key is not re-created.
-		n := fs[3].count("extend")
+		n := fs[3].Count("extend")
 		time.Sleep(5 * time.Second)
-		assert.Equal(t, n, fs[3].count("extend"))
+		assert.Equal(t, n, fs[3].Count("extend"))
 		assert.Zero(t, keyOn(fs, "k"))
 	})
 }
@@ -109,14 +111,14 @@ func TestRenewalFindsLockTaken(t *testing.T) {
 		require.NoError(t, m.Lock(t.Context()))
 		synctest.Wait()
 		for _, f := range fs[:3] { // the keys vanish (a node's clock jumped) and another takes them
-			f.set("k", "thief", time.Minute)
+			f.Set("k", "thief", time.Minute)
 		}
 		start := time.Now()
 		<-m.Done()
 		assert.Equal(t, renewEvery(time.Second), time.Since(start), "lost at the first renewal, not at the end of validity")
 		assert.ErrorIs(t, m.Err(), ErrLockLost)
 		assert.ErrorIs(t, m.Extend(t.Context()), ErrNotHeld)
-		v, _ := fs[0].get("k")
+		v, _ := fs[0].Get("k")
 		assert.Equal(t, "thief", v)
 	})
 }
@@ -129,6 +131,6 @@ func TestCloseStopsRenewal(t *testing.T) {
 		start := time.Now()
 		require.NoError(t, r.Close(t.Context()))
 		assert.Zero(t, time.Since(start), "Close does not wait for the lease to run out")
-		assert.Zero(t, fs[0].count("extend"))
+		assert.Zero(t, fs[0].Count("extend"))
 	})
 }

@@ -183,11 +183,7 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 func (r *Redlock) deliver(ops []node.Op, timeout time.Duration) {
 	rd := newRound(context.Background(), r.pool, timeout, r.report, r.pool.size())
 	for i, op := range ops {
-		if op == nil {
-			rd.votes <- vote{node: i, rep: node.Reply{Err: errSkipped}}
-			continue
-		}
-		rd.post(i, op, nil, false, false)
+		rd.post(i, op, nil, func(int) bool { return op != nil }, false, false)
 	}
 	_ = rd.gather(context.Background())
 }

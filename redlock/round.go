@@ -44,6 +44,9 @@ type round struct {
 	// oweFor, when positive, keeps a release that could not be delivered
 	// for the node to receive later, for that long (see pool.owe).
 	oweFor time.Duration
+	// quiet rounds ask the nodes without the pool learning from the
+	// answers, and ask down nodes too (see pool.ask).
+	quiet bool
 	// releases names the lock whose releases these are ("" none): they
 	// enter the name's order. after names the lock after whose releases
 	// by this process the requests leave.
@@ -66,37 +69,37 @@ func (rd *round) keepReplies() *round {
 }
 
 // sendAll sends op to every node, each once its gate opens (gates may be
-// nil), where only(i) allows (nil: every node); a node left out votes at
-// once that it was skipped.
+// nil), where only(i) allows (nil: every node), asked when the gate opens;
+// a node left out votes that it was skipped.
 func (rd *round) sendAll(op node.Op, gates []*gate, only func(int) bool) *round {
 	for i := range rd.p.size() {
-		if only != nil && !only(i) {
-			rd.votes <- vote{node: i, rep: node.Reply{Err: errSkipped}}
-			continue
-		}
 		var g *gate
 		if gates != nil {
 			g = gates[i]
 		}
-		rd.post(i, op, g, false, false)
+		rd.post(i, op, g, only, false, false)
 	}
 	return rd
 }
 
-// post sends op to node i once g opens (nil: no gate) and, for a request
-// that must follow this process's releases of a name, once they returned.
-// Its reply becomes a vote, marked again for a re-ask. A request that
-// enters g holds back what goes through g after it until its reply.
-func (rd *round) post(i int, op node.Op, g *gate, again, enter bool) {
-	var leave func()
+// post sends op to node i once g opens (nil: no gate), unless only(i)
+// then says no (the node votes skipped), and, for a request that must
+// follow this process's releases of a name, once they returned. Its reply
+// becomes a vote, marked again for a re-ask. A request that enters g holds
+// back what goes through g after it until its reply.
+func (rd *round) post(i int, op node.Op, g *gate, only func(int) bool, again, enter bool) {
+	leave := func() {}
 	if rd.releases != "" {
 		leave = rd.p.releasing(rd.releases, i)
 	}
 	send := func() {
-		rd.p.send(rd.ctx, i, rd.timeout, op, rd.report, func(rep node.Reply) {
-			if leave != nil {
-				leave()
-			}
+		if only != nil && !only(i) {
+			leave()
+			rd.votes <- vote{node: i, rep: node.Reply{Err: errSkipped}}
+			return
+		}
+		rd.dispatch(i, op, func(rep node.Reply) {
+			leave()
 			rd.replied(i, op, rep)
 			rd.votes <- vote{node: i, rep: rep, again: again}
 			if enter {
@@ -106,7 +109,7 @@ func (rd *round) post(i int, op node.Op, g *gate, again, enter bool) {
 	}
 	if rd.after != "" {
 		next := send
-		send = func() { rd.p.afterReleases(rd.after, i, next) }
+		send = func() { rd.p.afterReleases(rd.after, i, rd.timeout, next) }
 	}
 	switch {
 	case g == nil:
@@ -119,6 +122,15 @@ func (rd *round) post(i int, op node.Op, g *gate, again, enter bool) {
 	default:
 		g.then(send)
 	}
+}
+
+// dispatch hands op for node i to the pool.
+func (rd *round) dispatch(i int, op node.Op, done func(node.Reply)) {
+	if rd.quiet {
+		rd.p.ask(rd.ctx, i, rd.timeout, op, done)
+		return
+	}
+	rd.p.send(rd.ctx, i, rd.timeout, op, rd.report, done)
 }
 
 // replied runs on the node's goroutine when a reply comes in: a release
@@ -211,7 +223,11 @@ func (rd *round) collect(ctx context.Context, r rule) error {
 // timedOut counts every node still silent at the node timeout as failed.
 func (rd *round) timedOut() {
 	for i, a := range rd.t.answers {
-		if a == pending {
+		switch {
+		case a != pending:
+		case rd.quiet:
+			rd.add(vote{node: i, rep: node.Reply{Err: node.ErrNodeTimeout}})
+		default:
 			rd.add(vote{node: i, rep: node.Reply{Err: rd.p.timedOut(i, rd.start)}})
 		}
 	}

@@ -43,12 +43,12 @@ type Redis struct {
 // request (four cost about a third more CPU per lock+unlock pair at 64
 // goroutines; one lost a fifth of the throughput against containers, with
 // no second round trip to overlap a slow one: see docs/PERFORMANCE.md).
-// maxBatch bounds one pipeline; queueLen bounds the requests waiting for a
+// MaxBatch bounds one pipeline; QueueLen bounds the requests waiting for a
 // worker.
 const (
 	Workers  = 2
-	maxBatch = 128
-	queueLen = 4 * maxBatch
+	MaxBatch = 128
+	QueueLen = 4 * MaxBatch
 )
 
 // call is one request waiting for its round trip.
@@ -67,7 +67,7 @@ var callPool = sync.Pool{New: func() any { return new(call) }}
 func NewRedis(c redis.UniversalClient) *Redis {
 	n := &Redis{
 		client: c, address: ClientAddr(c), layout: Layout{Sharded: isSharded(c)},
-		queue: make(chan *call, queueLen), stop: make(chan struct{}),
+		queue: make(chan *call, QueueLen), stop: make(chan struct{}),
 	}
 	if rc, ok := c.(*redis.Client); ok && n.address == FailoverAddr {
 		n.master = masterOf(rc)
@@ -146,7 +146,7 @@ func (n *Redis) run() {
 }
 
 func (n *Redis) work() {
-	batch := make([]*call, 0, maxBatch)
+	batch := make([]*call, 0, MaxBatch)
 	pipe := n.client.Pipeline()
 	for {
 		batch = batch[:0]
@@ -157,7 +157,7 @@ func (n *Redis) work() {
 			return
 		}
 	more:
-		for len(batch) < maxBatch {
+		for len(batch) < MaxBatch {
 			select {
 			case c := <-n.queue:
 				batch = append(batch, c)

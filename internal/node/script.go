@@ -15,10 +15,10 @@ import (
 
 // shas are the scripts' hashes, boxed once, and the scripts by hash.
 var (
-	shas     = map[*redis.Script]any{}
-	bySHA    = map[string]*redis.Script{}
-	_        = initSHAs()
-	evalsha  any = "evalsha"
+	shas        = map[*redis.Script]any{}
+	bySHA       = map[string]*redis.Script{}
+	_           = initSHAs()
+	evalsha any = "evalsha"
 )
 
 func initSHAs() bool {

@@ -1,0 +1,41 @@
+package node
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// On a plain node, a lock's queue and fencing counter sit beside its name,
+// so that an ACL key pattern covering the name covers them; on a cluster
+// node they hash to the name's slot, or do not exist.
+func TestKeysShareTheNamesSlot(t *testing.T) {
+	for name, want := range map[string]string{
+		"orders":          "{orders}:redlock:waiters",
+		"{user:7}:orders": "{user:7}:orders:redlock:waiters",
+		"a{b}c":           "a{b}c:redlock:waiters",
+		"a{}b":            "", // no valid tag: no key can share its slot
+		"only{open":       "",
+		"close}only":      "", // "{close}only}" would hash "close"
+	} {
+		assert.Equal(t, name+":redlock:waiters", QueueKey(name), name)
+		plain, cluster := Layout{}, Layout{Sharded: true}
+		assert.Equal(t, QueueKey(name), plain.Beside(name, QueueKey(name)), name)
+		assert.Equal(t, want, cluster.Beside(name, QueueKey(name)), name)
+		if want != "" {
+			assert.Equal(t, hashSlotKey(name), hashSlotKey(want), name)
+			assert.Equal(t, hashSlotKey(name), hashSlotKey(cluster.Beside(name, FenceKey(name))), name)
+		}
+	}
+}
+
+// hashSlotKey is the part of key Redis Cluster hashes.
+func hashSlotKey(key string) string {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			return key[open+1 : open+1+end]
+		}
+	}
+	return key
+}
