@@ -70,6 +70,25 @@ func (s *stats) fail(cause string) {
 
 type window struct{ start, end time.Time }
 
+// phases are the demo's phases, in order.
+var phases = []string{"all 5 nodes up", "nodes 1 and 3 killed (3 of 5 left)", "node 4 killed too (2 of 5 left: no majority)"}
+
+// demo is one run: the nodes, the telemetry, and what the workers record.
+type demo struct {
+	cluster  *integration.Cluster
+	tel      *telemetry
+	perPhase []*stats
+	current  atomic.Int32
+	phaseMu  sync.RWMutex // attempts read-lock it; phase changes lock it
+
+	counter  int64 // guarded by the distributed lock only
+	windowMu sync.Mutex
+	windows  []window
+	wg       sync.WaitGroup
+	stop     chan struct{}
+	cleanup  []func()
+}
+
 func run(workers int, phaseLen time.Duration) error {
 	ctx := context.Background()
 	fmt.Println("starting 5 Redis nodes in containers (image " + integration.Image() + ")")
@@ -85,176 +104,198 @@ func run(workers int, phaseLen time.Duration) error {
 	for i := range cluster.Len() {
 		fmt.Printf("  node %d at %s\n", i, cluster.Addr(i))
 	}
-
 	if err := fencingAct(ctx, cluster); err != nil {
 		return err
 	}
-
 	tel, err := newTelemetry()
 	if err != nil {
 		return err
 	}
 	defer tel.close()
-	addrs := map[string]string{} // node address → "node i"
-	for i := range cluster.Len() {
-		addrs[cluster.Addr(i)] = fmt.Sprintf("node %d", i)
+	d := &demo{cluster: cluster, tel: tel, perPhase: make([]*stats, len(phases)), stop: make(chan struct{})}
+	for i := range d.perPhase {
+		d.perPhase[i] = &stats{failures: map[string]int{}}
 	}
-
-	phases := []string{"all 5 nodes up", "nodes 1 and 3 killed (3 of 5 left)", "node 4 killed too (2 of 5 left: no majority)"}
-	perPhase := make([]*stats, len(phases))
-	for i := range perPhase {
-		perPhase[i] = &stats{failures: map[string]int{}}
-	}
-	var current atomic.Int32
-	var phaseMu sync.RWMutex // attempts read-lock it; phase changes lock it
-
-	var (
-		counter  int64 // guarded by the distributed lock only
-		windowMu sync.Mutex
-		windows  []window
-		wg       sync.WaitGroup
-		stop     = make(chan struct{})
-	)
+	defer d.close()
 	for w := range workers {
-		// The client options the README recommends for lock clients: the
-		// node timeout also bounds socket reads, and a dead node fails at
-		// once instead of after go-redis' command and dial retries (the
-		// quorum already copes with a failed node).
-		clients := cluster.Clients(&redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
-		rl, err := redlock.New(clients, redlock.WithTTL(2*time.Second), redlock.WithObserver(tel.obs))
-		if err != nil {
+		if err := d.startWorker(ctx, w == 0); err != nil {
 			return err
 		}
-		if w == 0 {
-			// The nodes' health as the first worker sees it: every worker
-			// sees the same nodes.
-			reg, err := tel.obs.ObserveHealth(rl)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = reg.Unregister() }()
-		}
-		mu, err := rl.NewMutex("demo:counter")
-		if err != nil {
-			return err
-		}
-		wg.Go(func() {
-			defer func() {
-				closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_ = rl.Close(closeCtx)
-				for _, c := range clients {
-					_ = c.Close()
-				}
-			}()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				// One attempt at a time (TryLock), so that every failed
-				// attempt is counted with its cause; Lock does the same loop
-				// with a randomised back-off. An attempt never straddles a
-				// phase change: the kills wait for attempts in flight.
-				phaseMu.RLock()
-				st := perPhase[current.Load()]
-				start := time.Now()
-				err := mu.TryLock(ctx)
-				phaseMu.RUnlock()
-				if err != nil {
-					st.fail(cause(err))
-					time.Sleep(time.Duration(2+rand.IntN(20)) * time.Millisecond)
-					continue
-				}
-				st.ok(time.Since(start))
-				held := time.Now()
-				v := counter
-				time.Sleep(3 * time.Millisecond)
-				counter = v + 1
-				end := time.Now()
-				if u := mu.Until(); u.Before(end) {
-					end = u
-				}
-				windowMu.Lock()
-				windows = append(windows, window{held, end})
-				windowMu.Unlock()
-				if err := mu.Unlock(ctx); err != nil {
-					st.fail("unlock: " + cause(err))
-				}
-			}
-		})
 	}
+	d.runPhases(ctx, phaseLen)
+	close(d.stop)
+	d.wg.Wait()
+	return d.summary()
+}
 
-	report := func(p int) {
-		st := perPhase[p]
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		fmt.Printf("  acquisitions %d, failures %d, lock latency %s\n", st.acquired, total(st.failures), percentiles(st.latencies))
+// close runs the clean-ups the workers registered.
+func (d *demo) close() {
+	for _, f := range d.cleanup {
+		f()
 	}
+}
+
+// startWorker starts one worker with its own Redlock, as a separate
+// process would have; the first one also reports the nodes' health.
+func (d *demo) startWorker(ctx context.Context, first bool) error {
+	// The client options the README recommends for lock clients: the
+	// node timeout also bounds socket reads, and a dead node fails at
+	// once instead of after go-redis' command and dial retries (the
+	// quorum already copes with a failed node).
+	clients := d.cluster.Clients(&redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	rl, err := redlock.New(clients, redlock.WithTTL(2*time.Second), redlock.WithObserver(d.tel.obs))
+	if err != nil {
+		return err
+	}
+	if first {
+		// The nodes' health as the first worker sees it: every worker
+		// sees the same nodes.
+		reg, err := d.tel.obs.ObserveHealth(rl)
+		if err != nil {
+			return err
+		}
+		d.cleanup = append(d.cleanup, func() { _ = reg.Unregister() })
+	}
+	mu, err := rl.NewMutex("demo:counter")
+	if err != nil {
+		return err
+	}
+	d.wg.Go(func() {
+		defer func() {
+			closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = rl.Close(closeCtx)
+			for _, c := range clients {
+				_ = c.Close()
+			}
+		}()
+		for {
+			select {
+			case <-d.stop:
+				return
+			default:
+			}
+			d.attempt(ctx, mu)
+		}
+	})
+	return nil
+}
+
+// attempt makes one attempt at a time (TryLock), so that every failed
+// attempt is counted with its cause; Lock does the same loop with a
+// randomised back-off. An attempt never straddles a phase change: the
+// kills wait for attempts in flight. Holding, it increments the counter
+// with a read, a sleep and a write: a lost update shows two holders.
+func (d *demo) attempt(ctx context.Context, mu *redlock.Mutex) {
+	d.phaseMu.RLock()
+	st := d.perPhase[d.current.Load()]
+	start := time.Now()
+	err := mu.TryLock(ctx)
+	d.phaseMu.RUnlock()
+	if err != nil {
+		st.fail(cause(err))
+		time.Sleep(time.Duration(2+rand.IntN(20)) * time.Millisecond)
+		return
+	}
+	st.ok(time.Since(start))
+	held := time.Now()
+	v := d.counter
+	time.Sleep(3 * time.Millisecond)
+	d.counter = v + 1
+	end := time.Now()
+	if u := mu.Until(); u.Before(end) {
+		end = u
+	}
+	d.windowMu.Lock()
+	d.windows = append(d.windows, window{held, end})
+	d.windowMu.Unlock()
+	if err := mu.Unlock(ctx); err != nil {
+		st.fail("unlock: " + cause(err))
+	}
+}
+
+// runPhases kills nodes phase by phase, reporting each second.
+func (d *demo) runPhases(ctx context.Context, phaseLen time.Duration) {
 	for p, name := range phases {
-		phaseMu.Lock()
+		d.phaseMu.Lock()
 		switch p {
 		case 1:
 			fmt.Println("killing nodes 1 and 3")
-			must(cluster.Kill(ctx, 1))
-			must(cluster.Kill(ctx, 3))
+			must(d.cluster.Kill(ctx, 1))
+			must(d.cluster.Kill(ctx, 3))
 		case 2:
 			fmt.Println("killing node 4")
-			must(cluster.Kill(ctx, 4))
+			must(d.cluster.Kill(ctx, 4))
 		}
-		current.Store(int32(p))
-		phaseMu.Unlock()
+		d.current.Store(int32(p))
+		d.phaseMu.Unlock()
 		fmt.Printf("phase %d: %s\n", p+1, name)
 		deadline := time.Now().Add(phaseLen)
 		for time.Now().Before(deadline) {
 			time.Sleep(time.Second)
-			report(p)
+			d.report(p)
 		}
 	}
-	close(stop)
-	wg.Wait()
+}
 
+// report prints phase p's figures so far.
+func (d *demo) report(p int) {
+	st := d.perPhase[p]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	fmt.Printf("  acquisitions %d, failures %d, lock latency %s\n", st.acquired, total(st.failures), percentiles(st.latencies))
+}
+
+// summary prints every phase's figures, the checks and the telemetry, and
+// returns an error when a check failed.
+func (d *demo) summary() error {
 	fmt.Println()
 	fmt.Println("summary")
 	acquisitions := 0
 	for p, name := range phases {
-		st := perPhase[p]
-		acquisitions += st.acquired
-		fmt.Printf("  phase %d (%s)\n", p+1, name)
-		fmt.Printf("    acquisitions: %d\n", st.acquired)
-		fmt.Printf("    lock latency: %s\n", percentiles(st.latencies))
-		fmt.Printf("    failures:     %d\n", total(st.failures))
-		causes := make([]string, 0, len(st.failures))
-		for c := range st.failures {
-			causes = append(causes, c)
-		}
-		sort.Strings(causes)
-		for _, c := range causes {
-			fmt.Printf("      %5d  %s\n", st.failures[c], c)
-		}
+		acquisitions += d.perPhase[p].acquired
+		printPhase(p, name, d.perPhase[p])
 	}
-	overlapping := countOverlaps(windows)
-	fmt.Printf("  counter %d after %d acquisitions: ", counter, acquisitions)
-	if counter == int64(acquisitions) {
+	overlapping := countOverlaps(d.windows)
+	fmt.Printf("  counter %d after %d acquisitions: ", d.counter, acquisitions)
+	if d.counter == int64(acquisitions) {
 		fmt.Println("no update lost")
 	} else {
-		fmt.Printf("%d updates LOST\n", int64(acquisitions)-counter)
+		fmt.Printf("%d updates LOST\n", int64(acquisitions)-d.counter)
 	}
 	fmt.Printf("  overlapping holders: %d\n", overlapping)
-	if err := tel.print(addrs); err != nil {
+	addrs := map[string]string{} // node address → "node i"
+	for i := range d.cluster.Len() {
+		addrs[d.cluster.Addr(i)] = fmt.Sprintf("node %d", i)
+	}
+	if err := d.tel.print(addrs); err != nil {
 		return err
 	}
-	if counter != int64(acquisitions) || overlapping != 0 {
+	switch {
+	case d.counter != int64(acquisitions) || overlapping != 0:
 		return errors.New("mutual exclusion violated")
-	}
-	if perPhase[1].acquired == 0 {
+	case d.perPhase[1].acquired == 0:
 		return errors.New("no acquisition with a minority down")
-	}
-	if perPhase[2].acquired != 0 {
+	case d.perPhase[2].acquired != 0:
 		return errors.New("acquired without a majority of nodes")
 	}
 	return nil
+}
+
+// printPhase prints one phase's figures and failures by cause.
+func printPhase(p int, name string, st *stats) {
+	fmt.Printf("  phase %d (%s)\n", p+1, name)
+	fmt.Printf("    acquisitions: %d\n", st.acquired)
+	fmt.Printf("    lock latency: %s\n", percentiles(st.latencies))
+	fmt.Printf("    failures:     %d\n", total(st.failures))
+	causes := make([]string, 0, len(st.failures))
+	for c := range st.failures {
+		causes = append(causes, c)
+	}
+	sort.Strings(causes)
+	for _, c := range causes {
+		fmt.Printf("      %5d  %s\n", st.failures[c], c)
+	}
 }
 
 // fencingAct shows what fencing is for: a holder that stalls past its

@@ -46,51 +46,62 @@ func (t *telemetry) print(addrs map[string]string) error {
 		for _, m := range sm.Metrics {
 			byName[m.Name] = m
 		}
-		if h, ok := byName["redlock.acquire.duration"].Data.(metricdata.Histogram[float64]); ok {
-			fmt.Println("  redlock.acquire.duration (TryLock calls) by redlock.outcome:")
-			for _, p := range sortedPoints(h.DataPoints, redlockotel.OutcomeKey) {
-				fmt.Printf("    %-13s %6d calls, p50 %v, p99 %v\n", attr(p.Attributes, redlockotel.OutcomeKey), p.Count, seconds(quantile(p, 0.5)), seconds(quantile(p, 0.99)))
-			}
-		}
-		if h, ok := byName["redlock.hold.duration"].Data.(metricdata.Histogram[float64]); ok {
-			fmt.Println("  redlock.hold.duration by redlock.end:")
-			for _, p := range sortedPoints(h.DataPoints, redlockotel.EndKey) {
-				fmt.Printf("    %-13s %6d acquisitions, mean %v\n", attr(p.Attributes, redlockotel.EndKey), p.Count, seconds(p.Sum/float64(max(p.Count, 1))))
-			}
-		}
-		if s, ok := byName["redlock.lost"].Data.(metricdata.Sum[int64]); ok {
-			n := int64(0)
-			for _, p := range s.DataPoints {
-				n += p.Value
-			}
-			fmt.Printf("  redlock.lost: %d\n", n)
-		}
-		if s, ok := byName["redlock.node.errors"].Data.(metricdata.Sum[int64]); ok {
-			fmt.Println("  redlock.node.errors by server.address and error.type:")
-			points := s.DataPoints
-			sort.Slice(points, func(i, j int) bool {
-				a, b := points[i].Attributes, points[j].Attributes
-				return addrs[attr(a, redlockotel.ServerAddressKey)]+attr(a, redlockotel.ErrorTypeKey) <
-					addrs[attr(b, redlockotel.ServerAddressKey)]+attr(b, redlockotel.ErrorTypeKey)
-			})
-			for _, p := range points {
-				addr := attr(p.Attributes, redlockotel.ServerAddressKey)
-				fmt.Printf("    %-6s %-16s %-10s %6d\n", addrs[addr], addr, attr(p.Attributes, redlockotel.ErrorTypeKey), p.Value)
-			}
-		}
-		if g, ok := byName["redlock.node.up"].Data.(metricdata.Gauge[int64]); ok {
-			fmt.Print("  redlock.node.up:")
-			points := g.DataPoints
-			sort.Slice(points, func(i, j int) bool {
-				return addrs[attr(points[i].Attributes, redlockotel.ServerAddressKey)] < addrs[attr(points[j].Attributes, redlockotel.ServerAddressKey)]
-			})
-			for _, p := range points {
-				fmt.Printf(" %s=%d", addrs[attr(p.Attributes, redlockotel.ServerAddressKey)], p.Value)
-			}
-			fmt.Println()
-		}
+		printDurations(byName)
+		printNodes(byName, addrs)
 	}
 	return nil
+}
+
+// printDurations prints the acquisitions' and holds' durations and the
+// losses.
+func printDurations(byName map[string]metricdata.Metrics) {
+	if h, ok := byName["redlock.acquire.duration"].Data.(metricdata.Histogram[float64]); ok {
+		fmt.Println("  redlock.acquire.duration (TryLock calls) by redlock.outcome:")
+		for _, p := range sortedPoints(h.DataPoints, redlockotel.OutcomeKey) {
+			fmt.Printf("    %-13s %6d calls, p50 %v, p99 %v\n", attr(p.Attributes, redlockotel.OutcomeKey), p.Count, seconds(quantile(p, 0.5)), seconds(quantile(p, 0.99)))
+		}
+	}
+	if h, ok := byName["redlock.hold.duration"].Data.(metricdata.Histogram[float64]); ok {
+		fmt.Println("  redlock.hold.duration by redlock.end:")
+		for _, p := range sortedPoints(h.DataPoints, redlockotel.EndKey) {
+			fmt.Printf("    %-13s %6d acquisitions, mean %v\n", attr(p.Attributes, redlockotel.EndKey), p.Count, seconds(p.Sum/float64(max(p.Count, 1))))
+		}
+	}
+	if s, ok := byName["redlock.lost"].Data.(metricdata.Sum[int64]); ok {
+		n := int64(0)
+		for _, p := range s.DataPoints {
+			n += p.Value
+		}
+		fmt.Printf("  redlock.lost: %d\n", n)
+	}
+}
+
+// printNodes prints the node errors and the nodes' health, by node.
+func printNodes(byName map[string]metricdata.Metrics, addrs map[string]string) {
+	if s, ok := byName["redlock.node.errors"].Data.(metricdata.Sum[int64]); ok {
+		fmt.Println("  redlock.node.errors by server.address and error.type:")
+		points := s.DataPoints
+		sort.Slice(points, func(i, j int) bool {
+			a, b := points[i].Attributes, points[j].Attributes
+			return addrs[attr(a, redlockotel.ServerAddressKey)]+attr(a, redlockotel.ErrorTypeKey) <
+				addrs[attr(b, redlockotel.ServerAddressKey)]+attr(b, redlockotel.ErrorTypeKey)
+		})
+		for _, p := range points {
+			addr := attr(p.Attributes, redlockotel.ServerAddressKey)
+			fmt.Printf("    %-6s %-16s %-10s %6d\n", addrs[addr], addr, attr(p.Attributes, redlockotel.ErrorTypeKey), p.Value)
+		}
+	}
+	if g, ok := byName["redlock.node.up"].Data.(metricdata.Gauge[int64]); ok {
+		fmt.Print("  redlock.node.up:")
+		points := g.DataPoints
+		sort.Slice(points, func(i, j int) bool {
+			return addrs[attr(points[i].Attributes, redlockotel.ServerAddressKey)] < addrs[attr(points[j].Attributes, redlockotel.ServerAddressKey)]
+		})
+		for _, p := range points {
+			fmt.Printf(" %s=%d", addrs[attr(p.Attributes, redlockotel.ServerAddressKey)], p.Value)
+		}
+		fmt.Println()
+	}
 }
 
 func (t *telemetry) close() { _ = t.mp.Shutdown(context.Background()) }

@@ -52,37 +52,76 @@ const defaultTTL = 10 * time.Second
 // supplies REDLOCK_NODES. It returns a *usageError for anything that
 // cannot be run; "--help" anywhere before the lock name asks for help.
 func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
-	if len(args) == 0 {
-		return nil, usagef("no subcommand: use run, status or unlock (see redlock --help)")
+	inv, done, err := parseSubcommand(args)
+	if done || err != nil {
+		return inv, err
 	}
-	inv := &invocation{cmd: args[0]}
+	fs, nodes, force := newFlagSet(inv)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return &invocation{cmd: "help", topic: inv.cmd}, nil
+		}
+		return nil, usagef("%s: %v", inv.cmd, err)
+	}
+	rest, err := parseName(inv, fs.Args())
+	if err != nil {
+		return nil, err
+	}
+	if err := parseRest(inv, rest); err != nil {
+		return nil, err
+	}
+	if inv.cmd == "unlock" && !*force {
+		return nil, usagef("unlock: --force is required: it deletes the lock whoever holds it (see redlock help unlock)")
+	}
+	if err := parseNodes(inv, *nodes, getenv); err != nil {
+		return nil, err
+	}
+	return inv, nil
+}
+
+// parseSubcommand reads the subcommand; done is set when the invocation is
+// complete without flags (help).
+func parseSubcommand(args []string) (inv *invocation, done bool, err error) {
+	if len(args) == 0 {
+		return nil, true, usagef("no subcommand: use run, status or unlock (see redlock --help)")
+	}
+	inv = &invocation{cmd: args[0]}
 	switch args[0] {
 	case "-h", "-help", "--help":
 		inv.cmd = "help"
-		return inv, nil
+		return inv, true, nil
 	case "help":
-		if len(args) > 2 {
-			return nil, usagef("help takes one subcommand, got %q", strings.Join(args[1:], " "))
-		}
-		if len(args) == 2 {
-			inv.topic = args[1]
-			if _, ok := helpTexts[inv.topic]; !ok {
-				return nil, usagef("no help for %q: the subcommands are run, status and unlock", inv.topic)
-			}
-		}
-		return inv, nil
+		return inv, true, parseHelp(inv, args[1:])
 	case "run", "status", "unlock":
-	default:
-		if strings.HasPrefix(args[0], "-") {
-			return nil, usagef("flag %s before the subcommand: use redlock SUBCOMMAND [FLAGS] NAME", args[0])
-		}
-		return nil, usagef("unknown subcommand %q: use run, status or unlock", args[0])
+		return inv, false, nil
 	}
+	if strings.HasPrefix(args[0], "-") {
+		return nil, true, usagef("flag %s before the subcommand: use redlock SUBCOMMAND [FLAGS] NAME", args[0])
+	}
+	return nil, true, usagef("unknown subcommand %q: use run, status or unlock", args[0])
+}
 
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+// parseHelp reads help's one optional subcommand.
+func parseHelp(inv *invocation, args []string) error {
+	if len(args) > 1 {
+		return usagef("help takes one subcommand, got %q", strings.Join(args, " "))
+	}
+	if len(args) == 1 {
+		inv.topic = args[0]
+		if _, ok := helpTexts[inv.topic]; !ok {
+			return usagef("no help for %q: the subcommands are run, status and unlock", inv.topic)
+		}
+	}
+	return nil
+}
+
+// newFlagSet returns the flags of inv's subcommand, writing into inv; nodes
+// and force receive --nodes and unlock's --force.
+func newFlagSet(inv *invocation) (fs *flag.FlagSet, nodes *string, force *bool) {
+	fs = flag.NewFlagSet(inv.cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported by the caller, help by help.go
-	nodes := fs.String("nodes", "", "")
-	var force bool
+	nodes = fs.String("nodes", "", "")
+	force = new(bool)
 	switch inv.cmd {
 	case "run":
 		fs.DurationVar(&inv.ttl, "ttl", defaultTTL, "")
@@ -91,15 +130,14 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 	case "status":
 		fs.BoolVar(&inv.json, "json", false, "")
 	case "unlock":
-		fs.BoolVar(&force, "force", false, "")
+		fs.BoolVar(force, "force", false, "")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return &invocation{cmd: "help", topic: inv.cmd}, nil
-		}
-		return nil, usagef("%s: %v", inv.cmd, err)
-	}
-	rest := fs.Args()
+	return fs, nodes, force
+}
+
+// parseName reads the lock name from what follows the flags, and returns
+// what follows it.
+func parseName(inv *invocation, rest []string) ([]string, error) {
 	if len(rest) == 0 || rest[0] == "--" {
 		return nil, usagef("%s: no lock name", inv.cmd)
 	}
@@ -110,55 +148,64 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 	if strings.HasPrefix(inv.name, "-") {
 		return nil, usagef("%s: lock name %q starts with '-': flags go before the name", inv.cmd, inv.name)
 	}
+	return rest, nil
+}
 
-	switch inv.cmd {
-	case "run":
-		if len(rest) > 0 && rest[0] == "--" {
-			rest = rest[1:]
-		} else if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
-			return nil, usagef("run: %s after the lock name: flags go before NAME, the command after --", rest[0])
-		}
-		if len(rest) == 0 {
-			return nil, usagef("run: no command: redlock run [FLAGS] NAME -- COMMAND [ARGS...]")
-		}
-		if rest[0] == "" {
-			return nil, usagef("run: empty command")
-		}
-		inv.argv = rest
-		if inv.ttl <= 0 || inv.ttl%time.Millisecond != 0 {
-			return nil, usagef("run: --ttl must be a positive whole number of milliseconds, got %v", inv.ttl)
-		}
-		if inv.ttl < 10*time.Millisecond {
-			return nil, usagef("run: --ttl %v is too short to hold a lock (at least 10ms)", inv.ttl)
-		}
-		if inv.wait < 0 {
-			return nil, usagef("run: --wait must not be negative, got %v", inv.wait)
-		}
-	default:
+// parseRest reads what follows the lock name: run's command, nothing for
+// the others.
+func parseRest(inv *invocation, rest []string) error {
+	if inv.cmd != "run" {
 		if len(rest) > 0 {
-			return nil, usagef("%s: unexpected %q after the lock name (flags go before it)", inv.cmd, strings.Join(rest, " "))
+			return usagef("%s: unexpected %q after the lock name (flags go before it)", inv.cmd, strings.Join(rest, " "))
 		}
+		return nil
 	}
-	if inv.cmd == "unlock" && !force {
-		return nil, usagef("unlock: --force is required: it deletes the lock whoever holds it (see redlock help unlock)")
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
+	} else if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+		return usagef("run: %s after the lock name: flags go before NAME, the command after --", rest[0])
 	}
+	if len(rest) == 0 {
+		return usagef("run: no command: redlock run [FLAGS] NAME -- COMMAND [ARGS...]")
+	}
+	if rest[0] == "" {
+		return usagef("run: empty command")
+	}
+	inv.argv = rest
+	return checkRunFlags(inv)
+}
 
-	list := *nodes
+// checkRunFlags checks run's --ttl and --wait.
+func checkRunFlags(inv *invocation) error {
+	if inv.ttl <= 0 || inv.ttl%time.Millisecond != 0 {
+		return usagef("run: --ttl must be a positive whole number of milliseconds, got %v", inv.ttl)
+	}
+	if inv.ttl < 10*time.Millisecond {
+		return usagef("run: --ttl %v is too short to hold a lock (at least 10ms)", inv.ttl)
+	}
+	if inv.wait < 0 {
+		return usagef("run: --wait must not be negative, got %v", inv.wait)
+	}
+	return nil
+}
+
+// parseNodes reads the node URLs from --nodes, or else REDLOCK_NODES.
+func parseNodes(inv *invocation, list string, getenv func(string) string) error {
 	if list == "" {
 		list = getenv("REDLOCK_NODES")
 	}
 	if strings.TrimSpace(list) == "" {
-		return nil, usagef("%s: no nodes: give --nodes or set REDLOCK_NODES (comma-separated redis:// or rediss:// URLs)", inv.cmd)
+		return usagef("%s: no nodes: give --nodes or set REDLOCK_NODES (comma-separated redis:// or rediss:// URLs)", inv.cmd)
 	}
 	for i, raw := range strings.Split(list, ",") {
 		opts, shown, err := parseNode(strings.TrimSpace(raw), i+1)
 		if err != nil {
-			return nil, usagef("%s: %v", inv.cmd, err)
+			return usagef("%s: %v", inv.cmd, err)
 		}
 		inv.nodes = append(inv.nodes, opts)
 		inv.addrs = append(inv.addrs, shown)
 	}
-	return inv, nil
+	return nil
 }
 
 // parseNode parses the i-th node URL as go-redis does. Messages never show

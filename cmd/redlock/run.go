@@ -71,6 +71,13 @@ func run(inv *invocation, stderr io.Writer) int {
 		return exitTempFail
 	}
 
+	return runHolding(inv, path, m, sigs, stderr)
+}
+
+// runHolding runs the command found at path while m holds the lock, then
+// releases it, and returns the exit status: the command's, or exitSoftware
+// when the lock was lost while it ran.
+func runHolding(inv *invocation, path string, m *redlock.Mutex, sigs <-chan os.Signal, stderr io.Writer) int {
 	cmd := exec.Command(path, inv.argv[1:]...)
 	cmd.Args[0] = inv.argv[0]
 	cmd.Env = append(os.Environ(), "REDLOCK_NAME="+inv.name)

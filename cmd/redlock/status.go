@@ -49,6 +49,8 @@ type statusJSON struct {
 	Quorum int        `json:"quorum"`
 }
 
+// status is `redlock status`: what every node holds for the name, as a
+// table or as JSON.
 func status(inv *invocation, stdout, stderr io.Writer) int {
 	rl, closeAll, err := connect(inv, redlock.WithNodeTimeout(opNodeTimeout))
 	if err != nil {
@@ -62,6 +64,24 @@ func status(inv *invocation, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redlock: status: %v\n", err)
 		return exitSoftware
 	}
+	out := toJSON(s)
+	if inv.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return exitSoftware
+		}
+		return exitOK
+	}
+	printStatus(stdout, inv.name, out)
+	if err != nil {
+		fmt.Fprintf(stderr, "redlock: status: %v\n", err)
+	}
+	return exitOK
+}
+
+// toJSON is s as `redlock status --json` prints it.
+func toJSON(s *redlock.LockState) statusJSON {
 	out := statusJSON{Name: s.Name, Locked: s.Locked(), Holder: prefix(s.Holder), Held: s.Held, Quorum: s.Quorum}
 	for _, n := range s.Nodes {
 		nj := nodeJSON{Addr: n.Addr, State: "free", Fence: n.Fence}
@@ -73,14 +93,11 @@ func status(inv *invocation, stdout, stderr io.Writer) int {
 		}
 		out.Nodes = append(out.Nodes, nj)
 	}
-	if inv.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			return exitSoftware
-		}
-		return exitOK
-	}
+	return out
+}
+
+// printStatus prints out as a table, one line per node, and a summary.
+func printStatus(stdout io.Writer, name string, out statusJSON) {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	for _, n := range out.Nodes {
 		switch n.State {
@@ -104,11 +121,7 @@ func status(inv *invocation, stdout, stderr io.Writer) int {
 	case out.Held > 0:
 		summary = "not locked: no holder has a quorum"
 	}
-	fmt.Fprintf(stdout, "%s: held on %d of %d nodes (quorum %d): %s\n", inv.name, out.Held, len(out.Nodes), out.Quorum, summary)
-	if err != nil {
-		fmt.Fprintf(stderr, "redlock: status: %v\n", err)
-	}
-	return exitOK
+	fmt.Fprintf(stdout, "%s: held on %d of %d nodes (quorum %d): %s\n", name, out.Held, len(out.Nodes), out.Quorum, summary)
 }
 
 func unlock(inv *invocation, stdout, stderr io.Writer) int {
