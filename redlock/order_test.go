@@ -41,3 +41,26 @@ func TestRelockWaitsForOwnRelease(t *testing.T) {
 		})
 	}
 }
+
+// An attempt decided while its request to a node still waits there behind
+// this process's release of the name is undone on that node once the
+// request has gone out: the undo must not hold the request back in turn.
+func TestUndoBehindOwnReleaseDoesNotDeadlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k")
+		require.NoError(t, m.TryLock(t.Context()))
+		synctest.Wait()
+		fs[4].Faults(func(n *nodetest.Fake) { n.OpDelay = map[string]time.Duration{"release": 10 * time.Millisecond} })
+		require.NoError(t, m.Unlock(t.Context()))
+		for _, f := range fs[:3] { // taken by another process at once
+			f.Set("k", "other", time.Minute)
+		}
+		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Equal(t, 2, fs[4].Count("acquire"), "the second attempt's request reached node 4")
+		_, held := fs[4].Get("k")
+		assert.False(t, held, "and was undone there")
+	})
+}

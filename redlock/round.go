@@ -88,15 +88,17 @@ func (rd *round) sendAll(op node.Op, gates []*gate, only func(int) bool) *round 
 // becomes a vote, marked again for a re-ask. A request that enters g holds
 // back what goes through g after it until its reply.
 func (rd *round) post(i int, op node.Op, g *gate, only func(int) bool, again, enter bool) {
-	leave := func() {}
-	if rd.releases != "" {
-		leave = rd.p.releasing(rd.releases, i)
-	}
 	send := func() {
 		if only != nil && !only(i) {
-			leave()
 			rd.votes <- vote{node: i, rep: node.Reply{Err: errSkipped}}
 			return
+		}
+		// A release enters its name's gates only now that it leaves: one
+		// that waited there for its own lease's acquire requests would
+		// hold back a re-ask of that lease, which holds it back in turn.
+		leave := func() {}
+		if rd.releases != "" {
+			leave = rd.p.releasing(rd.releases, i)
 		}
 		rd.dispatch(i, op, func(rep node.Reply) {
 			leave()
