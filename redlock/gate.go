@@ -59,9 +59,53 @@ func (g *gate) then(f func()) {
 	f()
 }
 
-// idle reports whether nothing is in flight or waiting.
-func (g *gate) idle() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.busy == 0 && len(g.waiting) == 0
+// order keeps, per lock name, one gate per node that this process's
+// releases of the name enter while they are in flight (see pool.releasing).
+type order struct {
+	n     int // nodes
+	mu    sync.Mutex
+	names map[string]*nameOrder
+}
+
+// nameOrder is one name's gates, one per node, and how many releases are
+// in them.
+type nameOrder struct {
+	gates []*gate
+	refs  int
+}
+
+// enter enters a release of name on node i, and returns the function that
+// takes it out.
+func (o *order) enter(name string, i int) (leave func()) {
+	o.mu.Lock()
+	no := o.names[name]
+	if no == nil {
+		no = &nameOrder{gates: newGates(o.n)}
+		o.names[name] = no
+	}
+	no.refs++
+	g := no.gates[i]
+	o.mu.Unlock()
+	g.enter()
+	return func() {
+		g.leave()
+		o.mu.Lock()
+		if no.refs--; no.refs == 0 {
+			delete(o.names, name)
+		}
+		o.mu.Unlock()
+	}
+}
+
+// after runs f once the releases of name in flight on node i have
+// returned: at once when there are none.
+func (o *order) after(name string, i int, f func()) {
+	o.mu.Lock()
+	no := o.names[name]
+	o.mu.Unlock()
+	if no == nil {
+		f()
+		return
+	}
+	no.gates[i].then(f)
 }

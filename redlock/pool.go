@@ -83,8 +83,7 @@ type pool struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 
-	orderMu sync.Mutex
-	order   map[string]*nameOrder
+	order order // this process's releases per name, per node
 }
 
 // nodeState is what the pool knows of one node. Guarded by mu.
@@ -109,15 +108,8 @@ type owedRelease struct {
 	until time.Time // while the node answers, pointless after this
 }
 
-// nameOrder is one name's gates, one per node, and how many releases are
-// in them.
-type nameOrder struct {
-	gates []*gate
-	refs  int
-}
-
 func newPool(nodes []node.Node, now clock) *pool {
-	p := &pool{nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{}), order: map[string]*nameOrder{}}
+	p := &pool{nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{}), order: order{n: len(nodes), names: map[string]*nameOrder{}}}
 	for i := range p.states {
 		p.states[i] = new(nodeState)
 	}
@@ -455,40 +447,18 @@ func (p *pool) deliver(i int, owed []owedRelease) bool {
 
 // releasing enters a release of name on node i into the name's gate, and
 // returns the function that takes it out once it returned.
-func (p *pool) releasing(name string, i int) (leave func()) {
-	p.orderMu.Lock()
-	o := p.order[name]
-	if o == nil {
-		o = &nameOrder{gates: newGates(len(p.nodes))}
-		p.order[name] = o
-	}
-	o.refs++
-	g := o.gates[i]
-	p.orderMu.Unlock()
-	g.enter()
-	return func() {
-		g.leave()
-		p.orderMu.Lock()
-		if o.refs--; o.refs == 0 {
-			delete(p.order, name)
-		}
-		p.orderMu.Unlock()
-	}
-}
+func (p *pool) releasing(name string, i int) (leave func()) { return p.order.enter(name, i) }
 
 // afterReleases runs f once this process's releases of name in flight on
 // node i have returned: at once when there are none, or when the node is
 // down, or found silent for timeout (f's request then fails at once,
 // unsent, and overtakes nothing).
 func (p *pool) afterReleases(name string, i int, timeout time.Duration, f func()) {
-	p.orderMu.Lock()
-	o := p.order[name]
-	p.orderMu.Unlock()
-	if o == nil || p.silent(i, timeout) {
+	if p.silent(i, timeout) {
 		f()
 		return
 	}
-	o.gates[i].then(f)
+	p.order.after(name, i, f)
 }
 
 // silent reports whether node i is down, putting it down first if its
