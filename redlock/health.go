@@ -26,7 +26,7 @@ func (r *Redlock) Health() []NodeHealth {
 	out := make([]NodeHealth, r.pool.size())
 	for i := range out {
 		h := NodeHealth{Index: i, Addr: r.pool.addr(i)}
-		h.Down, h.Since, h.Err, h.Owed = r.pool.health(i)
+		h.Down, h.Since, h.Owed, h.Err = r.pool.health(i)
 		out[i] = h
 	}
 	return out

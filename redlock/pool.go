@@ -122,15 +122,16 @@ func (p *pool) size() int { return len(p.nodes) }
 // addr names node i.
 func (p *pool) addr(i int) string { return p.nodes[i].Addr() }
 
-// health returns node i's state for Health.
-func (p *pool) health(i int) (down bool, since time.Time, cause error, owed int) {
+// health returns what the pool knows of node i: whether it is down, since
+// when, how many releases it is owed, and why it is down.
+func (p *pool) health(i int) (down bool, since time.Time, owed int, cause error) {
 	s := p.states[i]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
-		return true, s.downSince, s.cause, len(s.owed)
+		return true, s.downSince, len(s.owed), s.cause
 	}
-	return false, time.Time{}, nil, len(s.owed)
+	return false, time.Time{}, len(s.owed), nil
 }
 
 // send sends op to node i and calls done once with the reply; at once,

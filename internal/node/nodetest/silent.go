@@ -10,10 +10,10 @@ import (
 
 // SilentListener accepts connections and never answers, as a paused node
 // does; it closes them all when the test ends.
-func SilentListener(t testing.TB) string {
-	t.Helper()
+func SilentListener(tb testing.TB) string {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	var mu sync.Mutex
 	var conns []net.Conn
 	done := make(chan struct{})
@@ -29,7 +29,7 @@ func SilentListener(t testing.TB) string {
 			mu.Unlock()
 		}
 	}()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		_ = l.Close()
 		<-done
 		mu.Lock()
