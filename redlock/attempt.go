@@ -91,7 +91,7 @@ func newAttempt(rd *round, op *node.Acquire, gates []*gate, released string, rea
 		held: make([]bool, n), asked: make([]int, n), inflight: make([]bool, n),
 		counters: rivals{holders: make([]string, n)},
 	}
-	rd.hook = a.heard
+	rd.hook = a
 	return a
 }
 

@@ -15,13 +15,19 @@ import "sync"
 type gate struct {
 	mu      sync.Mutex
 	busy    int      // requests in flight that others wait for
-	waiting []func() // started, in order, once busy is 0
+	waiting []runner // started, in order, once busy is 0
 }
 
+// runner is a request waiting at a gate: run starts it, or moves it on to
+// its next gate.
+type runner interface{ run() }
+
+// newGates returns n gates, one per node, in one allocation.
 func newGates(n int) []*gate {
+	backing := make([]gate, n)
 	gs := make([]*gate, n)
 	for i := range gs {
-		gs[i] = new(gate)
+		gs[i] = &backing[i]
 	}
 	return gs
 }
@@ -38,25 +44,33 @@ func (g *gate) leave() {
 	g.mu.Lock()
 	g.busy--
 	for g.busy == 0 && len(g.waiting) > 0 {
-		f := g.waiting[0]
+		r := g.waiting[0]
 		g.waiting = g.waiting[1:]
 		g.mu.Unlock()
-		f() // may enter
+		r.run() // may enter
 		g.mu.Lock()
 	}
 	g.mu.Unlock()
 }
 
-// then runs f now if no request is in flight, else once none is.
-func (g *gate) then(f func()) {
-	g.mu.Lock()
-	if g.busy > 0 || len(g.waiting) > 0 {
-		g.waiting = append(g.waiting, f)
-		g.mu.Unlock()
+// then runs r now if no request is in flight, else once none is.
+func (g *gate) then(r runner) {
+	if g.wait(r) {
 		return
 	}
-	g.mu.Unlock()
-	f()
+	r.run()
+}
+
+// wait queues r and reports true when requests are in flight; false when
+// none is, and r may run now.
+func (g *gate) wait(r runner) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.busy > 0 || len(g.waiting) > 0 {
+		g.waiting = append(g.waiting, r)
+		return true
+	}
+	return false
 }
 
 // order keeps, per lock name, one gate per node that this process's
@@ -70,42 +84,48 @@ type order struct {
 // nameOrder is one name's gates, one per node, and how many releases are
 // in them.
 type nameOrder struct {
-	gates []*gate
+	gates []gate
 	refs  int
 }
 
-// enter enters a release of name on node i, and returns the function that
-// takes it out.
-func (o *order) enter(name string, i int) (leave func()) {
+// ticket is one release's place in its name's gate on one node.
+type ticket struct {
+	name string
+	no   *nameOrder
+	g    *gate
+}
+
+// enter enters a release of name on node i, and returns its ticket, to
+// hand back to leave once it returned.
+func (o *order) enter(name string, i int) ticket {
 	o.mu.Lock()
 	no := o.names[name]
 	if no == nil {
-		no = &nameOrder{gates: newGates(o.n)}
+		no = &nameOrder{gates: make([]gate, o.n)}
 		o.names[name] = no
 	}
 	no.refs++
-	g := no.gates[i]
+	g := &no.gates[i]
 	o.mu.Unlock()
 	g.enter()
-	return func() {
-		g.leave()
-		o.mu.Lock()
-		if no.refs--; no.refs == 0 {
-			delete(o.names, name)
-		}
-		o.mu.Unlock()
-	}
+	return ticket{name: name, no: no, g: g}
 }
 
-// after runs f once the releases of name in flight on node i have
-// returned: at once when there are none.
-func (o *order) after(name string, i int, f func()) {
+// leave takes a release out of its gate, starting what waited for it.
+func (o *order) leave(t ticket) {
+	t.g.leave()
+	o.mu.Lock()
+	if t.no.refs--; t.no.refs == 0 {
+		delete(o.names, t.name)
+	}
+	o.mu.Unlock()
+}
+
+// wait queues r behind the releases of name in flight on node i, and
+// reports true; false when there are none, and r may run now.
+func (o *order) wait(name string, i int, r runner) bool {
 	o.mu.Lock()
 	no := o.names[name]
 	o.mu.Unlock()
-	if no == nil {
-		f()
-		return
-	}
-	no.gates[i].then(f)
+	return no != nil && no.gates[i].wait(r)
 }

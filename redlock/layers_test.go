@@ -72,8 +72,8 @@ func parseFiles(t *testing.T) map[string]*ast.File {
 	return files
 }
 
-// declared returns the names a file declares at top level, and its
-// methods' names.
+// declared returns the names a file declares at top level, its methods'
+// names and the methods its interfaces ask for.
 func declared(f *ast.File) map[string]bool {
 	out := map[string]bool{}
 	for _, d := range f.Decls {
@@ -85,6 +85,13 @@ func declared(f *ast.File) map[string]bool {
 				switch s := s.(type) {
 				case *ast.TypeSpec:
 					out[s.Name.Name] = true
+					if it, ok := s.Type.(*ast.InterfaceType); ok {
+						for _, m := range it.Methods.List {
+							for _, n := range m.Names {
+								out[n.Name] = true // a method the file's interface asks for
+							}
+						}
+					}
 				case *ast.ValueSpec:
 					for _, n := range s.Names {
 						out[n.Name] = true

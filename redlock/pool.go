@@ -446,20 +446,19 @@ func (p *pool) deliver(i int, owed []owedRelease) bool {
 	return all
 }
 
-// releasing enters a release of name on node i into the name's gate, and
-// returns the function that takes it out once it returned.
-func (p *pool) releasing(name string, i int) (leave func()) { return p.order.enter(name, i) }
+// releasing enters a release of name on node i into the name's gate; its
+// ticket goes back to released once it returned.
+func (p *pool) releasing(name string, i int) ticket { return p.order.enter(name, i) }
 
-// afterReleases runs f once this process's releases of name in flight on
-// node i have returned: at once when there are none, or when the node is
-// down, or found silent for timeout (f's request then fails at once,
-// unsent, and overtakes nothing).
-func (p *pool) afterReleases(name string, i int, timeout time.Duration, f func()) {
-	if p.silent(i, timeout) {
-		f()
-		return
-	}
-	p.order.after(name, i, f)
+// released takes a release out of its name's gate.
+func (p *pool) released(t ticket) { p.order.leave(t) }
+
+// queueAfterReleases queues r behind this process's releases of name in
+// flight on node i, and reports true; false when r may run now: there are
+// none, or the node is down, or found silent for timeout (r's request then
+// fails at once, unsent, and overtakes nothing).
+func (p *pool) queueAfterReleases(name string, i int, timeout time.Duration, r runner) bool {
+	return !p.silent(i, timeout) && p.order.wait(name, i, r)
 }
 
 // silent reports whether node i is down, putting it down first if its

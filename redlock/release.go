@@ -43,15 +43,15 @@ func (r *Redlock) release(ctx context.Context, op *node.Release, c lapse) error 
 	}
 	defer r.wg.Done()
 	rd := r.releaseRound(ctx, op, c.cfg, c.report)
-	rd.grants = r.heldOrResent(c)
-	var heard atomic.Bool // a waiter was named, or another process's waiters heard it
+	rule := &releaseRule{r: r, name: op.Key, since: c.since, until: c.until}
+	rd.grants = rule
 	if op.Channel != "" {
-		rd.hook = r.heardBy(op.Key, &heard)
+		rd.hook = rule
 	}
 	rd.sendAll(op, c.gates, nil)
 	ctxErr := rd.decide(ctx)
 	t := rd.t
-	waited := op.Channel != "" && (heard.Load() || r.waiters.Waiting(op.Key))
+	waited := op.Channel != "" && (rule.heardBy.Load() || r.waiters.Waiting(op.Key))
 	if waited {
 		// Waiters heard the release: this process's next Lock on the
 		// name lets them go first (see courtesy.go).
@@ -73,28 +73,33 @@ func (r *Redlock) release(ctx context.Context, op *node.Release, c lapse) error 
 	return r.fail(ErrNotHeld, fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
 }
 
-// heldOrResent is the release rule for one node's reply: it held the
-// token, or it found the key gone, before c.until, on the server it was
-// known to be since before c.since (see release).
-func (r *Redlock) heldOrResent(c lapse) func(i int, rep node.Reply) bool {
-	return func(i int, rep node.Reply) bool {
-		if rep.OK || rep.Err != nil {
-			return rep.OK
-		}
-		rel := node.ReleasedOf(rep)
-		return rel.Gone && r.now().Before(c.until) && r.ids.Same(i, rel.Server, c.since)
-	}
+// releaseRule reads a release's replies.
+type releaseRule struct {
+	r       *Redlock
+	name    string
+	since   time.Time
+	until   time.Time
+	heardBy atomic.Bool // a waiter was named, or another process's waiters heard it
 }
 
-// heardBy sets heard when a release of name was heard by a waiter: one
-// that the node named, or another process's (more clients than this
-// process heard it, or this process is not subscribed there).
-func (r *Redlock) heardBy(name string, heard *atomic.Bool) func(i int, rep node.Reply) {
-	return func(i int, rep node.Reply) {
-		rel := node.ReleasedOf(rep)
-		if rel.Named || rel.Heard > 1 || rel.Heard == 1 && !r.waiters.Listening(i, name) {
-			heard.Store(true)
-		}
+// grants is the release rule for one node's reply: it held the token, or
+// it found the key gone, before until, on the server it was known to be
+// since before since (see release).
+func (rr *releaseRule) grants(i int, rep node.Reply) bool {
+	if rep.OK || rep.Err != nil {
+		return rep.OK
+	}
+	rel := node.ReleasedOf(rep)
+	return rel.Gone && rr.r.now().Before(rr.until) && rr.r.ids.Same(i, rel.Server, rr.since)
+}
+
+// heard notes when a release of the name was heard by a waiter: one that
+// the node named, or another process's (more clients than this process
+// heard it, or this process is not subscribed there).
+func (rr *releaseRule) heard(i int, rep node.Reply) {
+	rel := node.ReleasedOf(rep)
+	if rel.Named || rel.Heard > 1 || rel.Heard == 1 && !rr.r.waiters.Listening(i, rr.name) {
+		rr.heardBy.Store(true)
 	}
 }
 

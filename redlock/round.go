@@ -38,9 +38,9 @@ type round struct {
 	// (see keepReplies); nil otherwise.
 	replies []node.Reply
 	// grants decides whether a reply counts as a grant (nil: rep.OK).
-	grants func(i int, rep node.Reply) bool
+	grants granter
 	// hook sees every reply first, on the node's goroutine (nil: none).
-	hook func(i int, rep node.Reply)
+	hook hook
 	// oweFor, when positive, keeps a release that could not be delivered
 	// for the node to receive later, for that long (see pool.owe).
 	oweFor time.Duration
@@ -51,6 +51,16 @@ type round struct {
 	// enter the name's order. after names the lock after whose releases
 	// by this process the requests leave.
 	releases, after string
+}
+
+// granter decides whether node i's reply counts as a grant.
+type granter interface {
+	grants(i int, rep node.Reply) bool
+}
+
+// hook sees node i's reply first, on the node's goroutine.
+type hook interface {
+	heard(i int, rep node.Reply)
 }
 
 // newRound starts a round over p: nothing is sent yet. capacity bounds the
@@ -88,41 +98,65 @@ func (rd *round) sendAll(op node.Op, gates []*gate, only func(int) bool) *round 
 // becomes a vote, marked again for a re-ask. A request that enters g holds
 // back what goes through g after it until its reply.
 func (rd *round) post(i int, op node.Op, g *gate, only func(int) bool, again, enter bool) {
-	send := func() {
-		if only != nil && !only(i) {
-			rd.votes <- vote{node: i, rep: node.Reply{Err: errSkipped}}
-			return
-		}
-		// A release enters its name's gates only now that it leaves: one
-		// that waited there for its own lease's acquire requests would
-		// hold back a re-ask of that lease, which holds it back in turn.
-		leave := func() {}
-		if rd.releases != "" {
-			leave = rd.p.releasing(rd.releases, i)
-		}
-		rd.dispatch(i, op, func(rep node.Reply) {
-			leave()
-			rd.replied(i, op, rep)
-			rd.votes <- vote{node: i, rep: rep, again: again}
-			if enter {
-				g.leave()
-			}
-		})
+	q := &request{rd: rd, i: i, op: op, g: g, only: only, again: again, enter: enter}
+	if g == nil {
+		q.run()
+		return
 	}
-	if rd.after != "" {
-		next := send
-		send = func() { rd.p.afterReleases(rd.after, i, rd.timeout, next) }
+	g.then(q)
+}
+
+// request is one operation on its way to one node: through its gate,
+// then behind this process's releases of the name, then to the pool; it
+// turns the reply into a vote. One value carries it through every stage,
+// so that waiting costs neither a goroutine nor a closure per stage.
+type request struct {
+	rd           *round
+	i            int
+	op           node.Op
+	g            *gate
+	only         func(int) bool
+	again, enter bool
+	passed       bool   // the gate opened
+	ticket       ticket // a release's place in its name's order
+}
+
+// run moves the request on: the gate opened, or the releases it waited
+// for returned.
+func (q *request) run() {
+	rd := q.rd
+	if !q.passed {
+		q.passed = true
+		if q.enter {
+			q.g.enter()
+		}
+		if rd.after != "" && rd.p.queueAfterReleases(rd.after, q.i, rd.timeout, q) {
+			return // run again once they returned
+		}
 	}
-	switch {
-	case g == nil:
-		send()
-	case enter:
-		g.then(func() {
-			g.enter()
-			send()
-		})
-	default:
-		g.then(send)
+	if q.only != nil && !q.only(q.i) {
+		rd.votes <- vote{node: q.i, rep: node.Reply{Err: errSkipped}}
+		return
+	}
+	// A release enters its name's gates only now that it leaves: one that
+	// waited there for its own lease's acquire requests would hold back a
+	// re-ask of that lease, which holds it back in turn.
+	if rd.releases != "" {
+		q.ticket = rd.p.releasing(rd.releases, q.i)
+	}
+	rd.dispatch(q.i, q.op, q.receive)
+}
+
+// receive turns the reply into a vote, on the node's goroutine.
+func (q *request) receive(rep node.Reply) {
+	rd := q.rd
+	if q.ticket.g != nil {
+		rd.p.released(q.ticket)
+	}
+	rd.replied(q.i, q.op, rep)
+	rd.votes <- vote{node: q.i, rep: rep, again: q.again}
+	if q.enter {
+		q.g.leave()
 	}
 }
 
@@ -142,7 +176,7 @@ func (rd *round) replied(i int, op node.Op, rep node.Reply) {
 		rd.p.owe(i, o, rd.oweFor)
 	}
 	if rd.hook != nil {
-		rd.hook(i, rep)
+		rd.hook.heard(i, rep)
 	}
 }
 
@@ -158,7 +192,7 @@ type rule interface {
 func (rd *round) add(v vote) {
 	ok := v.rep.OK
 	if rd.grants != nil {
-		ok = rd.grants(v.node, v.rep)
+		ok = rd.grants.grants(v.node, v.rep)
 	}
 	if rd.replies != nil && rd.t.answers[v.node] == pending {
 		rd.replies[v.node] = v.rep

@@ -63,7 +63,8 @@ func (*Release) Name() string { return "release" }
 // Encode implements Op.
 func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	args := o.enc.args(l, func() []any {
-		keys := []string{o.Key}
+		var kb [2]string // on the stack: evalArgs copies the keys
+		keys := append(kb[:0], o.Key)
 		if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" {
 			keys = append(keys, q)
 		}

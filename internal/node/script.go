@@ -47,8 +47,11 @@ func script(ctx context.Context, s *redis.Script, keys []string, args ...any) *r
 // evalFallback returns the EVAL that replaces cmd, an EVALSHA the node
 // answered NOSCRIPT, run on c; nil when cmd is no such command.
 func evalFallback(ctx context.Context, c redis.Scripter, cmd redis.Cmder) redis.Cmder {
+	if cmd.Err() == nil || !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return nil
+	}
 	args := cmd.Args()
-	if len(args) < 3 || args[0] != evalsha || !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	if len(args) < 3 || args[0] != evalsha {
 		return nil
 	}
 	sha, _ := args[1].(string)
