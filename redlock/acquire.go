@@ -45,6 +45,9 @@ type try struct {
 	// arrived first, so its refusals count as "may still grant" and the
 	// attempt never gives way to it.
 	released string
+	// order names this Mutex's releases (see Mutex.order): the attempt's
+	// requests leave, on each node, after those still in flight there.
+	order uint64
 	// reasks bounds how many times a node may be asked again (see
 	// maxReasks): Lock's attempts ask again, TryLock's single attempt does
 	// not, so that a caller that tries in a loop gets a quick answer every
@@ -87,7 +90,7 @@ func (r *Redlock) acquire(ctx context.Context, c try) (acquisition, error) {
 		gates = newGates(r.pool.size())
 	}
 	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()*(1+maxReasks))
-	rd.after = c.op.Key // after this process's releases of the name
+	rd.after = c.order // after this Mutex's releases still in flight
 	start := rd.start
 	a := newAttempt(rd, c.op, gates, c.released, c.reasks)
 	ctxErr := a.run(ctx)
@@ -143,6 +146,8 @@ func notAcquired(t *tally, a *attempt, took, ttl time.Duration) string {
 func (r *Redlock) undo(ctx context.Context, c try, gates []*gate, only func(int) bool, wait bool, granted []int) {
 	op := &node.Release{Key: c.op.Key, Token: c.op.Token, Reentrant: c.op.Reentrant, Drop: node.DropUndo}
 	rd := r.releaseRound(ctx, op, c.cfg, c.report)
+	// An undo enters no order: the attempt waits for the undos of the
+	// nodes that granted, and the next attempt follows them.
 	rd.sendAll(op, gates, only)
 	if wait {
 		rd.waitFor(granted, c.cfg.nodeTimeout)
@@ -150,11 +155,10 @@ func (r *Redlock) undo(ctx context.Context, c try, gates []*gate, only func(int)
 }
 
 // releaseRound is a round that releases op: a release that could not be
-// delivered is owed to its node, and this process's next acquisition of
-// the name waits for it on each node.
+// delivered is owed to its node.
 func (r *Redlock) releaseRound(ctx context.Context, op *node.Release, cfg *config, report reportFunc) *round {
 	rd := newRound(ctx, r.pool, cfg.nodeTimeout, report, r.pool.size())
-	rd.oweFor, rd.releases = cfg.ttl, op.Key
+	rd.oweFor = cfg.ttl
 	return rd
 }
 

@@ -52,3 +52,16 @@ const graceMin = 100 * time.Microsecond
 // quorum did (at least graceMin, so that nodes a few microseconds behind
 // are not taken for slow ones).
 func asLongAgain(elapsed time.Duration) time.Duration { return max(elapsed, graceMin) }
+
+// sleepUnless waits for d, or until done is closed; it reports whether d
+// passed.
+func sleepUnless(d time.Duration, done <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
+}

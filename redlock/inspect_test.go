@@ -1,10 +1,6 @@
 package redlock
 
 import (
-	"github.com/redlock-go/redlock/internal/node"
-
-	"github.com/redlock-go/redlock/internal/node/nodetest"
-
 	"context"
 	"testing"
 	"testing/synctest"
@@ -12,6 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
 func TestInspectHeldAndFree(t *testing.T) {

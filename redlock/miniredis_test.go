@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/stretchr/testify/assert"
@@ -17,21 +16,8 @@ import (
 // listener that never answers for a paused node. Real Redis is exercised
 // in integration/; the transport's own tests are in internal/node.
 
-func newMiniClients(t *testing.T, n int) ([]*miniredis.Miniredis, []redis.UniversalClient) {
-	t.Helper()
-	servers := make([]*miniredis.Miniredis, n)
-	clients := make([]redis.UniversalClient, n)
-	for i := range n {
-		servers[i] = miniredis.RunT(t)
-		c := redis.NewClient(&redis.Options{Addr: servers[i].Addr()})
-		t.Cleanup(func() { _ = c.Close() })
-		clients[i] = c
-	}
-	return servers, clients
-}
-
 func TestRedisMutexOnMiniredis(t *testing.T) {
-	servers, clients := newMiniClients(t, 3)
+	servers, clients := nodetest.Miniredis(t, 3)
 	r, err := New(clients)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
@@ -62,7 +48,7 @@ func TestNodeTimeoutWithContextTimeoutEnabled(t *testing.T) {
 
 func testNodeTimeout(t *testing.T, contextTimeout bool) {
 	t.Helper()
-	servers, clients := newMiniClients(t, 2)
+	servers, clients := nodetest.Miniredis(t, 2)
 	var silent []redis.UniversalClient
 	for range 3 {
 		c := redis.NewClient(&redis.Options{Addr: nodetest.SilentListener(t), ContextTimeoutEnabled: contextTimeout})
@@ -101,7 +87,7 @@ func testNodeTimeout(t *testing.T, contextTimeout bool) {
 }
 
 func TestSetFenced(t *testing.T) {
-	servers, clients := newMiniClients(t, 1)
+	servers, clients := nodetest.Miniredis(t, 1)
 	s, c := servers[0], clients[0]
 	ctx := t.Context()
 	require.NoError(t, SetFenced(ctx, c, "res", "a", 3))

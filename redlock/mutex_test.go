@@ -533,7 +533,7 @@ func TestCloseWaitsForStragglers(t *testing.T) {
 }
 
 func TestConcurrentCloseDoesNotPanic(t *testing.T) {
-	servers, clients := newMiniClients(t, 3)
+	servers, clients := nodetest.Miniredis(t, 3)
 	_ = servers
 	r, err := New(clients)
 	require.NoError(t, err)

@@ -1,11 +1,6 @@
 package redlock
 
 import (
-	"github.com/redlock-go/redlock/internal/node"
-	"github.com/redlock-go/redlock/internal/waitq"
-
-	"github.com/redlock-go/redlock/internal/node/nodetest"
-
 	"context"
 	"fmt"
 	"maps"
@@ -18,6 +13,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/internal/waitq"
 )
 
 // handoff measures, in virtual time, how long after the holder's Unlock

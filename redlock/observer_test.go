@@ -1,9 +1,6 @@
 package redlock
 
 import (
-	"github.com/redlock-go/redlock/internal/node"
-	"github.com/redlock-go/redlock/internal/node/nodetest"
-
 	"context"
 	"fmt"
 	"strings"
@@ -14,6 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
 // recorder is an Observer that records what it is told. OpStart returns a

@@ -1,8 +1,6 @@
 package redlock
 
 import (
-	"github.com/redlock-go/redlock/internal/node/nodetest"
-
 	"context"
 	"math"
 	"testing"
@@ -11,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
 func TestNewRejectsBadClients(t *testing.T) {

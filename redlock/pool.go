@@ -109,7 +109,7 @@ type owedRelease struct {
 }
 
 func newPool(nodes []node.Node, now clock) *pool {
-	p := &pool{nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{}), order: order{n: len(nodes), names: map[string]*nameOrder{}}}
+	p := &pool{nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{}), order: order{n: len(nodes), names: map[uint64]*nameOrder{}}}
 	for i := range p.states {
 		p.states[i] = new(nodeState)
 	}
@@ -364,16 +364,7 @@ func (p *pool) repair(i int) {
 
 // sleep waits for d, or until the pool stops; it reports whether d
 // passed.
-func (p *pool) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-p.done:
-		return false
-	}
-}
+func (p *pool) sleep(d time.Duration) bool { return sleepUnless(d, p.done) }
 
 // probe pings node i and reports whether it answered within probeTimeout.
 // A client that ignores context deadlines for reads (go-redis without
@@ -448,7 +439,7 @@ func (p *pool) deliver(i int, owed []owedRelease) bool {
 
 // releasing enters a release of name on node i into the name's gate; its
 // ticket goes back to released once it returned.
-func (p *pool) releasing(name string, i int) ticket { return p.order.enter(name, i) }
+func (p *pool) releasing(name uint64, i int) ticket { return p.order.enter(name, i) }
 
 // released takes a release out of its name's gate.
 func (p *pool) released(t ticket) { p.order.leave(t) }
@@ -457,7 +448,7 @@ func (p *pool) released(t ticket) { p.order.leave(t) }
 // flight on node i, and reports true; false when r may run now: there are
 // none, or the node is down, or found silent for timeout (r's request then
 // fails at once, unsent, and overtakes nothing).
-func (p *pool) queueAfterReleases(name string, i int, timeout time.Duration, r runner) bool {
+func (p *pool) queueAfterReleases(name uint64, i int, timeout time.Duration, r runner) bool {
 	return !p.silent(i, timeout) && p.order.wait(name, i, r)
 }
 

@@ -1,9 +1,6 @@
 package redlock
 
 import (
-	"github.com/redlock-go/redlock/internal/node"
-	"github.com/redlock-go/redlock/internal/node/nodetest"
-
 	"fmt"
 	"testing"
 	"testing/synctest"
@@ -11,6 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
 func TestQuorum(t *testing.T) {

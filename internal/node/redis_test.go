@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/stretchr/testify/assert"
@@ -21,21 +20,8 @@ import (
 // servers: miniredis for the commands and scripts, and a listener that never
 // answers for a paused node. Real Redis is exercised in integration/.
 
-func newMiniClients(t *testing.T, n int) ([]*miniredis.Miniredis, []redis.UniversalClient) {
-	t.Helper()
-	servers := make([]*miniredis.Miniredis, n)
-	clients := make([]redis.UniversalClient, n)
-	for i := range n {
-		servers[i] = miniredis.RunT(t)
-		c := redis.NewClient(&redis.Options{Addr: servers[i].Addr()})
-		t.Cleanup(func() { _ = c.Close() })
-		clients[i] = c
-	}
-	return servers, clients
-}
-
 func TestRedisNodeCommands(t *testing.T) {
-	servers, clients := newMiniClients(t, 1)
+	servers, clients := nodetest.Miniredis(t, 1)
 	s, n := servers[0], node.NewRedis(clients[0])
 	t.Cleanup(n.Close)
 	assert.Equal(t, s.Addr(), n.Addr())
@@ -109,7 +95,7 @@ func TestRedisNodeCommands(t *testing.T) {
 }
 
 func TestRedisNodeFenceScripts(t *testing.T) {
-	servers, clients := newMiniClients(t, 1)
+	servers, clients := nodetest.Miniredis(t, 1)
 	s, n := servers[0], node.NewRedis(clients[0])
 	t.Cleanup(n.Close)
 	req := &node.Acquire{Key: "k", Token: "t1", TTL: time.Second, FenceKey: node.FenceKey("k")}
