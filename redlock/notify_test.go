@@ -237,9 +237,8 @@ func TestReleaseCourtesyLetsWaiterFirst(t *testing.T) {
 	})
 }
 
-// Waiters coming and going on a stalled node's subscription cost no
-// goroutine per subscribe or unsubscribe: the queue's one sync goroutine
-// waits for the stalled node, at most its timeout per pass.
+// Waiters coming and going on a stalled node's subscription cost one
+// goroutine per node, not one per subscribe or unsubscribe.
 func TestStalledSubscriptionCostsOneGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)

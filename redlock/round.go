@@ -47,10 +47,10 @@ type round struct {
 	// quiet rounds ask the nodes without the pool learning from the
 	// answers, and ask down nodes too (see pool.ask).
 	quiet bool
-	// releases numbers the Mutex whose releases these are (0: none): they
-	// enter its order. after numbers the Mutex after whose releases the
-	// requests leave (see Mutex.order).
-	releases, after uint64
+	// releases names the lock whose releases these are ("": none): they
+	// enter its order. after names the lock after whose releases by this
+	// process the requests leave (see order).
+	releases, after string
 }
 
 // granter decides whether node i's reply counts as a grant.
@@ -118,7 +118,7 @@ type request struct {
 	only         func(int) bool
 	again, enter bool
 	passed       bool   // the gate opened
-	ticket       ticket // a release's place in its Mutex's order
+	ticket       ticket // a release's place in its name's order
 }
 
 // run moves the request on: the gate opened, or the releases it waited
@@ -130,7 +130,7 @@ func (q *request) run() {
 		if q.enter {
 			q.g.enter()
 		}
-		if rd.after != 0 && rd.p.queueAfterReleases(rd.after, q.i, rd.timeout, q) {
+		if rd.after != "" && rd.p.queueAfterReleases(rd.after, q.i, rd.timeout, q) {
 			return // run again once they returned
 		}
 	}
@@ -141,7 +141,7 @@ func (q *request) run() {
 	// A release enters its name's gates only now that it leaves: one that
 	// waited there for its own lease's acquire requests would hold back a
 	// re-ask of that lease, which holds it back in turn.
-	if rd.releases != 0 {
+	if rd.releases != "" {
 		q.ticket = rd.p.releasing(rd.releases, q.i)
 	}
 	rd.dispatch(q.i, q.op, q.receive)

@@ -3,43 +3,28 @@ package waitq
 import (
 	"context"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/node"
 )
 
-// plan is one sync pass: per node, the channels to subscribe and
+// plan is one sync pass of one node: the channels to subscribe and
 // unsubscribe and the queue changes to send.
 type plan struct {
-	add, drop [][]string
-	ops       []node.Op
-	queueing  bool
+	add, drop []string
+	op        node.Op // nil: no queue change
 }
 
-func (p *plan) empty() bool {
-	if p.queueing {
-		return false
-	}
-	for i := range p.add {
-		if len(p.add[i]) > 0 || len(p.drop[i]) > 0 {
-			return false
-		}
-	}
-	return true
-}
+func (p *plan) empty() bool { return len(p.add) == 0 && len(p.drop) == 0 && p.op == nil }
 
-// plan works out what each node must be told and records it as told.
-// Called with q.mu held.
-func (q *Queue) plan() *plan {
-	n := len(q.subs)
-	p := &plan{add: make([][]string, n), drop: make([][]string, n), ops: make([]node.Op, n)}
-	for i, ns := range q.subs {
-		p.add[i], p.drop[i] = q.channels(ns)
-		if changes := q.changes(ns); len(changes) > 0 {
-			p.ops[i] = &node.Queue{Changes: changes}
-			p.queueing = true
-		}
+// plan works out what node i must be told and records it as told. Called
+// with q.mu held.
+func (q *Queue) plan(i int) *plan {
+	ns := q.subs[i]
+	p := &plan{}
+	p.add, p.drop = q.channels(ns)
+	if changes := q.changes(ns); len(changes) > 0 {
+		p.op = &node.Queue{Changes: changes}
 	}
 	return p
 }
@@ -93,24 +78,17 @@ func (q *Queue) changes(ns *nodeSub) []node.QueueChange {
 	return out
 }
 
-// subscribe subscribes and unsubscribes every node at once, each bounded by
-// timeout, and waits for them.
-func (p *plan) subscribe(subs []*nodeSub, timeout time.Duration) {
-	var wg sync.WaitGroup
-	for i, ns := range subs {
-		if len(p.add[i]) == 0 && len(p.drop[i]) == 0 {
-			continue
-		}
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			if len(p.add[i]) > 0 {
-				_ = ns.s.Subscribe(ctx, p.add[i]...)
-			}
-			if len(p.drop[i]) > 0 {
-				_ = ns.s.Unsubscribe(ctx, p.drop[i]...)
-			}
-		})
+// subscribe subscribes and unsubscribes s, bounded by timeout.
+func (p *plan) subscribe(s node.Subscription, timeout time.Duration) {
+	if len(p.add) == 0 && len(p.drop) == 0 {
+		return
 	}
-	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if len(p.add) > 0 {
+		_ = s.Subscribe(ctx, p.add...)
+	}
+	if len(p.drop) > 0 {
+		_ = s.Unsubscribe(ctx, p.drop...)
+	}
 }

@@ -24,10 +24,10 @@
 //   - With no one queued, a release wakes only the longest-waiting Lock of
 //     this process on that name.
 //   - Subscribing, unsubscribing, queueing and unqueueing go through one
-//     goroutine, which brings every node to the waiters of now, however
-//     many came and went meanwhile: a silent node costs one node timeout
-//     per pass, not a goroutine per waiter. A name's subscription lingers
-//     for Linger after its last waiter.
+//     goroutine per node, which brings its node to the waiters of now,
+//     however many came and went meanwhile: a silent node holds that one
+//     goroutine, not one per waiter, and delays no other node's queue. A
+//     name's subscription lingers for Linger after its last waiter.
 //   - Announcements can be lost (a node down, a subscription reconnecting,
 //     a release published before the SUBSCRIBE took effect, a named waiter
 //     that died): every waiter still polls on its back-off, which bounds the
@@ -73,8 +73,8 @@ type Queue struct {
 	closed   bool
 	subs     []*nodeSub // one per node once started; nil before
 	names    map[string]*waitList
-	syncing  bool // the sync goroutine runs
-	sweeping bool // the sweep goroutine runs
+	syncing  []bool // per node: its sync goroutine runs
+	sweeping bool   // the sweep goroutine runs
 	timeout  time.Duration
 }
 
@@ -287,6 +287,7 @@ func (q *Queue) start() bool {
 	}
 	q.names = map[string]*waitList{}
 	q.subs = make([]*nodeSub, len(q.nodes))
+	q.syncing = make([]bool, len(q.nodes))
 	wake := node.WakeChannel(q.self)
 	for i, n := range q.nodes {
 		s := n.Subscribe()
@@ -346,34 +347,41 @@ func (w *Waiter) signal(token string) {
 	}
 }
 
-// sync starts the sync goroutine unless it runs; it brings every node to
-// the waiters of now. Called with q.mu held.
+// sync starts each node's sync goroutine unless it runs; each brings its
+// node to the waiters of now. Called with q.mu held.
 func (q *Queue) sync(timeout time.Duration) {
 	q.timeout = max(q.timeout, timeout)
-	if q.syncing || q.closed {
+	if q.closed {
 		return
 	}
-	q.syncing = true
-	q.wg.Go(q.syncLoop)
+	for i := range q.subs {
+		if !q.syncing[i] {
+			q.syncing[i] = true
+			q.wg.Go(func() { q.syncLoop(i) })
+		}
+	}
 }
 
-// syncLoop brings the nodes' subscriptions and queues to the waiters of
-// now, pass after pass, until a pass finds nothing to change. A failure
-// only loses announcements (waiters poll); the client re-subscribes to
-// what it was told when it reconnects.
-func (q *Queue) syncLoop() {
+// syncLoop brings node i's subscription and queues to the waiters of now,
+// pass after pass, until a pass finds nothing to change. Each node has its
+// own, so that a silent node delays only its own passes. A failure only
+// loses announcements (waiters poll); the client re-subscribes to what it
+// was told when it reconnects.
+func (q *Queue) syncLoop(i int) {
 	for {
 		q.mu.Lock()
-		plan, timeout := q.plan(), q.timeout
+		plan, timeout := q.plan(i), q.timeout
 		if plan.empty() || q.closed {
-			q.syncing = false
+			q.syncing[i] = false
 			q.mu.Unlock()
 			return
 		}
 		q.mu.Unlock()
-		plan.subscribe(q.subs, timeout)
-		if plan.queueing {
-			q.deliver(plan.ops, timeout)
+		plan.subscribe(q.subs[i].s, timeout)
+		if plan.op != nil {
+			ops := make([]node.Op, len(q.nodes))
+			ops[i] = plan.op
+			q.deliver(ops, timeout)
 		}
 	}
 }
