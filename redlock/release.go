@@ -44,6 +44,9 @@ func (r *Redlock) release(ctx context.Context, op *node.Release, c lapse) error 
 	defer r.wg.Done()
 	rd := r.releaseRound(ctx, op, c.cfg, c.report)
 	rd.releases = op.Key // this process's next acquisition of the name follows it
+	// A plain lease takes no more acquire requests once it is released:
+	// its release may enter the order before its lease's last replies.
+	rd.early = !op.Reentrant
 	rule := &releaseRule{r: r, name: op.Key, since: c.since, until: c.until}
 	rd.grants = rule
 	if op.Channel != "" {

@@ -51,6 +51,10 @@ type round struct {
 	// enter its order. after names the lock after whose releases by this
 	// process the requests leave (see order).
 	releases, after string
+	// early makes a release enter its name's order as it is posted, not
+	// as it leaves (see request.run): safe once no acquire request of its
+	// lease can follow it, which holds for a non-reentrant Unlock.
+	early bool
 }
 
 // granter decides whether node i's reply counts as a grant.
@@ -99,6 +103,9 @@ func (rd *round) sendAll(op node.Op, gates []*gate, only func(int) bool) *round 
 // back what goes through g after it until its reply.
 func (rd *round) post(i int, op node.Op, g *gate, only func(int) bool, again, enter bool) {
 	q := &request{rd: rd, i: i, op: op, g: g, only: only, again: again, enter: enter}
+	if rd.releases != "" && rd.early {
+		q.ticket = rd.p.releasing(rd.releases, i)
+	}
 	if g == nil {
 		q.run()
 		return
@@ -135,13 +142,17 @@ func (q *request) run() {
 		}
 	}
 	if q.only != nil && !q.only(q.i) {
+		if q.ticket.g != nil {
+			rd.p.released(q.ticket)
+		}
 		rd.votes <- vote{node: q.i, rep: node.Reply{Err: errSkipped}}
 		return
 	}
-	// A release enters its name's gates only now that it leaves: one that
-	// waited there for its own lease's acquire requests would hold back a
-	// re-ask of that lease, which holds it back in turn.
-	if rd.releases != "" {
+	// Unless early, a release enters its name's gates only now that it
+	// leaves: one that waited there for its own lease's acquire requests
+	// would hold back a re-ask or a reentrant hold of that lease, which
+	// holds it back in turn.
+	if rd.releases != "" && !rd.early {
 		q.ticket = rd.p.releasing(rd.releases, q.i)
 	}
 	rd.dispatch(q.i, q.op, q.receive)
