@@ -45,6 +45,9 @@ type try struct {
 	// arrived first, so its refusals count as "may still grant" and the
 	// attempt never gives way to it.
 	released string
+	// order names this Mutex's releases (see Mutex.order): the attempt's
+	// requests leave, on each node, after those still in flight there.
+	order uint64
 	// reasks bounds how many times a node may be asked again (see
 	// maxReasks): Lock's attempts ask again, TryLock's single attempt does
 	// not, so that a caller that tries in a loop gets a quick answer every
@@ -87,7 +90,7 @@ func (r *Redlock) acquire(ctx context.Context, c try) (acquisition, error) {
 		gates = newGates(r.pool.size())
 	}
 	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()*(1+maxReasks))
-	rd.after = c.op.Key // after this process's releases of the name (see order)
+	rd.after = c.order // after this Mutex's releases still in flight
 	start := rd.start
 	a := newAttempt(rd, c.op, gates, c.released, c.reasks)
 	ctxErr := a.run(ctx)

@@ -73,45 +73,39 @@ func (g *gate) wait(r runner) bool {
 	return false
 }
 
-// order keeps, per lock name, one gate per node that this process's
-// releases of the name enter while they are in flight (see pool.releasing),
-// and lets one acquisition per release wait behind it there: the first
-// that comes, usually the releaser's own next Lock. The others go at once,
-// as if no release were in flight: contenders all queued behind every
-// release would reach the nodes together and split them.
+// order keeps, per Mutex (by its order number, see Mutex.order), one gate
+// per node that the Mutex's releases enter while they are in flight (see
+// pool.releasing).
 type order struct {
 	n     int // nodes
 	mu    sync.Mutex
-	names map[string]*nameOrder
+	names map[uint64]*nameOrder
 }
 
-// nameOrder is one name's gates, one per node, how many releases are in
-// them, and per node whether an acquisition already waits behind the
-// latest release there.
+// nameOrder is one Mutex's gates, one per node, and how many releases are
+// in them.
 type nameOrder struct {
-	gates   []gate
-	claimed []bool
-	refs    int
+	gates []gate
+	refs  int
 }
 
-// ticket is one release's place in its name's gate on one node.
+// ticket is one release's place in its Mutex's gate on one node.
 type ticket struct {
-	name string
+	name uint64
 	no   *nameOrder
 	g    *gate
 }
 
 // enter enters a release of name on node i, and returns its ticket, to
 // hand back to leave once it returned.
-func (o *order) enter(name string, i int) ticket {
+func (o *order) enter(name uint64, i int) ticket {
 	o.mu.Lock()
 	no := o.names[name]
 	if no == nil {
-		no = &nameOrder{gates: make([]gate, o.n), claimed: make([]bool, o.n)}
+		no = &nameOrder{gates: make([]gate, o.n)}
 		o.names[name] = no
 	}
 	no.refs++
-	no.claimed[i] = false // a new release: one acquisition may wait for it
 	g := &no.gates[i]
 	o.mu.Unlock()
 	g.enter()
@@ -129,16 +123,10 @@ func (o *order) leave(t ticket) {
 }
 
 // wait queues r behind the releases of name in flight on node i, and
-// reports true; false when there are none, or another acquisition already
-// waits behind the latest, and r may run now.
-func (o *order) wait(name string, i int, r runner) bool {
+// reports true; false when there are none, and r may run now.
+func (o *order) wait(name uint64, i int, r runner) bool {
 	o.mu.Lock()
 	no := o.names[name]
-	if no == nil || no.claimed[i] {
-		o.mu.Unlock()
-		return false
-	}
-	no.claimed[i] = true
 	o.mu.Unlock()
-	return no.gates[i].wait(r)
+	return no != nil && no.gates[i].wait(r)
 }

@@ -53,7 +53,7 @@ func (m *Mutex) unlock(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w: not locked", ErrNotHeld)
 	}
 	op := &node.Release{Key: m.name, Token: l.token, Reentrant: m.cfg.reentrant}
-	c := lapse{cfg: &m.cfg, report: m.report, gates: l.acq.gates}
+	c := lapse{cfg: &m.cfg, report: m.report, gates: l.acq.gates, order: m.order}
 	if m.cfg.reentrant && l.holds > 1 && l.err == nil {
 		l.holds--
 		m.mu.Unlock()

@@ -42,6 +42,14 @@ type Mutex struct {
 	gates []*gate
 	// report tells the Mutex's Observer of node failures (nil: none).
 	report reportFunc
+	// order numbers this Mutex's releases in the pool's order: the Mutex's
+	// next acquisition leaves, on each node, once its release there has
+	// returned. Unlock returns at the quorum; without the order a TryLock
+	// right after it could reach a node before the release did, and be
+	// refused there by the Mutex's own old key. It is the Mutex's own,
+	// not the name's: contenders of one process that all queued behind
+	// each release would then reach the nodes at once, and split them.
+	order uint64
 
 	mu    sync.Mutex // guards lease and the fields of the lease it points to
 	lease *lease     // the current acquisition; nil when not held
@@ -159,7 +167,7 @@ func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (acqui
 	if err != nil {
 		return acquisition{}, err
 	}
-	a, err := m.r.acquire(ctx, try{op: m.acquireOp(token, false), cfg: &m.cfg, report: m.report, gates: m.gates, released: released, reasks: reasks})
+	a, err := m.r.acquire(ctx, try{op: m.acquireOp(token, false), cfg: &m.cfg, report: m.report, gates: m.gates, order: m.order, released: released, reasks: reasks})
 	if err != nil {
 		return a, err
 	}
@@ -227,7 +235,7 @@ func (m *Mutex) reenter(ctx context.Context, l *lease) error {
 	// Mutex's gates send it, on each node, after the holds already on
 	// their way: a re-lock that overtook the first SET would find no key
 	// there and take no hold.
-	a, err := m.r.acquire(ctx, try{op: m.acquireOp(l.token, true), cfg: &m.cfg, report: m.report, gates: m.gates, reasks: maxReasks})
+	a, err := m.r.acquire(ctx, try{op: m.acquireOp(l.token, true), cfg: &m.cfg, report: m.report, gates: m.gates, order: m.order, reasks: maxReasks})
 	if err != nil {
 		return err
 	}

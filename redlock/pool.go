@@ -109,7 +109,7 @@ type owedRelease struct {
 }
 
 func newPool(nodes []node.Node, now clock) *pool {
-	p := &pool{nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{}), order: order{n: len(nodes), names: map[string]*nameOrder{}}}
+	p := &pool{nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{}), order: order{n: len(nodes), names: map[uint64]*nameOrder{}}}
 	for i := range p.states {
 		p.states[i] = new(nodeState)
 	}
@@ -439,17 +439,16 @@ func (p *pool) deliver(i int, owed []owedRelease) bool {
 
 // releasing enters a release of name on node i into the name's gate; its
 // ticket goes back to released once it returned.
-func (p *pool) releasing(name string, i int) ticket { return p.order.enter(name, i) }
+func (p *pool) releasing(name uint64, i int) ticket { return p.order.enter(name, i) }
 
 // released takes a release out of its name's gate.
 func (p *pool) released(t ticket) { p.order.leave(t) }
 
 // queueAfterReleases queues r behind this process's releases of name in
 // flight on node i, and reports true; false when r may run now: there are
-// none, another acquisition already waits behind them (see order), or the
-// node is down, or found silent for timeout (r's request then fails at
-// once, unsent, and overtakes nothing).
-func (p *pool) queueAfterReleases(name string, i int, timeout time.Duration, r runner) bool {
+// none, or the node is down, or found silent for timeout (r's request then
+// fails at once, unsent, and overtakes nothing).
+func (p *pool) queueAfterReleases(name uint64, i int, timeout time.Duration, r runner) bool {
 	return !p.silent(i, timeout) && p.order.wait(name, i, r)
 }
 

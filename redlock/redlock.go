@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,6 +47,8 @@ type Redlock struct {
 	sharded bool
 
 	courtesy courtesy // see courtesy.go
+
+	mutexes atomic.Uint64 // Mutexes created: each has its own order (see Mutex.order)
 }
 
 // New returns a Redlock over the given clients, one per independent Redis
@@ -129,7 +132,7 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	m := &Mutex{r: r, name: name, cfg: cfg, report: r.reporter(cfg.observer)}
+	m := &Mutex{r: r, name: name, cfg: cfg, report: r.reporter(cfg.observer), order: r.mutexes.Add(1)}
 	if cfg.reentrant {
 		id, err := uuid.NewRandom()
 		if err != nil {

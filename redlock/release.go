@@ -17,6 +17,9 @@ type lapse struct {
 	cfg    *config
 	report reportFunc
 	gates  []*gate
+	// order names the Mutex's releases (see Mutex.order): its next
+	// acquisition waits, on each node, for this release there.
+	order uint64
 	// since and until, for a release, are the lease's start and validity
 	// end: until then, a node that found the key absent counts as holding
 	// the token if the same server answered (see release). Zero until
@@ -43,10 +46,7 @@ func (r *Redlock) release(ctx context.Context, op *node.Release, c lapse) error 
 	}
 	defer r.wg.Done()
 	rd := r.releaseRound(ctx, op, c.cfg, c.report)
-	rd.releases = op.Key // this process's next acquisition of the name follows it
-	// A plain lease takes no more acquire requests once it is released:
-	// its release may enter the order before its lease's last replies.
-	rd.early = !op.Reentrant
+	rd.releases = c.order
 	rule := &releaseRule{r: r, name: op.Key, since: c.since, until: c.until}
 	rd.grants = rule
 	if op.Channel != "" {

@@ -47,14 +47,10 @@ type round struct {
 	// quiet rounds ask the nodes without the pool learning from the
 	// answers, and ask down nodes too (see pool.ask).
 	quiet bool
-	// releases names the lock whose releases these are ("": none): they
-	// enter its order. after names the lock after whose releases by this
-	// process the requests leave (see order).
-	releases, after string
-	// early makes a release enter its name's order as it is posted, not
-	// as it leaves (see request.run): safe once no acquire request of its
-	// lease can follow it, which holds for a non-reentrant Unlock.
-	early bool
+	// releases numbers the Mutex whose releases these are (0: none): they
+	// enter its order. after numbers the Mutex after whose releases the
+	// requests leave (see Mutex.order).
+	releases, after uint64
 }
 
 // granter decides whether node i's reply counts as a grant.
@@ -103,9 +99,6 @@ func (rd *round) sendAll(op node.Op, gates []*gate, only func(int) bool) *round 
 // back what goes through g after it until its reply.
 func (rd *round) post(i int, op node.Op, g *gate, only func(int) bool, again, enter bool) {
 	q := &request{rd: rd, i: i, op: op, g: g, only: only, again: again, enter: enter}
-	if rd.releases != "" && rd.early {
-		q.ticket = rd.p.releasing(rd.releases, i)
-	}
 	if g == nil {
 		q.run()
 		return
@@ -125,7 +118,7 @@ type request struct {
 	only         func(int) bool
 	again, enter bool
 	passed       bool   // the gate opened
-	ticket       ticket // a release's place in its name's order
+	ticket       ticket // a release's place in its Mutex's order
 }
 
 // run moves the request on: the gate opened, or the releases it waited
@@ -137,22 +130,18 @@ func (q *request) run() {
 		if q.enter {
 			q.g.enter()
 		}
-		if rd.after != "" && rd.p.queueAfterReleases(rd.after, q.i, rd.timeout, q) {
+		if rd.after != 0 && rd.p.queueAfterReleases(rd.after, q.i, rd.timeout, q) {
 			return // run again once they returned
 		}
 	}
 	if q.only != nil && !q.only(q.i) {
-		if q.ticket.g != nil {
-			rd.p.released(q.ticket)
-		}
 		rd.votes <- vote{node: q.i, rep: node.Reply{Err: errSkipped}}
 		return
 	}
-	// Unless early, a release enters its name's gates only now that it
-	// leaves: one that waited there for its own lease's acquire requests
-	// would hold back a re-ask or a reentrant hold of that lease, which
-	// holds it back in turn.
-	if rd.releases != "" && !rd.early {
+	// A release enters its name's gates only now that it leaves: one that
+	// waited there for its own lease's acquire requests would hold back a
+	// re-ask of that lease, which holds it back in turn.
+	if rd.releases != 0 {
 		q.ticket = rd.p.releasing(rd.releases, q.i)
 	}
 	rd.dispatch(q.i, q.op, q.receive)

@@ -92,12 +92,22 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 	n.start.Do(n.run)
 	c := callPool.Get().(*call)
 	c.ctx, c.sendBy, c.op, c.done = ctx, sendBy, op, done
-	if _, ok := op.(Runner); !ok {
-		c.cmds = op.Encode(ctx, n.layout, c.buf[:0])
-		if len(c.cmds) == 0 {
-			c.finish(op.Decode(nil)) // nothing to send
-			return
+	if r, ok := op.(Runner); ok {
+		// On its own goroutine, at once: a Runner asks several servers
+		// and must not wait behind the workers' batches (the first
+		// acquisition waits for who the nodes are).
+		select {
+		case <-n.stop:
+			c.finish(Reply{Err: ErrClosed})
+		default:
+			n.wg.Go(func() { c.finish(r.Run(ctx, n.client)) })
 		}
+		return
+	}
+	c.cmds = op.Encode(ctx, n.layout, c.buf[:0])
+	if len(c.cmds) == 0 {
+		c.finish(op.Decode(nil)) // nothing to send
+		return
 	}
 	select {
 	case <-n.stop:
@@ -170,28 +180,21 @@ func (n *Redis) work() {
 }
 
 // send makes one round trip for batch and hands each call its reply. Calls
-// whose sendBy has passed are answered ErrUnsent without being sent; a
-// Runner runs on its own, after the round trip.
+// whose sendBy has passed are answered ErrUnsent without being sent.
 func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 	now := time.Now()
-	live, runners := batch[:0], []*call(nil)
+	live := batch[:0]
 	cmds := 0
 	for _, c := range batch {
-		switch {
-		case now.After(c.sendBy):
+		if now.After(c.sendBy) {
 			c.finish(Reply{Err: fmt.Errorf("%w: the node timeout passed in the queue", ErrUnsent)})
-		case c.cmds == nil:
-			runners = append(runners, c)
-		default:
-			live = append(live, c)
-			cmds += len(c.cmds)
+			continue
 		}
+		live = append(live, c)
+		cmds += len(c.cmds)
 	}
 	if len(live) > 0 {
 		n.roundTrip(pipe, live, cmds)
-	}
-	for _, c := range runners {
-		c.finish(c.op.(Runner).Run(c.ctx, n.client))
 	}
 }
 
