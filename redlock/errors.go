@@ -99,6 +99,12 @@ type NodeError struct {
 	Addr string
 	// Err is the cause.
 	Err error
+	// Late is set only in [Observer.NodeFailed], on the second report of
+	// one node call: the call was reported with [ErrNodeTimeout] when the
+	// library stopped waiting for it, and Err is the error it ended with
+	// afterwards (a refused dial, say). Count failures without it, and
+	// each call is counted once.
+	Late bool
 }
 
 // Error says which node failed and why.
@@ -164,5 +170,9 @@ func (r *Redlock) reporter(o Observer) reportFunc {
 	if o == nil {
 		return nil
 	}
-	return func(ctx context.Context, i int, err error) { o.NodeFailed(ctx, r.nodeError(i, err)) }
+	return func(ctx context.Context, i int, err error, late bool) {
+		e := r.nodeError(i, err)
+		e.Late = late
+		o.NodeFailed(ctx, e)
+	}
 }

@@ -40,11 +40,15 @@ type Observer interface {
 	HoldEnd(h Hold)
 	// NodeFailed is called for every node call that fails, including those
 	// that end after their operation returned: on the node's own goroutine
-	// when the reply comes in, or on the caller's when the call is not sent
-	// (the node is down, its queue is full). A call fails when it returns
-	// an error, or answers later than the node timeout (e.Err is then
-	// [ErrNodeTimeout]); a call still unanswered is reported once it ends,
-	// which for a silent node is when its client's own timeout fires.
+	// when the reply comes in, on the caller's when the call is not sent
+	// (the node is down, its queue is full), and on a timer's when the node
+	// timeout passes with no reply. A call fails when it returns an error,
+	// or has not answered within the node timeout: it is reported then,
+	// when the library stops waiting for it, with e.Err wrapping
+	// [ErrNodeTimeout] (a silent node's client may hold the call for
+	// seconds more). If such a call later ends with an error of its own,
+	// that error is reported too, with e.Late set: count the reports
+	// without Late to count each failed call once.
 	// Background calls (releases owed to a node, the waiters' queues)
 	// report to the Redlock's Observer with a background context; ctx is
 	// otherwise the one OpStart returned for the operation.

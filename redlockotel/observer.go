@@ -199,12 +199,15 @@ func (o *Observer) HoldEnd(h redlock.Hold) {
 	}
 }
 
-// NodeFailed counts the failure, and adds an event to the operation's span
-// while it lasts.
+// NodeFailed counts the failure (a late report of a call already counted
+// when it timed out is not counted again), and adds an event to the
+// operation's span while it lasts.
 func (o *Observer) NodeFailed(ctx context.Context, e *redlock.NodeError) {
 	kind := ErrorType(e.Err)
 	addr := ServerAddressKey.String(e.Addr)
-	o.nodeErrors.Add(ctx, 1, metric.WithAttributes(addr, ErrorTypeKey.String(kind)))
+	if !e.Late { // the call was counted when it timed out
+		o.nodeErrors.Add(ctx, 1, metric.WithAttributes(addr, ErrorTypeKey.String(kind)))
+	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent("redlock.node.error", trace.WithAttributes(addr, NodeIndexKey.Int(e.Index),
 			ErrorTypeKey.String(kind), errorMessageKey.String(e.Err.Error())))

@@ -15,22 +15,22 @@ import (
 
 // shas are the scripts' hashes, boxed once, and the scripts by hash.
 var (
-	shas        = map[*redis.Script]any{}
-	bySHA       = map[string]*redis.Script{}
+	shas        = map[*scripts.Script]any{}
+	bySHA       = map[string]*scripts.Script{}
 	_           = initSHAs()
 	evalsha any = "evalsha"
 )
 
 func initSHAs() bool {
 	for _, s := range append(scripts.All, scripts.SetFenced) {
-		shas[s] = s.Hash()
-		bySHA[s.Hash()] = s
+		shas[s] = s.Hash
+		bySHA[s.Hash] = s
 	}
 	return true
 }
 
-// evalArgs is the command EVALSHA s.Hash() len(keys) keys... args...
-func evalArgs(s *redis.Script, keys []string, args ...any) []any {
+// evalArgs is the command EVALSHA s.Hash len(keys) keys... args...
+func evalArgs(s *scripts.Script, keys []string, args ...any) []any {
 	out := make([]any, 0, 3+len(keys)+len(args))
 	out = append(out, evalsha, shas[s], len(keys))
 	for _, k := range keys {
@@ -40,7 +40,7 @@ func evalArgs(s *redis.Script, keys []string, args ...any) []any {
 }
 
 // script is the command that runs s with keys and args.
-func script(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+func script(ctx context.Context, s *scripts.Script, keys []string, args ...any) *redis.Cmd {
 	return redis.NewCmd(ctx, evalArgs(s, keys, args...)...)
 }
 
@@ -64,7 +64,7 @@ func evalFallback(ctx context.Context, c redis.Scripter, cmd redis.Cmder) redis.
 	for _, k := range args[3 : 3+n] {
 		keys = append(keys, k.(string))
 	}
-	return s.Eval(ctx, c, keys, args[3+n:]...)
+	return c.Eval(ctx, s.Source, keys, args[3+n:]...)
 }
 
 // encoding is an operation's command arguments, per layout (plain or

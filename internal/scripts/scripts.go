@@ -1,17 +1,44 @@
 // Package scripts holds the Lua scripts the lock runs on each Redis node.
 // Each script is a .lua file beside this one, whose opening comment states
-// its KEYS, ARGV and return values; it is embedded at build time and wrapped
-// once in a redis.Script (EVALSHA, falling back to EVAL when a node does not
-// have the script cached yet).
+// its KEYS, ARGV and return values; it is embedded at build time and run by
+// its digest (EVALSHA, falling back to EVAL when a node does not have the
+// script cached yet).
 // guard.lua, stored.lua and announce.lua are the exceptions: not scripts,
 // but functions that several scripts share, put in front of each.
+//
+// The digests are constants, never computed here: a process in FIPS 140
+// only mode (GODEBUG=fips140=only) refuses SHA-1, and go-redis'
+// NewScript would hash at start. TestDigests, in the normal mode, checks
+// each against its source and prints the right one when a script changes.
 package scripts
 
 import (
+	"context"
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// Script is a Lua script and its SHA-1 digest, the name a node caches it by.
+type Script struct {
+	Source string
+	Hash   string
+}
+
+// Run runs s on c by its digest, and by its source when c answers NOSCRIPT
+// (the node restarted or flushed its script cache since it was loaded).
+func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	cmd := c.EvalSha(ctx, s.Hash, keys, args...)
+	if cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return c.Eval(ctx, s.Source, keys, args...)
+	}
+	return cmd
+}
+
+// Load puts s into c's script cache; the node answers its digest.
+func (s *Script) Load(ctx context.Context, c redis.Scripter) *redis.StringCmd {
+	return c.ScriptLoad(ctx, s.Source)
+}
 
 var (
 	//go:embed release.lua
@@ -49,16 +76,16 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = redis.NewScript(storedSource + announceSource + releaseSource)
+var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "afcd0b18a49343def8ede46015804d01702575b9"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
-var Extend = redis.NewScript(storedSource + extendSource)
+var Extend = &Script{Source: storedSource + extendSource, Hash: "b0b582bace178ea39607dc81df0e0e841ac1027f"}
 
 // AcquirePlain sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent; it
 // returns 1 when KEYS[1] holds ARGV[1] (now, or already), the value holding
 // it otherwise, 0 when a reentrant lock holds it, and an error reply when
 // KEYS[1] holds something that is not a lock.
-var AcquirePlain = redis.NewScript(storedSource + acquirePlainSource)
+var AcquirePlain = &Script{Source: storedSource + acquirePlainSource, Hash: "4a935265362d7e2ec8f195230cbc7b84f9d6a535"}
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
@@ -66,14 +93,14 @@ var AcquirePlain = redis.NewScript(storedSource + acquirePlainSource)
 // {-1, uptime} refused, where counter is the fencing counter KEYS[2] ("0"
 // without it) and holder the value holding KEYS[1]; an error reply when
 // KEYS[1] holds something that is not a lock.
-var Acquire = redis.NewScript(guardSource + storedSource + acquireSource)
+var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: "f6b3046b5da4573fb4dbb75feec4c7d4dd38b709"}
 
 // AcquireReentrant takes or re-takes the reentrant lock KEYS[1] for owner
 // ARGV[1] with ttl ARGV[2] ms (ARGV[3] "1": only if it still exists),
 // unless the node has been up less than ARGV[4] seconds; it returns
 // {holds, counter} (holds 0: held by another) or {-1, uptime}; an error
 // reply when KEYS[1] holds something that is not a lock.
-var AcquireReentrant = redis.NewScript(guardSource + storedSource + acquireReentrantSource)
+var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "aba030382576446258c44368ef559e559fc95b15"}
 
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner
@@ -81,25 +108,25 @@ var AcquireReentrant = redis.NewScript(guardSource + storedSource + acquireReent
 // returns the node's run id when the key was absent (for ARGV[2] "1"; 0
 // otherwise), -1 when it held something else, else 1 + 2 × the clients the
 // announcement reached (+ 1 when it named a waiter).
-var ReleaseReentrant = redis.NewScript(storedSource + announceSource + releaseReentrantSource)
+var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "f26732aa55b8f366964914a867bb0cc0c9d866ac"}
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.
-var ExtendReentrant = redis.NewScript(extendReentrantSource)
+var ExtendReentrant = &Script{Source: extendReentrantSource, Hash: "15552a83028fb871de4bb22bce74dd72eab32405"}
 
 // Fence raises the fencing counter KEYS[2] to ARGV[2] and returns 1 if the
 // lock KEYS[1] holds token or owner ARGV[1] (ARGV[3] "1": reentrant), else 0.
-var Fence = redis.NewScript(storedSource + fenceSource)
+var Fence = &Script{Source: storedSource + fenceSource, Hash: "03537d41a2ec280865185913aa943f976c5c3c36"}
 
 // SetFenced sets KEYS[1] to ARGV[1] and KEYS[2] to the fencing token ARGV[2]
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
-var SetFenced = redis.NewScript(setFencedSource)
+var SetFenced = &Script{Source: setFencedSource, Hash: "a2315a39517a1ff2290defd8b18dfc203d2772aa"}
 
 // Inspect reads the lock KEYS[1] and the fencing counter KEYS[2], changing
 // nothing; it returns {kind, pttl, holder, holds, counter} (kind "none",
 // "string" or "hash"), or an error reply when KEYS[1] holds something that
 // is not a lock.
-var Inspect = redis.NewScript(storedSource + inspectSource)
+var Inspect = &Script{Source: storedSource + inspectSource, Hash: "1e71b6e71da586ca337fbdd36bf8306e204d3053"}
 
 // ForceRelease deletes the lock KEYS[1] whoever holds it and announces the
 // release on ARGV[1] (a reentrant lock's with the id ARGV[2]), popping the
@@ -107,7 +134,7 @@ var Inspect = redis.NewScript(storedSource + inspectSource)
 // absent, else {1 + 2 × the clients that heard it (+ 1 when it named a
 // waiter), holder, kind}, or an error reply, deleting nothing, when KEYS[1]
 // holds something that is not a lock. It never touches the fencing counter.
-var ForceRelease = redis.NewScript(storedSource + announceSource + forceReleaseSource)
+var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "ab9b5c9fbdcd4b878204986482169ce87e1c4598"}
 
 // All is every script a lock node runs, to load into its cache at once.
-var All = []*redis.Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease}
+var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease}

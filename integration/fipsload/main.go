@@ -1,0 +1,146 @@
+// Command fipsload runs a lock workload against the nodes named in
+// REDLOCK_NODES (comma-separated host:port) and exits non-zero on the first
+// failure. integration's TestFIPSOnly runs it with GODEBUG=fips140=only, as
+// a regulated user's program would run: every operation must work without
+// the client hashing anything FIPS 140 mode refuses.
+package main
+
+import (
+	"context"
+	"crypto/fips140"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "fipsload:", err)
+		os.Exit(1)
+	}
+	fmt.Println("fipsload: ok")
+}
+
+func run() error {
+	if !fips140.Enforced() {
+		return errors.New("FIPS 140-only mode is not enforced (run with GODEBUG=fips140=only)")
+	}
+	addrs := strings.Split(os.Getenv("REDLOCK_NODES"), ",")
+	clients := make([]redis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		defer func() { _ = c.Close() }()
+		clients[i] = c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rl, err := redlock.New(clients)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rl.Close(context.Background()) }()
+	steps := []struct {
+		name string
+		run  func(context.Context, *redlock.Redlock) error
+	}{
+		{"lock, extend, unlock", plain},
+		{"fenced", fenced},
+		{"reentrant", reentrant},
+		{"do", do},
+		{"inspect and force unlock", operator},
+	}
+	for _, s := range steps {
+		if err := s.run(ctx, rl); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		// Empty every node's script cache, so that the next step runs its
+		// scripts through EVAL after NOSCRIPT, as after a restart.
+		for _, c := range clients {
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// cycle locks mu, extends it and unlocks it.
+func cycle(ctx context.Context, mu *redlock.Mutex) error {
+	if err := mu.Lock(ctx); err != nil {
+		return err
+	}
+	if err := mu.Extend(ctx); err != nil {
+		return err
+	}
+	return mu.Unlock(ctx)
+}
+
+func plain(ctx context.Context, rl *redlock.Redlock) error {
+	for range 20 {
+		mu, err := rl.NewMutex("fips:plain", redlock.WithTTL(5*time.Second))
+		if err != nil {
+			return err
+		}
+		if err := cycle(ctx, mu); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fenced(ctx context.Context, rl *redlock.Redlock) error {
+	mu, err := rl.NewMutex("fips:fenced", redlock.WithFencing())
+	if err != nil {
+		return err
+	}
+	if err := mu.Lock(ctx); err != nil {
+		return err
+	}
+	if mu.Fence() == 0 {
+		return errors.New("no fencing token")
+	}
+	return mu.Unlock(ctx)
+}
+
+func reentrant(ctx context.Context, rl *redlock.Redlock) error {
+	mu, err := rl.NewMutex("fips:reentrant", redlock.WithReentrant())
+	if err != nil {
+		return err
+	}
+	if err := mu.Lock(ctx); err != nil {
+		return err
+	}
+	if err := cycle(ctx, mu); err != nil {
+		return err
+	}
+	return mu.Unlock(ctx)
+}
+
+func do(ctx context.Context, rl *redlock.Redlock) error {
+	return rl.Do(ctx, "fips:do", func(context.Context) error { return nil })
+}
+
+func operator(ctx context.Context, rl *redlock.Redlock) error {
+	mu, err := rl.NewMutex("fips:operator")
+	if err != nil {
+		return err
+	}
+	if err := mu.Lock(ctx); err != nil {
+		return err
+	}
+	st, err := rl.Inspect(ctx, "fips:operator")
+	if err != nil {
+		return err
+	}
+	if st.Held < st.Quorum {
+		return errors.New("inspect: a held lock reads as free")
+	}
+	_, err = rl.ForceUnlock(ctx, "fips:operator")
+	return err
+}
