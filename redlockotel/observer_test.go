@@ -197,6 +197,19 @@ func TestObserverNodeErrors(t *testing.T) {
 	assert.GreaterOrEqual(t, byType["node_down"], int64(1), "then skipped: %v", byType)
 }
 
+// A call reported at its timeout and again, late, with the error it ended
+// with is counted once.
+func TestObserverNodeErrorsLateCountedOnce(t *testing.T) {
+	s := newSetup(t, 3)
+	s.obs.NodeFailed(t.Context(), &redlock.NodeError{Index: 1, Addr: "n1", Err: redlock.ErrNodeTimeout})
+	s.obs.NodeFailed(t.Context(), &redlock.NodeError{Index: 1, Addr: "n1", Err: errors.New("dial refused"), Late: true})
+	var total int64
+	for _, p := range sums(t, s.collect(t)["redlock.node.errors"]) {
+		total += p.Value
+	}
+	assert.Equal(t, int64(1), total)
+}
+
 func TestObserverSpans(t *testing.T) {
 	s := newSetup(t, 3)
 	parentCtx, parent := s.tp.Tracer("test").Start(t.Context(), "job")
