@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlock-go/redlock/integration/clientnet"
 	"github.com/redlock-go/redlock/redlock"
 )
 
@@ -193,15 +194,6 @@ func pauseNodes(t *testing.T, c *Cluster, nodes ...int) (unpause func()) {
 	return unpause
 }
 
-// latencyBothWays delays the traffic between n's client and node i by d in
-// each direction (ClientNet.Latency delays only the replies), so that each
-// round trip takes 2d longer. It replaces the fault on node i.
-func latencyBothWays(n *ClientNet, i int, d time.Duration) error {
-	return n.set(i, FaultLatency,
-		fmt.Sprintf(`{"name":"latency","type":"latency","stream":"downstream","attributes":{"latency":%d}}`, d.Milliseconds()),
-		fmt.Sprintf(`{"name":"latency-up","type":"latency","stream":"upstream","attributes":{"latency":%d}}`, d.Milliseconds()))
-}
-
 // TestAvailabilitySilentMinority: two of five nodes paused (silent: no
 // answer, no error) for the whole run. Four clients contend for 3 s
 // without the fault, then for 3 s with it. The lock must stay safe, and
@@ -232,14 +224,14 @@ func TestAvailabilityFarMinority(t *testing.T) {
 	r := newRig(t)
 	name := "avail-far:" + t.Name()
 	far := []int{3, 4}
-	nets := make([]*ClientNet, availClients)
+	nets := make([]*clientnet.ClientNet, availClients)
 	clients := make([]*contender, availClients)
 	for id := range clients {
 		upstreams := make([]string, len(far))
 		for j, i := range far {
 			upstreams[j] = r.c.Addr(i)
 		}
-		net, err := NewClientNet(upstreams)
+		net, err := clientnet.NewClientNet(upstreams)
 		require.NoError(t, err)
 		nets[id] = net
 		// Registered before the client: it closes first, while its
@@ -260,7 +252,7 @@ func TestAvailabilityFarMinority(t *testing.T) {
 
 	for _, net := range nets {
 		for j := range far {
-			require.NoError(t, latencyBothWays(net, j, farLatency))
+			require.NoError(t, net.LatencyBothWays(j, farLatency))
 		}
 	}
 	requireRoundTrip(t, nets[0].Addr(0), 2*farLatency)

@@ -17,11 +17,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlock-go/redlock/integration/clientnet"
 	"github.com/redlock-go/redlock/redlock"
 )
 
 // Fault scenarios: each simulated client is a separate "process" with its
-// own proxies to the five lock nodes (ClientNet), its own go-redis clients
+// own proxies to the five lock nodes (clientnet.ClientNet), its own go-redis clients
 // and its own Redlock, so that latency, blackholes, lost replies and
 // partitions differ per client. Node-wide faults (pause, kill, restart) go
 // through the container harness. A sixth Redis, which no fault touches,
@@ -90,19 +91,19 @@ func allEmpty(v []string) bool { return slices.Equal(v, make([]string, len(v))) 
 // simClient is one simulated client process.
 type simClient struct {
 	id      int
-	net     *ClientNet
+	net     *clientnet.ClientNet
 	clients []redis.UniversalClient
 	rl      *redlock.Redlock
 }
 
 // warmConns is how many connections per node a client opens before faults
-// are injected (see WarmPool): each reply dropped later costs one.
+// are injected (see clientnet.WarmPool): each reply dropped later costs one.
 const warmConns = 6
 
 // proxiedOptions are the go-redis options of simulated clients: no
 // retries (a test about faults must see each one), short timeouts so that
 // a worker stuck on a silent node comes back soon, and pipelines on the
-// main pool so that WarmPool warms the connections they use.
+// main pool so that clientnet.WarmPool warms the connections they use.
 func proxiedOptions() *redis.Options {
 	return &redis.Options{
 		MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
@@ -115,9 +116,9 @@ func proxiedOptions() *redis.Options {
 // with opts, all closed after the test.
 func (r *rig) client(t *testing.T, id int, opts ...redlock.Option) *simClient {
 	t.Helper()
-	net, err := NewClientNet(r.lockAddrs())
+	net, err := clientnet.NewClientNet(r.lockAddrs())
 	require.NoError(t, err)
-	clients := net.Clients(proxiedOptions())
+	clients := newClients(net.Len(), net.Addr, proxiedOptions())
 	rl, err := redlock.New(clients, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -134,7 +135,7 @@ func (r *rig) client(t *testing.T, id int, opts ...redlock.Option) *simClient {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	for _, cl := range clients {
-		require.NoError(t, WarmPool(ctx, cl.(*redis.Client), warmConns))
+		require.NoError(t, clientnet.WarmPool(ctx, cl.(*redis.Client), warmConns))
 	}
 	return &simClient{id: id, net: net, clients: clients, rl: rl}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlock-go/redlock/integration/clientnet"
 	"github.com/redlock-go/redlock/redlock"
 )
 
@@ -288,7 +289,7 @@ func injectSoakFault(t *testing.T, r *rig, sims []*simClient, name string, k soa
 				// fault went through, and a new one's handshake reply
 				// would be lost before its first command is sent.
 				warmCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				_ = WarmPool(warmCtx, sc.clients[i].(*redis.Client), warmConns)
+				_ = clientnet.WarmPool(warmCtx, sc.clients[i].(*redis.Client), warmConns)
 				cancel()
 				require.NoError(t, sc.net.DropReplies(i))
 			}

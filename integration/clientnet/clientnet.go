@@ -1,4 +1,8 @@
-package integration
+// Package clientnet is the network as one client process sees it, for
+// integration tests: apart from the Redis harness so that programs using
+// the harness (the demo) do not link toxiproxy, whose dependencies hash
+// with MD5 at start, which FIPS 140-only mode refuses.
+package clientnet
 
 import (
 	"context"
@@ -69,7 +73,7 @@ func NewClientNet(upstreams []string) (*ClientNet, error) {
 		p := toxiproxy.NewProxy(srv, fmt.Sprint("node", i), "127.0.0.1:0", up)
 		if err := p.Start(); err != nil {
 			n.Close()
-			return nil, fmt.Errorf("integration: proxy to %s: %w", up, err)
+			return nil, fmt.Errorf("clientnet: proxy to %s: %w", up, err)
 		}
 		n.proxies = append(n.proxies, p)
 	}
@@ -85,12 +89,6 @@ func (n *ClientNet) Addr(i int) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.proxies[i].Listen
-}
-
-// Clients returns one new go-redis client per node, connecting through the
-// proxies. opts may be nil; its Addr is replaced. The caller closes them.
-func (n *ClientNet) Clients(opts *redis.Options) []redis.UniversalClient {
-	return newClients(len(n.proxies), n.Addr, opts)
 }
 
 // Fault returns the fault currently applied to node i.
@@ -157,6 +155,15 @@ func (n *ClientNet) Close() {
 	}
 }
 
+// LatencyBothWays delays the traffic between n's client and node i by d in
+// each direction (Latency delays only the replies), so that each round trip
+// takes 2d longer. It replaces the fault on node i.
+func (n *ClientNet) LatencyBothWays(i int, d time.Duration) error {
+	return n.set(i, FaultLatency,
+		fmt.Sprintf(`{"name":"latency","type":"latency","stream":"downstream","attributes":{"latency":%d}}`, d.Milliseconds()),
+		fmt.Sprintf(`{"name":"latency-up","type":"latency","stream":"upstream","attributes":{"latency":%d}}`, d.Milliseconds()))
+}
+
 // set replaces the fault on node i by f, made of the given toxics.
 func (n *ClientNet) set(i int, f Fault, toxics ...string) error {
 	n.mu.Lock()
@@ -167,7 +174,7 @@ func (n *ClientNet) set(i int, f Fault, toxics ...string) error {
 	n.faults[i] = f // from here on, heal undoes whatever was added
 	for _, t := range toxics {
 		if _, err := n.proxies[i].Toxics.AddToxicJson(strings.NewReader(t)); err != nil {
-			return errors.Join(fmt.Errorf("integration: %s on node %d: %w", f, i, err), n.heal(i))
+			return errors.Join(fmt.Errorf("clientnet: %s on node %d: %w", f, i, err), n.heal(i))
 		}
 	}
 	n.faults[i] = f
@@ -190,7 +197,7 @@ func (n *ClientNet) heal(i int) error {
 		old.Stop()
 		p := toxiproxy.NewProxy(n.srv, old.Name, old.Listen, old.Upstream)
 		if err := p.Start(); err != nil {
-			return fmt.Errorf("integration: heal node %d: %w", i, err)
+			return fmt.Errorf("clientnet: heal node %d: %w", i, err)
 		}
 		n.proxies[i] = p
 	default:
@@ -218,7 +225,7 @@ func WarmPool(ctx context.Context, c *redis.Client, conns int) error {
 		cn := c.Conn()
 		held = append(held, cn)
 		if err := cn.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("integration: warm %s: %w", c.Options().Addr, err)
+			return fmt.Errorf("clientnet: warm %s: %w", c.Options().Addr, err)
 		}
 	}
 	return nil
