@@ -66,6 +66,7 @@ func TestNodeFailureSeenAtTimeout(t *testing.T) {
 	const within = timeout + 600*time.Millisecond
 
 	check := func(t *testing.T, node int, fault func() error) {
+		t.Helper()
 		require.NoError(t, fault())
 		start := time.Now()
 		require.NoError(t, m.TryLock(ctx), "four nodes grant")
