@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -57,11 +56,6 @@ const (
 	// are dropped (their keys then expire with their TTL).
 	maxOwed = 4096
 )
-
-// reportFunc tells the layer above of a node call that failed (nil: no
-// one listens); late marks the error a call ended with after it was
-// reported as timed out (see watch).
-type reportFunc func(ctx context.Context, i int, err error, late bool)
 
 // owable is an operation that may be delivered later when it failed with
 // err (see node.Release.Owable).
@@ -177,51 +171,13 @@ func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.O
 		})
 		return
 	}
-	w := &watch{p: p, ctx: ctx, i: i, sent: now, report: report}
-	p.wg.Add(1)
-	w.timer = time.AfterFunc(timeout, w.expire)
+	w := watchAfter(ctx, &p.wg, p, i, now, timeout, report)
 	p.nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
 		rep = p.received(i, rep)
-		w.replied(rep, sendBy)
+		w.replied(rep, p.now().After(sendBy))
 		done(rep)
 		p.wg.Done()
 	})
-}
-
-// watch reports one reported request's failure once: at the node timeout
-// when no reply came by then, when the library stops waiting for it (a
-// silent node's client may hold the call for seconds more), or with the
-// reply's error. An error that comes after the timeout was reported is
-// reported too, marked late, so that it is counted once.
-type watch struct {
-	p        *pool
-	ctx      context.Context //nolint:containedctx // the operation's values, for the report
-	i        int
-	sent     time.Time
-	report   reportFunc
-	timer    *time.Timer
-	reported atomic.Bool
-}
-
-// expire runs at the node timeout.
-func (w *watch) expire() {
-	defer w.p.wg.Done()
-	if w.reported.CompareAndSwap(false, true) {
-		w.report(w.ctx, w.i, w.p.timeoutErr(w.i, w.sent), false)
-	}
-}
-
-// replied runs when the reply came in.
-func (w *watch) replied(rep node.Reply, sendBy time.Time) {
-	if w.timer.Stop() {
-		w.p.wg.Done()
-	}
-	switch {
-	case rep.Err != nil:
-		w.report(w.ctx, w.i, rep.Err, !w.reported.CompareAndSwap(false, true))
-	case w.p.now().After(sendBy) && w.reported.CompareAndSwap(false, true):
-		w.report(w.ctx, w.i, node.ErrNodeTimeout, false) // answered, but after the operation stopped waiting
-	}
 }
 
 // ask sends op to node i like send, but learns nothing from it and skips
