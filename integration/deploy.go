@@ -748,6 +748,12 @@ func (tn *TLSNode) ClientTLS() *tls.Config {
 	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 }
 
+// CAPEM returns the node's CA certificate, PEM-encoded, for programs
+// told where to find their roots (SSL_CERT_FILE).
+func (tn *TLSNode) CAPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tn.ca.Raw})
+}
+
 // UntrustedTLS returns a new client TLS configuration that trusts no CA at
 // all: every handshake with the node fails verifying its certificate
 // ("x509: certificate signed by unknown authority"), as with a client

@@ -40,6 +40,24 @@ func TestFIPSOnly(t *testing.T) {
 		assert.Contains(t, out, "fips:cli")
 	})
 
+	t.Run("command over TLS", func(t *testing.T) {
+		// Three TLS nodes and nothing else: a quorum means two handshakes
+		// at least, in FIPS mode.
+		tn := startTLS(t, 3)
+		var roots []byte
+		tlsURLs := make([]string, len(tn))
+		for i, n := range tn {
+			roots = append(roots, n.CAPEM()...)
+			tlsURLs[i] = "rediss://" + n.Addr()
+		}
+		ca := filepath.Join(t.TempDir(), "ca.pem")
+		require.NoError(t, os.WriteFile(ca, roots, 0o600))
+		bin := buildFIPS(t, "github.com/redlock-go/redlock/cmd/redlock")
+		out := runFIPS(t, bin, "REDLOCK_NODES="+strings.Join(tlsURLs, ",")+"\x00SSL_CERT_FILE="+ca,
+			"run", "fips:tls", "--", "echo", "held over TLS")
+		assert.Contains(t, out, "held over TLS")
+	})
+
 	t.Run("demo", func(t *testing.T) {
 		bin := buildFIPS(t, "github.com/redlock-go/redlock/cmd/redlock-demo")
 		out := runFIPS(t, bin, "", "-workers", "2", "-phase", "500ms")
@@ -56,7 +74,7 @@ func buildFIPS(t *testing.T, pkg string) string {
 }
 
 // runFIPS runs bin with args in FIPS 140-only mode, with env added (when
-// not empty), and returns its standard output; the test fails unless it
+// not empty; NUL-separated variables), and returns its standard output; the test fails unless it
 // exits 0 within two minutes.
 func runFIPS(t *testing.T, bin, env string, args ...string) string {
 	t.Helper()
@@ -65,7 +83,7 @@ func runFIPS(t *testing.T, bin, env string, args ...string) string {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "GODEBUG=fips140=only")
 	if env != "" {
-		cmd.Env = append(cmd.Env, env)
+		cmd.Env = append(cmd.Env, strings.Split(env, "\x00")...)
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
