@@ -144,7 +144,7 @@ func notAcquired(t *tally, a *attempt, took, ttl time.Duration) string {
 // returned. When wait is set, it waits, at most a node timeout, for the
 // releases of the nodes in granted.
 func (r *Redlock) undo(ctx context.Context, c try, gates []*gate, only func(int) bool, wait bool, granted []int) {
-	op := &node.Release{Key: c.op.Key, Token: c.op.Token, Reentrant: c.op.Reentrant, Drop: node.DropUndo}
+	op := &node.Release{Key: c.op.Key, Also: c.op.Also, Token: c.op.Token, Reentrant: c.op.Reentrant, Drop: node.DropUndo}
 	rd := r.releaseRound(ctx, op, c.cfg, c.report)
 	// An undo enters no order: the attempt waits for the undos of the
 	// nodes that granted, and the next attempt follows them.

@@ -38,6 +38,11 @@ func (r *Redlock) Do(ctx context.Context, name string, fn func(ctx context.Conte
 	if err != nil {
 		return err
 	}
+	return r.do(ctx, m, fn)
+}
+
+// do runs fn while m holds its lock, as Do describes.
+func (r *Redlock) do(ctx context.Context, m *Mutex, fn func(ctx context.Context) error) error {
 	if err := m.Lock(ctx); err != nil {
 		return err
 	}
@@ -62,7 +67,7 @@ func (r *Redlock) Do(ctx context.Context, name string, fn func(ctx context.Conte
 	unlockErr := m.Unlock(context.WithoutCancel(ctx))
 	switch {
 	case lost != nil:
-		return errors.Join(fnErr, fmt.Errorf("redlock: do %q: %w", name, lost))
+		return errors.Join(fnErr, fmt.Errorf("redlock: do %s: %w", m.quoted(), lost))
 	case unlockErr != nil:
 		return errors.Join(fnErr, unlockErr)
 	}

@@ -52,7 +52,7 @@ func (m *Mutex) unlock(ctx context.Context) (int, error) {
 		m.mu.Unlock()
 		return 0, fmt.Errorf("%w: not locked", ErrNotHeld)
 	}
-	op := &node.Release{Key: m.name, Token: l.token, Reentrant: m.cfg.reentrant}
+	op := &node.Release{Key: m.name, Also: m.also, Token: l.token, Reentrant: m.cfg.reentrant}
 	c := lapse{cfg: &m.cfg, report: m.report, gates: l.acq.gates, order: m.order}
 	if m.cfg.reentrant && l.holds > 1 && l.err == nil {
 		l.holds--
@@ -119,7 +119,7 @@ func (m *Mutex) extend(ctx context.Context, l *lease) error {
 	if !start.Before(a.until) {
 		return fmt.Errorf("%w: validity ran out %v ago", ErrNotHeld, start.Sub(a.until))
 	}
-	op := &node.Extend{Key: m.name, Token: l.token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant}
+	op := &node.Extend{Key: m.name, Also: m.also, Token: l.token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant}
 	if err := m.r.extend(ctx, op, lapse{cfg: &m.cfg, report: m.report, gates: a.gates}); err != nil {
 		if errors.Is(err, ErrLockLost) {
 			m.end(l, err)

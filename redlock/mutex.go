@@ -32,6 +32,9 @@ import (
 type Mutex struct {
 	r    *Redlock
 	name string
+	// also are the other names of a multi-name lock (see
+	// Redlock.NewMultiMutex), taken with name, all or none; nil otherwise.
+	also []string
 	cfg  config
 	// owner is the token of a reentrant Mutex: the same for all its
 	// acquisitions, so that it recognises its own lock on the nodes.
@@ -265,7 +268,7 @@ func (m *Mutex) addHold(l *lease, a acquisition) {
 // acquireOp builds the acquire operation for token; reenter when the
 // owner already holds the lock.
 func (m *Mutex) acquireOp(token string, reenter bool) *node.Acquire {
-	op := &node.Acquire{Key: m.name, Token: token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant, Reenter: reenter}
+	op := &node.Acquire{Key: m.name, Also: m.also, Token: token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant, Reenter: reenter}
 	if m.cfg.fencing {
 		op.FenceKey = node.FenceKey(m.name)
 	}

@@ -37,7 +37,10 @@ type Acquire struct {
 	// which a node may grant; a node up for less changes nothing and
 	// answers an error wrapping ErrNodeRecovering.
 	MinUptime int64
-	enc       encoding
+	// Also are more names taken with Key, all or none, for the same
+	// Token: a multi-name lock (plain only: not reentrant, not fenced).
+	Also []string
+	enc  encoding
 }
 
 // Grant is what an Acquire's reply says beyond OK: the value that holds
@@ -67,6 +70,8 @@ func (o *Acquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []re
 			again = "1"
 		}
 		return append(cmds, script(ctx, scripts.AcquireReentrant, l.keys(o.Key, o.FenceKey), o.Token, ttl, again, o.MinUptime))
+	case len(o.Also) > 0:
+		return append(cmds, o.encodeMulti(ctx))
 	case o.FenceKey != "" || o.MinUptime > 0:
 		return append(cmds, script(ctx, scripts.Acquire, l.keys(o.Key, o.FenceKey), o.Token, ttl, o.MinUptime))
 	}
@@ -83,7 +88,7 @@ func (o *Acquire) Decode(cmds []redis.Cmder) Reply {
 	if err := cmd.Err(); err != nil {
 		return Reply{Err: err}
 	}
-	if o.Reentrant || o.FenceKey != "" || o.MinUptime > 0 {
+	if o.Reentrant || o.FenceKey != "" || o.MinUptime > 0 || len(o.Also) > 0 {
 		return o.decodeScript(cmd)
 	}
 	// acquire_plain.lua: 1 granted, a competitor's token, or 0 for a
@@ -153,7 +158,10 @@ type Extend struct {
 	Key, Token string
 	TTL        time.Duration
 	Reentrant  bool
-	enc        encoding
+	// Also are the other names of a multi-name lock: OK only when every
+	// name holds Token, and then every one is extended.
+	Also []string
+	enc  encoding
 }
 
 // Name implements Op.
@@ -162,10 +170,13 @@ func (*Extend) Name() string { return "extend" }
 // Encode implements Op.
 func (o *Extend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
 	s := scripts.Extend
-	if o.Reentrant {
+	switch {
+	case o.Reentrant:
 		s = scripts.ExtendReentrant
+	case len(o.Also) > 0:
+		s = scripts.ExtendMulti
 	}
-	args := o.enc.args(Layout{}, func() []any { return evalArgs(s, []string{o.Key}, o.Token, o.TTL.Milliseconds()) })
+	args := o.enc.args(Layout{}, func() []any { return evalArgs(s, allKeys(o.Key, o.Also), o.Token, o.TTL.Milliseconds()) })
 	return append(cmds, shared(ctx, args))
 }
 

@@ -23,7 +23,11 @@ type Release struct {
 	// announcement also names the oldest waiter of QueueKey, popped from
 	// it.
 	Channel, Notice, QueueKey string
-	enc                       encoding
+	// Also are the other names of a multi-name lock, released with Key
+	// where they hold Token; each release is announced on its name's
+	// channel (when Channel is not ""), and no waiter is named.
+	Also []string
+	enc  encoding
 }
 
 // Drop says what a reentrant release drops.
@@ -62,6 +66,9 @@ func (*Release) Name() string { return "release" }
 
 // Encode implements Op.
 func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	if len(o.Also) > 0 {
+		return append(cmds, o.encodeMulti(ctx))
+	}
 	args := o.enc.args(l, func() []any {
 		var kb [2]string // on the stack: evalArgs copies the keys
 		keys := append(kb[:0], o.Key)

@@ -69,6 +69,12 @@ var (
 	inspectSource string
 	//go:embed force_release.lua
 	forceReleaseSource string
+	//go:embed acquire_multi.lua
+	acquireMultiSource string
+	//go:embed release_multi.lua
+	releaseMultiSource string
+	//go:embed extend_multi.lua
+	extendMultiSource string
 )
 
 // Release deletes KEYS[1] if it holds ARGV[1] and announces "ARGV[1]|next"
@@ -136,5 +142,20 @@ var Inspect = &Script{Source: storedSource + inspectSource, Hash: "1e71b6e71da58
 // holds something that is not a lock. It never touches the fencing counter.
 var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "ab9b5c9fbdcd4b878204986482169ce87e1c4598"}
 
+// AcquireMulti sets every key of KEYS to ARGV[1] with ttl ARGV[2] ms if
+// each is absent or holds ARGV[1] already, else sets none, unless the node
+// has been up less than ARGV[3] seconds; it returns {status, "0"[, holder]}
+// as Acquire does.
+var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "d93fa2ffed0690fb1230841955cea3448924be11"}
+
+// ReleaseMulti deletes the keys of KEYS that hold ARGV[1], announcing each
+// on ARGV[2] followed by its name (ARGV[2] "": no announcement); it returns
+// as Release does, never naming a waiter.
+var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "ac64df349be22b101f6f94dbc821062046dc066e"}
+
+// ExtendMulti sets every key of KEYS's expiry to ARGV[2] ms if each holds
+// ARGV[1]; it returns 1, or 0 having changed nothing.
+var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "7307e1cdd08f68fe51c15926f6627b4ef26590e1"}
+
 // All is every script a lock node runs, to load into its cache at once.
-var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease}
+var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease, AcquireMulti, ReleaseMulti, ExtendMulti}
