@@ -1,0 +1,111 @@
+package integration
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// Multi-name locks against plain locks on their names, from separate
+// Redlocks (as separate processes would be): two multi-name locks whose
+// names overlap in opposite orders ([a b], [c b]) and a plain lock on each
+// name contend; every holder records a window per name it holds and
+// increments a read-sleep-write counter per name. No two windows of one
+// name may overlap and no update may be lost; every worker must finish
+// (no deadlock), with or without a minority of nodes paused and killed.
+func TestMultiMutexContention(t *testing.T) {
+	t.Run("healthy", func(t *testing.T) { multiContention(t, false) })
+	t.Run("minority paused and killed", func(t *testing.T) { multiContention(t, true) })
+}
+
+func multiContention(t *testing.T, faults bool) {
+	t.Helper()
+	c := startCluster(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name := func(s string) string { return "{multi:" + t.Name() + "}:" + s }
+	holders := [][]string{{"a", "b"}, {"c", "b"}, {"a"}, {"b"}, {"c"}}
+	const rounds = 15
+	var (
+		mu       sync.Mutex
+		windows  = map[string][]window{}
+		counters = map[string]int{}
+		sections = map[string]int{}
+		wg       sync.WaitGroup
+	)
+	origin := time.Now()
+	opts := []redlock.Option{redlock.WithTTL(3 * time.Second), redlock.WithNodeTimeout(100 * time.Millisecond),
+		redlock.WithRetryDelay(time.Millisecond, 30*time.Millisecond)}
+	for w, own := range holders {
+		names := make([]string, len(own))
+		for i, s := range own {
+			names[i] = name(s)
+		}
+		rl := newRedlock(t, c, opts...)
+		m, err := rl.NewMultiMutex(names)
+		require.NoError(t, err)
+		wg.Go(func() {
+			for range rounds {
+				if !assert.NoError(t, m.Lock(ctx), "worker %d", w) {
+					return
+				}
+				start := time.Now()
+				read := make(map[string]int, len(names))
+				mu.Lock()
+				for _, n := range names {
+					read[n] = counters[n]
+				}
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+				end := time.Now()
+				if until := m.Until(); until.Before(end) {
+					end = until
+				}
+				mu.Lock()
+				for _, n := range names {
+					counters[n] = read[n] + 1 // lost if another holder wrote meanwhile
+					sections[n]++
+					windows[n] = append(windows[n], window{w, start, end})
+				}
+				mu.Unlock()
+				assert.NoError(t, m.Unlock(ctx), "worker %d", w)
+			}
+		})
+	}
+	if faults {
+		// Node 1 paused once a fifth of the sections are done, node 3
+		// killed at two fifths: both while the workers contend.
+		total := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, v := range sections {
+				n += v
+			}
+			return n
+		}
+		all := 0
+		for _, own := range holders {
+			all += rounds * len(own)
+		}
+		t.Cleanup(func() { _ = c.Unpause(context.Background(), 1) })
+		for i, step := range []func() error{func() error { return c.Pause(ctx, 1) }, func() error { return c.Kill(ctx, 3) }} {
+			require.Eventually(t, func() bool { return total() >= all*(i+1)/5 }, time.Minute, time.Millisecond)
+			require.NoError(t, step())
+			assert.Less(t, total(), all, "a fault after the workers were done")
+		}
+	}
+	wg.Wait()
+	for _, s := range []string{"a", "b", "c"} {
+		n := name(s)
+		assert.Equal(t, sections[n], counters[n], "lost updates on %s", s)
+		assert.Empty(t, describe(overlaps(windows[n]), origin), "two holders of %s at once", s)
+	}
+	assert.Equal(t, 3*rounds, sections[name("b")], "every worker on b finished")
+}
