@@ -44,29 +44,38 @@ func newRestartDelayImpl(clients []redis.UniversalClient) impl {
 	return redlockImpl("redlock-go restart-delay", clients, redlock.WithRestartDelay(ttl))
 }
 
+// newMultiImpl takes two names at once with one multi-name lock.
+func newMultiImpl(clients []redis.UniversalClient) impl {
+	return redlockImplOf("redlock-go multi (2 names)", clients, func(rl *redlock.Redlock, key string) (*redlock.Mutex, error) {
+		return rl.NewMultiMutex([]string{key, key + ":2"})
+	})
+}
+
 func redlockImpl(name string, clients []redis.UniversalClient, opts ...redlock.Option) impl {
+	return redlockImplOf(name, clients, func(rl *redlock.Redlock, key string) (*redlock.Mutex, error) { return rl.NewMutex(key) }, opts...)
+}
+
+// redlockImplOf locks the Mutex newMutex makes for each key.
+func redlockImplOf(name string, clients []redis.UniversalClient, newMutex func(*redlock.Redlock, string) (*redlock.Mutex, error), opts ...redlock.Option) impl {
 	rl, err := redlock.New(clients, append([]redlock.Option{redlock.WithTTL(ttl)}, opts...)...)
 	if err != nil {
 		panic(err)
 	}
-	return impl{
-		name:  name,
-		nodes: len(clients),
-		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
-			m, err := rl.NewMutex(key)
-			if err != nil {
-				return nil, err
+	im := impl{name: name, nodes: len(clients), close: func() { _ = rl.Close(context.Background()) }}
+	im.lock = func(ctx context.Context, key string) (func(context.Context) error, error) {
+		m, err := newMutex(rl, key)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.TryLock(ctx); err != nil {
+			if errors.Is(err, redlock.ErrNotAcquired) {
+				return nil, errBusy
 			}
-			if err := m.TryLock(ctx); err != nil {
-				if errors.Is(err, redlock.ErrNotAcquired) {
-					return nil, errBusy
-				}
-				return nil, err
-			}
-			return m.Unlock, nil
-		},
-		close: func() { _ = rl.Close(context.Background()) },
+			return nil, err
+		}
+		return m.Unlock, nil
 	}
+	return im
 }
 
 func newRedsyncImpl(clients []redis.UniversalClient) impl {
