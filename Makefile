@@ -34,7 +34,7 @@ demo:
 	scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
 
 ## bench: redlock-go against redsync, a raw floor and bsm/redislock on the
-## same five nodes (bench/, its own module), at the README's recommended
+## same five nodes (bench/, its own module), at the recommended (docs/API.md)
 ## client options and at go-redis' defaults; writes docs/bench.md,
 ## docs/bench-defaults.md and their plots.
 bench:
@@ -43,7 +43,7 @@ bench:
 
 ## bench-availability: redlock-go and redsync side by side through faults
 ## (silent, far, killed and flapping nodes, a paused majority) at go-redis'
-## default and the README's recommended options, checking mutual exclusion;
+## default and the recommended (docs/API.md) options, checking mutual exclusion;
 ## writes docs/AVAILABILITY.md and docs/availability.png, fails on any overlap or lost update.
 bench-availability:
 	cd bench && ../scripts/with-redis-env.sh $(GO) run . -availability -out ../docs

@@ -30,7 +30,7 @@ import (
 	"github.com/redlock-go/redlock/redlock"
 )
 
-// recommendedOptions are the optional go-redis options the README names for
+// recommendedOptions are the optional go-redis options docs/API.md names for
 // the clients given to redlock.New (Addr is set per node): a dead node's
 // error at once, without go-redis' command and dial retries.
 func recommendedOptions() *redis.Options {

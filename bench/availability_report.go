@@ -278,7 +278,7 @@ redlock.New(clients, redlock.WithTTL(10s)), rl.NewMutex(key) with defaults, Lock
 rl.Close; redsync v4: redsync.New(pools...).NewMutex(key, redsync.WithExpiry(10s)), LockContext with its
 default retry policy (32 tries, 50–250 ms apart), TryLockContext, UnlockContext. Option sets, per node
 client: "default" is &redis.Options{} (go-redis defaults); "recommended" is recommendedOptions() in
-bench/availability.go, what the README recommends: %s.
+bench/availability.go, what docs/API.md recommends: %s.
 
 Order: round → option set → implementation → phases (fault-free, silent, far, killed, flapping), then the
 paused majority. In each phase two runs follow each other, contended then uncontended; each run creates

@@ -157,7 +157,7 @@ func run() error {
 			}
 		}
 	}
-	options := "the README's recommended options (`PoolSize: 128, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true`)"
+	options := "the recommended client options (docs/API.md) (`PoolSize: 128, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true`)"
 	if *defaultOptions {
 		options = "go-redis' default options (`redis.Options{Addr: ...}`)"
 	}

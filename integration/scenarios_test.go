@@ -271,7 +271,7 @@ func TestFailedAcquisitionLeavesNoToken(t *testing.T) {
 // key is on all five (a holder with a bare quorum of three would not be:
 // see TestFaultRestartWithoutPersistence); a majority of them lets a second
 // holder in while the first one's validity lasts,
-// which is the hazard the README documents (fencing or appendfsync always
+// which is the hazard docs/ALGORITHM.md documents (fencing or appendfsync always
 // are the answers).
 func TestRestartWithoutPersistence(t *testing.T) {
 	c := startCluster(t, 5)

@@ -138,7 +138,7 @@ func (d *demo) close() {
 // startWorker starts one worker with its own Redlock, as a separate
 // process would have; the first one also reports the nodes' health.
 func (d *demo) startWorker(ctx context.Context, first bool) error {
-	// The client options the README recommends for lock clients: the
+	// The client options docs/API.md recommends for lock clients: the
 	// node timeout also bounds socket reads, and a dead node fails at
 	// once instead of after go-redis' command and dial retries (the
 	// quorum already copes with a failed node).
