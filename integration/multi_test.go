@@ -109,3 +109,16 @@ func multiContention(t *testing.T, faults bool) {
 	}
 	assert.Equal(t, 3*rounds, sections[name("b")], "every worker on b finished")
 }
+
+// A node up for less than the restart delay refuses a multi-name lock as
+// it refuses a plain one, changing nothing.
+func TestMultiMutexRestartDelay(t *testing.T) {
+	c := startCluster(t, 3)
+	rl := newRedlock(t, c, redlock.WithRestartDelay(time.Hour))
+	m, err := rl.NewMultiMutex([]string{"{delay}:a", "{delay}:b"}, redlock.WithTTL(time.Minute))
+	require.NoError(t, err)
+	err = m.TryLock(t.Context())
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.ErrorIs(t, err, redlock.ErrNodeRecovering, "every node has been up for seconds, not an hour")
+	assert.Equal(t, []string{"", "", ""}, values(t, inspector(t, c), "{delay}:a"))
+}

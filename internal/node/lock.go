@@ -88,16 +88,19 @@ func (o *Acquire) Decode(cmds []redis.Cmder) Reply {
 	if err := cmd.Err(); err != nil {
 		return Reply{Err: err}
 	}
-	if o.Reentrant || o.FenceKey != "" || o.MinUptime > 0 || len(o.Also) > 0 {
+	if o.Reentrant || o.FenceKey != "" || (o.MinUptime > 0 && len(o.Also) == 0) {
 		return o.decodeScript(cmd)
 	}
-	// acquire_plain.lua: 1 granted, a competitor's token, or 0 for a
-	// reentrant lock.
+	// acquire_plain.lua and acquire_multi.lua: 1 granted, a competitor's
+	// token, or 0 for a reentrant lock; acquire_multi.lua answers a node
+	// that restarted too recently as acquire.lua does.
 	switch v := cmd.Val().(type) {
 	case int64:
 		return Reply{OK: v == 1}
 	case string:
 		return Reply{Value: Grant{Holder: v}} // the script answers 1 for this token's own
+	case []any:
+		return o.decodeScript(cmd)
 	}
 	return Reply{Err: fmt.Errorf("redlock: unexpected acquire reply %v", cmd.Val())}
 }

@@ -10,16 +10,17 @@
 --          "0" for no check (see recovering in guard.lua, which scripts.go
 --          puts in front of this file, with stored.lua)
 --
--- Returns, in the shape acquire.lua returns (the counter is always "0": a
--- multi-name lock is not fenced):
---   { 1, "0"}          granted: every key was absent, or held ARGV[1] (a
---                      command the client resent), and now holds ARGV[1]
---                      with the time to live
---   { 0, "0", holder}  a key is held by another value, holder; nothing set
---   { 0, "0"}          a key is a reentrant lock; nothing set
---   an error reply     a key holds something that is not a lock (see alien
---                      in stored.lua), or GET failed; nothing set
---   {-1, uptime}       refused: the node has been up only `uptime` seconds
+-- Returns, as acquire_plain.lua does (an integer for a grant: go-redis
+-- reads an array reply at a cost in allocations on every node):
+--   1              granted: every key was absent, or held ARGV[1] (a
+--                  command the client resent), and now holds ARGV[1] with
+--                  the time to live
+--   holder         a key is held by another value, holder; nothing set
+--   0              a key is a reentrant lock; nothing set
+--   an error reply a key holds something that is not a lock (see alien in
+--                  stored.lua), or GET failed; nothing set
+--   {-1, uptime}   refused: the node has been up only `uptime` seconds
+--                  (as acquire.lua says it)
 local up = recovering(ARGV[3])
 if up then
 	return {-1, up}
@@ -30,13 +31,13 @@ for _, key in ipairs(KEYS) do
 		return v
 	end
 	if v == nil then
-		return alien(key) or {0, "0"}
+		return alien(key) or 0
 	end
 	if v and v ~= ARGV[1] then
-		return {0, "0", v}
+		return v
 	end
 end
 for _, key in ipairs(KEYS) do
 	redis.call("SET", key, ARGV[1], "PX", ARGV[2])
 end
-return {1, "0"}
+return 1

@@ -144,9 +144,9 @@ var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseS
 
 // AcquireMulti sets every key of KEYS to ARGV[1] with ttl ARGV[2] ms if
 // each is absent or holds ARGV[1] already, else sets none, unless the node
-// has been up less than ARGV[3] seconds; it returns {status, "0"[, holder]}
-// as Acquire does.
-var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "d93fa2ffed0690fb1230841955cea3448924be11"}
+// has been up less than ARGV[3] seconds; it returns 1, the holder of a
+// held key, or 0 as AcquirePlain does, and {-1, uptime} as Acquire does.
+var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "23fea4fe3f6e74863922ca84ef88b054162f117d"}
 
 // ReleaseMulti deletes the keys of KEYS that hold ARGV[1], announcing each
 // on ARGV[2] followed by its name (ARGV[2] "": no announcement); it returns
