@@ -63,6 +63,11 @@ var ErrNodeRecovering = node.ErrNodeRecovering
 // when so many nodes fail this way that no quorum is left to grant the
 // lock: retrying would fail the same way. Fewer such nodes are tolerated
 // like any failed minority, and reported in the errors of operations.
+// [Mutex.Unlock] and [Mutex.Extend] refused this way by so many nodes
+// return an error wrapping ErrMisconfigured itself, not [ErrNotHeld] or
+// [ErrLockLost]: the lock was refused, not found lost. A node that refuses
+// only an optional feature (the waiters' queue, INFO) fails nothing: see
+// [NodeHealth.Off].
 var ErrMisconfigured = node.ErrMisconfigured
 
 // ErrStaleFence is returned by [SetFenced] when the resource already

@@ -18,6 +18,11 @@ type NodeHealth struct {
 	Err error
 	// Owed is how many releases wait for the node to answer again.
 	Owed int
+	// Off holds the optional features the node refused ([FeatureQueue],
+	// [FeatureIdentify]), each with the error that turned it off; nil when
+	// none. The lock works without them (see [FeatureQueue]); each is
+	// also reported once to the Observer.
+	Off map[string]error
 }
 
 // Health returns what the Redlock knows of each node's health, in the order
@@ -27,6 +32,7 @@ func (r *Redlock) Health() []NodeHealth {
 	for i := range out {
 		h := NodeHealth{Index: i, Addr: r.pool.addr(i)}
 		h.Down, h.Since, h.Owed, h.Err = r.pool.health(i)
+		h.Off = r.features.of(i)
 		out[i] = h
 	}
 	return out

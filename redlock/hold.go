@@ -27,7 +27,10 @@ import (
 // client resent when its reply was lost. A restart or a failover changes
 // the run id: the key was lost, not released. Otherwise it returns an error wrapping [ErrNotHeld] and one
 // [*NodeError] per failed node; nodes that kept the token then free it when
-// its TTL passes. Unlock on a mutex that does not hold the lock returns
+// its TTL passes. When nodes refused the release for a reason no retry
+// changes ([ErrMisconfigured]: a missing ACL permission) and so left no
+// quorum, the error wraps ErrMisconfigured instead of ErrNotHeld: the
+// lock was not found lost, the release was refused. Unlock on a mutex that does not hold the lock returns
 // ErrNotHeld without I/O. Nodes that have not answered when the outcome is
 // certain are released in the background, even if ctx ends.
 //
@@ -79,8 +82,10 @@ var errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
 // that expired or was taken, and it makes no attempt once the current
 // validity has run out, since another holder may exist by then.
 //
-// On failure it returns an error wrapping [ErrNotHeld], one [*NodeError] per
-// failed node, and ctx's error if ctx ended; the validity window is then
+// On failure it returns an error wrapping [ErrNotHeld] ([ErrMisconfigured]
+// instead when nodes that refused the extension for a reason no retry
+// changes left no quorum), one [*NodeError] per failed node, and ctx's
+// error if ctx ended; the validity window is then
 // left as it was (the lock may still be held until [Mutex.Until]). When so
 // many nodes answered that they no longer hold the token that no quorum can
 // hold it any more, the lock is lost for good: the error also wraps

@@ -178,6 +178,9 @@ func (r *Redlock) recordIdentities(idr *round) {
 			r.ids.Record(i, identity.Answer{IDs: ids}, sent, r.pool.addr)
 		case node.Unreachable(err), node.Unsent(err), errors.Is(err, node.ErrNodeTimeout):
 		default:
+			if errors.Is(err, node.ErrMisconfigured) {
+				r.featureOff(i, FeatureIdentify, err)
+			}
 			r.ids.Record(i, identity.Answer{Unknown: true}, sent, r.pool.addr)
 		}
 	}

@@ -48,6 +48,8 @@ type Redlock struct {
 
 	courtesy courtesy // see courtesy.go
 
+	features *features // the optional features each node refused (see features.go)
+
 	mutexes atomic.Uint64 // Mutexes created: each has its own order (see Mutex.order)
 }
 
@@ -101,7 +103,8 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 	r.pool = newPool(nodes, r.now)
 	r.report = r.reporter(cfg.observer)
 	r.pool.report, r.pool.back = r.report, r.reidentify
-	r.waiters = waitq.New(nodes, r.deliver)
+	r.features = newFeatures(len(nodes))
+	r.waiters = waitq.New(nodes, r.deliver, func(i int, err error) { r.featureOff(i, FeatureQueue, err) })
 	r.ids = identity.New(len(nodes), quorum(len(nodes)))
 	for _, n := range nodes {
 		r.sharded = r.sharded || n.Layout().Sharded

@@ -74,7 +74,19 @@ func (r *Redlock) release(ctx context.Context, op *node.Release, c lapse) error 
 		}
 		return nil
 	}
-	return r.fail(ErrNotHeld, fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
+	return r.failLapse("release", fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
+}
+
+// failLapse is the error of a release or extension that no quorum
+// confirmed: ErrNotHeld with reason, unless the nodes that refused it for
+// good (ErrMisconfigured: a missing ACL permission, say) left no quorum.
+// The lock is then not known to be lost: it is refused, and the error
+// wraps ErrMisconfigured instead.
+func (r *Redlock) failLapse(what, reason string, ctxErr error, t *tally) error {
+	if t.hopeless() {
+		return r.fail(ErrMisconfigured, fmt.Sprintf("%s refused by %d of %d nodes for a reason no retry changes, quorum %d", what, t.misconfigured(), t.n, t.quorum), ctxErr, t)
+	}
+	return r.fail(ErrNotHeld, reason, ctxErr, t)
 }
 
 // releaseRule reads a release's replies.
@@ -120,7 +132,7 @@ func (r *Redlock) extend(ctx context.Context, op *node.Extend, c lapse) error {
 	if ctxErr == nil && t.won() {
 		return nil
 	}
-	err := r.fail(ErrNotHeld, fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
+	err := r.failLapse("extension", fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
 	if t.lostForGood() {
 		// A quorum answered that the token is gone. Extend never re-creates
 		// a key, so no later extension can succeed: the lock is lost.

@@ -179,11 +179,22 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 
 // deliver sends the waiters' queue changes, ops[i] to node i (nil:
 // nothing), every node at once, and returns once each answered or timeout
-// passed: the fan-out internal/waitq is handed.
-func (r *Redlock) deliver(ops []node.Op, timeout time.Duration) {
-	rd := newRound(context.Background(), r.pool, timeout, r.report, r.pool.size())
+// passed, with each node's reply: the fan-out internal/waitq is handed.
+func (r *Redlock) deliver(ops []node.Op, timeout time.Duration) []node.Reply {
+	report := r.report
+	if report != nil {
+		// A refusal for good turns the queue off on the node, which
+		// reports it once (see featureOff).
+		report = func(ctx context.Context, i int, err error, late bool) {
+			if !errors.Is(err, ErrMisconfigured) {
+				r.report(ctx, i, err, late)
+			}
+		}
+	}
+	rd := newRound(context.Background(), r.pool, timeout, report, r.pool.size()).keepReplies()
 	for i, op := range ops {
 		rd.post(i, op, nil, func(int) bool { return op != nil }, false, false)
 	}
 	_ = rd.gather(context.Background())
+	return rd.replies
 }

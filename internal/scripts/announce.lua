@@ -1,5 +1,5 @@
 -- announce.lua is not a script of its own: scripts.go puts it in front of
--- release.lua and release_reentrant.lua.
+-- release.lua, release_reentrant.lua and force_release.lua.
 
 -- publish is PUBLISH, except that a PUBLISH the node refuses (an ACL user
 -- without channel permissions: Redis 7 gives new users none) reaches no
@@ -31,3 +31,17 @@ local function announce(channel, id, waiter)
 	return 2 * publish(channel, id .. "|")
 end
 
+-- next_waiter pops the oldest waiter from the lock's queue KEYS[2], and
+-- returns "" when there is no queue (no KEYS[2]) or none is queued. A pop
+-- the node refuses (an ACL user without ZPOPMIN, or without the queue's
+-- key) pops no one: the release stands, and is announced to every waiter.
+local function next_waiter()
+	if #KEYS < 2 then
+		return ""
+	end
+	local popped = redis.pcall("ZPOPMIN", KEYS[2])
+	if type(popped) ~= "table" or popped.err then
+		return ""
+	end
+	return popped[1] or ""
+end

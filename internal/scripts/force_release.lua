@@ -35,8 +35,5 @@ else
 	id = ARGV[2]
 end
 redis.call("DEL", KEYS[1])
-local waiter = ""
-if #KEYS > 1 then
-	waiter = redis.call("ZPOPMIN", KEYS[2])[1] or ""
-end
+local waiter = next_waiter()
 return {1 + announce(ARGV[1], id, waiter), holder, kind}

@@ -30,10 +30,7 @@ if v == ARGV[1] then
 	redis.call("DEL", KEYS[1])
 	local heard = 0
 	if ARGV[2] ~= "" then
-		local waiter = ""
-		if #KEYS > 1 then
-			waiter = redis.call("ZPOPMIN", KEYS[2])[1] or ""
-		end
+		local waiter = next_waiter()
 		heard = announce(ARGV[2], ARGV[1], waiter)
 	end
 	return 1 + heard

@@ -52,10 +52,7 @@ end
 redis.call("DEL", KEYS[1])
 local heard = 0
 if ARGV[3] ~= "" then
-	local waiter = ""
-	if #KEYS > 1 then
-		waiter = redis.call("ZPOPMIN", KEYS[2])[1] or ""
-	end
+	local waiter = next_waiter()
 	heard = announce(ARGV[3], ARGV[4], waiter)
 end
 return 1 + heard

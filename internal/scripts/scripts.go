@@ -82,7 +82,7 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "afcd0b18a49343def8ede46015804d01702575b9"}
+var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "9bbe640033e1918172c9cea372c0b86c584bc43f"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: storedSource + extendSource, Hash: "b0b582bace178ea39607dc81df0e0e841ac1027f"}
@@ -114,7 +114,7 @@ var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReent
 // returns the node's run id when the key was absent (for ARGV[2] "1"; 0
 // otherwise), -1 when it held something else, else 1 + 2 × the clients the
 // announcement reached (+ 1 when it named a waiter).
-var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "f26732aa55b8f366964914a867bb0cc0c9d866ac"}
+var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "6df62fe87a14cae430dc259e69b6a37af751be73"}
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.
@@ -140,7 +140,7 @@ var Inspect = &Script{Source: storedSource + inspectSource, Hash: "1e71b6e71da58
 // absent, else {1 + 2 × the clients that heard it (+ 1 when it named a
 // waiter), holder, kind}, or an error reply, deleting nothing, when KEYS[1]
 // holds something that is not a lock. It never touches the fencing counter.
-var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "ab9b5c9fbdcd4b878204986482169ce87e1c4598"}
+var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "d1ec8ff5d78f039f35109e40ecf0029c2015d885"}
 
 // AcquireMulti sets every key of KEYS to ARGV[1] with ttl ARGV[2] ms if
 // each is absent or holds ARGV[1] already, else sets none, unless the node

@@ -23,6 +23,9 @@ func (q *Queue) plan(i int) *plan {
 	ns := q.subs[i]
 	p := &plan{}
 	p.add, p.drop = q.channels(ns)
+	if ns.refused {
+		return p
+	}
 	if changes := q.changes(ns); len(changes) > 0 {
 		p.op = &node.Queue{Changes: changes}
 	}

@@ -35,6 +35,7 @@
 package waitq
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -55,9 +56,16 @@ const Linger = 5 * time.Second
 const queueTTL = time.Minute
 
 // Deliver sends ops[i] to node i (nil: nothing for that node), every node
-// at once, and returns once each answered or timeout passed: the layer
-// above's fan-out.
-type Deliver func(ops []node.Op, timeout time.Duration)
+// at once, and returns once each answered or timeout passed, with each
+// node's reply (a zero Reply for a node sent nothing or not answered in
+// time): the layer above's fan-out.
+type Deliver func(ops []node.Op, timeout time.Duration) []node.Reply
+
+// Off is told, once per node, that the node refused the waiters' queue
+// (an ACL user without ZADD, ZREM or the queue's key: an error wrapping
+// node.ErrMisconfigured). The node's waiters are not queued from then on:
+// its releases announce themselves to every waiter, who also poll.
+type Off func(i int, err error)
 
 // Queue is a process's registry of waiting callers and its subscriptions.
 // It is safe for concurrent use. It owns its goroutines: Close stops them
@@ -66,6 +74,7 @@ type Queue struct {
 	self    string // this process's waiters' id: the prefix of their queue members
 	nodes   []node.Node
 	deliver Deliver
+	off     Off
 	done    chan struct{}
 	wg      sync.WaitGroup
 
@@ -84,6 +93,9 @@ type nodeSub struct {
 	s      node.Subscription
 	have   map[string]bool    // subscribed, as far as the node was told
 	queued map[string]*queued // waiter id → what the node was told
+	// refused is set once the node refused the queue's commands: its
+	// waiters are no longer queued there.
+	refused bool
 }
 
 // queued is a waiter as one node's queue has it.
@@ -100,9 +112,10 @@ type waitList struct {
 }
 
 // New returns the queue of a process over nodes; deliver sends the queue
-// changes. It does no I/O.
-func New(nodes []node.Node, deliver Deliver) *Queue {
-	return &Queue{self: uuid.NewString(), nodes: nodes, deliver: deliver, done: make(chan struct{})}
+// changes, and off (nil: no one) is told of a node that refuses them. It
+// does no I/O.
+func New(nodes []node.Node, deliver Deliver, off Off) *Queue {
+	return &Queue{self: uuid.NewString(), nodes: nodes, deliver: deliver, off: off, done: make(chan struct{})}
 }
 
 // Self is this process's waiters' id.
@@ -381,7 +394,24 @@ func (q *Queue) syncLoop(i int) {
 		if plan.op != nil {
 			ops := make([]node.Op, len(q.nodes))
 			ops[i] = plan.op
-			q.deliver(ops, timeout)
+			q.refusedBy(i, q.deliver(ops, timeout))
 		}
+	}
+}
+
+// refusedBy turns the queue off on node i when its reply says the node
+// refuses the queue's commands (see Off), and tells off, once.
+func (q *Queue) refusedBy(i int, replies []node.Reply) {
+	if i >= len(replies) || !errors.Is(replies[i].Err, node.ErrMisconfigured) {
+		return
+	}
+	q.mu.Lock()
+	ns := q.subs[i]
+	first := !ns.refused
+	ns.refused = true
+	clear(ns.queued)
+	q.mu.Unlock()
+	if first && q.off != nil {
+		q.off(i, replies[i].Err)
 	}
 }

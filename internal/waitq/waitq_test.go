@@ -1,6 +1,8 @@
 package waitq
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +20,7 @@ func TestMain(m *testing.M) {
 // TestWakeOrder: announcements wake the waiters of a name oldest first, one
 // per release, and copies of one release from other nodes wake no one.
 func TestWakeOrder(t *testing.T) {
-	ws := New(nodetest.Nodes(nodetest.Fakes(1)), func([]node.Op, time.Duration) {})
+	ws := New(nodetest.Nodes(nodetest.Fakes(1)), func([]node.Op, time.Duration) []node.Reply { return nil }, nil)
 	t.Cleanup(ws.Close)
 	w0 := ws.Join("k", time.Second)
 	w1 := ws.Join("k", time.Second)
@@ -50,4 +52,64 @@ func TestWakeOrder(t *testing.T) {
 	assert.False(t, woken(w2))
 	w1.Leave(time.Second)
 	w2.Leave(time.Second)
+}
+
+// A node that refuses the queue's commands is told no more queue changes,
+// and off hears of it once; the other nodes keep their queues.
+func TestQueueRefused(t *testing.T) {
+	noperm := fmt.Errorf("%w: NOPERM User locker has no permissions to run the 'zadd' command", node.ErrMisconfigured)
+	var mu sync.Mutex
+	sent := map[int]int{}
+	var off []int
+	deliver := func(ops []node.Op, _ time.Duration) []node.Reply {
+		replies := make([]node.Reply, len(ops))
+		mu.Lock()
+		defer mu.Unlock()
+		for i, op := range ops {
+			if op == nil {
+				continue
+			}
+			sent[i]++
+			replies[i].OK = true
+			if i == 1 {
+				replies[i] = node.Reply{Err: noperm}
+			}
+		}
+		return replies
+	}
+	ws := New(nodetest.Nodes(nodetest.Fakes(2)), deliver, func(i int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		off = append(off, i)
+		assert.ErrorIs(t, err, node.ErrMisconfigured)
+	})
+	t.Cleanup(ws.Close)
+	for range 5 {
+		w := ws.Join("k", time.Second)
+		waitSynced(t, ws)
+		w.Requeue(time.Second)
+		waitSynced(t, ws)
+		w.Leave(time.Second)
+		waitSynced(t, ws)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []int{1}, off, "told once, for node 1")
+	assert.Equal(t, 1, sent[1], "node 1 refused its first change and got no other")
+	assert.GreaterOrEqual(t, sent[0], 10, "node 0 keeps its queue")
+}
+
+// waitSynced waits until no node's sync goroutine runs.
+func waitSynced(t *testing.T, q *Queue) {
+	t.Helper()
+	assert.Eventually(t, func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		for _, s := range q.syncing {
+			if s {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond)
 }

@@ -1,0 +1,69 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+)
+
+// Optional features: what a node may refuse without the lock failing. A
+// least-privilege ACL user may lack the waiters' queue (ZADD, ZREM,
+// ZPOPMIN), the channels (SUBSCRIBE, PUBLISH) or INFO. The lock works
+// without them: waiters poll and hear the releases announced to all, and
+// nodes are not checked for being one server. A feature a node refuses is
+// recorded once, shown by [Redlock.Health], and reported to the Observer
+// once, as a failure of that node wrapping [ErrMisconfigured].
+
+// The optional features, by the name [NodeHealth.Off] gives them.
+const (
+	// FeatureQueue is the waiters' queue kept on the node (ZADD, ZREM,
+	// ZPOPMIN on name + ":redlock:waiters"): without it, waiters do not
+	// take turns on that node.
+	FeatureQueue = "queue"
+	// FeatureIdentify is INFO, which names the server behind the node:
+	// without it, two clients of one server are not found out, and a
+	// release go-redis resent after losing its reply counts as not held.
+	FeatureIdentify = "identify"
+)
+
+// features records the optional features each node refused.
+type features struct {
+	mu  sync.Mutex
+	off []map[string]error // per node: feature → the error that turned it off
+}
+
+func newFeatures(n int) *features { return &features{off: make([]map[string]error, n)} }
+
+// refused records that node i refused feature with err; it reports
+// whether this is the first time.
+func (f *features) refused(i int, feature string, err error) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.off[i][feature]; ok {
+		return false
+	}
+	if f.off[i] == nil {
+		f.off[i] = map[string]error{}
+	}
+	f.off[i][feature] = err
+	return true
+}
+
+// of returns node i's refused features, nil when none.
+func (f *features) of(i int) map[string]error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.off[i]) == 0 {
+		return nil
+	}
+	return maps.Clone(f.off[i])
+}
+
+// featureOff records that node i refused feature with err and, the first
+// time, tells the Redlock's Observer.
+func (r *Redlock) featureOff(i int, feature string, err error) {
+	if r.features.refused(i, feature, err) && r.report != nil {
+		r.report(context.Background(), i, fmt.Errorf("redlock: %s off on this node, the lock works without it: %w", feature, err), false)
+	}
+}
