@@ -176,7 +176,7 @@ func (r *Redlock) releaseRound(ctx context.Context, op *node.Release, cfg *confi
 // was written, and the counter read with the grant is at least B's token,
 // unless that node lost its data in between (see the package documentation).
 func (r *Redlock) fence(ctx context.Context, c try, acq acquisition, highest uint64) (acquisition, error) {
-	commit := &node.Fence{Key: c.op.Key, Token: c.op.Token, FenceKey: c.op.FenceKey, Fence: highest + 1, Reentrant: c.op.Reentrant}
+	commit := &node.Fence{Key: c.op.Key, Token: c.op.Token, FenceKey: c.op.FenceKey, Fence: highest + 1, Reentrant: c.op.Reentrant, Ack: c.op.Ack}
 	if commit.Fence >= maxFence {
 		r.undo(ctx, c, acq.gates, nil, false, nil)
 		return acquisition{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)

@@ -70,6 +70,13 @@ var ErrNodeRecovering = node.ErrNodeRecovering
 // [NodeHealth.Off].
 var ErrMisconfigured = node.ErrMisconfigured
 
+// ErrNotReplicated is the cause inside a [*NodeError] when, with
+// [WithReplicaAck], a node granted or extended the lock (or recorded its
+// fencing token) but fewer of its replicas than asked acknowledged the
+// write within the timeout: the node does not count for that operation,
+// as a failed node does not. The message says how many did.
+var ErrNotReplicated = node.ErrNotReplicated
+
 // ErrStaleFence is returned by [SetFenced] when the resource already
 // accepted a write with a higher fencing token: the writer's lock was taken
 // over by a later holder, and its write is refused.

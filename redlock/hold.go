@@ -124,7 +124,7 @@ func (m *Mutex) extend(ctx context.Context, l *lease) error {
 	if !start.Before(a.until) {
 		return fmt.Errorf("%w: validity ran out %v ago", ErrNotHeld, start.Sub(a.until))
 	}
-	op := &node.Extend{Key: m.name, Also: m.also, Token: l.token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant}
+	op := &node.Extend{Key: m.name, Also: m.also, Token: l.token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant, Ack: m.cfg.ack}
 	if err := m.r.extend(ctx, op, lapse{cfg: &m.cfg, report: m.report, gates: a.gates}); err != nil {
 		if errors.Is(err, ErrLockLost) {
 			m.end(l, err)

@@ -268,7 +268,7 @@ func (m *Mutex) addHold(l *lease, a acquisition) {
 // acquireOp builds the acquire operation for token; reenter when the
 // owner already holds the lock.
 func (m *Mutex) acquireOp(token string, reenter bool) *node.Acquire {
-	op := &node.Acquire{Key: m.name, Also: m.also, Token: token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant, Reenter: reenter}
+	op := &node.Acquire{Key: m.name, Also: m.also, Token: token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant, Reenter: reenter, Ack: m.cfg.ack}
 	if m.cfg.fencing {
 		op.FenceKey = node.FenceKey(m.name)
 	}

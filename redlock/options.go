@@ -3,6 +3,8 @@ package redlock
 import (
 	"math"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/node"
 )
 
 // Defaults of the options. Each option's doc repeats its default.
@@ -42,6 +44,7 @@ type config struct {
 	fencing     bool
 	restart     time.Duration // restart delay; 0: off
 	observer    Observer      // nil: none
+	ack         node.Ack      // replicas that must acknowledge a write; zero: none
 }
 
 func defaultConfig() config {
@@ -256,6 +259,39 @@ func WithRestartDelay(d time.Duration) Option {
 	})
 }
 
+// WithReplicaAck makes a node's grant, extension and fencing token count
+// only once replicas of its replicas acknowledged the write, within
+// timeout: the library sends WAIT replicas timeout right after the write,
+// on the same connection. A write acknowledged by fewer counts as a failed
+// node for that operation ([ErrNotReplicated]), and a failed acquisition is
+// undone on it as on any node. Releases are not acknowledged.
+//
+// It is for nodes that are masters with replicas behind Sentinel or a
+// managed failover: replication is asynchronous, and a master that grants
+// and dies before its replica has the key hands the lock to the next
+// client on the promoted replica. With the acknowledgement, a node counts
+// only when a replica has the key. It does not make the write durable on
+// disk (WAIT is about memory), and it cannot choose which replica a
+// failover promotes: with several replicas, ask for as many as a failover
+// may skip, plus one. Not for Redis Cluster or Ring nodes (a WAIT cannot
+// follow the key there): [New] refuses it for them.
+//
+// replicas must be at least 1 and timeout positive and shorter than the
+// node timeout (the WAIT runs inside it); the node timeout then bounds a
+// write and its acknowledgement together. Default: off.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if replicas < 1 {
+			return invalid("replica acknowledgement needs at least 1 replica, got %d", replicas)
+		}
+		if timeout <= 0 || timeout%time.Millisecond != 0 {
+			return invalid("replica acknowledgement timeout must be a positive whole number of milliseconds, got %v", timeout)
+		}
+		c.ack = node.Ack{Replicas: replicas, Timeout: timeout}
+		return nil
+	})
+}
+
 // apply applies opts in order, then checks the settings against each other.
 func (c *config) apply(opts []Option) error {
 	for _, o := range opts {
@@ -268,6 +304,9 @@ func (c *config) apply(opts []Option) error {
 	}
 	if c.nodeTimeout >= c.ttl {
 		return invalid("node timeout %v must be shorter than the ttl %v", c.nodeTimeout, c.ttl)
+	}
+	if c.ack.Replicas > 0 && c.ack.Timeout >= c.nodeTimeout {
+		return invalid("replica acknowledgement timeout %v must be shorter than the node timeout %v", c.ack.Timeout, c.nodeTimeout)
 	}
 	if c.restart > 0 && c.restart < c.ttl {
 		return invalid("restart delay %v must be at least the ttl %v", c.restart, c.ttl)

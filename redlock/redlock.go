@@ -109,6 +109,9 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 	for _, n := range nodes {
 		r.sharded = r.sharded || n.Layout().Sharded
 	}
+	if err := r.checkAck(cfg); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -123,6 +126,9 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 	}
 	cfg := r.cfg
 	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.fencing && r.sharded && node.Slotted(name, node.FenceKey(name)) == "" {
@@ -224,4 +230,13 @@ func isNil(c redis.UniversalClient) bool {
 func sameClient(a, b redis.UniversalClient) bool {
 	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
 	return ta == tb && ta.Comparable() && a == b
+}
+
+// checkAck refuses replica acknowledgement when a node is a Redis Cluster
+// or Ring: a WAIT after the write cannot follow the key to its server.
+func (r *Redlock) checkAck(cfg config) error {
+	if cfg.ack.Replicas > 0 && r.sharded {
+		return invalid("replica acknowledgement (WithReplicaAck) is not supported for Redis Cluster or Ring nodes")
+	}
+	return nil
 }

@@ -22,6 +22,7 @@ var (
 	ErrNodeDown       = errors.New("redlock: node down")
 	ErrNodeRecovering = errors.New("redlock: node restarted less than the restart delay ago")
 	ErrMisconfigured  = errors.New("redlock: node misconfigured")
+	ErrNotReplicated  = errors.New("redlock: write not acknowledged by enough replicas")
 )
 
 // ErrUnsent is the error of a request that was never sent, so cannot have

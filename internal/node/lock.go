@@ -40,7 +40,9 @@ type Acquire struct {
 	// Also are more names taken with Key, all or none, for the same
 	// Token: a multi-name lock (plain only: not reentrant, not fenced).
 	Also []string
-	enc  encoding
+	// Ack, when set, makes a grant count only once replicas have it.
+	Ack Ack
+	enc encoding
 }
 
 // Grant is what an Acquire's reply says beyond OK: the value that holds
@@ -62,6 +64,16 @@ func (*Acquire) Name() string { return "acquire" }
 
 // Encode implements Op.
 func (o *Acquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	return o.Ack.encode(ctx, o.encode(ctx, l, cmds))
+}
+
+// Decode implements Op.
+func (o *Acquire) Decode(cmds []redis.Cmder) Reply {
+	return o.Ack.check(cmds, o.decode(o.Ack.ops(cmds)))
+}
+
+// encode appends the acquisition's command.
+func (o *Acquire) encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	ttl := o.TTL.Milliseconds()
 	switch {
 	case o.Reentrant:
@@ -82,8 +94,8 @@ func (o *Acquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []re
 	return append(cmds, shared(ctx, args))
 }
 
-// Decode implements Op.
-func (o *Acquire) Decode(cmds []redis.Cmder) Reply {
+// decode reads the acquisition's reply.
+func (o *Acquire) decode(cmds []redis.Cmder) Reply {
 	cmd := cmds[0].(*redis.Cmd)
 	if err := cmd.Err(); err != nil {
 		return Reply{Err: err}
@@ -138,6 +150,9 @@ type Fence struct {
 	Key, Token, FenceKey string
 	Fence                uint64
 	Reentrant            bool
+	// Ack, when set, makes the recorded token count only once replicas
+	// have it.
+	Ack Ack
 }
 
 // Name implements Op.
@@ -145,15 +160,20 @@ func (*Fence) Name() string { return "fence" }
 
 // Encode implements Op.
 func (o *Fence) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	return o.Ack.encode(ctx, o.encode(ctx, l, cmds))
+}
+
+// Decode implements Op.
+func (o *Fence) Decode(cmds []redis.Cmder) Reply { return o.Ack.check(cmds, one(o.Ack.ops(cmds))) }
+
+// encode appends the fencing script.
+func (o *Fence) encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	reentrant := "0"
 	if o.Reentrant {
 		reentrant = "1"
 	}
 	return append(cmds, script(ctx, scripts.Fence, l.keys(o.Key, o.FenceKey), o.Token, o.Fence, reentrant))
 }
-
-// Decode implements Op.
-func (*Fence) Decode(cmds []redis.Cmder) Reply { return one(cmds) }
 
 // Extend sets Key's time to live if Key holds Token (OK); it never
 // creates Key.
@@ -164,14 +184,24 @@ type Extend struct {
 	// Also are the other names of a multi-name lock: OK only when every
 	// name holds Token, and then every one is extended.
 	Also []string
-	enc  encoding
+	// Ack, when set, makes the extension count only once replicas have it.
+	Ack Ack
+	enc encoding
 }
 
 // Name implements Op.
 func (*Extend) Name() string { return "extend" }
 
 // Encode implements Op.
-func (o *Extend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
+func (o *Extend) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	return o.Ack.encode(ctx, o.encode(ctx, l, cmds))
+}
+
+// Decode implements Op.
+func (o *Extend) Decode(cmds []redis.Cmder) Reply { return o.Ack.check(cmds, one(o.Ack.ops(cmds))) }
+
+// encode appends the extension's script.
+func (o *Extend) encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
 	s := scripts.Extend
 	switch {
 	case o.Reentrant:
@@ -182,9 +212,6 @@ func (o *Extend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []red
 	args := o.enc.args(Layout{}, func() []any { return evalArgs(s, allKeys(o.Key, o.Also), o.Token, o.TTL.Milliseconds()) })
 	return append(cmds, shared(ctx, args))
 }
-
-// Decode implements Op.
-func (*Extend) Decode(cmds []redis.Cmder) Reply { return one(cmds) }
 
 // one reads the integer reply of a single command: OK when it is 1.
 func one(cmds []redis.Cmder) Reply {

@@ -40,6 +40,7 @@ type Fake struct {
 	Queues    map[string]map[string]int64 // waiters' queues: member → score
 	UpSince   time.Time                   // the node's start, for restart delays
 	Sharded   bool                        // laid out as a Redis Cluster node
+	Acked     int                         // replicas that acknowledge each write, for node.Ack
 }
 
 // Entry is one lock key.
@@ -201,13 +202,13 @@ func (n *Fake) Do(_ context.Context, _ time.Time, op node.Op, done func(node.Rep
 func (n *Fake) answer(op node.Op) node.Reply {
 	switch o := op.(type) {
 	case *node.Acquire:
-		return n.acquire(o)
+		return n.acked(o.Ack, n.acquire(o))
 	case *node.Fence:
-		return n.reply(n.fence(o))
+		return n.acked(o.Ack, n.reply(n.fence(o)))
 	case *node.Release:
 		return n.release(o)
 	case *node.Extend:
-		return n.reply(n.extend(o))
+		return n.acked(o.Ack, n.reply(n.extend(o)))
 	case *node.Queue:
 		return n.reply(n.queue(o))
 	case *node.Inspect:
@@ -221,6 +222,21 @@ func (n *Fake) answer(op node.Op) node.Reply {
 }
 
 func (n *Fake) reply(ok bool, err error) node.Reply { return node.Reply{OK: ok, Err: err} }
+
+// acked is rep, the reply of a write asked to be acknowledged by a's
+// replicas, as the node answers it with Acked of them acknowledging.
+func (n *Fake) acked(a node.Ack, rep node.Reply) node.Reply {
+	if a.Replicas == 0 || !rep.OK || rep.Err != nil {
+		return rep
+	}
+	n.mu.Lock()
+	acked := n.Acked
+	n.mu.Unlock()
+	if err := a.Short(int64(acked)); err != nil {
+		return node.Reply{Err: err, Value: rep.Value}
+	}
+	return rep
+}
 
 // Ping implements node.Node: it answers like any call, with the node's
 // faults: an error a server would send comes back as such, as go-redis
