@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -22,16 +23,16 @@ import (
 
 // replicated starts six nodes and makes node i+3 a replica of node i, in
 // sync, for i in 0..2.
-func replicated(t testing.TB) *Cluster {
-	t.Helper()
-	c := startCluster(t, 6)
-	ctx := timeout(t, time.Minute)
+func replicated(tb testing.TB) *Cluster {
+	tb.Helper()
+	c := startCluster(tb, 6)
+	ctx := timeout(tb, time.Minute)
 	for i := range 3 {
 		r := adminClient(c.Addr(i+3), nil)
 		host, port, _ := net.SplitHostPort(c.Addr(i))
-		require.NoError(t, r.Do(ctx, "REPLICAOF", host, port).Err())
+		require.NoError(tb, r.Do(ctx, "REPLICAOF", host, port).Err())
 		_ = r.Close()
-		require.NoError(t, poll(ctx, "replica in sync", func(ctx context.Context) error {
+		require.NoError(tb, poll(ctx, "replica in sync", func(ctx context.Context) error {
 			return replicaOf(ctx, c.Addr(i+3), c.Addr(i))
 		}))
 	}
@@ -39,13 +40,13 @@ func replicated(t testing.TB) *Cluster {
 }
 
 // redlockOn returns a Redlock over the given nodes of c only.
-func redlockOn(t testing.TB, c *Cluster, nodes []int, opts ...redlock.Option) *redlock.Redlock {
-	t.Helper()
+func redlockOn(tb testing.TB, c *Cluster, nodes []int, opts ...redlock.Option) *redlock.Redlock {
+	tb.Helper()
 	var clients []redis.UniversalClient
 	for _, i := range nodes {
 		clients = append(clients, redis.NewClient(&redis.Options{Addr: c.Addr(i)}))
 	}
-	return redlockOver(t, clients, opts...)
+	return redlockOver(tb, clients, opts...)
 }
 
 // get reads key on node i of c.
@@ -54,7 +55,7 @@ func get(t *testing.T, c *Cluster, i int, key string) string {
 	a := adminClient(c.Addr(i), nil)
 	defer func() { _ = a.Close() }()
 	v, err := a.Get(t.Context(), key).Result()
-	if err == redis.Nil {
+	if errors.Is(err, redis.Nil) {
 		return ""
 	}
 	require.NoError(t, err)
