@@ -95,10 +95,8 @@ func (r *Redlock) acquire(ctx context.Context, c try) (acquisition, error) {
 	a := newAttempt(rd, c.op, gates, c.released, c.reasks)
 	ctxErr := a.run(ctx)
 	t := rd.t
-	until := validUntil(start, c.cfg.ttl, c.cfg.driftFactor)
-	won := ctxErr == nil && t.won()
-	idErr := r.distinct(idr, won, start, start.Add(c.cfg.nodeTimeout))
-	if won && idErr == nil && r.now().Before(until) {
+	held, until, idErr := r.held(idr, rd, ctxErr, c.cfg)
+	if held {
 		acq := acquisition{start: start, until: until, gates: gates}
 		if c.op.FenceKey == "" || c.op.Reenter {
 			return acq, nil
@@ -111,6 +109,17 @@ func (r *Redlock) acquire(ctx context.Context, c try) (acquisition, error) {
 		return failed, idErr
 	}
 	return failed, r.fail(ErrNotAcquired, notAcquired(t, a, failed.took, c.cfg.ttl), ctxErr, t)
+}
+
+// held reports whether an attempt over round rd, whose vote loop returned
+// ctxErr, holds what it asked for: a quorum granted, no two of the nodes
+// are one server (idr: see distinct), and validity is left. It also
+// returns the end of the validity window, and the identity check's error.
+func (r *Redlock) held(idr, rd *round, ctxErr error, cfg *config) (bool, time.Time, error) {
+	until := validUntil(rd.start, cfg.ttl, cfg.driftFactor)
+	won := ctxErr == nil && rd.t.won()
+	idErr := r.distinct(idr, won, rd.start, rd.start.Add(cfg.nodeTimeout))
+	return won && idErr == nil && r.now().Before(until), until, idErr
 }
 
 // distinct checks, for an attempt that a quorum granted, that no two of
@@ -145,18 +154,23 @@ func notAcquired(t *tally, a *attempt, took, ttl time.Duration) string {
 // releases of the nodes in granted.
 func (r *Redlock) undo(ctx context.Context, c try, gates []*gate, only func(int) bool, wait bool, granted []int) {
 	op := &node.Release{Key: c.op.Key, Also: c.op.Also, Token: c.op.Token, Reentrant: c.op.Reentrant, Drop: node.DropUndo}
-	rd := r.releaseRound(ctx, op, c.cfg, c.report)
+	r.undoWith(ctx, op, c.cfg, c.report, gates, only, wait, granted)
+}
+
+// undoWith is undo with the release op (a lock's or a semaphore's).
+func (r *Redlock) undoWith(ctx context.Context, op node.Op, cfg *config, report reportFunc, gates []*gate, only func(int) bool, wait bool, granted []int) {
+	rd := r.releaseRound(ctx, cfg, report)
 	// An undo enters no order: the attempt waits for the undos of the
 	// nodes that granted, and the next attempt follows them.
 	rd.sendAll(op, gates, only)
 	if wait {
-		rd.waitFor(granted, c.cfg.nodeTimeout)
+		rd.waitFor(granted, cfg.nodeTimeout)
 	}
 }
 
-// releaseRound is a round that releases op: a release that could not be
+// releaseRound is a round that releases: a release that could not be
 // delivered is owed to its node.
-func (r *Redlock) releaseRound(ctx context.Context, op *node.Release, cfg *config, report reportFunc) *round {
+func (r *Redlock) releaseRound(ctx context.Context, cfg *config, report reportFunc) *round {
 	rd := newRound(ctx, r.pool, cfg.nodeTimeout, report, r.pool.size())
 	rd.oweFor = cfg.ttl
 	return rd

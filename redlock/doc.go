@@ -20,6 +20,16 @@
 // the resource to reject stale holders ([SetFenced]); [WithRestartDelay]
 // keeps a freshly restarted node from voting.
 //
+// # Counting semaphores
+//
+// [Redlock.NewSemaphore] returns a [Semaphore]: up to K holders at once,
+// each admitted by a quorum of nodes that each admit at most K. A majority
+// is not enough for K > 1, since K+1 holders could each find a majority
+// while every node counts only K. K+1 holders on q nodes each fill
+// (K+1)·q places of N·K, so the default quorum is the least q with
+// (K+1)·q > N·K, N·K/(K+1)+1 (the majority for K = 1); [WithQuorum] lowers
+// it for availability, at the cost of up to N·K/q holders.
+//
 // # The algorithm
 //
 // An acquisition notes its start on the monotonic clock, sends

@@ -9,7 +9,8 @@ import (
 )
 
 // ErrNotAcquired is returned by [Mutex.Lock], [Mutex.TryLock] and
-// [Mutex.LockWithin] when no quorum of nodes granted the lock within its
+// [Mutex.LockWithin] (and by [Semaphore.Acquire] and [Semaphore.TryAcquire]
+// for a permit) when no quorum of nodes granted the lock within its
 // validity: the lock is held elsewhere, too many nodes failed, or the
 // nodes answered too slowly for any validity to remain. The returned error also wraps one [*NodeError] per
 // node that failed before the outcome was certain (a node still silent then
@@ -17,7 +18,8 @@ import (
 // context's error.
 var ErrNotAcquired = errors.New("redlock: lock not acquired")
 
-// ErrNotHeld is returned by [Mutex.Unlock] and [Mutex.Extend] when the
+// ErrNotHeld is returned by [Mutex.Unlock] and [Mutex.Extend] (and by
+// [Semaphore.Release] and [Semaphore.Extend] for a permit) when the
 // mutex does not hold the lock: it was never acquired, was already
 // unlocked, its validity ran out (Extend), or fewer than a quorum of nodes
 // still held this acquisition's token. The returned error wraps one
@@ -27,7 +29,8 @@ var ErrNotHeld = errors.New("redlock: lock not held")
 // ErrLockLost means an acquisition ended before Unlock: its validity ran
 // out without an extension, or so many nodes answered that they no longer
 // hold its token (the key expired or was taken) that no quorum can hold it
-// any more, which no extension can repair. [Mutex.Err] returns it once [Mutex.Done] is closed, [Mutex.Extend]
+// any more, which no extension can repair (the same for a [Semaphore]'s
+// permit). [Mutex.Err] returns it once [Mutex.Done] is closed, [Mutex.Extend]
 // wraps it when the loss is certain, and it is the cause
 // ([context.Cause]) of the context [Redlock.Do] gives its function.
 var ErrLockLost = errors.New("redlock: lock lost")
@@ -83,7 +86,7 @@ var ErrNotReplicated = node.ErrNotReplicated
 var ErrStaleFence = errors.New("redlock: stale fencing token")
 
 // ErrInvalidArgument is wrapped by every error that reports bad input: from
-// [New] and [Redlock.NewMutex] for bad clients, names or options, from
+// [New], [Redlock.NewMutex] and [Redlock.NewSemaphore] for bad clients, names, permits or options, from
 // the [Mutex] methods for a nil context, from [Mutex.LockWithin] for a
 // negative wait, and from [Redlock.Inspect] and [Redlock.ForceUnlock] for
 // a nil context or an empty name.

@@ -75,8 +75,6 @@ func TestMultiMutexOnMiniredis(t *testing.T) {
 	require.NoError(t, plainB.Unlock(ctx))
 	require.ErrorIs(t, abc.TryLock(ctx), ErrNotAcquired, "c is held by the other multi-name lock")
 	require.NoError(t, cd.Unlock(ctx))
-
-	require.NoError(t, abc.TryLock(ctx))
 	// TryLock and Unlock return at the quorum: the last node follows.
 	everyNode := func(check func(get func(string) string) bool) bool {
 		for _, s := range servers {
@@ -86,6 +84,12 @@ func TestMultiMutexOnMiniredis(t *testing.T) {
 		}
 		return true
 	}
+	// A node still releasing the other lock would refuse this one.
+	require.Eventually(t, func() bool {
+		return everyNode(func(get func(string) string) bool { return get("b")+get("c")+get("d") == "" })
+	}, time.Second, time.Millisecond, "the other locks are released on every node")
+
+	require.NoError(t, abc.TryLock(ctx))
 	token := tokenOf(abc)
 	assert.Eventually(t, func() bool {
 		return everyNode(func(get func(string) string) bool { return get("a") == token && get("b") == token && get("c") == token })

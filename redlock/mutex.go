@@ -272,13 +272,7 @@ func (m *Mutex) acquireOp(token string, reenter bool) *node.Acquire {
 	if m.cfg.fencing {
 		op.FenceKey = node.FenceKey(m.name)
 	}
-	if m.cfg.restart > 0 {
-		// Redis reports uptime_in_seconds as the difference of two
-		// truncated wall-clock seconds, which can run up to a second ahead
-		// of the time really passed: one more second keeps the node out
-		// for at least the delay.
-		op.MinUptime = int64((m.cfg.restart+time.Second-1)/time.Second) + 1
-	}
+	op.MinUptime = minUptime(m.cfg.restart)
 	return op
 }
 

@@ -21,7 +21,9 @@ import (
 // that reports to it.
 type Observer interface {
 	// OpStart is called when [Mutex.Lock], [Mutex.TryLock], [Mutex.Unlock]
-	// or [Mutex.Extend] starts, and when renewal starts an extension, on
+	// or [Mutex.Extend] starts (likewise [Semaphore.Acquire],
+	// [Semaphore.TryAcquire], [Semaphore.Release] and [Semaphore.Extend],
+	// whose permits end with HoldEnd too), and when renewal starts an extension, on
 	// the goroutine of that call (renewal's own for its extensions), after
 	// the nil-context check. ctx is the caller's (for renewal, the context
 	// that bounds the hold). It returns the context the operation goes on
@@ -60,15 +62,28 @@ type OpKind uint8
 
 // The calls an [Observer] sees.
 const (
-	OpLock    OpKind = iota + 1 // Mutex.Lock (and LockWithin with a positive wait, Do)
-	OpTryLock                   // Mutex.TryLock (and LockWithin with no wait)
-	OpUnlock                    // Mutex.Unlock
-	OpExtend                    // Mutex.Extend, or an extension by renewal
+	OpLock         OpKind = iota + 1 // Mutex.Lock (and LockWithin with a positive wait, Do)
+	OpTryLock                        // Mutex.TryLock (and LockWithin with no wait)
+	OpUnlock                         // Mutex.Unlock
+	OpExtend                         // Mutex.Extend, or an extension by renewal
+	OpAcquire                        // Semaphore.Acquire
+	OpTryAcquire                     // Semaphore.TryAcquire
+	OpRelease                        // Semaphore.Release
+	OpExtendPermit                   // Semaphore.Extend
 )
 
-// String returns the method's name: "Lock", "TryLock", "Unlock", "Extend".
+// String returns the method's name: "Lock", "TryLock", "Unlock", "Extend",
+// and for a [Semaphore] "Acquire", "TryAcquire", "Release", "ExtendPermit".
 func (k OpKind) String() string {
 	switch k {
+	case OpAcquire:
+		return "Acquire"
+	case OpTryAcquire:
+		return "TryAcquire"
+	case OpRelease:
+		return "Release"
+	case OpExtendPermit:
+		return "ExtendPermit"
 	case OpLock:
 		return "Lock"
 	case OpTryLock:

@@ -45,6 +45,7 @@ type config struct {
 	restart     time.Duration // restart delay; 0: off
 	observer    Observer      // nil: none
 	ack         node.Ack      // replicas that must acknowledge a write; zero: none
+	quorum      int           // a semaphore's quorum; 0: its default
 }
 
 func defaultConfig() config {
@@ -288,6 +289,25 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 			return invalid("replica acknowledgement timeout must be a positive whole number of milliseconds, got %v", timeout)
 		}
 		c.ack = node.Ack{Replicas: replicas, Timeout: timeout}
+		return nil
+	})
+}
+
+// WithQuorum sets how many nodes must grant a [Semaphore]'s permit, for
+// callers who prefer availability to a strict bound: with q nodes, at most
+// N·permits/q holders (integer division) may hold a permit at once, more
+// than permits when q is below the default. The default, N·permits/(permits+1)+1
+// (integer division), is the least quorum that admits no more than permits
+// holders (see [Semaphore.Quorum]). q must be in [1, N]. Only
+// [Redlock.NewSemaphore] accepts it: [New] and [Redlock.NewMutex] return an
+// error wrapping [ErrInvalidArgument], since a lock's quorum is always a
+// majority. Default: N·permits/(permits+1)+1.
+func WithQuorum(q int) Option {
+	return optionFunc(func(c *config) error {
+		if q < 1 {
+			return invalid("quorum must be at least 1, got %d", q)
+		}
+		c.quorum = q
 		return nil
 	})
 }

@@ -16,6 +16,18 @@ import (
 // quorum(n) nodes intersect, so two holders can never both have a quorum.
 func quorum(n int) int { return n/2 + 1 }
 
+// semQuorum is how many of n nodes must grant a permit of a semaphore
+// of k permits: the least q with (k+1)·q > n·k. k+1 holders that each had
+// q nodes would fill (k+1)·q places, while n nodes that each admit at most
+// k holders have only n·k: so no k+1 holders can ever each have a quorum.
+// For k = 1 it is the majority, quorum(n).
+func semQuorum(n, k int) int {
+	if k >= n {
+		return n // n·k/(k+1) is n-1 from k = n-1 on; no overflow for a large k
+	}
+	return n*k/(k+1) + 1
+}
+
 // answer is what one node said, as far as the tally knows.
 type answer uint8
 

@@ -98,6 +98,9 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
+	if cfg.quorum != 0 {
+		return nil, errQuorumOption
+	}
 	r := &Redlock{cfg: cfg, now: time.Now, done: make(chan struct{})}
 	r.life, r.kill = context.WithCancel(context.Background())
 	r.pool = newPool(nodes, r.now)
@@ -131,6 +134,9 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}
+	if cfg.quorum != 0 {
+		return nil, errQuorumOption
+	}
 	if cfg.fencing && r.sharded && node.Slotted(name, node.FenceKey(name)) == "" {
 		return nil, invalid("lock name %q has braces but no hash tag, so no other key can share its Redis Cluster slot: "+
 			"a fenced lock keeps its counter beside it; give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
@@ -152,6 +158,9 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 	}
 	return m, nil
 }
+
+// errQuorumOption is the error of WithQuorum given to New or NewMutex.
+var errQuorumOption = invalid("WithQuorum applies to semaphores only: a lock's quorum is a majority")
 
 // Quorum returns how many nodes must agree for a lock to be held: N/2+1.
 func (r *Redlock) Quorum() int { return quorum(r.pool.size()) }

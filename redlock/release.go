@@ -25,6 +25,9 @@ type lapse struct {
 	// the token if the same server answered (see release). Zero until
 	// counts no absent key.
 	since, until time.Time
+	// quorum is how many nodes must still hold the token: 0 for a
+	// majority, a semaphore's quorum for its permits (see semQuorum).
+	quorum int
 }
 
 // release runs a release round and reports whether a quorum still held
@@ -41,25 +44,32 @@ type lapse struct {
 // command whose reply timed out). A reentrant Unlock that drops one hold
 // never deletes the key, so its absence is no resend: it passes no until.
 func (r *Redlock) release(ctx context.Context, op *node.Release, c lapse) error {
+	return r.free(ctx, op, op.Key, op.Channel != "", c)
+}
+
+// free is release for any operation that releases name and answers as a
+// lock's Release does; announced says whether it announces itself to
+// waiters.
+func (r *Redlock) free(ctx context.Context, op node.Op, name string, announced bool, c lapse) error {
 	if err := r.track(1); err != nil {
 		return err
 	}
 	defer r.wg.Done()
-	rd := r.releaseRound(ctx, op, c.cfg, c.report)
+	rd := r.releaseRound(ctx, c.cfg, c.report).needs(c.quorum)
 	rd.releases = c.order
-	rule := &releaseRule{r: r, name: op.Key, since: c.since, until: c.until}
+	rule := &releaseRule{r: r, name: name, since: c.since, until: c.until}
 	rd.grants = rule
-	if op.Channel != "" {
+	if announced {
 		rd.hook = rule
 	}
 	rd.sendAll(op, c.gates, nil)
 	ctxErr := rd.decide(ctx)
 	t := rd.t
-	waited := op.Channel != "" && (rule.heardBy.Load() || r.waiters.Waiting(op.Key))
+	waited := announced && (rule.heardBy.Load() || r.waiters.Waiting(name))
 	if waited {
 		// Waiters heard the release: this process's next Lock on the
 		// name lets them go first (see courtesy.go).
-		r.courtesy.yield(op.Key, r.now().Sub(rd.start), r.now())
+		r.courtesy.yield(name, r.now().Sub(rd.start), r.now())
 	}
 	if ctxErr == nil && t.won() {
 		if waited {
@@ -121,12 +131,12 @@ func (rr *releaseRule) heard(i int, rep node.Reply) {
 
 // extend runs the extend request on every node and reports whether a
 // quorum still held the token and re-armed its TTL.
-func (r *Redlock) extend(ctx context.Context, op *node.Extend, c lapse) error {
+func (r *Redlock) extend(ctx context.Context, op node.Op, c lapse) error {
 	if err := r.track(1); err != nil {
 		return err
 	}
 	defer r.wg.Done()
-	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()).sendAll(op, c.gates, nil)
+	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()).needs(c.quorum).sendAll(op, c.gates, nil)
 	ctxErr := rd.decide(ctx)
 	t := rd.t
 	if ctxErr == nil && t.won() {

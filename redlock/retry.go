@@ -48,7 +48,7 @@ func (m *Mutex) lock(ctx context.Context) (int, acquisition, error) {
 	}
 	for attempt := 1; ; attempt++ {
 		failed, err := m.tryLock(ctx, l.released, maxReasks)
-		if done, err := m.final(ctx, attempt, failed, err); done {
+		if done, err := final(ctx, m.cfg.tries, attempt, failed, err); done {
 			return attempt, failed, err
 		}
 		if ctxErr := l.wait(ctx, attempt, failed); ctxErr != nil {
@@ -57,11 +57,11 @@ func (m *Mutex) lock(ctx context.Context) (int, acquisition, error) {
 	}
 }
 
-// final reports whether Lock returns after an attempt that returned err,
-// and what: nil on success; err when it is not one that a retry may
-// change, when the attempts bound is reached, or joined with ctx's error
-// when ctx ended.
-func (m *Mutex) final(ctx context.Context, attempt int, failed acquisition, err error) (bool, error) {
+// final reports whether Lock (or a semaphore's Acquire) returns after an
+// attempt that returned err, and what: nil on success; err when it is not
+// one that a retry may change, when the attempts bound (tries, 0: none) is
+// reached, or joined with ctx's error when ctx ended.
+func final(ctx context.Context, tries, attempt int, failed acquisition, err error) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
@@ -74,7 +74,7 @@ func (m *Mutex) final(ctx context.Context, attempt int, failed acquisition, err 
 		}
 		return true, err
 	}
-	return m.cfg.tries > 0 && attempt >= m.cfg.tries, err
+	return tries > 0 && attempt >= tries, err
 }
 
 // courtesy lets the waiters go first when this process just released the

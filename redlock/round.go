@@ -72,6 +72,15 @@ func newRound(ctx context.Context, p *pool, timeout time.Duration, report report
 	}
 }
 
+// needs makes the round's tally count against quorum q instead of a
+// majority; 0 keeps the majority.
+func (rd *round) needs(q int) *round {
+	if q > 0 {
+		rd.t.quorum = q
+	}
+	return rd
+}
+
 // keepReplies makes the round keep every node's reply.
 func (rd *round) keepReplies() *round {
 	rd.replies = make([]node.Reply, rd.p.size())

@@ -223,7 +223,9 @@ func (o *Observer) nameOr(name string, set metric.MeasurementOption, kvs ...attr
 	return metric.WithAttributes(append(kvs, LockNameKey.String(name))...)
 }
 
-func acquisition(k redlock.OpKind) bool { return k == redlock.OpLock || k == redlock.OpTryLock }
+func acquisition(k redlock.OpKind) bool {
+	return k == redlock.OpLock || k == redlock.OpTryLock || k == redlock.OpAcquire || k == redlock.OpTryAcquire
+}
 
 func acquireOutcome(res redlock.OpResult) string {
 	switch {
@@ -237,7 +239,7 @@ func acquireOutcome(res redlock.OpResult) string {
 
 func releaseOutcome(k redlock.OpKind, res redlock.OpResult) string {
 	switch {
-	case res.Err == nil && k == redlock.OpUnlock:
+	case res.Err == nil && (k == redlock.OpUnlock || k == redlock.OpRelease):
 		return Unlocked
 	case res.Err == nil:
 		return extended

@@ -20,6 +20,10 @@ func FenceKey(name string) string { return name + ":redlock:fence" }
 // QueueKey is where each node keeps the queue of waiters of lock name.
 func QueueKey(name string) string { return name + ":redlock:waiters" }
 
+// PermitsKey is where each node keeps the permit count of semaphore name,
+// so that two semaphores with different counts cannot share the name.
+func PermitsKey(name string) string { return name + ":redlock:permits" }
+
 // ReleaseChannel is the pub/sub channel on which releases of name are
 // announced.
 func ReleaseChannel(name string) string { return ChannelPrefix + name }

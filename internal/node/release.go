@@ -84,7 +84,11 @@ func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []re
 }
 
 // Decode implements Op.
-func (*Release) Decode(cmds []redis.Cmder) Reply {
+func (*Release) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds) }
+
+// decodeRelease reads the reply of release.lua and of the scripts that
+// answer as it does.
+func decodeRelease(cmds []redis.Cmder) Reply {
 	cmd := cmds[0].(*redis.Cmd)
 	if err := cmd.Err(); err != nil {
 		return Reply{Err: err}

@@ -75,6 +75,14 @@ var (
 	releaseMultiSource string
 	//go:embed extend_multi.lua
 	extendMultiSource string
+	//go:embed semaphore.lua
+	semaphoreSource string
+	//go:embed sem_acquire.lua
+	semAcquireSource string
+	//go:embed sem_release.lua
+	semReleaseSource string
+	//go:embed sem_extend.lua
+	semExtendSource string
 )
 
 // Release deletes KEYS[1] if it holds ARGV[1] and announces "ARGV[1]|next"
@@ -157,5 +165,27 @@ var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "ac6
 // ARGV[1]; it returns 1, or 0 having changed nothing.
 var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "7307e1cdd08f68fe51c15926f6627b4ef26590e1"}
 
+// SemAcquire drops the expired permits of the semaphore KEYS[1] (a sorted
+// set of tokens scored by expiry, node time in ms) and gives ARGV[1] one
+// for ARGV[2] ms if fewer than ARGV[3] are held or it holds one already,
+// unless the node has been up less than ARGV[4] seconds; KEYS[2] keeps the
+// permit count. It returns {1, holders} granted, {0, holders} full,
+// {-1, uptime} recovering, {-2, permits} live holders have another count;
+// an error reply when KEYS[1] is not a semaphore.
+var SemAcquire = &Script{Source: guardSource + semaphoreSource + semAcquireSource, Hash: "402c5da70b7e9df9fc6d6e50e4738125cda7e084"}
+
+// SemRelease drops ARGV[1]'s permit of the semaphore KEYS[1] and announces
+// it on ARGV[2], naming the next waiter popped from KEYS[3]; it returns the
+// node's run id when no live permit was held (0 when ARGV[2] is ""), else
+// 1 + 2 × the clients the announcement reached (+ 1 when it named a
+// waiter); an error reply when KEYS[1] is not a semaphore.
+var SemRelease = &Script{Source: storedSource + announceSource + semaphoreSource + semReleaseSource, Hash: "e59f5cc568c2f1ec4e44f6440b618c93123e6d72"}
+
+// SemExtend re-arms ARGV[1]'s live permit of the semaphore KEYS[1] for
+// ARGV[2] ms; it returns 1 or 0, or an error reply when KEYS[1] is not a
+// semaphore.
+var SemExtend = &Script{Source: semaphoreSource + semExtendSource, Hash: "490cf733c814fc9d58daff2e73251e18d2c46cd0"}
+
 // All is every script a lock node runs, to load into its cache at once.
-var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease, AcquireMulti, ReleaseMulti, ExtendMulti}
+var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,
+	AcquireMulti, ReleaseMulti, ExtendMulti, SemAcquire, SemRelease, SemExtend}

@@ -41,6 +41,7 @@ type Fake struct {
 	UpSince   time.Time                   // the node's start, for restart delays
 	Sharded   bool                        // laid out as a Redis Cluster node
 	Acked     int                         // replicas that acknowledge each write, for node.Ack
+	Sems      map[string]*Sem             // semaphores by name
 }
 
 // Entry is one lock key.
@@ -57,7 +58,7 @@ var ErrLostReply = errors.New("fake: reply lost")
 // New returns a fake node called name.
 func New(name string) *Fake {
 	return &Fake{Name: name, Data: map[string]Entry{}, Calls: map[string]int{}, Counters: map[string]uint64{},
-		Queues: map[string]map[string]int64{}, UpSince: time.Now()}
+		Queues: map[string]map[string]int64{}, UpSince: time.Now(), Sems: map[string]*Sem{}}
 }
 
 // Fakes returns n fresh fakes, named fake0, fake1, ...
@@ -107,6 +108,7 @@ func (n *Fake) Restart() {
 	defer n.mu.Unlock()
 	n.Data = map[string]Entry{}
 	n.Counters = map[string]uint64{}
+	n.Sems = map[string]*Sem{}
 	n.UpSince = time.Now()
 	n.Restarts++ // another server process: another run id
 }
@@ -218,7 +220,7 @@ func (n *Fake) answer(op node.Op) node.Reply {
 	case node.Identify:
 		return n.identifyOp()
 	}
-	return node.Reply{Err: fmt.Errorf("fake: unknown operation %T", op)}
+	return n.answerSemaphore(op)
 }
 
 func (n *Fake) reply(ok bool, err error) node.Reply { return node.Reply{OK: ok, Err: err} }

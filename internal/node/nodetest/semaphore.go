@@ -1,0 +1,176 @@
+package nodetest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// Sem is one semaphore on a fake node: its permit count and each holder's
+// expiry, as sem_acquire.lua keeps them.
+type Sem struct {
+	Permits int
+	Holders map[string]time.Time
+}
+
+// wrongTypeError is the error reply a script gives for a key of another type.
+type wrongTypeError string
+
+func (e wrongTypeError) Error() string { return string(e) }
+func (wrongTypeError) RedisError()     {}
+
+// answerSemaphore answers the semaphore's operations.
+func (n *Fake) answerSemaphore(op node.Op) node.Reply {
+	switch o := op.(type) {
+	case *node.SemAcquire:
+		return n.semAcquire(o)
+	case *node.SemRelease:
+		return n.semRelease(o)
+	case *node.SemExtend:
+		return n.reply(n.semExtend(o))
+	}
+	return node.Reply{Err: fmt.Errorf("fake: unknown operation %T", op)}
+}
+
+// Holders returns the tokens holding a live permit of semaphore key.
+func (n *Fake) Holders(key string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	if s := n.Sems[key]; s != nil {
+		for tok, exp := range s.Holders {
+			if time.Now().Before(exp) {
+				out = append(out, tok)
+			}
+		}
+	}
+	return out
+}
+
+// sem returns semaphore key with its expired permits dropped (nil when
+// none), or the error a script gives when key is a lock. Called with n.mu
+// held.
+func (n *Fake) sem(key string) (*Sem, error) {
+	if _, ok := n.Data[key]; ok {
+		return nil, wrongTypeError("WRONGTYPE fake: the key " + key + " holds a string, not a semaphore")
+	}
+	s := n.Sems[key]
+	if s == nil {
+		return nil, nil
+	}
+	for tok, exp := range s.Holders {
+		if !time.Now().Before(exp) {
+			delete(s.Holders, tok)
+		}
+	}
+	if len(s.Holders) == 0 {
+		delete(n.Sems, key)
+		return nil, nil
+	}
+	return s, nil
+}
+
+func (n *Fake) semAcquire(r *node.SemAcquire) node.Reply {
+	var held int
+	var refusal error
+	ok, err := n.apply("sem acquire", r.Key, func() bool {
+		if r.MinUptime > 0 && time.Since(n.UpSince) < time.Duration(r.MinUptime)*time.Second {
+			refusal = fmt.Errorf("%w: fake", node.ErrNodeRecovering)
+			return false
+		}
+		s, err := n.sem(r.Key)
+		switch {
+		case err != nil:
+			refusal = err
+			return false
+		case s == nil:
+			s = &Sem{Permits: r.Permits, Holders: map[string]time.Time{}}
+			n.Sems[r.Key] = s
+		case s.Permits != r.Permits:
+			refusal = fmt.Errorf("%w: fake: the semaphore has %d permits, this one %d", node.ErrMisconfigured, s.Permits, r.Permits)
+			return false
+		}
+		_, resend := s.Holders[r.Token]
+		if !resend && len(s.Holders) >= r.Permits {
+			held = len(s.Holders)
+			return false
+		}
+		s.Holders[r.Token] = time.Now().Add(r.TTL)
+		held = len(s.Holders)
+		return true
+	})
+	if err == nil && refusal != nil {
+		return node.Reply{Err: refusal}
+	}
+	return node.Reply{OK: ok, Err: err, Value: node.SemGrant{Holders: held}}
+}
+
+func (n *Fake) semExtend(r *node.SemExtend) (bool, error) {
+	var refusal error
+	ok, err := n.apply("sem extend", r.Key, func() bool {
+		s, err := n.sem(r.Key)
+		refusal = err
+		if s == nil {
+			return false
+		}
+		if _, held := s.Holders[r.Token]; !held {
+			return false
+		}
+		s.Holders[r.Token] = time.Now().Add(r.TTL)
+		return true
+	})
+	if err == nil && refusal != nil {
+		return false, refusal
+	}
+	return ok, err
+}
+
+// semRelease runs a release, applied twice when the fake resends.
+func (n *Fake) semRelease(r *node.SemRelease) node.Reply {
+	n.mu.Lock()
+	resend := n.Resend
+	n.mu.Unlock()
+	if resend {
+		_ = n.semReleaseOnce(r)
+	}
+	return n.semReleaseOnce(r)
+}
+
+func (n *Fake) semReleaseOnce(r *node.SemRelease) node.Reply {
+	heard, gone := 0, false
+	var refusal error
+	ok, err := n.apply("sem release", r.Key, func() bool {
+		s, err := n.sem(r.Key)
+		refusal = err
+		if s == nil {
+			gone = err == nil
+			return false
+		}
+		if _, held := s.Holders[r.Token]; !held {
+			gone = true
+			return false
+		}
+		delete(s.Holders, r.Token)
+		if r.Channel != "" {
+			heard = n.announce(r.Key, r.Channel, r.Token, n.popWaiter(n.queueKey(r.Key)))
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return node.Reply{Err: err}
+	case refusal != nil:
+		return node.Reply{Err: refusal}
+	case gone:
+		n.mu.Lock()
+		server := n.identify()[0]
+		n.mu.Unlock()
+		return node.Reply{Value: node.Released{Gone: true, Server: server}}
+	}
+	rep := node.Reply{OK: ok}
+	if heard > 0 {
+		rep.Value = node.Released{Heard: heard / 2, Named: heard%2 == 1}
+	}
+	return rep
+}

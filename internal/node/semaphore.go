@@ -1,0 +1,134 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/scripts"
+)
+
+// The operations of a counting semaphore's permit: acquire, extend,
+// release. On each node the semaphore is a sorted set under its name, one
+// member per holder (its token) scored by when its permit expires on the
+// node's clock, and its permit count beside it (PermitsKey).
+
+// SemAcquire takes one of Permits permits of the semaphore Key for Token,
+// for TTL. A node answers OK when Token holds a permit now, including when
+// an earlier try of the same command, resent by the client, had taken it
+// (its expiry is then re-armed). Its Value is a SemGrant.
+type SemAcquire struct {
+	Key, Token string
+	TTL        time.Duration
+	Permits    int
+	// MinUptime, when positive, is the least uptime in whole seconds at
+	// which a node may grant; a node up for less changes nothing and
+	// answers an error wrapping ErrNodeRecovering.
+	MinUptime int64
+}
+
+// SemGrant is what a SemAcquire's reply says beyond OK: how many holders
+// the node counts, the caller included when it granted.
+type SemGrant struct {
+	Holders int
+}
+
+// SemGrantOf returns what rep, a SemAcquire's reply, says beyond OK.
+func SemGrantOf(rep Reply) SemGrant {
+	g, _ := rep.Value.(SemGrant)
+	return g
+}
+
+// Name implements Op.
+func (*SemAcquire) Name() string { return "semaphore acquire" }
+
+// Encode implements Op.
+func (o *SemAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	return append(cmds, script(ctx, scripts.SemAcquire, l.keys(o.Key, PermitsKey(o.Key)),
+		o.Token, o.TTL.Milliseconds(), o.Permits, o.MinUptime))
+}
+
+// Decode implements Op: sem_acquire.lua's {status, n}.
+func (o *SemAcquire) Decode(cmds []redis.Cmder) Reply {
+	r, err := slice(cmds[0], 2)
+	if err != nil {
+		return Reply{Err: err}
+	}
+	status, ok := r[0].(int64)
+	n, err := number(r[1])
+	if !ok || err != nil {
+		return Reply{Err: fmt.Errorf("redlock: unexpected semaphore acquire reply %v", r)}
+	}
+	switch status {
+	case -1:
+		return Reply{Err: fmt.Errorf("%w: up %ds, less than the restart delay %ds", ErrNodeRecovering, n, o.MinUptime)}
+	case -2:
+		return Reply{Err: fmt.Errorf("%w: the semaphore %s has %d permits on this node, this one asks for %d: "+
+			"semaphores that share a name must have the same count", ErrMisconfigured, o.Key, n, o.Permits)}
+	}
+	return Reply{OK: status == 1, Value: SemGrant{Holders: int(n)}}
+}
+
+// number reads a script's integer, sent as an integer or as text.
+func number(v any) (int64, error) {
+	switch v := v.(type) {
+	case int64:
+		return v, nil
+	case string:
+		return strconv.ParseInt(v, 10, 64)
+	}
+	return 0, fmt.Errorf("redlock: not a number: %v", v)
+}
+
+// SemExtend re-arms Token's permit of the semaphore Key for TTL if Token
+// still holds one that has not expired (OK); it never admits anyone.
+type SemExtend struct {
+	Key, Token string
+	TTL        time.Duration
+}
+
+// Name implements Op.
+func (*SemExtend) Name() string { return "semaphore extend" }
+
+// Encode implements Op.
+func (o *SemExtend) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	return append(cmds, script(ctx, scripts.SemExtend, l.keys(o.Key, PermitsKey(o.Key)), o.Token, o.TTL.Milliseconds()))
+}
+
+// Decode implements Op.
+func (*SemExtend) Decode(cmds []redis.Cmder) Reply { return one(cmds) }
+
+// SemRelease gives back Token's permit of the semaphore Key. A node answers
+// OK when Token held a live permit. Its Value is a Released when the node
+// said more, as for a lock's Release: Gone (with the server's run id) when
+// Token held none.
+type SemRelease struct {
+	Key, Token string
+	// Channel is where a release announces itself, so that waiters try
+	// again at once; "" announces nothing (an undo). The announcement
+	// names the oldest waiter of QueueKey, popped from it.
+	Channel, QueueKey string
+}
+
+// Name implements Op.
+func (*SemRelease) Name() string { return "semaphore release" }
+
+// Encode implements Op.
+func (o *SemRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	keys := l.keys(o.Key, PermitsKey(o.Key))
+	if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" && len(keys) > 1 {
+		keys = append(keys, q)
+	}
+	return append(cmds, script(ctx, scripts.SemRelease, keys, o.Token, o.Channel))
+}
+
+// Decode implements Op: sem_release.lua's replies are release.lua's.
+func (*SemRelease) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds) }
+
+// Owable reports whether a release that failed with err should be
+// delivered later: it may not have reached the node, and dropping a
+// permit twice drops nothing more.
+func (*SemRelease) Owable(err error) bool { return (&Release{}).Owable(err) }
