@@ -56,15 +56,19 @@ func ExampleRedlock_ForceUnlock() {
 	if err != nil {
 		panic(err)
 	}
+	// One result per node. Lock returned at the quorum, so the last node
+	// may have taken the lock only after ForceUnlock asked it.
+	deleted := 0
 	for _, fr := range out {
-		fmt.Println(fr.Deleted, fr.Err)
+		if fr.Err == nil && fr.Deleted {
+			deleted++
+		}
 	}
+	fmt.Println(len(out), deleted >= 2)
 	// The stuck holder finds out at its next extension.
 	fmt.Println(errors.Is(stuck.Extend(ctx), redlock.ErrLockLost))
 	// Output:
-	// true <nil>
-	// true <nil>
-	// true <nil>
+	// 3 true
 	// true
 }
 
