@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Do runs fn while holding the lock called name: it acquires the lock as
@@ -46,28 +47,57 @@ func (r *Redlock) do(ctx context.Context, m *Mutex, fn func(ctx context.Context)
 	if err := m.Lock(ctx); err != nil {
 		return err
 	}
-	done := m.Done() // this acquisition's
+	return runHeld(context.WithValue(ctx, mutexKey{}, m), m.Done(), m.Err, m.Unlock, "do "+m.quoted(), fn)
+}
 
-	work, cancel := context.WithCancelCause(context.WithValue(ctx, mutexKey{}, m))
+// DoRead runs fn while holding a read lock of the reader-writer lock
+// called name (see [RWMutex]): it takes the read lock as [RWMutex.RLock]
+// does, keeps it alive while fn runs (as [WithRenewal] does, which DoRead
+// always turns on), and releases it when fn returns. The options are those
+// [Redlock.NewRWMutex] takes. fn's context, and what DoRead returns, are
+// as for [Redlock.Do].
+func (r *Redlock) DoRead(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
+	if ctx == nil {
+		return invalid("nil context")
+	}
+	if fn == nil {
+		return invalid("nil function")
+	}
+	rw, err := r.NewRWMutex(name, append(opts, WithRenewal())...)
+	if err != nil {
+		return err
+	}
+	if err := rw.RLock(ctx); err != nil {
+		return err
+	}
+	return runHeld(ctx, rw.Done(), rw.Err, rw.RUnlock, "do read "+strconv.Quote(name), fn)
+}
+
+// runHeld runs fn with a context derived from ctx that is cancelled when
+// done, the hold's, is closed, with the hold's end (lost) as its cause;
+// then it releases the hold with unlock. what names the call in errors.
+func runHeld(ctx context.Context, done <-chan struct{}, lost func() error, unlock func(context.Context) error,
+	what string, fn func(ctx context.Context) error) error {
+	work, cancel := context.WithCancelCause(ctx)
 	watching := make(chan struct{})
 	go func() {
 		defer close(watching)
 		select {
 		case <-done:
-			cancel(m.Err())
+			cancel(lost())
 		case <-work.Done():
 		}
 	}()
 
 	fnErr := fn(work)
-	lost := m.Err() // nil unless the lease ended while fn ran
+	lostErr := lost() // nil unless the hold ended while fn ran
 	cancel(nil)
 	<-watching
 
-	unlockErr := m.Unlock(context.WithoutCancel(ctx))
+	unlockErr := unlock(context.WithoutCancel(ctx))
 	switch {
-	case lost != nil:
-		return errors.Join(fnErr, fmt.Errorf("redlock: do %s: %w", m.quoted(), lost))
+	case lostErr != nil:
+		return errors.Join(fnErr, fmt.Errorf("redlock: %s: %w", what, lostErr))
 	case unlockErr != nil:
 		return errors.Join(fnErr, unlockErr)
 	}

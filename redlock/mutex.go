@@ -35,7 +35,10 @@ type Mutex struct {
 	// also are the other names of a multi-name lock (see
 	// Redlock.NewMultiMutex), taken with name, all or none; nil otherwise.
 	also []string
-	cfg  config
+	// intent is where the write lock of an RWMutex marks a waiting writer
+	// (see node.IntentKey), with the value writer, its id; "" for a Mutex.
+	intent, writer string
+	cfg            config
 	// owner is the token of a reentrant Mutex: the same for all its
 	// acquisitions, so that it recognises its own lock on the nodes.
 	owner string
@@ -268,7 +271,7 @@ func (m *Mutex) addHold(l *lease, a acquisition) {
 // acquireOp builds the acquire operation for token; reenter when the
 // owner already holds the lock.
 func (m *Mutex) acquireOp(token string, reenter bool) *node.Acquire {
-	op := &node.Acquire{Key: m.name, Also: m.also, Token: token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant, Reenter: reenter, Ack: m.cfg.ack}
+	op := &node.Acquire{Key: m.name, Also: m.also, Intent: m.intent, Writer: m.writer, Token: token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant, Reenter: reenter, Ack: m.cfg.ack}
 	if m.cfg.fencing {
 		op.FenceKey = node.FenceKey(m.name)
 	}

@@ -70,12 +70,26 @@ const (
 	OpTryAcquire                     // Semaphore.TryAcquire
 	OpRelease                        // Semaphore.Release
 	OpExtendPermit                   // Semaphore.Extend
+	OpRLock                          // RWMutex.RLock (and DoRead)
+	OpTryRLock                       // RWMutex.TryRLock
+	OpRUnlock                        // RWMutex.RUnlock
+	OpExtendRead                     // RWMutex.Extend of a read lock, or its renewal
 )
 
 // String returns the method's name: "Lock", "TryLock", "Unlock", "Extend",
-// and for a [Semaphore] "Acquire", "TryAcquire", "Release", "ExtendPermit".
+// for a [Semaphore] "Acquire", "TryAcquire", "Release", "ExtendPermit", and
+// for an [RWMutex]'s read lock "RLock", "TryRLock", "RUnlock", "ExtendRead"
+// (its write lock's calls are a Mutex's).
 func (k OpKind) String() string {
 	switch k {
+	case OpRLock:
+		return "RLock"
+	case OpTryRLock:
+		return "TryRLock"
+	case OpRUnlock:
+		return "RUnlock"
+	case OpExtendRead:
+		return "ExtendRead"
 	case OpAcquire:
 		return "Acquire"
 	case OpTryAcquire:

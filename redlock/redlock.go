@@ -131,6 +131,11 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
+	return r.mutexWith(name, cfg)
+}
+
+// mutexWith returns a Mutex called name with the options cfg.
+func (r *Redlock) mutexWith(name string, cfg config) (*Mutex, error) {
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -20,26 +21,37 @@ import (
 // renewEvery is the renewal period for a TTL.
 func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
 
-// startRenewal starts renewing lease l until it ends or holdCtx does.
-func (m *Mutex) startRenewal(holdCtx context.Context, l *lease) {
-	if err := m.r.track(1); err != nil {
+// renewal renews the leases of one holder: a Mutex's, or the read holds of
+// an RWMutex.
+type renewal struct {
+	r   *Redlock
+	cfg *config
+	mu  *sync.Mutex // guards the leases' fields
+	// once is one extension of lease l by renewal.
+	once func(holdCtx context.Context, l *lease) error
+}
+
+// start starts renewing lease l until it ends or holdCtx does.
+func (rn renewal) start(holdCtx context.Context, l *lease) {
+	if err := rn.r.track(1); err != nil {
 		return // closed: the lease runs out by itself
 	}
 	go func() {
-		defer m.r.wg.Done()
-		m.renew(holdCtx, l)
+		defer rn.r.wg.Done()
+		rn.run(holdCtx, l)
 	}()
 }
 
-func (m *Mutex) renew(holdCtx context.Context, l *lease) {
-	m.mu.Lock()
-	start := l.acq.until.Add(-(m.cfg.ttl - drift(m.cfg.ttl, m.cfg.driftFactor)))
-	m.mu.Unlock()
+func (rn renewal) run(holdCtx context.Context, l *lease) {
+	cfg := rn.cfg
+	rn.mu.Lock()
+	start := l.acq.until.Add(-(cfg.ttl - drift(cfg.ttl, cfg.driftFactor)))
+	rn.mu.Unlock()
 	var holdEnd time.Time
-	if m.cfg.maxHold > 0 {
-		holdEnd = start.Add(m.cfg.maxHold)
+	if cfg.maxHold > 0 {
+		holdEnd = start.Add(cfg.maxHold)
 	}
-	timer := time.NewTimer(time.Until(start.Add(renewEvery(m.cfg.ttl))))
+	timer := time.NewTimer(time.Until(start.Add(renewEvery(cfg.ttl))))
 	defer timer.Stop()
 	failures := 0
 	for {
@@ -48,28 +60,33 @@ func (m *Mutex) renew(holdCtx context.Context, l *lease) {
 			return
 		case <-holdCtx.Done():
 			return
-		case <-m.r.done:
+		case <-rn.r.done:
 			return
 		case <-timer.C:
 		}
-		now := m.r.now()
+		now := rn.r.now()
 		if !holdEnd.IsZero() && !now.Before(holdEnd) {
 			return // bounded: the lease runs out at its validity
 		}
-		err := m.renewOnce(holdCtx, l)
+		err := rn.once(holdCtx, l)
 		switch {
 		case err == nil:
 			failures = 0
-			timer.Reset(time.Until(now.Add(renewEvery(m.cfg.ttl))))
+			timer.Reset(time.Until(now.Add(renewEvery(cfg.ttl))))
 		case errors.Is(err, ErrLockLost) || holdCtx.Err() != nil:
 			return
 		default:
 			// Nodes failing or slow: try again soon; the loss timer ends
 			// the lease if no extension succeeds in time.
 			failures++
-			timer.Reset(backoff(failures, m.cfg.delayMin, m.cfg.delayMax))
+			timer.Reset(backoff(failures, cfg.delayMin, cfg.delayMax))
 		}
 	}
+}
+
+// startRenewal starts renewing lease l until it ends or holdCtx does.
+func (m *Mutex) startRenewal(holdCtx context.Context, l *lease) {
+	renewal{r: m.r, cfg: &m.cfg, mu: &m.mu, once: m.renewOnce}.start(holdCtx, l)
 }
 
 // renewOnce is one extension of lease l by renewal.

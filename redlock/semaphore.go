@@ -36,7 +36,9 @@ type Semaphore struct {
 	name    string
 	permits int
 	quorum  int
-	cfg     config
+	// kind makes its per-node operations: permits, or read holds.
+	kind sharing
+	cfg  config
 	// report tells the Semaphore's Observer of node failures (nil: none).
 	report reportFunc
 	// order numbers the Semaphore's releases in the pool's order, as a
@@ -94,7 +96,7 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	if err := r.track(0); err != nil { // counts nothing: only ErrClosed
 		return nil, err
 	}
-	return &Semaphore{r: r, name: name, permits: permits, quorum: q, cfg: cfg, report: r.reporter(cfg.observer), order: r.mutexes.Add(1)}, nil
+	return &Semaphore{r: r, name: name, permits: permits, quorum: q, kind: permitsOf(permits), cfg: cfg, report: r.reporter(cfg.observer), order: r.mutexes.Add(1)}, nil
 }
 
 // Name returns the semaphore's name, which is its key on every node.
@@ -124,7 +126,7 @@ func (s *Semaphore) Quorum() int { return s.quorum }
 // fails at once, without I/O, when this Semaphore already holds a permit
 // or another of its acquisitions is in flight.
 func (s *Semaphore) TryAcquire(ctx context.Context) error {
-	return s.observe(ctx, OpTryAcquire, func(ctx context.Context) (int, error) {
+	return s.observe(ctx, s.kind.kinds()[1], func(ctx context.Context) (int, error) {
 		_, err := s.tryAcquire(ctx)
 		return 1, err
 	})
@@ -162,12 +164,12 @@ func (s *Semaphore) tryAcquire(ctx context.Context) (acquisition, error) {
 		return acquisition{}, errors.Join(fmt.Errorf("%w: token", ErrNotAcquired), err)
 	}
 	token := id.String()
-	op := &node.SemAcquire{Key: s.name, Token: token, TTL: s.cfg.ttl, Permits: s.permits, MinUptime: minUptime(s.cfg.restart)}
-	a, err := s.r.acquirePermit(ctx, permitTry{op: op, cfg: &s.cfg, report: s.report, quorum: s.quorum, order: s.order})
+	op := s.kind.acquire(s.name, token, &s.cfg)
+	a, err := s.r.acquirePermit(ctx, permitTry{op: op, undo: s.kind.undo(s.name, token), cfg: &s.cfg, report: s.report, quorum: s.quorum, order: s.order})
 	if err != nil {
 		return a, err
 	}
-	s.hold(token, a)
+	s.hold(ctx, token, a)
 	return acquisition{}, nil
 }
 
@@ -212,8 +214,9 @@ func minUptime(d time.Duration) int64 {
 	return int64((d+time.Second-1)/time.Second) + 1
 }
 
-// hold makes acquisition a, of token, the Semaphore's permit.
-func (s *Semaphore) hold(token string, a acquisition) {
+// hold makes acquisition a, of token, the Semaphore's permit, and starts
+// its renewal when asked to (read holds only).
+func (s *Semaphore) hold(ctx context.Context, token string, a acquisition) {
 	l := &lease{token: token, id: token, acq: a, holds: 1, done: make(chan struct{})}
 	s.mu.Lock()
 	old := s.lease
@@ -222,6 +225,9 @@ func (s *Semaphore) hold(token string, a acquisition) {
 	s.mu.Unlock()
 	if old != nil {
 		s.end(old, fmt.Errorf("%w: acquired again", ErrLockLost))
+	}
+	if s.cfg.renew {
+		renewal{r: s.r, cfg: &s.cfg, mu: &s.mu, once: s.renewOnce}.start(holdContext(ctx), l)
 	}
 }
 

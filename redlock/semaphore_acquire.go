@@ -18,7 +18,8 @@ import (
 
 // permitTry is one call of acquirePermit.
 type permitTry struct {
-	op     *node.SemAcquire
+	op     node.Op
+	undo   node.Op // gives back what op took, silently
 	cfg    *config
 	report reportFunc
 	quorum int
@@ -66,8 +67,7 @@ func (r *Redlock) acquirePermit(ctx context.Context, c permitTry) (acquisition, 
 	if held {
 		return acquisition{start: start, until: until, gates: gates}, nil
 	}
-	undo := &node.SemRelease{Key: c.op.Key, Token: c.op.Token}
-	r.undoWith(ctx, undo, c.cfg, c.report, gates, may.has, ctxErr == nil, t.grantedNodes())
+	r.undoWith(ctx, c.undo, c.cfg, c.report, gates, may.has, ctxErr == nil, t.grantedNodes())
 	failed := acquisition{granted: t.yes, took: r.now().Sub(start), hopeless: t.hopeless()}
 	if idErr != nil {
 		return failed, idErr

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/redlock-go/redlock/internal/node"
 )
 
 // A Semaphore's permit: giving it back, extending it, and what it says of
@@ -33,7 +31,7 @@ var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
 // released in the background, even if ctx ends, and a release that cannot
 // be delivered is owed to its node (see [Redlock.Health]).
 func (s *Semaphore) Release(ctx context.Context) error {
-	return s.observe(ctx, OpRelease, s.release)
+	return s.observe(ctx, s.kind.kinds()[2], s.release)
 }
 
 // release is Release, as an observed call of no attempts.
@@ -54,8 +52,7 @@ func (s *Semaphore) release(ctx context.Context) (int, error) {
 	}
 	s.mu.Unlock()
 	s.end(l, errReleased)
-	op := &node.SemRelease{Key: s.name, Token: l.token, Channel: node.ReleaseChannel(s.name), QueueKey: node.QueueKey(s.name)}
-	return 0, s.r.free(ctx, op, s.name, true, c)
+	return 0, s.r.free(ctx, s.kind.release(s.name, l.token), s.name, true, c)
 }
 
 // Extend re-arms the permit's full TTL on every node that still holds this
@@ -70,8 +67,15 @@ func (s *Semaphore) release(ctx context.Context) (int, error) {
 // hold the token that no quorum can, the permit is lost for good: the
 // error also wraps [ErrLockLost] and [Semaphore.Done] closes.
 func (s *Semaphore) Extend(ctx context.Context) error {
-	return s.observe(ctx, OpExtendPermit, func(ctx context.Context) (int, error) {
+	return s.observe(ctx, s.kind.kinds()[3], func(ctx context.Context) (int, error) {
 		return 0, s.extend(ctx)
+	})
+}
+
+// renewOnce is one extension of lease l by renewal.
+func (s *Semaphore) renewOnce(holdCtx context.Context, l *lease) error {
+	return s.observe(holdCtx, s.kind.kinds()[3], func(ctx context.Context) (int, error) {
+		return 0, s.extendLease(ctx, l)
 	})
 }
 
@@ -86,12 +90,16 @@ func (s *Semaphore) extend(ctx context.Context) error {
 	if l == nil {
 		return fmt.Errorf("%w: no permit held", ErrNotHeld)
 	}
+	return s.extendLease(ctx, l)
+}
+
+// extendLease extends l, the permit held or one that ended since.
+func (s *Semaphore) extendLease(ctx context.Context, l *lease) error {
 	start, err := s.extendable(l)
 	if err != nil {
 		return err
 	}
-	op := &node.SemExtend{Key: s.name, Token: l.token, TTL: s.cfg.ttl}
-	if err := s.r.extend(ctx, op, lapse{cfg: &s.cfg, report: s.report, gates: l.acq.gates, quorum: s.quorum}); err != nil {
+	if err := s.r.extend(ctx, s.kind.extend(s.name, l.token, s.cfg.ttl), lapse{cfg: &s.cfg, report: s.report, gates: l.acq.gates, quorum: s.quorum}); err != nil {
 		if errors.Is(err, ErrLockLost) {
 			s.end(l, err)
 		}

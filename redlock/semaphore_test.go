@@ -417,6 +417,7 @@ func TestSemaphoreObserved(t *testing.T) {
 		require.NoError(t, s.Acquire(t.Context()))
 		require.NoError(t, s.Extend(t.Context()))
 		require.NoError(t, s.Release(t.Context()))
+		synctest.Wait() // the release is done on every node
 		fs[0].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		require.NoError(t, s.TryAcquire(t.Context()))
 		<-s.Done() // not extended: lost

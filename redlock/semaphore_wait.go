@@ -32,7 +32,7 @@ import (
 // different permit count, a missing permission) that no quorum is left to
 // admit it.
 func (s *Semaphore) Acquire(ctx context.Context) error {
-	return s.observe(ctx, OpAcquire, s.acquire)
+	return s.observe(ctx, s.kind.kinds()[0], s.acquire)
 }
 
 // acquire is Acquire; it also returns how many attempts it made.

@@ -224,7 +224,8 @@ func (o *Observer) nameOr(name string, set metric.MeasurementOption, kvs ...attr
 }
 
 func acquisition(k redlock.OpKind) bool {
-	return k == redlock.OpLock || k == redlock.OpTryLock || k == redlock.OpAcquire || k == redlock.OpTryAcquire
+	return k == redlock.OpLock || k == redlock.OpTryLock || k == redlock.OpAcquire || k == redlock.OpTryAcquire ||
+		k == redlock.OpRLock || k == redlock.OpTryRLock
 }
 
 func acquireOutcome(res redlock.OpResult) string {

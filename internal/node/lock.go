@@ -40,6 +40,12 @@ type Acquire struct {
 	// Also are more names taken with Key, all or none, for the same
 	// Token: a multi-name lock (plain only: not reentrant, not fenced).
 	Also []string
+	// Intent, when set, makes this the write acquisition of a
+	// reader-writer lock: live readers refuse it, and a refused writer
+	// marks itself waiting at Intent (see IntentKey) so that no new reader
+	// gets in. Writer is the writer's id, the same for all its attempts:
+	// the mark's value.
+	Intent, Writer string
 	// Ack, when set, makes a grant count only once replicas have it.
 	Ack Ack
 	enc encoding
@@ -84,6 +90,9 @@ func (o *Acquire) encode(ctx context.Context, l Layout, cmds []redis.Cmder) []re
 		return append(cmds, script(ctx, scripts.AcquireReentrant, l.keys(o.Key, o.FenceKey), o.Token, ttl, again, o.MinUptime))
 	case len(o.Also) > 0:
 		return append(cmds, o.encodeMulti(ctx))
+	case o.Intent != "":
+		keys := append(l.keys(o.Key, o.Intent), l.keys(o.Key, o.FenceKey)[1:]...)
+		return append(cmds, script(ctx, scripts.WriteAcquire, keys, o.Token, ttl, o.MinUptime, o.Writer))
 	case o.FenceKey != "" || o.MinUptime > 0:
 		return append(cmds, script(ctx, scripts.Acquire, l.keys(o.Key, o.FenceKey), o.Token, ttl, o.MinUptime))
 	}
@@ -100,7 +109,7 @@ func (o *Acquire) decode(cmds []redis.Cmder) Reply {
 	if err := cmd.Err(); err != nil {
 		return Reply{Err: err}
 	}
-	if o.Reentrant || o.FenceKey != "" || (o.MinUptime > 0 && len(o.Also) == 0) {
+	if o.Reentrant || o.FenceKey != "" || o.Intent != "" || (o.MinUptime > 0 && len(o.Also) == 0) {
 		return o.decodeScript(cmd)
 	}
 	// acquire_plain.lua and acquire_multi.lua: 1 granted, a competitor's

@@ -75,6 +75,18 @@ var (
 	releaseMultiSource string
 	//go:embed extend_multi.lua
 	extendMultiSource string
+	//go:embed clock.lua
+	clockSource string
+	//go:embed rw.lua
+	rwSource string
+	//go:embed read_acquire.lua
+	readAcquireSource string
+	//go:embed read_extend.lua
+	readExtendSource string
+	//go:embed read_release.lua
+	readReleaseSource string
+	//go:embed write_acquire.lua
+	writeAcquireSource string
 	//go:embed semaphore.lua
 	semaphoreSource string
 	//go:embed sem_acquire.lua
@@ -90,16 +102,16 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "9bbe640033e1918172c9cea372c0b86c584bc43f"}
+var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "13aceade6c67663e8740c3c10591473d3daf5661"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
-var Extend = &Script{Source: storedSource + extendSource, Hash: "b0b582bace178ea39607dc81df0e0e841ac1027f"}
+var Extend = &Script{Source: storedSource + extendSource, Hash: "1801f3d5f975b44c8bcbdcb43468fd75ee5221b8"}
 
 // AcquirePlain sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent; it
 // returns 1 when KEYS[1] holds ARGV[1] (now, or already), the value holding
 // it otherwise, 0 when a reentrant lock holds it, and an error reply when
 // KEYS[1] holds something that is not a lock.
-var AcquirePlain = &Script{Source: storedSource + acquirePlainSource, Hash: "4a935265362d7e2ec8f195230cbc7b84f9d6a535"}
+var AcquirePlain = &Script{Source: storedSource + acquirePlainSource, Hash: "f58ec5beb44056741e98db03a272a576b8623221"}
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
@@ -107,14 +119,14 @@ var AcquirePlain = &Script{Source: storedSource + acquirePlainSource, Hash: "4a9
 // {-1, uptime} refused, where counter is the fencing counter KEYS[2] ("0"
 // without it) and holder the value holding KEYS[1]; an error reply when
 // KEYS[1] holds something that is not a lock.
-var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: "f6b3046b5da4573fb4dbb75feec4c7d4dd38b709"}
+var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: "849eb48237c9fdb846aab8345be1da78b5a57685"}
 
 // AcquireReentrant takes or re-takes the reentrant lock KEYS[1] for owner
 // ARGV[1] with ttl ARGV[2] ms (ARGV[3] "1": only if it still exists),
 // unless the node has been up less than ARGV[4] seconds; it returns
 // {holds, counter} (holds 0: held by another) or {-1, uptime}; an error
 // reply when KEYS[1] holds something that is not a lock.
-var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "aba030382576446258c44368ef559e559fc95b15"}
+var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "3d041cbe27f28fdfc4f3913b17b5833ae965574a"}
 
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner
@@ -122,7 +134,7 @@ var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReent
 // returns the node's run id when the key was absent (for ARGV[2] "1"; 0
 // otherwise), -1 when it held something else, else 1 + 2 × the clients the
 // announcement reached (+ 1 when it named a waiter).
-var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "6df62fe87a14cae430dc259e69b6a37af751be73"}
+var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "cf8778fae8a9a48088cd95e96454c97ae623672c"}
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.
@@ -130,7 +142,7 @@ var ExtendReentrant = &Script{Source: extendReentrantSource, Hash: "15552a83028f
 
 // Fence raises the fencing counter KEYS[2] to ARGV[2] and returns 1 if the
 // lock KEYS[1] holds token or owner ARGV[1] (ARGV[3] "1": reentrant), else 0.
-var Fence = &Script{Source: storedSource + fenceSource, Hash: "03537d41a2ec280865185913aa943f976c5c3c36"}
+var Fence = &Script{Source: storedSource + fenceSource, Hash: "d069b82ce5796066648feb3bfed89463268c6605"}
 
 // SetFenced sets KEYS[1] to ARGV[1] and KEYS[2] to the fencing token ARGV[2]
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
@@ -140,7 +152,7 @@ var SetFenced = &Script{Source: setFencedSource, Hash: "a2315a39517a1ff2290defd8
 // nothing; it returns {kind, pttl, holder, holds, counter} (kind "none",
 // "string" or "hash"), or an error reply when KEYS[1] holds something that
 // is not a lock.
-var Inspect = &Script{Source: storedSource + inspectSource, Hash: "1e71b6e71da586ca337fbdd36bf8306e204d3053"}
+var Inspect = &Script{Source: storedSource + inspectSource, Hash: "b2a88b857a77f7163bf3d0b2401a104f4b938777"}
 
 // ForceRelease deletes the lock KEYS[1] whoever holds it and announces the
 // release on ARGV[1] (a reentrant lock's with the id ARGV[2]), popping the
@@ -148,22 +160,22 @@ var Inspect = &Script{Source: storedSource + inspectSource, Hash: "1e71b6e71da58
 // absent, else {1 + 2 × the clients that heard it (+ 1 when it named a
 // waiter), holder, kind}, or an error reply, deleting nothing, when KEYS[1]
 // holds something that is not a lock. It never touches the fencing counter.
-var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "d1ec8ff5d78f039f35109e40ecf0029c2015d885"}
+var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "2d459790cb827aebc68d14571bd736b59f1b4e8c"}
 
 // AcquireMulti sets every key of KEYS to ARGV[1] with ttl ARGV[2] ms if
 // each is absent or holds ARGV[1] already, else sets none, unless the node
 // has been up less than ARGV[3] seconds; it returns 1, the holder of a
 // held key, or 0 as AcquirePlain does, and {-1, uptime} as Acquire does.
-var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "23fea4fe3f6e74863922ca84ef88b054162f117d"}
+var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "3e334900ed239321f6f27b1f5a0be5f1b778d5c2"}
 
 // ReleaseMulti deletes the keys of KEYS that hold ARGV[1], announcing each
 // on ARGV[2] followed by its name (ARGV[2] "": no announcement); it returns
 // as Release does, never naming a waiter.
-var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "ac64df349be22b101f6f94dbc821062046dc066e"}
+var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "dfc69965d46a8ba86ae5afdecdd2c3808cd2ff8a"}
 
 // ExtendMulti sets every key of KEYS's expiry to ARGV[2] ms if each holds
 // ARGV[1]; it returns 1, or 0 having changed nothing.
-var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "7307e1cdd08f68fe51c15926f6627b4ef26590e1"}
+var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "56cf10805f2ff789e7af7e3ffc0d278be1699887"}
 
 // SemAcquire drops the expired permits of the semaphore KEYS[1] (a sorted
 // set of tokens scored by expiry, node time in ms) and gives ARGV[1] one
@@ -172,20 +184,33 @@ var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "7307e
 // permit count. It returns {1, holders} granted, {0, holders} full,
 // {-1, uptime} recovering, {-2, permits} live holders have another count;
 // an error reply when KEYS[1] is not a semaphore.
-var SemAcquire = &Script{Source: guardSource + semaphoreSource + semAcquireSource, Hash: "402c5da70b7e9df9fc6d6e50e4738125cda7e084"}
+var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + semAcquireSource, Hash: "f37c3f093f86558347d3cd2e8d9b787fb383291b"}
 
 // SemRelease drops ARGV[1]'s permit of the semaphore KEYS[1] and announces
 // it on ARGV[2], naming the next waiter popped from KEYS[3]; it returns the
 // node's run id when no live permit was held (0 when ARGV[2] is ""), else
 // 1 + 2 × the clients the announcement reached (+ 1 when it named a
 // waiter); an error reply when KEYS[1] is not a semaphore.
-var SemRelease = &Script{Source: storedSource + announceSource + semaphoreSource + semReleaseSource, Hash: "e59f5cc568c2f1ec4e44f6440b618c93123e6d72"}
+var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "a696c70591f3736229836e6400d325f69faec3fd"}
 
 // SemExtend re-arms ARGV[1]'s live permit of the semaphore KEYS[1] for
 // ARGV[2] ms; it returns 1 or 0, or an error reply when KEYS[1] is not a
 // semaphore.
-var SemExtend = &Script{Source: semaphoreSource + semExtendSource, Hash: "490cf733c814fc9d58daff2e73251e18d2c46cd0"}
+var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "29c3652d7170c8298cddddfa58e9bdef2526ac3c"}
 
 // All is every script a lock node runs, to load into its cache at once.
+// ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
+var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "b4fa4bd3230d2e1ec5f85edfb725653a4398702c"}
+
+// ReadExtend re-arms a read hold (read_extend.lua).
+var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "c1f917efd707ed57bdc97497a2ce7a454b5b06f6"}
+
+// ReadRelease drops a read hold (read_release.lua).
+var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "2c16c34247a1b78f9fbf7e30b9192eb8d4c856fb"}
+
+// WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
+var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "10dbac911d566abb8d6438adc53fc2fb71414247"}
+
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,
-	AcquireMulti, ReleaseMulti, ExtendMulti, SemAcquire, SemRelease, SemExtend}
+	AcquireMulti, ReleaseMulti, ExtendMulti, SemAcquire, SemRelease, SemExtend,
+	ReadAcquire, ReadExtend, ReadRelease, WriteAcquire}

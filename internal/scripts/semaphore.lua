@@ -1,20 +1,12 @@
 -- semaphore.lua is not a script of its own: scripts.go puts it in front of
 -- the semaphore's scripts, sem_acquire.lua, sem_release.lua and
--- sem_extend.lua, which share these steps.
+-- sem_extend.lua, which share these steps (after clock.lua).
 --
 -- A semaphore is a sorted set under its name, KEYS[1]: one member per
 -- holder, its random token, scored by when its permit expires, in Unix
 -- milliseconds by this node's own clock (TIME). The permit count it was
 -- created with is kept beside it, KEYS[2] (absent where a Redis Cluster
 -- cannot keep it in the name's slot). Both expire with the last permit.
-
--- now returns this node's time in Unix milliseconds. Redis 5 and later
--- replicate a script's effects, not the script, so reading the clock
--- before writing is allowed.
-local function now()
-	local t = redis.call("TIME")
-	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- alienSemaphore returns an error reply when key holds what no semaphore
 -- leaves: a type other than a sorted set (a Mutex's lock, or another
@@ -33,7 +25,7 @@ local function alienSemaphore(key)
 		kind = "zset without expiry"
 	end
 	return redis.error_reply("WRONGTYPE redlock: the key " .. key .. " holds a " .. kind ..
-		", not a semaphore: a Mutex or another program uses this name")
+		", not a semaphore: a Mutex, an RWMutex or another program uses this name")
 end
 
 -- keep makes KEYS[1], and KEYS[2] when given, expire with the permit that

@@ -33,8 +33,12 @@ local function alien(key)
 		end
 		kind = kind .. " without expiry"
 	end
+	local who = "another program"
+	if kind == "zset" then
+		who = "a Semaphore or another program"
+	end
 	return redis.error_reply("WRONGTYPE redlock: the key " .. key .. " holds a " .. kind ..
-		", not a lock: another program uses this name")
+		", not a lock: " .. who .. " uses this name")
 end
 
 -- server returns the node's run id, unique to the server process: a

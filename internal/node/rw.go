@@ -1,0 +1,116 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/scripts"
+)
+
+// The operations of a reader-writer lock's readers: acquire, extend,
+// release. Its writer takes the lock with an Acquire whose Intent is set,
+// and then extends, fences and releases it as a plain lock. On each node
+// the readers are a hash under the lock's name (see rw.lua).
+
+// IntentKey is where each node keeps the mark of a writer that waits for
+// the readers of lock name to leave: while it is there, no new reader gets
+// in.
+func IntentKey(name string) string { return name + ":redlock:writer" }
+
+// ReadAcquire takes a read hold of the reader-writer lock Key for Token,
+// for TTL. A node answers OK when Token is a reader now, including when an
+// earlier try of the same command, resent by the client, had made it one
+// (its expiry is then re-armed). A refusal's Value is a ReadRefusal.
+type ReadAcquire struct {
+	Key, Token string
+	TTL        time.Duration
+	// MinUptime, when positive, is the least uptime in whole seconds at
+	// which a node may grant; a node up for less changes nothing and
+	// answers an error wrapping ErrNodeRecovering.
+	MinUptime int64
+}
+
+// ReadRefusal is why a node refused a ReadAcquire: a writer waits (true),
+// or a writer or a Mutex holds the lock (false).
+type ReadRefusal struct {
+	WriterWaits bool
+}
+
+// Name implements Op.
+func (*ReadAcquire) Name() string { return "read acquire" }
+
+// Encode implements Op.
+func (o *ReadAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	return append(cmds, script(ctx, scripts.ReadAcquire, l.keys(o.Key, IntentKey(o.Key)), o.Token, o.TTL.Milliseconds(), o.MinUptime))
+}
+
+// Decode implements Op: read_acquire.lua's {status, n}.
+func (o *ReadAcquire) Decode(cmds []redis.Cmder) Reply {
+	r, err := slice(cmds[0], 2)
+	if err != nil {
+		return Reply{Err: err}
+	}
+	status, ok := r[0].(int64)
+	n, err := number(r[1])
+	if !ok || err != nil {
+		return Reply{Err: fmt.Errorf("redlock: unexpected read acquire reply %v", r)}
+	}
+	if status < 0 {
+		return Reply{Err: fmt.Errorf("%w: up %ds, less than the restart delay %ds", ErrNodeRecovering, n, o.MinUptime)}
+	}
+	if status == 1 {
+		return Reply{OK: true}
+	}
+	return Reply{Value: ReadRefusal{WriterWaits: n == 1}}
+}
+
+// ReadExtend re-arms Token's read hold of Key for TTL if Token is still a
+// live reader (OK); it never admits anyone.
+type ReadExtend struct {
+	Key, Token string
+	TTL        time.Duration
+}
+
+// Name implements Op.
+func (*ReadExtend) Name() string { return "read extend" }
+
+// Encode implements Op.
+func (o *ReadExtend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
+	return append(cmds, script(ctx, scripts.ReadExtend, []string{o.Key}, o.Token, o.TTL.Milliseconds()))
+}
+
+// Decode implements Op.
+func (*ReadExtend) Decode(cmds []redis.Cmder) Reply { return one(cmds) }
+
+// ReadRelease drops Token's read hold of Key. A node answers OK when Token
+// was a live reader; its Value is a Released, as for a lock's Release:
+// Gone (with the server's run id) when Token was none. The last reader's
+// release announces itself on Channel, naming the oldest waiter of
+// QueueKey; "" announces nothing (an undo).
+type ReadRelease struct {
+	Key, Token        string
+	Channel, QueueKey string
+}
+
+// Name implements Op.
+func (*ReadRelease) Name() string { return "read release" }
+
+// Encode implements Op.
+func (o *ReadRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	keys := []string{o.Key}
+	if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" {
+		keys = append(keys, q)
+	}
+	return append(cmds, script(ctx, scripts.ReadRelease, keys, o.Token, o.Channel))
+}
+
+// Decode implements Op: read_release.lua's replies are release.lua's.
+func (*ReadRelease) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds) }
+
+// Owable reports whether a release that failed with err should be
+// delivered later: it may not have reached the node, and dropping a
+// reader twice drops nothing more.
+func (*ReadRelease) Owable(err error) bool { return (&Release{}).Owable(err) }

@@ -1,0 +1,40 @@
+-- read_acquire takes a read hold of a reader-writer lock on this node: it
+-- drops the readers that expired, then admits the caller unless a writer
+-- holds the lock, or a writer waits (writers are not starved: while one
+-- waits, no new reader gets in). A caller that is already a reader (the
+-- client resent this request after losing the reply of a try that was
+-- applied) is re-armed.
+--
+-- KEYS[1]  the lock name (see rw.lua, which scripts.go puts in front of
+--          this file)
+-- KEYS[2]  the key where a waiting writer marks itself (see
+--          write_acquire.lua); absent where a Redis Cluster cannot keep it
+--          in the name's slot
+-- ARGV[1]  the caller's token
+-- ARGV[2]  the time to live, in milliseconds
+-- ARGV[3]  the least uptime, in whole seconds, at which this node may grant;
+--          "0" for no check (see recovering in guard.lua)
+--
+-- Returns {status, n}:
+--   { 1, 0}       granted: the caller is a reader until ARGV[2] ms from now
+--   { 0, 0}       refused: a writer (or a Mutex) holds the lock
+--   { 0, 1}       refused: a writer waits
+--   {-1, uptime}  refused: the node has been up only `uptime` seconds
+--   an error reply KEYS[1] holds what no lock leaves
+local up = recovering(ARGV[3])
+if up then
+	return {-1, up}
+end
+local state, t = readers(KEYS[1])
+if type(state) == "table" then
+	return state
+end
+if state == "lock" then
+	return {0, 0}
+end
+local again = state == "readers" and redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1
+if not again and #KEYS > 1 and redis.call("EXISTS", KEYS[2]) == 1 then
+	return {0, 1}
+end
+hold(KEYS[1], ARGV[1], t, ARGV[2])
+return {1, 0}

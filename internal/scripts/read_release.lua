@@ -1,0 +1,37 @@
+-- read_release drops the caller's read hold of a reader-writer lock; when
+-- it was the last reader, the lock is free, and waiters are told.
+--
+-- KEYS[1]  the lock name (see rw.lua, which scripts.go puts in front of
+--          this file, after announce.lua)
+-- KEYS[2]  the lock's queue of waiters; absent when there is none, or
+--          ARGV[2] is ""
+-- ARGV[1]  the caller's token
+-- ARGV[2]  the channel to announce the release on; "" for none (the undo
+--          of a failed attempt frees nothing anyone waits for)
+--
+-- Returns, when the caller was no live reader (its hold expired, or an
+-- earlier try of this same release, resent by the client, dropped it), the
+-- node's run id (see server in stored.lua), or 0 for a release that
+-- announces nothing; an error reply when KEYS[1] holds what no lock leaves.
+-- When the caller was a reader, it is dropped and the script returns 1,
+-- plus, when it was the last reader and ARGV[2] is set, announce(...): 2 ×
+-- the clients the announcement reached, + 1 when it named a waiter (the
+-- oldest, popped from the queue, goes first, as for a lock).
+local state = readers(KEYS[1])
+if type(state) == "table" then
+	return state
+end
+if state ~= "readers" or redis.call("HDEL", KEYS[1], ARGV[1]) == 0 then
+	if ARGV[2] ~= "" then
+		return server()
+	end
+	return 0
+end
+if redis.call("HLEN", KEYS[1]) > 1 then
+	return 1 -- other readers hold it: no one waits for this release
+end
+redis.call("DEL", KEYS[1])
+if ARGV[2] == "" then
+	return 1
+end
+return 1 + announce(ARGV[2], ARGV[1], next_waiter())

@@ -1,0 +1,58 @@
+-- write_acquire takes the write lock of a reader-writer lock on this node:
+-- as acquire.lua takes a plain lock, except that live readers refuse it and
+-- the refused writer marks itself waiting, so that no new reader gets in
+-- (see read_acquire.lua) until it holds the lock or its mark expires.
+--
+-- KEYS[1]  the lock name (see rw.lua, which scripts.go puts in front of
+--          this file)
+-- KEYS[2]  the key where a waiting writer marks itself: its id, with the
+--          lock's TTL, re-armed at each refused attempt, and deleted by its
+--          grant
+-- KEYS[3]  the name's fencing counter; absent when the lock is not fenced
+-- ARGV[1]  the caller's token
+-- ARGV[2]  the time to live, in milliseconds
+-- ARGV[3]  the least uptime, in whole seconds, at which this node may grant;
+--          "0" for no check (see recovering in guard.lua)
+-- ARGV[4]  the writer's id: the same for all its attempts, unlike ARGV[1]
+--
+-- Returns acquire.lua's replies: {1, counter} granted, {0, counter, holder}
+-- held by another writer or a Mutex, {0, counter} held by readers (or a
+-- reentrant Mutex), {-1, uptime} refused while the node recovers, or an
+-- error reply when KEYS[1] holds what no lock leaves.
+local up = recovering(ARGV[3])
+if up then
+	return {-1, up}
+end
+local n = "0"
+if #KEYS > 2 then
+	n = redis.call("GET", KEYS[3]) or "0"
+end
+local state = readers(KEYS[1])
+if type(state) == "table" then
+	return state
+end
+if state == "none" then
+	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+	if redis.call("GET", KEYS[2]) == ARGV[4] then
+		redis.call("DEL", KEYS[2])
+	end
+	return {1, n}
+end
+if state == "readers" then
+	local waiting = redis.call("GET", KEYS[2])
+	if not waiting or waiting == ARGV[4] then
+		redis.call("SET", KEYS[2], ARGV[4], "PX", ARGV[2])
+	end
+	return {0, n}
+end
+local holder = stored(KEYS[1])
+if type(holder) == "table" then
+	return holder
+end
+if holder == ARGV[1] then
+	return {1, n}
+end
+if holder then
+	return {0, n, holder}
+end
+return {0, n}

@@ -1,0 +1,237 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// RWMutex is a handle on one named reader-writer lock of a [Redlock]: any
+// number of readers hold it at once, or one writer alone. Create it with
+// [Redlock.NewRWMutex].
+//
+// Readers and a writer each hold the lock on a majority of the nodes, as a
+// [Mutex] does; no node lets a writer in beside readers or another writer,
+// so a reader's majority and a writer's never overlap in time.
+//
+// Writers are not starved. A writer's attempt that finds readers on a node
+// leaves a mark there that it waits; while the mark stands, the node
+// admits no new reader. Readers already in keep their holds, and may
+// extend them; the writer gets the lock once the last of them released it
+// or let it expire. So a writer waits at most as long as the readers that
+// were in when it began to wait still hold: one TTL after their last
+// extension, or, for readers that renew (WithRenewal, DoRead), until they
+// release. The mark lives for one TTL after the writer's last attempt: a
+// writer that gives up keeps new readers out for at most one TTL.
+//
+// A Mutex and an RWMutex of the same name exclude each other: to an
+// RWMutex a Mutex is a writer, and to a Mutex the readers and the writer
+// are a holder.
+//
+// An RWMutex value is one holder: it holds the write lock, a read lock, or
+// nothing. Lock and TryLock fail at once, without I/O, while it holds a
+// read lock (a read lock is never upgraded: RUnlock first), and RLock and
+// TryRLock while it holds the write lock. For several readers in one
+// process, use several RWMutex values. Extend, Until, Done and Err act on
+// the lock it took last. Like a Mutex, it is safe for use by several
+// goroutines.
+type RWMutex struct {
+	w  *Mutex     // the write lock
+	rd *Semaphore // the read lock: shared holds, on a majority
+
+	mu      sync.Mutex // guards reading
+	reading bool       // the lock taken last is the read lock
+}
+
+// NewRWMutex returns a reader-writer lock called name. The name is the
+// lock's key on every node, as for a [Mutex]: a writer's token, or the
+// readers' hash (each reader's token and when it expires); a waiting
+// writer's mark is kept beside it, name + ":redlock:writer".
+//
+// The options override, for this lock only, those given to [New].
+// [WithFencing] gives each write acquisition a fencing token (see
+// [RWMutex.Fence]); read locks have none. [WithRenewal] renews both kinds
+// of hold. [WithReplicaAck] applies to the write lock only. [WithReentrant]
+// and [WithQuorum] are not supported. NewRWMutex does no I/O; it returns
+// an error wrapping [ErrInvalidArgument] for an empty name or an invalid
+// option, and [ErrClosed] after [Redlock.Close].
+func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
+	if name == "" {
+		return nil, invalid("empty lock name")
+	}
+	cfg := r.cfg
+	cfg.reentrant = false // a default for mutexes
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	if cfg.reentrant {
+		return nil, invalid("a reader-writer lock is not reentrant")
+	}
+	if r.sharded && node.Slotted(name, node.IntentKey(name)) == "" {
+		return nil, invalid("lock name %q has braces but no hash tag, so a waiting writer's mark cannot share its Redis Cluster slot; "+
+			"give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
+	}
+	w, err := r.mutexWith(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	w.intent, w.writer = node.IntentKey(name), uuid.NewString()
+	rcfg := w.cfg
+	rcfg.fencing, rcfg.ack = false, node.Ack{}
+	rd := &Semaphore{r: r, name: name, quorum: quorum(r.pool.size()), kind: reading{}, cfg: rcfg,
+		report: r.reporter(rcfg.observer), order: r.mutexes.Add(1)}
+	return &RWMutex{w: w, rd: rd}, nil
+}
+
+// Name returns the lock's name, which is its key on every node.
+func (rw *RWMutex) Name() string { return rw.w.name }
+
+// Lock takes the write lock as [Mutex.Lock] takes a lock, waiting while
+// readers or another writer hold it (see [RWMutex] for the readers'
+// rule). It fails at once, without I/O, while this RWMutex holds a read
+// lock.
+func (rw *RWMutex) Lock(ctx context.Context) error {
+	return rw.write(func() error { return rw.w.Lock(ctx) })
+}
+
+// TryLock makes one attempt to take the write lock, as [Mutex.TryLock]
+// does. A refused attempt still marks the writer waiting where readers
+// hold the lock. It fails at once, without I/O, while this RWMutex holds a
+// read lock.
+func (rw *RWMutex) TryLock(ctx context.Context) error {
+	return rw.write(func() error { return rw.w.TryLock(ctx) })
+}
+
+// Unlock releases the write lock, as [Mutex.Unlock] does.
+func (rw *RWMutex) Unlock(ctx context.Context) error { return rw.w.Unlock(ctx) }
+
+// RLock takes a read lock, trying again until it succeeds, its context
+// ends or it has made the number of attempts set by [WithTries], waiting
+// between attempts as [Mutex.Lock] does (a writer's release, or the last
+// reader's, is announced). It waits while a writer holds the lock or waits
+// for it. On failure it returns an error wrapping [ErrNotAcquired]. It
+// fails at once, without I/O, while this RWMutex holds the write lock.
+func (rw *RWMutex) RLock(ctx context.Context) error {
+	return rw.read(func() error { return rw.rd.Acquire(ctx) })
+}
+
+// TryRLock makes one attempt to take a read lock: every node at once is
+// asked to admit a new random token as a reader, and it succeeds when a
+// majority did with validity left (see [RWMutex.Until]), as
+// [Mutex.TryLock] does; it undoes a failed attempt the same way. It fails
+// at once, without I/O, while this RWMutex holds the write lock.
+func (rw *RWMutex) TryRLock(ctx context.Context) error {
+	return rw.read(func() error { return rw.rd.TryAcquire(ctx) })
+}
+
+// RUnlock releases the read lock: on every node, a script drops this
+// acquisition's token from the readers; the last reader's release frees
+// the lock and announces it to waiters. Its outcomes are
+// [Mutex.Unlock]'s.
+func (rw *RWMutex) RUnlock(ctx context.Context) error { return rw.rd.Release(ctx) }
+
+// errReadHeld and errWriteHeld are the failures of an acquisition that the
+// RWMutex's own state refused, without I/O.
+var (
+	errReadHeld  = fmt.Errorf("%w: this RWMutex holds a read lock (a read lock is not upgraded: RUnlock it first)", ErrNotAcquired)
+	errWriteHeld = fmt.Errorf("%w: this RWMutex holds the write lock", ErrNotAcquired)
+)
+
+// write takes the write lock with take, unless a read lock is held.
+func (rw *RWMutex) write(take func() error) error {
+	if rw.holdsRead() {
+		return errReadHeld
+	}
+	return rw.took(false, take())
+}
+
+// read takes a read lock with take, unless the write lock is held.
+func (rw *RWMutex) read(take func() error) error {
+	if rw.holdsWrite() {
+		return errWriteHeld
+	}
+	return rw.took(true, take())
+}
+
+// took notes which lock was taken last when err is nil, and returns err.
+func (rw *RWMutex) took(reading bool, err error) error {
+	if err == nil {
+		rw.mu.Lock()
+		rw.reading = reading
+		rw.mu.Unlock()
+	}
+	return err
+}
+
+func (rw *RWMutex) holdsRead() bool {
+	s := rw.rd
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy || s.lease != nil && s.lease.err == nil
+}
+
+func (rw *RWMutex) holdsWrite() bool {
+	m := rw.w
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lease != nil && m.lease.err == nil
+}
+
+// last reports whether the lock taken last is the read lock.
+func (rw *RWMutex) last() bool {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	return rw.reading
+}
+
+// Extend extends the lock taken last, as [Mutex.Extend] does; a read lock
+// is extended even while a writer waits.
+func (rw *RWMutex) Extend(ctx context.Context) error {
+	if rw.last() {
+		return rw.rd.Extend(ctx)
+	}
+	return rw.w.Extend(ctx)
+}
+
+// Until returns the end of the validity window of the lock taken last (see
+// [Mutex.Until]); the zero Time when it is not held.
+func (rw *RWMutex) Until() time.Time {
+	if rw.last() {
+		return rw.rd.Until()
+	}
+	return rw.w.Until()
+}
+
+// Done returns a channel that is closed when the lock taken last ends, as
+// [Mutex.Done] does; a closed channel when none was taken.
+func (rw *RWMutex) Done() <-chan struct{} {
+	if rw.last() {
+		return rw.rd.Done()
+	}
+	return rw.w.Done()
+}
+
+// Err returns nil while the lock taken last lasts and, once
+// [RWMutex.Done] is closed, why it ended (see [Mutex.Err]).
+func (rw *RWMutex) Err() error {
+	if rw.last() {
+		return rw.rd.Err()
+	}
+	return rw.w.Err()
+}
+
+// Fence returns the write lock's fencing token (see [WithFencing]): greater
+// than the token of every earlier write acquisition of this name. It is 0
+// while no write lock is held, and for a lock not fenced.
+func (rw *RWMutex) Fence() uint64 {
+	if rw.last() {
+		return 0
+	}
+	return rw.w.Fence()
+}
