@@ -57,23 +57,72 @@ func redlockImpl(name string, clients []redis.UniversalClient, opts ...redlock.O
 
 // redlockImplOf locks the Mutex newMutex makes for each key.
 func redlockImplOf(name string, clients []redis.UniversalClient, newMutex func(*redlock.Redlock, string) (*redlock.Mutex, error), opts ...redlock.Option) impl {
+	return redlockImplWith(name, clients, func(rl *redlock.Redlock, key string) (hold, error) {
+		m, err := newMutex(rl, key)
+		if err != nil {
+			return hold{}, err
+		}
+		return hold{m.TryLock, m.Unlock}, nil
+	}, opts...)
+}
+
+// hold is one holder of a redlock-go primitive: its single attempt and its
+// release.
+type hold struct {
+	try, release func(context.Context) error
+}
+
+// The other primitives, beside the Mutex: a semaphore of three permits,
+// and a reader-writer lock's read and write locks.
+func newSemaphoreImpl(clients []redis.UniversalClient) impl {
+	return redlockImplWith("redlock-go semaphore (3 permits)", clients, func(rl *redlock.Redlock, key string) (hold, error) {
+		s, err := rl.NewSemaphore(key, 3)
+		if err != nil {
+			return hold{}, err
+		}
+		return hold{s.TryAcquire, s.Release}, nil
+	})
+}
+
+func newReadImpl(clients []redis.UniversalClient) impl {
+	return redlockImplWith("redlock-go RWMutex read", clients, func(rl *redlock.Redlock, key string) (hold, error) {
+		rw, err := rl.NewRWMutex(key)
+		if err != nil {
+			return hold{}, err
+		}
+		return hold{rw.TryRLock, rw.RUnlock}, nil
+	})
+}
+
+func newWriteImpl(clients []redis.UniversalClient) impl {
+	return redlockImplWith("redlock-go RWMutex write", clients, func(rl *redlock.Redlock, key string) (hold, error) {
+		rw, err := rl.NewRWMutex(key)
+		if err != nil {
+			return hold{}, err
+		}
+		return hold{rw.TryLock, rw.Unlock}, nil
+	})
+}
+
+// redlockImplWith takes the hold newHold makes for each key.
+func redlockImplWith(name string, clients []redis.UniversalClient, newHold func(*redlock.Redlock, string) (hold, error), opts ...redlock.Option) impl {
 	rl, err := redlock.New(clients, append([]redlock.Option{redlock.WithTTL(ttl)}, opts...)...)
 	if err != nil {
 		panic(err)
 	}
 	im := impl{name: name, nodes: len(clients), close: func() { _ = rl.Close(context.Background()) }}
 	im.lock = func(ctx context.Context, key string) (func(context.Context) error, error) {
-		m, err := newMutex(rl, key)
+		h, err := newHold(rl, key)
 		if err != nil {
 			return nil, err
 		}
-		if err := m.TryLock(ctx); err != nil {
+		if err := h.try(ctx); err != nil {
 			if errors.Is(err, redlock.ErrNotAcquired) {
 				return nil, errBusy
 			}
 			return nil, err
 		}
-		return m.Unlock, nil
+		return h.release, nil
 	}
 	return im
 }

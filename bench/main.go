@@ -88,7 +88,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 type factory func([]redis.UniversalClient) impl
 
-var factories = []factory{newRedlockImpl, newRedsyncImpl, newRawImpl, newBsmImpl, newMultiImpl}
+var factories = []factory{newRedlockImpl, newRedsyncImpl, newRawImpl, newBsmImpl, newMultiImpl, newReadImpl, newWriteImpl, newSemaphoreImpl}
 
 func run() error {
 	ctx := context.Background()
