@@ -81,34 +81,16 @@ const (
 // for an [RWMutex]'s read lock "RLock", "TryRLock", "RUnlock", "ExtendRead"
 // (its write lock's calls are a Mutex's).
 func (k OpKind) String() string {
-	switch k {
-	case OpRLock:
-		return "RLock"
-	case OpTryRLock:
-		return "TryRLock"
-	case OpRUnlock:
-		return "RUnlock"
-	case OpExtendRead:
-		return "ExtendRead"
-	case OpAcquire:
-		return "Acquire"
-	case OpTryAcquire:
-		return "TryAcquire"
-	case OpRelease:
-		return "Release"
-	case OpExtendPermit:
-		return "ExtendPermit"
-	case OpLock:
-		return "Lock"
-	case OpTryLock:
-		return "TryLock"
-	case OpUnlock:
-		return "Unlock"
-	case OpExtend:
-		return "Extend"
+	if k == 0 || int(k) >= len(opNames) {
+		return "unknown"
 	}
-	return "unknown"
+	return opNames[k]
 }
+
+// opNames are the OpKinds' names, by value.
+var opNames = [...]string{OpLock: "Lock", OpTryLock: "TryLock", OpUnlock: "Unlock", OpExtend: "Extend",
+	OpAcquire: "Acquire", OpTryAcquire: "TryAcquire", OpRelease: "Release", OpExtendPermit: "ExtendPermit",
+	OpRLock: "RLock", OpTryRLock: "TryRLock", OpRUnlock: "RUnlock", OpExtendRead: "ExtendRead"}
 
 // Op is one call an [Observer] sees.
 type Op struct {

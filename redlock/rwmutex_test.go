@@ -189,3 +189,41 @@ func TestRWMutexBadInput(t *testing.T) {
 	_, err := r2.NewRWMutex("doc")
 	assert.NoError(t, err, "a reentrant default is for mutexes")
 }
+
+// A name that cannot keep the writer's mark in its Cluster slot is refused.
+func TestRWMutexClusterSlot(t *testing.T) {
+	r, fs := newFakeRedlock(t, 3)
+	fs[0].Sharded = true
+	r2, err := newRedlock(nodetest.Nodes(fs))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r2.Close(context.Background()) })
+	_, err = r2.NewRWMutex("a{}b")
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.ErrorContains(t, err, "hash tag")
+	_, err = r2.NewRWMutex("{doc}")
+	assert.NoError(t, err)
+	_, err = r.NewRWMutex("a{}b")
+	assert.NoError(t, err, "not a Cluster")
+}
+
+// The Observer sees reads with their own kinds, writes as a Mutex's.
+func TestRWMutexObserved(t *testing.T) {
+	rec := &recorder{}
+	r, _, free := newRW(t, WithObserver(rec))
+	ctx := t.Context()
+	rw := newRWMutex(t, r, "doc")
+	require.NoError(t, rw.RLock(ctx))
+	require.NoError(t, rw.Extend(ctx))
+	require.NoError(t, rw.RUnlock(ctx))
+	free("doc")
+	require.NoError(t, rw.TryRLock(ctx))
+	require.NoError(t, rw.RUnlock(ctx))
+	free("doc")
+	require.NoError(t, rw.TryLock(ctx))
+	require.NoError(t, rw.Unlock(ctx))
+	calls, _, holds, _ := rec.snapshot()
+	assert.Equal(t, []string{"start RLock #1", "end RLock #1", "start ExtendRead #2", "end ExtendRead #2",
+		"start RUnlock #3", "hold doc", "end RUnlock #3", "start TryRLock #4", "end TryRLock #4", "start RUnlock #5", "hold doc", "end RUnlock #5",
+		"start TryLock #6", "end TryLock #6", "start Unlock #7", "hold doc", "end Unlock #7"}, calls)
+	assert.Len(t, holds, 3)
+}

@@ -198,7 +198,6 @@ var SemRelease = &Script{Source: storedSource + announceSource + clockSource + s
 // semaphore.
 var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "29c3652d7170c8298cddddfa58e9bdef2526ac3c"}
 
-// All is every script a lock node runs, to load into its cache at once.
 // ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
 var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "b4fa4bd3230d2e1ec5f85edfb725653a4398702c"}
 
@@ -211,6 +210,7 @@ var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
 var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "10dbac911d566abb8d6438adc53fc2fb71414247"}
 
+// All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,
 	AcquireMulti, ReleaseMulti, ExtendMulti, SemAcquire, SemRelease, SemExtend,
 	ReadAcquire, ReadExtend, ReadRelease, WriteAcquire}
