@@ -227,3 +227,45 @@ func TestRWMutexObserved(t *testing.T) {
 		"start TryLock #6", "end TryLock #6", "start Unlock #7", "hold doc", "end Unlock #7"}, calls)
 	assert.Len(t, holds, 3)
 }
+
+// ForceUnlock frees a name whoever holds it: the readers of an RWMutex, or
+// the holders of a semaphore, who find out at their next extension.
+func TestForceUnlockReadersAndPermits(t *testing.T) {
+	r, servers, free := newRW(t)
+	ctx := t.Context()
+	a, b := newRWMutex(t, r, "doc"), newRWMutex(t, r, "doc")
+	require.NoError(t, a.RLock(ctx))
+	require.NoError(t, b.RLock(ctx))
+	out, err := r.ForceUnlock(ctx, "doc")
+	require.NoError(t, err)
+	deleted := 0
+	for _, fr := range out {
+		require.NoError(t, fr.Err)
+		if fr.Deleted {
+			deleted++
+			assert.Contains(t, []string{tokenOfLease(a.rd), tokenOfLease(b.rd)}, fr.Holder, "a reader, not the marker")
+		}
+	}
+	assert.GreaterOrEqual(t, deleted, 2)
+	require.ErrorIs(t, a.Extend(ctx), ErrLockLost)
+	free("doc")
+
+	sem, err := r.NewSemaphore("jobs", 2)
+	require.NoError(t, err)
+	require.NoError(t, sem.Acquire(ctx))
+	out, err = r.ForceUnlock(ctx, "jobs")
+	require.NoError(t, err)
+	for _, fr := range out {
+		require.NoError(t, fr.Err, "a semaphore is forced free as a lock is")
+	}
+	require.ErrorIs(t, sem.Extend(ctx), ErrLockLost)
+	for _, s := range servers {
+		assert.False(t, s.Exists("jobs"))
+	}
+}
+
+func tokenOfLease(s *Semaphore) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease.token
+}

@@ -15,24 +15,35 @@
 -- Returns {0, "", "none"} when the key was absent; {1 + announce(...),
 -- holder, kind} when it held a lock, now deleted: announce returned 2 × the
 -- clients that heard it, + 1 when it named a waiter; holder is the plain
--- lock's token or the reentrant lock's owner id; kind "string" or "hash".
+-- lock's (or writer's) token, the reentrant lock's owner id, or the token
+-- of one of the holders of a semaphore or of a reader-writer lock's
+-- readers; kind "string", "hash" or "zset" (a semaphore). A semaphore's
+-- permit count, kept beside it, expires with the permits it counted.
 -- An error reply, deleting nothing, when KEYS[1] holds something that is
--- not a lock (see alien in stored.lua).
-local bad = alien(KEYS[1])
-if bad then
-	return bad
-end
+-- not a lock (see alien in stored.lua) nor a semaphore.
 local kind = redis.call("TYPE", KEYS[1]).ok
 if kind == "none" then
 	return {0, "", "none"}
 end
-local holder, id
+if kind ~= "zset" or redis.call("PTTL", KEYS[1]) == -1 then
+	local bad = alien(KEYS[1])
+	if bad then
+		return bad
+	end
+end
+local holder, id = "", ARGV[2]
 if kind == "string" then
 	holder = redis.call("GET", KEYS[1])
 	id = holder
+elseif kind == "zset" then
+	holder = redis.call("ZRANGE", KEYS[1], 0, 0)[1] or ""
 else
-	holder = redis.call("HGETALL", KEYS[1])[1] or ""
-	id = ARGV[2]
+	for _, field in ipairs(redis.call("HKEYS", KEYS[1])) do
+		if field ~= "redlock:readers" then -- a reader-writer lock's marker (see rw.lua)
+			holder = field
+			break
+		end
+	end
 end
 redis.call("DEL", KEYS[1])
 local waiter = next_waiter()

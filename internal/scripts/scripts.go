@@ -160,7 +160,7 @@ var Inspect = &Script{Source: storedSource + inspectSource, Hash: "b2a88b857a77f
 // absent, else {1 + 2 × the clients that heard it (+ 1 when it named a
 // waiter), holder, kind}, or an error reply, deleting nothing, when KEYS[1]
 // holds something that is not a lock. It never touches the fencing counter.
-var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "2d459790cb827aebc68d14571bd736b59f1b4e8c"}
+var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "5713f7da69332cf41e509c2fcadd9ca4c906eada"}
 
 // AcquireMulti sets every key of KEYS to ARGV[1] with ttl ARGV[2] ms if
 // each is absent or holds ARGV[1] already, else sets none, unless the node
