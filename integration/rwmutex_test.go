@@ -163,3 +163,34 @@ func mostAtOnce(ws []window) int {
 	most, _ := log.maxOverlap()
 	return most
 }
+
+// A node up for less than the restart delay refuses readers and writers,
+// changing nothing; on real Redis the readers' hash keeps its marker out
+// of ForceUnlock's report.
+func TestRWMutexRestartDelay(t *testing.T) {
+	c := startCluster(t, 3)
+	rl := newRedlock(t, c, redlock.WithRestartDelay(time.Hour))
+	rw, err := rl.NewRWMutex("rw:delay", redlock.WithTTL(time.Minute))
+	require.NoError(t, err)
+	for _, take := range []func(context.Context) error{rw.TryRLock, rw.TryLock} {
+		err = take(t.Context())
+		require.ErrorIs(t, err, redlock.ErrNotAcquired)
+		assert.ErrorIs(t, err, redlock.ErrNodeRecovering, "every node has been up for seconds, not an hour")
+	}
+	for _, n := range inspector(t, c) {
+		assert.Zero(t, n.Exists(t.Context(), "rw:delay", "rw:delay:redlock:writer").Val())
+	}
+
+	plain := newRedlock(t, c)
+	reader, err := plain.NewRWMutex("rw:forced")
+	require.NoError(t, err)
+	require.NoError(t, reader.RLock(t.Context()))
+	out, err := plain.ForceUnlock(t.Context(), "rw:forced")
+	require.NoError(t, err)
+	for _, fr := range out {
+		if fr.Deleted {
+			assert.NotEqual(t, "redlock:readers", fr.Holder, "a reader's token, not the marker")
+		}
+	}
+	require.ErrorIs(t, reader.Extend(t.Context()), redlock.ErrLockLost)
+}
