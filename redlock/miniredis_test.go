@@ -109,7 +109,7 @@ func TestSetFenced(t *testing.T) {
 // lock, and a key of another type still a node error.
 func TestInspectSemaphoreOnMiniredis(t *testing.T) {
 	servers, clients := nodetest.Miniredis(t, 3)
-	r, err := New(clients)
+	r, err := New(clients, WithNodeTimeout(time.Second)) // a loaded machine is no node failure here
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
 	a, err := r.NewSemaphore("jobs", 2, WithTTL(10*time.Second))

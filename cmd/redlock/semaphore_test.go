@@ -39,7 +39,7 @@ func semNodes(t *testing.T, n int) ([]*miniredis.Miniredis, []redis.UniversalCli
 // test ends.
 func newSemaphore(t *testing.T, clients []redis.UniversalClient, name string, permits int) *redlock.Semaphore {
 	t.Helper()
-	rl, err := redlock.New(clients)
+	rl, err := redlock.New(clients, redlock.WithNodeTimeout(time.Second))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, rl.Close(context.Background())) })
 	s, err := rl.NewSemaphore(name, permits, redlock.WithTTL(time.Minute))
@@ -52,12 +52,12 @@ func TestRunPermitsRenewsAndReleases(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	// A TTL of 300ms and a command of a second: only renewal keeps the
-	// permit (without it, the command is stopped and redlock exits 70).
-	code := cli([]string{"run", "--nodes", urls, "--permits", "2", "--ttl", "300ms", "jobs", "--",
-		"sh", "-c", `sleep 1; echo "$REDLOCK_NAME $REDLOCK_PERMITS ${REDLOCK_FENCE-unset}" > ` + out}, env(nil), &stdout, &stderr)
+	// A TTL of 1s and a command of 2.5s: only renewal keeps the permit
+	// (without it, the command is stopped and redlock exits 70).
+	code := cli([]string{"run", "--nodes", urls, "--permits", "2", "--ttl", "1s", "jobs", "--",
+		"sh", "-c", `sleep 2.5; echo "$REDLOCK_NAME $REDLOCK_PERMITS ${REDLOCK_FENCE-unset}" > ` + out}, env(nil), &stdout, &stderr)
 	require.Equal(t, exitOK, code, stderr.String())
-	assert.GreaterOrEqual(t, time.Since(start), time.Second)
+	assert.GreaterOrEqual(t, time.Since(start), 2500*time.Millisecond)
 	got, err := os.ReadFile(out)
 	require.NoError(t, err)
 	assert.Equal(t, "jobs 2 unset\n", string(got))
@@ -105,13 +105,16 @@ func TestRunPermitsBusyAndMisconfigured(t *testing.T) {
 
 func TestRunPermitsLost(t *testing.T) {
 	servers, _, urls := semNodes(t, 3)
+	running := filepath.Join(t.TempDir(), "running")
 	var stdout, stderr bytes.Buffer
 	done := make(chan int, 1)
 	start := time.Now()
 	go func() {
-		done <- cli([]string{"run", "--nodes", urls, "--permits", "2", "--ttl", "600ms", "jobs", "--", "sleep", "30"}, env(nil), &stdout, &stderr)
+		done <- cli([]string{"run", "--nodes", urls, "--permits", "2", "--ttl", "2s", "jobs", "--",
+			"sh", "-c", `touch "$1"; sleep 30`, "sh", running}, env(nil), &stdout, &stderr)
 	}()
-	require.Eventually(t, func() bool { return servers[0].Exists("jobs") }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { _, err := os.Stat(running); return err == nil }, 5*time.Second, time.Millisecond,
+		"the command runs: %s", &stderr)
 	// The default quorum for 2 permits on 3 nodes is all 3: a permit gone
 	// from one node is lost for good, which the next renewal finds.
 	servers[0].Del("jobs")
