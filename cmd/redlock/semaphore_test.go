@@ -52,12 +52,13 @@ func TestRunPermitsRenewsAndReleases(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	// A TTL of 1s and a command of 2.5s: only renewal keeps the permit
-	// (without it, the command is stopped and redlock exits 70).
-	code := cli([]string{"run", "--nodes", urls, "--permits", "2", "--ttl", "1s", "jobs", "--",
-		"sh", "-c", `sleep 2.5; echo "$REDLOCK_NAME $REDLOCK_PERMITS ${REDLOCK_FENCE-unset}" > ` + out}, env(nil), &stdout, &stderr)
+	// A TTL of 2s and a command of 3s: only renewal keeps the permit
+	// (without it, the command is stopped and redlock exits 70). --wait
+	// lets an attempt that a loaded machine made too slow be tried again.
+	code := cli([]string{"run", "--nodes", urls, "--permits", "2", "--ttl", "2s", "--wait", "10s", "jobs", "--",
+		"sh", "-c", `sleep 3; echo "$REDLOCK_NAME $REDLOCK_PERMITS ${REDLOCK_FENCE-unset}" > ` + out}, env(nil), &stdout, &stderr)
 	require.Equal(t, exitOK, code, stderr.String())
-	assert.GreaterOrEqual(t, time.Since(start), 2500*time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(start), 3*time.Second)
 	got, err := os.ReadFile(out)
 	require.NoError(t, err)
 	assert.Equal(t, "jobs 2 unset\n", string(got))
@@ -110,7 +111,7 @@ func TestRunPermitsLost(t *testing.T) {
 	done := make(chan int, 1)
 	start := time.Now()
 	go func() {
-		done <- cli([]string{"run", "--nodes", urls, "--permits", "2", "--ttl", "2s", "jobs", "--",
+		done <- cli([]string{"run", "--nodes", urls, "--permits", "2", "--ttl", "2s", "--wait", "10s", "jobs", "--",
 			"sh", "-c", `touch "$1"; sleep 30`, "sh", running}, env(nil), &stdout, &stderr)
 	}()
 	require.Eventually(t, func() bool { _, err := os.Stat(running); return err == nil }, 5*time.Second, time.Millisecond,
