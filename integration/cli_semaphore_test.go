@@ -31,7 +31,7 @@ func TestCLISemaphore(t *testing.T) {
 
 	procs := make([]*proc, copies)
 	for i := range procs {
-		procs[i] = cli.start(t, "run", "--permits", permits, "--ttl", "1s", "--wait", "30s", name, "--", "sh", "-c", script, "sh", log)
+		procs[i] = cli.start(t, "run", "--permits", permits, "--ttl", "2s", "--wait", "30s", name, "--", "sh", "-c", script, "sh", log)
 	}
 	require.Eventually(t, func() bool {
 		running := 0
@@ -41,17 +41,20 @@ func TestCLISemaphore(t *testing.T) {
 			}
 		}
 		return running >= 2
-	}, 20*time.Second, 10*time.Millisecond, "two commands running")
+	}, 20*time.Second, 10*time.Millisecond, "two commands running; stderr %q %q %q",
+		procs[0].stderr, procs[1].stderr, procs[2].stderr)
 
 	code, out, stderr := cli.run(t, "status", name)
 	require.Equal(t, 0, code, stderr)
 	t.Logf("redlock status %s:\n%s", name, out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 6, out)
+	// A holder needs 4 of the 5 nodes: one may have missed a grant (a
+	// node timeout on a loaded machine). No node ever counts 3.
 	for i, l := range lines[:5] {
-		assert.Regexp(t, `^`+c.Addr(i)+`\s+held\s+2 of 2 permits\s+[0-9a-f-]{8} ttl \S+, [0-9a-f-]{8} ttl \S+$`, l)
+		assert.Regexp(t, `^`+c.Addr(i)+`\s+(held\s+[12] of 2 permits\s+[0-9a-f-]{8} ttl \S+(, [0-9a-f-]{8} ttl \S+)?|free)$`, l)
 	}
-	assert.Regexp(t, `^cli:sem: semaphore of 2 permits, 2 held \(quorum 4 of 5 nodes\): [0-9a-f-]{8} on 5, [0-9a-f-]{8} on 5`, lines[5])
+	assert.Regexp(t, `^cli:sem: semaphore of 2 permits, 2 held \(quorum 4 of 5 nodes\): [0-9a-f-]{8} on [45], [0-9a-f-]{8} on [45]`, lines[5])
 
 	for i, p := range procs {
 		assert.Equal(t, 0, p.wait(t), "copy %d: %s", i, p.stderr.String())

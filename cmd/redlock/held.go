@@ -13,10 +13,9 @@ import (
 // held is what run holds while the command runs: a Mutex's lock, or with
 // --permits one of a Semaphore's permits. Both are kept alive until give
 // (the lock by the library's renewal, the permit by renewPermit), and both
-// signal their loss through Done. Name, Extend, Done, Err and Until are
-// the library's own; Quorum is how many nodes must grant it.
+// signal their loss through Done. Extend, Done, Err and Until are the
+// library's own; Quorum is how many nodes must grant it.
 type held interface {
-	Name() string
 	Extend(ctx context.Context) error
 	Done() <-chan struct{}
 	Err() error
