@@ -1,8 +1,11 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -10,8 +13,8 @@ import (
 	"github.com/redlock-go/redlock/internal/node"
 )
 
-// The operator's view of a lock: what every node holds for a name
-// (Redlock.Inspect), and a release whoever holds it (Redlock.ForceUnlock).
+// The operator's view of a lock or semaphore: what every node holds for a
+// name (Redlock.Inspect), and a release whoever holds it (Redlock.ForceUnlock).
 // Neither takes part in the algorithm: each sends one request to every node
 // at once and reports every node's answer, not a quorum's.
 
@@ -32,6 +35,72 @@ type LockState struct {
 	Held int
 	// Quorum is how many nodes a holder needs: N/2+1.
 	Quorum int
+	// Kind is what the name is on the nodes: [KindLock], [KindSemaphore],
+	// or "" when no node that answered holds anything under it. When nodes
+	// differ (a rare, passing state: each kind refuses the other), it is the
+	// kind found on the most nodes, a lock on a tie.
+	Kind string
+	// Semaphore describes the semaphore when Kind is [KindSemaphore]; nil
+	// otherwise. For a semaphore, Holder and Held are "" and 0 (so Locked
+	// is false): its holders are in Semaphore.Holders.
+	Semaphore *SemaphoreState
+}
+
+// The kinds of name [Redlock.Inspect] tells apart, in [LockState.Kind] and
+// [NodeLockState.Kind]. Other primitives may add kinds: callers should
+// treat a kind they do not know as neither.
+const (
+	// KindLock is a [Mutex]'s lock, plain or reentrant.
+	KindLock = "lock"
+	// KindSemaphore is a [Semaphore]'s set of permits.
+	KindSemaphore = "semaphore"
+)
+
+// SemaphoreState is what the nodes held for a semaphore (see
+// [LockState.Semaphore]).
+type SemaphoreState struct {
+	// Permits is the permit count the nodes keep for the name (the count
+	// found on the most nodes); 0 when none keeps one.
+	Permits int
+	// Quorum is how many nodes a holder needs at the default quorum for
+	// Permits, N·Permits/(Permits+1)+1 (see [Semaphore.Quorum]); a
+	// Semaphore given [WithQuorum] counts with its own. 0 when Permits is.
+	Quorum int
+	// Holders has every token admitted on at least one node that answered,
+	// most nodes first (then by token).
+	Holders []PermitHolder
+}
+
+// Held returns how many holders were admitted on at least Quorum nodes:
+// those that hold a permit.
+func (s *SemaphoreState) Held() int {
+	n := 0
+	for _, h := range s.Holders {
+		if s.Quorum > 0 && h.Nodes >= s.Quorum {
+			n++
+		}
+	}
+	return n
+}
+
+// PermitHolder is one holder of a semaphore across the nodes (see
+// [SemaphoreState.Holders]).
+type PermitHolder struct {
+	// Token is the holder's token (a secret of sorts, as
+	// [NodeLockState.Holder] is).
+	Token string
+	// Nodes is how many nodes admitted it.
+	Nodes int
+}
+
+// NodePermit is one live permit of a semaphore on one node (see
+// [NodeLockState.Permits]).
+type NodePermit struct {
+	// Token is the holder's token.
+	Token string
+	// TTL is how long the node was to keep the permit when it answered, by
+	// its own clock.
+	TTL time.Duration
 }
 
 // Locked reports whether one holder held the lock on a quorum of nodes.
@@ -57,7 +126,8 @@ type NodeLockState struct {
 	// Err is why the node could not be read, a [*NodeError]: the node did
 	// not answer within the node timeout, could not be reached, is down
 	// (see [Redlock.Health]), or holds something at the lock's name that is
-	// not a lock ([ErrMisconfigured]). The fields below are then zero.
+	// neither a lock nor a semaphore ([ErrMisconfigured]). The fields below
+	// are then zero.
 	Err error
 	// Held is set when the node holds the lock.
 	Held bool
@@ -77,6 +147,16 @@ type NodeLockState struct {
 	// 0 when it has none: the last fencing token recorded there, whether
 	// or not the lock is held.
 	Fence uint64
+	// Kind is what the node holds under the name: [KindLock],
+	// [KindSemaphore], or "" when nothing (or Err is set).
+	Kind string
+	// PermitCount is a semaphore's permit count as the node keeps it; 0
+	// for a lock, when free, or when the node keeps none.
+	PermitCount int
+	// Permits are a semaphore's live permits on the node, soonest to
+	// expire first; nil for a lock or when free. A semaphore leaves the
+	// lock fields above (Held to Holds) zero.
+	Permits []NodePermit
 }
 
 // Inspect reads what every node holds for the lock called name: whether it
@@ -86,6 +166,11 @@ type NodeLockState struct {
 // failed has its error in [NodeLockState.Err]; a down node (see
 // [Redlock.Health]) is not asked. It takes and changes nothing; it is the
 // library's side of `redlock status`.
+//
+// When name is a [Semaphore], it says so in [LockState.Kind] and reads its
+// permit count and live permits instead: each node's in
+// [NodeLockState.Permits], with the time each has left by that node's
+// clock, and across the nodes in [LockState.Semaphore].
 //
 // It returns an error wrapping [ErrInvalidArgument] for a nil context or an
 // empty name, [ErrClosed] after [Redlock.Close], and, when ctx ended before
@@ -104,7 +189,13 @@ func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) 
 		switch {
 		case rep.Err != nil:
 			ns.Err = &NodeError{Index: i, Addr: ns.Addr, Err: rep.Err}
+		case st.Semaphore:
+			ns.Kind, ns.PermitCount, ns.Fence = KindSemaphore, st.Permits, st.Counter
+			for _, p := range st.Holders {
+				ns.Permits = append(ns.Permits, NodePermit(p))
+			}
 		case st.Held:
+			ns.Kind = KindLock
 			ns.Held, ns.TTL, ns.Holder, ns.Reentrant, ns.Holds, ns.Fence = true, st.TTL, st.Holder, st.Reentrant, st.Holds, st.Counter
 			count[st.Holder]++
 			if count[st.Holder] > s.Held || count[st.Holder] == s.Held && st.Holder < s.Holder {
@@ -115,10 +206,69 @@ func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) 
 		}
 		s.Nodes[i] = ns
 	}
+	s.Kind = kindOf(s.Nodes)
+	if s.Kind == KindSemaphore {
+		s.Holder, s.Held = "", 0 // a lock on a minority of nodes is not this name's holder
+		s.Semaphore = semaphoreState(s.Nodes)
+	}
 	if err != nil {
 		return s, fmt.Errorf("redlock: inspect %q: %w", name, err)
 	}
 	return s, nil
+}
+
+// kindOf is the kind found on the most nodes, a lock on a tie; "" when no
+// node holds anything.
+func kindOf(nodes []NodeLockState) string {
+	locks, sems := 0, 0
+	for _, ns := range nodes {
+		switch ns.Kind {
+		case KindLock:
+			locks++
+		case KindSemaphore:
+			sems++
+		}
+	}
+	switch {
+	case sems > locks:
+		return KindSemaphore
+	case locks > 0:
+		return KindLock
+	}
+	return ""
+}
+
+// semaphoreState gathers the semaphore's permit count and holders from
+// every node that holds it.
+func semaphoreState(nodes []NodeLockState) *SemaphoreState {
+	counts, admitted := map[int]int{}, map[string]int{}
+	for _, ns := range nodes {
+		if ns.Kind != KindSemaphore {
+			continue
+		}
+		if ns.PermitCount > 0 {
+			counts[ns.PermitCount]++
+		}
+		for _, p := range ns.Permits {
+			admitted[p.Token]++
+		}
+	}
+	s := &SemaphoreState{}
+	for k, n := range counts {
+		if n > counts[s.Permits] || n == counts[s.Permits] && k < s.Permits {
+			s.Permits = k
+		}
+	}
+	if s.Permits > 0 {
+		s.Quorum = semQuorum(len(nodes), s.Permits)
+	}
+	for token, n := range admitted {
+		s.Holders = append(s.Holders, PermitHolder{Token: token, Nodes: n})
+	}
+	slices.SortFunc(s.Holders, func(a, b PermitHolder) int {
+		return cmp.Or(cmp.Compare(b.Nodes, a.Nodes), strings.Compare(a.Token, b.Token))
+	})
+	return s
 }
 
 // ForcedRelease is one node's outcome of [Redlock.ForceUnlock].

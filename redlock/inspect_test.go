@@ -294,3 +294,56 @@ func TestLockWithinZeroIsOneAttempt(t *testing.T) {
 		require.NoError(t, m.LockWithin(t.Context(), 0))
 	})
 }
+
+// TestInspectSemaphoreKinds reads a semaphore on the fakes: its holders
+// across the nodes, a holder short of the quorum, and a name whose nodes
+// disagree on its kind.
+func TestInspectSemaphoreKinds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		fs[4].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
+		s := newFakeSemaphore(t, r, "sem", 3, WithTTL(10*time.Second))
+		require.NoError(t, s.TryAcquire(t.Context()))
+		synctest.Wait()
+		fs[0].Sems["sem"].Holders["short"] = time.Now().Add(time.Minute) // admitted on one node only
+
+		st, err := r.Inspect(t.Context(), "sem")
+		require.NoError(t, err)
+		assert.Equal(t, KindSemaphore, st.Kind)
+		assert.Empty(t, st.Holder)
+		assert.Zero(t, st.Held)
+		require.NotNil(t, st.Semaphore)
+		assert.Equal(t, 3, st.Semaphore.Permits)
+		assert.Equal(t, 4, st.Semaphore.Quorum, "5·3/4+1")
+		assert.Equal(t, []PermitHolder{{Token: permitOf(s), Nodes: 4}, {Token: "short", Nodes: 1}}, st.Semaphore.Holders)
+		assert.Equal(t, 1, st.Semaphore.Held())
+		assert.Equal(t, []NodePermit{{Token: permitOf(s), TTL: 10 * time.Second}, {Token: "short", TTL: time.Minute}}, st.Nodes[0].Permits)
+		assert.ErrorIs(t, st.Nodes[4].Err, errBoom)
+		assert.Empty(t, st.Nodes[4].Kind)
+
+		// A lock on two nodes, a semaphore on two: the lock wins the tie.
+		fs[0].Set("mixed", "tok", time.Minute)
+		fs[1].Set("mixed", "tok", time.Minute)
+		for _, f := range fs[2:4] {
+			f.Sems["mixed"] = &nodetest.Sem{Permits: 2, Holders: map[string]time.Time{"p": time.Now().Add(time.Minute)}}
+		}
+		st, err = r.Inspect(t.Context(), "mixed")
+		require.NoError(t, err)
+		assert.Equal(t, KindLock, st.Kind)
+		assert.Nil(t, st.Semaphore)
+		assert.Equal(t, "tok", st.Holder)
+		assert.Equal(t, KindSemaphore, st.Nodes[2].Kind)
+		assert.Equal(t, 2, st.Nodes[2].PermitCount)
+
+		// One more semaphore node: now the semaphore's, and no lock holder.
+		fs[4].Faults(func(n *nodetest.Fake) { n.Err = nil })
+		fs[4].Sems["mixed"] = &nodetest.Sem{Permits: 2, Holders: map[string]time.Time{"p": time.Now().Add(time.Minute)}}
+		st, err = r.Inspect(t.Context(), "mixed")
+		require.NoError(t, err)
+		assert.Equal(t, KindSemaphore, st.Kind)
+		assert.Empty(t, st.Holder)
+		assert.Zero(t, st.Held)
+		assert.Equal(t, []PermitHolder{{Token: "p", Nodes: 3}}, st.Semaphore.Holders)
+		assert.Equal(t, KindLock, st.Nodes[0].Kind, "each node still says what it holds")
+	})
+}

@@ -103,3 +103,93 @@ func TestSetFenced(t *testing.T) {
 	assert.ErrorIs(t, SetFenced(ctx, c, "res", "x", 1<<53), ErrInvalidArgument)
 	assert.ErrorIs(t, SetFenced(nil, c, "res", "x", 1), ErrInvalidArgument) //nolint:staticcheck // a nil context is the point
 }
+
+// TestInspectSemaphoreOnMiniredis reads a semaphore through inspect.lua:
+// its kind, permit count and each node's live permits; a lock is still a
+// lock, and a key of another type still a node error.
+func TestInspectSemaphoreOnMiniredis(t *testing.T) {
+	servers, clients := nodetest.Miniredis(t, 3)
+	r, err := New(clients, WithNodeTimeout(time.Second)) // a loaded machine is no node failure here
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
+	a, err := r.NewSemaphore("jobs", 2, WithTTL(10*time.Second))
+	require.NoError(t, err)
+	b, err := r.NewSemaphore("jobs", 2, WithTTL(20*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, a.TryAcquire(t.Context()))
+	require.NoError(t, b.TryAcquire(t.Context()))
+	// Wait for every node's grant (a quorum suffices to return).
+	require.Eventually(t, func() bool {
+		for _, s := range servers {
+			if n, _ := s.ZMembers("jobs"); len(n) != 2 {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond)
+	// A third holder admitted on one node only: not a quorum.
+	_, err = clients[2].ZAdd(t.Context(), "jobs", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "stray"}).Result()
+	require.NoError(t, err)
+
+	s, err := r.Inspect(t.Context(), "jobs")
+	require.NoError(t, err)
+	assert.Equal(t, KindSemaphore, s.Kind)
+	assert.Empty(t, s.Holder, "a semaphore has no lock holder")
+	assert.Zero(t, s.Held)
+	assert.False(t, s.Locked())
+	assert.Equal(t, 2, s.Quorum, "the lock quorum field is unchanged")
+	require.NotNil(t, s.Semaphore)
+	assert.Equal(t, 2, s.Semaphore.Permits)
+	assert.Equal(t, 3, s.Semaphore.Quorum, "3·2/3+1")
+	assert.Equal(t, 2, s.Semaphore.Held())
+	tokA, tokB := permitOf(a), permitOf(b)
+	first, second := min(tokA, tokB), max(tokA, tokB)
+	assert.Equal(t, []PermitHolder{{Token: first, Nodes: 3}, {Token: second, Nodes: 3}, {Token: "stray", Nodes: 1}}, s.Semaphore.Holders)
+	for i, ns := range s.Nodes {
+		require.NoError(t, ns.Err, "node %d", i)
+		assert.Equal(t, KindSemaphore, ns.Kind)
+		assert.Equal(t, 2, ns.PermitCount)
+		assert.False(t, ns.Held)
+		want := 2
+		if i == 2 {
+			want = 3
+		}
+		require.Len(t, ns.Permits, want, "node %d", i)
+		assert.Equal(t, tokA, ns.Permits[0].Token, "soonest to expire first")
+		assert.InDelta(t, 10*time.Second, ns.Permits[0].TTL, float64(time.Second))
+		assert.Equal(t, tokB, ns.Permits[1].Token)
+		assert.InDelta(t, 20*time.Second, ns.Permits[1].TTL, float64(time.Second))
+	}
+
+	// Expired permits not yet dropped are not shown: a's, 15s later by
+	// node 0's clock, and one written in the past.
+	servers[0].SetTime(time.Now().Add(15 * time.Second))
+	_, err = clients[0].ZAdd(t.Context(), "jobs", redis.Z{Score: float64(time.Now().Add(-time.Second).UnixMilli()), Member: "old"}).Result()
+	require.NoError(t, err)
+	s, err = r.Inspect(t.Context(), "jobs")
+	require.NoError(t, err)
+	require.Len(t, s.Nodes[0].Permits, 1, "by the node's clock, only b's permit is live")
+	assert.Equal(t, tokB, s.Nodes[0].Permits[0].Token)
+	assert.InDelta(t, 5*time.Second, s.Nodes[0].Permits[0].TTL, float64(time.Second))
+
+	// A lock still reads as a lock; another type is still an error.
+	m, err := r.NewMutex("plain")
+	require.NoError(t, err)
+	require.NoError(t, m.Lock(t.Context()))
+	s, err = r.Inspect(t.Context(), "plain")
+	require.NoError(t, err)
+	assert.Equal(t, KindLock, s.Kind)
+	assert.Nil(t, s.Semaphore)
+	assert.Equal(t, KindLock, s.Nodes[0].Kind)
+	assert.Nil(t, s.Nodes[0].Permits)
+	_, err = clients[1].ZAdd(t.Context(), "forever", redis.Z{Score: 1, Member: "x"}).Result()
+	require.NoError(t, err)
+	s, err = r.Inspect(t.Context(), "forever")
+	require.NoError(t, err)
+	assert.ErrorIs(t, s.Nodes[1].Err, ErrMisconfigured, "a sorted set without expiry is no semaphore")
+	assert.Empty(t, s.Kind)
+	s, err = r.Inspect(t.Context(), "nothing")
+	require.NoError(t, err)
+	assert.Empty(t, s.Kind)
+	assert.Nil(t, s.Semaphore)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 const (
 	exitOK         = 0
 	exitUsage      = 64  // EX_USAGE: bad arguments
-	exitSoftware   = 70  // EX_SOFTWARE: the lock was lost while the command ran, or an internal failure
-	exitTempFail   = 75  // EX_TEMPFAIL: the lock was not acquired
+	exitSoftware   = 70  // EX_SOFTWARE: the lock (or permit) was lost while the command ran, or an internal failure
+	exitTempFail   = 75  // EX_TEMPFAIL: the lock (or permit) was not acquired
 	exitCannotExec = 126 // the command was found but could not be executed
 	exitNotFound   = 127 // the command was not found
 )
@@ -33,6 +34,7 @@ type invocation struct {
 	ttl     time.Duration
 	wait    time.Duration
 	fencing bool
+	permits int // run --permits: a semaphore of that many permits; 0 for a lock
 	json    bool
 	argv    []string // run: the command and its arguments
 }
@@ -127,6 +129,7 @@ func newFlagSet(inv *invocation) (fs *flag.FlagSet, nodes *string, force *bool) 
 		fs.DurationVar(&inv.ttl, "ttl", defaultTTL, "")
 		fs.DurationVar(&inv.wait, "wait", 0, "")
 		fs.BoolVar(&inv.fencing, "fencing", false, "")
+		fs.Func("permits", "", func(v string) error { return parsePermits(inv, v) })
 	case "status":
 		fs.BoolVar(&inv.json, "json", false, "")
 	case "unlock":
@@ -175,8 +178,22 @@ func parseRest(inv *invocation, rest []string) error {
 	return checkRunFlags(inv)
 }
 
-// checkRunFlags checks run's --ttl and --wait.
+// parsePermits reads run's --permits: a whole number, at least 1.
+func parsePermits(inv *invocation, v string) error {
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 1 {
+		return fmt.Errorf("--permits must be a whole number of at least 1")
+	}
+	inv.permits = k
+	return nil
+}
+
+// checkRunFlags checks run's --ttl and --wait, and the flags --permits
+// does not go with.
 func checkRunFlags(inv *invocation) error {
+	if inv.permits > 0 && inv.fencing {
+		return usagef("run: --fencing cannot be used with --permits: a semaphore's permits have no fencing tokens")
+	}
 	if inv.ttl <= 0 || inv.ttl%time.Millisecond != 0 {
 		return usagef("run: --ttl must be a positive whole number of milliseconds, got %v", inv.ttl)
 	}

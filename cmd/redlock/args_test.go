@@ -59,6 +59,13 @@ func TestUsageErrors(t *testing.T) {
 		{"status --force", []string{"status", "--force", "job"}, withNodes, "not defined: -force"},
 		{"unlock --json", []string{"unlock", "--force", "--json", "job"}, withNodes, "not defined: -json"},
 		{"name like a flag", []string{"status", "--", "-job"}, withNodes, "starts with '-'"},
+		{"zero permits", []string{"run", "--permits", "0", "job", "--", "true"}, withNodes, "--permits must be a whole number of at least 1"},
+		{"negative permits", []string{"run", "--permits", "-2", "job", "--", "true"}, withNodes, "--permits must be a whole number of at least 1"},
+		{"permits not a number", []string{"run", "--permits", "two", "job", "--", "true"}, withNodes, `invalid value "two" for flag -permits`},
+		{"fractional permits", []string{"run", "--permits", "1.5", "job", "--", "true"}, withNodes, "--permits must be a whole number"},
+		{"permits without a value", []string{"run", "job", "--permits"}, withNodes, "flags go before NAME"},
+		{"permits with fencing", []string{"run", "--permits", "2", "--fencing", "job", "--", "true"}, withNodes, "--fencing cannot be used with --permits"},
+		{"status --permits", []string{"status", "--permits", "2", "job"}, withNodes, "not defined: -permits"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -115,6 +122,16 @@ func TestParseRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "job", inv.name)
 	assert.Equal(t, []string{"ls", "--ttl"}, inv.argv)
+
+	// A semaphore: --permits, with the run flags that go with it.
+	inv, err = parseArgs([]string{"run", "--permits", "3", "--ttl", "5s", "--wait", "2s", "jobs", "--", "true"}, env(map[string]string{"REDLOCK_NODES": nodes}))
+	require.NoError(t, err)
+	assert.Equal(t, 3, inv.permits)
+	assert.Equal(t, 5*time.Second, inv.ttl)
+	assert.Equal(t, 2*time.Second, inv.wait)
+	inv, err = parseArgs([]string{"run", "jobs", "--", "true"}, env(map[string]string{"REDLOCK_NODES": nodes}))
+	require.NoError(t, err)
+	assert.Zero(t, inv.permits, "a lock by default")
 
 	inv, err = parseArgs([]string{"status", "--json", "job"}, env(map[string]string{"REDLOCK_NODES": nodes}))
 	require.NoError(t, err)

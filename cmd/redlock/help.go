@@ -1,10 +1,11 @@
 package main
 
 const overview = `redlock: run commands under a distributed lock held on a majority of
-independent Redis masters (Redlock), and inspect or free such locks.
+independent Redis masters (Redlock), or under a permit of a counting semaphore
+(--permits K: at most K at once), and inspect or free such locks.
 
 Usage:
-  redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing] NAME -- COMMAND [ARGS...]
+  redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing | --permits K] NAME -- COMMAND [ARGS...]
   redlock status [--nodes URLS] [--json] NAME
   redlock unlock --force [--nodes URLS] NAME
   redlock help [SUBCOMMAND]
@@ -16,8 +17,8 @@ independent master, with optional user, password and database
 
 Exit status of run: the command's own (128+N when signal N ended it);
   64  usage error             126 command cannot be executed
-  70  lock lost while the     127 command not found
-      command ran             75  lock not acquired within --wait
+  70  lock (or permit) lost   127 command not found
+      while the command ran   75  lock (or permit) not acquired within --wait
   128+N a signal ended the wait for the lock
 
 Examples:
@@ -28,6 +29,9 @@ Examples:
   # deploy: wait up to 10 minutes for the other deploys, then migrate
   redlock run --wait 10m --fencing deploy:shop -- ./migrate.sh
 
+  # at most 4 encoders at once across the fleet
+  redlock run --permits 4 --wait 1h encoders -- ./encode.sh "$FILE"
+
   redlock status nightly-report
   redlock unlock --force nightly-report
 
@@ -35,11 +39,19 @@ See "redlock help run", "redlock help status", "redlock help unlock".
 `
 
 var helpTexts = map[string]string{
-	"run": `Usage: redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing] NAME -- COMMAND [ARGS...]
+	"run": `Usage: redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing | --permits K] NAME -- COMMAND [ARGS...]
 
 Runs COMMAND while holding the lock NAME on a majority of the nodes, renews
 the lock while it runs (every TTL/3), and releases it on every reachable
 node when it ends, waiting for those releases before exiting.
+
+With --permits K, NAME is a counting semaphore instead: COMMAND runs as one of
+at most K holders, each holding a permit admitted by a quorum of
+N*K/(K+1)+1 of the N nodes: a majority for K = 1, more for larger K, all N
+once K >= N-1 (then a single node down stops new permits). Everything below
+holds for a permit as for the lock. Every run of a semaphore must give the
+same K: a node keeping another count refuses (exit 75, the count is named).
+A lock and a semaphore cannot share a name.
 
 Flags (before NAME):
   --nodes URLS     comma-separated redis:// or rediss:// URLs (default: $REDLOCK_NODES)
@@ -48,8 +60,11 @@ Flags (before NAME):
   --wait D         how long to wait for the lock (default 0: one attempt)
   --fencing        give the command a fencing token in $REDLOCK_FENCE, greater than every
                    earlier holder's: pass it to the resource so it can refuse stale holders
+  --permits K      hold one of K permits of the semaphore NAME (K >= 1) instead of the
+                   lock; not with --fencing
 
-The command's environment gets REDLOCK_NAME (and REDLOCK_FENCE with --fencing).
+The command's environment gets REDLOCK_NAME (and REDLOCK_FENCE with --fencing,
+REDLOCK_PERMITS with --permits).
 Its standard input, output and error are redlock's.
 
 Signals: SIGINT, SIGTERM and SIGHUP sent to redlock are forwarded to the command
@@ -72,10 +87,10 @@ forward those while it is in the terminal's foreground, and signals reach the
 command's process only, not its children.
 
 Exit status: the command's own (128+N when signal N ended it); 127 when COMMAND
-is not found, 126 when it cannot be executed; 75 when the lock was not acquired
-within --wait (held elsewhere, or nodes failing: stderr names them); 70 when the
-lock was lost while the command ran; 64 for usage errors; 128+N when signal N
-ended the wait.
+is not found, 126 when it cannot be executed; 75 when the lock (or a permit) was
+not acquired within --wait (held elsewhere, or nodes failing: stderr names
+them); 70 when it was lost while the command ran; 64 for usage errors; 128+N
+when signal N ended the wait.
 
 Examples:
   # crontab: one host of many runs the job; the others exit 75 at once
@@ -83,6 +98,9 @@ Examples:
 
   # deploy step: wait up to 10 minutes, hold as long as it takes
   redlock run --wait 10m --ttl 30s --fencing deploy:shop -- ./deploy.sh "$VERSION"
+
+  # at most 2 backups hit the storage at once; the others wait their turn
+  redlock run --permits 2 --wait 2h backups -- ./backup.sh
 `,
 	"status": `Usage: redlock status [--nodes URLS] [--json] NAME
 
@@ -91,6 +109,16 @@ node: its address and "held" (remaining TTL, the first 8 characters of the
 holder's token, the fencing counter), "free" (with the fencing counter) or
 "unreachable" (why), then a summary: on how many of the N nodes the most
 common holder holds it, and the quorum (N/2+1) a holder needs.
+
+When NAME is a semaphore (see "redlock run --permits"), each node's line shows
+its live permits, "held  2 of 3 permits  1a2b3c4d ttl 9.2s, 5e6f7a8b ttl 3.1s"
+(the first 8 characters of each holder's token, the time its permit has left
+by that node's clock), or "free"; the summary gives the permit count, how
+many holders are admitted on the quorum that count needs (N*K/(K+1)+1), and
+each holder with the number of nodes that admitted it, "(too few)" when that
+is short of the quorum. --json adds "kind" ("lock" or "semaphore"),
+"permits", "permit_quorum" and "holders" (holder, nodes, quorum), and per node
+"kind", "permits" and "holders" (holder, ttl_ms).
 
 Flags (before NAME):
   --nodes URLS   comma-separated redis:// or rediss:// URLs (default: $REDLOCK_NODES)

@@ -1,8 +1,8 @@
 // Command redlock runs a command while holding a distributed lock taken on
-// a majority of independent Redis masters (Redlock), and shows or frees
-// such locks:
+// a majority of independent Redis masters (Redlock), or one permit of a
+// counting semaphore on them (--permits K), and shows or frees such locks:
 //
-//	redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing] NAME -- COMMAND [ARGS...]
+//	redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing | --permits K] NAME -- COMMAND [ARGS...]
 //	redlock status [--nodes URLS] [--json] NAME
 //	redlock unlock --force [--nodes URLS] NAME
 //

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -23,8 +22,9 @@ import (
 // command directly (see forward).
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
-// run is `redlock run`: it takes the lock, runs the command while holding
-// it, releases it, and returns the exit status.
+// run is `redlock run`: it takes the lock (with --permits, a permit of the
+// semaphore), runs the command while holding it, releases it, and returns
+// the exit status.
 func run(inv *invocation, stderr io.Writer) int {
 	path, err := exec.LookPath(inv.argv[0])
 	if err != nil && !errors.Is(err, exec.ErrDot) {
@@ -42,11 +42,7 @@ func run(inv *invocation, stderr io.Writer) int {
 		return connectFailed(stderr, "run", err)
 	}
 	defer closeAll() // waits for the releases still in flight
-	opts := []redlock.Option{redlock.WithRenewal()}
-	if inv.fencing {
-		opts = append(opts, redlock.WithFencing())
-	}
-	m, err := rl.NewMutex(inv.name, opts...)
+	h, err := newHeld(rl, inv)
 	if err != nil {
 		return connectFailed(stderr, "run", err)
 	}
@@ -55,35 +51,53 @@ func run(inv *invocation, stderr io.Writer) int {
 	// ends the wait.
 	hold, stop := context.WithCancel(context.Background())
 	defer stop()
-	sig, err := acquire(hold, stop, m, inv.wait, sigs)
+	sig, err := acquire(hold, stop, h, inv.wait, sigs)
 	switch {
 	case sig != nil:
 		if err == nil {
-			_ = release(m, inv.name, stderr, true)
+			_ = release(h, inv.name, stderr, true)
 		}
-		fmt.Fprintf(stderr, "redlock: run: %v while waiting for lock %q\n", sig, inv.name)
+		fmt.Fprintf(stderr, "redlock: run: %v while waiting for %s\n", sig, h.what())
 		return 128 + int(sig.(syscall.Signal))
 	case errors.Is(err, redlock.ErrInvalidArgument):
 		fmt.Fprintf(stderr, "redlock: run: %v\n", err)
 		return exitUsage
 	case err != nil:
-		notAcquired(stderr, inv, rl.Quorum(), err)
+		notAcquired(stderr, inv, h, err)
 		return exitTempFail
 	}
 
-	return runHolding(inv, path, m, sigs, stderr)
+	return runHolding(inv, path, h, sigs, stderr)
 }
 
-// runHolding runs the command found at path while m holds the lock, then
+// newHeld returns what run is to hold: a renewed Mutex, or with --permits
+// a Semaphore of that many permits.
+func newHeld(rl *redlock.Redlock, inv *invocation) (held, error) {
+	if inv.permits > 0 {
+		s, err := rl.NewSemaphore(inv.name, inv.permits)
+		if err != nil {
+			return nil, err
+		}
+		return &permit{Semaphore: s, permits: inv.permits, ttl: inv.ttl}, nil
+	}
+	opts := []redlock.Option{redlock.WithRenewal()}
+	if inv.fencing {
+		opts = append(opts, redlock.WithFencing())
+	}
+	m, err := rl.NewMutex(inv.name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &lock{Mutex: m, fencing: inv.fencing, quorum: rl.Quorum()}, nil
+}
+
+// runHolding runs the command found at path while h is held, then
 // releases it, and returns the exit status: the command's, or exitSoftware
-// when the lock was lost while it ran.
-func runHolding(inv *invocation, path string, m *redlock.Mutex, sigs <-chan os.Signal, stderr io.Writer) int {
+// when h was lost while it ran.
+func runHolding(inv *invocation, path string, h held, sigs <-chan os.Signal, stderr io.Writer) int {
 	cmd := exec.Command(path, inv.argv[1:]...)
 	cmd.Args[0] = inv.argv[0]
-	cmd.Env = append(os.Environ(), "REDLOCK_NAME="+inv.name)
-	if inv.fencing {
-		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(m.Fence(), 10))
-	}
+	cmd.Env = append(append(os.Environ(), "REDLOCK_NAME="+inv.name), h.env()...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// A command reading the terminal must stay in the terminal's
 	// foreground process group, redlock's own: in a group of its own it
@@ -93,31 +107,31 @@ func runHolding(inv *invocation, path string, m *redlock.Mutex, sigs <-chan os.S
 	cmd.SysProcAttr = procAttr(!tty)
 	c := &child{cmd: cmd, group: !tty}
 	if err := c.start(); err != nil {
-		_ = release(m, inv.name, stderr, true)
+		_ = release(h, inv.name, stderr, true)
 		fmt.Fprintf(stderr, "redlock: run: %v\n", err)
 		return startStatus(err)
 	}
 
-	lost := c.supervise(m, sigs, stderr, tty)
+	lost := c.supervise(h, sigs, stderr, tty)
 	status := exitStatus(cmd.ProcessState)
-	if !lost && stillHeld(m) != nil {
+	if !lost && stillHeld(h) != nil {
 		// Deleted (a forced unlock) or taken since the last renewal: the
 		// command ran its last part without the lock. Unlock cannot tell:
 		// a key found gone on the server that granted it counts as its
 		// own resent release.
-		fmt.Fprintf(stderr, "redlock: run: lock %q was lost while the command ran\n", inv.name)
+		fmt.Fprintf(stderr, "redlock: run: %s was lost while the command ran\n", h.what())
 		lost = true
 	}
-	_ = release(m, inv.name, stderr, !lost)
+	_ = release(h, inv.name, stderr, !lost)
 	if lost {
 		return exitSoftware
 	}
 	return status
 }
 
-// acquire waits, at most wait, for the lock; a signal ends the wait (and
-// the hold, through stop) and is returned.
-func acquire(hold context.Context, stop func(), m *redlock.Mutex, wait time.Duration, sigs <-chan os.Signal) (os.Signal, error) {
+// acquire waits, at most wait, for h; a signal ends the wait (and the
+// hold, through stop) and is returned.
+func acquire(hold context.Context, stop func(), h held, wait time.Duration, sigs <-chan os.Signal) (os.Signal, error) {
 	var got os.Signal
 	done := make(chan struct{})
 	watched := make(chan struct{})
@@ -129,51 +143,52 @@ func acquire(hold context.Context, stop func(), m *redlock.Mutex, wait time.Dura
 		case <-done:
 		}
 	}()
-	err := m.LockWithin(hold, wait)
+	err := h.take(hold, wait)
 	close(done)
 	<-watched
 	return got, err
 }
 
-// notAcquired says why the lock was not acquired: held elsewhere, or nodes
+// notAcquired says why h was not acquired: held elsewhere, or nodes
 // failing (named).
-func notAcquired(stderr io.Writer, inv *invocation, quorum int, err error) {
+func notAcquired(stderr io.Writer, inv *invocation, h held, err error) {
 	failed := redlock.NodeErrors(err)
-	why := "held elsewhere"
+	quorum := h.Quorum()
+	why := h.busy()
 	switch {
 	case len(failed) > len(inv.nodes)-quorum:
 		why = fmt.Sprintf("%d of %d nodes failed, a quorum of %d cannot grant it", len(failed), len(inv.nodes), quorum)
 	case len(failed) > 0:
-		why = fmt.Sprintf("held elsewhere; %d of %d nodes failed", len(failed), len(inv.nodes))
+		why = fmt.Sprintf("%s; %d of %d nodes failed", why, len(failed), len(inv.nodes))
 	}
 	within := "in one attempt"
 	if inv.wait > 0 {
 		within = "within " + inv.wait.String()
 	}
-	fmt.Fprintf(stderr, "redlock: run: lock %q not acquired %s: %s\n", inv.name, within, why)
+	fmt.Fprintf(stderr, "redlock: run: %s not acquired %s: %s\n", h.what(), within, why)
 	describeNodeErrors(stderr, err)
 }
 
-// stillHeld checks, once the command has exited, that the lock was held
-// to the end: an extension, which fails with ErrLockLost when a quorum of
-// nodes no longer holds the token. Other failures (nodes down) prove
-// nothing either way: nil.
-func stillHeld(m *redlock.Mutex) error {
+// stillHeld checks, once the command has exited, that h was held to the
+// end: an extension, which fails with ErrLockLost when a quorum of nodes
+// no longer holds the token. Other failures (nodes down) prove nothing
+// either way: nil.
+func stillHeld(h held) error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeWithin)
 	defer cancel()
-	if err := m.Extend(ctx); errors.Is(err, redlock.ErrLockLost) {
+	if err := h.Extend(ctx); errors.Is(err, redlock.ErrLockLost) {
 		return err
 	}
 	return nil
 }
 
-// release unlocks m, waiting for the nodes (closeWithin at most; the
+// release gives h back, waiting for the nodes (closeWithin at most; the
 // Redlock's Close then waits for the rest), and reports a failure when
 // report is set (a lock known to be lost fails to release, as expected).
-func release(m *redlock.Mutex, name string, stderr io.Writer, report bool) error {
+func release(h held, name string, stderr io.Writer, report bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeWithin)
 	defer cancel()
-	err := m.Unlock(ctx)
+	err := h.give(ctx)
 	if err != nil && report {
 		fmt.Fprintf(stderr, "redlock: run: release of %q: %v\n", name, firstLine(err))
 		describeNodeErrors(stderr, err)
@@ -214,11 +229,11 @@ func (c *child) signal(sig syscall.Signal) {
 }
 
 // supervise waits for the command to exit, forwarding signals, and stops
-// it if the lock is lost: SIGTERM at once, SIGKILL when the lock's
-// validity would end. It reports whether the lock was lost.
-func (c *child) supervise(m *redlock.Mutex, sigs <-chan os.Signal, stderr io.Writer, tty bool) bool {
+// it if h is lost: SIGTERM at once, SIGKILL when h's validity would end.
+// It reports whether h was lost.
+func (c *child) supervise(h held, sigs <-chan os.Signal, stderr io.Writer, tty bool) bool {
 	lost := false
-	done := m.Done()
+	done := h.Done()
 	var kill <-chan time.Time
 	for {
 		select {
@@ -232,12 +247,12 @@ func (c *child) supervise(m *redlock.Mutex, sigs <-chan os.Signal, stderr io.Wri
 		case <-done:
 			done = nil
 			lost = true
-			fmt.Fprintf(stderr, "redlock: run: lock %q lost: %v; stopping the command (SIGTERM)\n", m.Name(), firstLine(m.Err()))
+			fmt.Fprintf(stderr, "redlock: run: %s lost: %v; stopping the command (SIGTERM)\n", h.what(), firstLine(h.Err()))
 			c.signal(syscall.SIGTERM)
-			kill = time.After(max(time.Until(m.Until()), 0))
+			kill = time.After(max(time.Until(h.Until()), 0))
 		case <-kill:
 			kill = nil
-			fmt.Fprintf(stderr, "redlock: run: the lock's validity ended: SIGKILL\n")
+			fmt.Fprintf(stderr, "redlock: run: the validity of %s ended: SIGKILL\n", h.what())
 			c.signal(syscall.SIGKILL)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -37,6 +38,23 @@ type nodeJSON struct {
 	Holds     int    `json:"holds,omitempty"`
 	Fence     uint64 `json:"fence"`
 	Error     string `json:"error,omitempty"`
+	// A semaphore's node: its kind, permit count and live permits.
+	Kind    string       `json:"kind,omitempty"` // "lock" or "semaphore"; absent when free or unreachable
+	Permits int          `json:"permits,omitempty"`
+	Holders []permitJSON `json:"holders,omitempty"`
+}
+
+// permitJSON is one live permit on a node in status --json.
+type permitJSON struct {
+	Holder    string `json:"holder"` // the token's first 8 characters
+	TTLMillis int64  `json:"ttl_ms"`
+}
+
+// holderJSON is one holder of a semaphore across the nodes in status --json.
+type holderJSON struct {
+	Holder string `json:"holder"` // the token's first 8 characters
+	Nodes  int    `json:"nodes"`  // how many nodes admitted it
+	Quorum bool   `json:"quorum"` // admitted on a quorum: it holds a permit
 }
 
 // statusJSON is status --json's output.
@@ -47,6 +65,12 @@ type statusJSON struct {
 	Held   int        `json:"held"`
 	Nodes  []nodeJSON `json:"nodes"`
 	Quorum int        `json:"quorum"`
+	// What the name is, and for a semaphore its permit count, the quorum
+	// a holder needs at that count, and its holders.
+	Kind         string       `json:"kind,omitempty"` // "lock" or "semaphore"; absent when free everywhere
+	Permits      int          `json:"permits,omitempty"`
+	PermitQuorum int          `json:"permit_quorum,omitempty"`
+	Holders      []holderJSON `json:"holders,omitempty"`
 }
 
 // status is `redlock status`: what every node holds for the name, as a
@@ -73,7 +97,11 @@ func status(inv *invocation, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	printStatus(stdout, inv.name, out)
+	if out.Kind == redlock.KindSemaphore {
+		printSemaphore(stdout, inv.name, out)
+	} else {
+		printStatus(stdout, inv.name, out)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "redlock: status: %v\n", err)
 	}
@@ -82,16 +110,27 @@ func status(inv *invocation, stdout, stderr io.Writer) int {
 
 // toJSON is s as `redlock status --json` prints it.
 func toJSON(s *redlock.LockState) statusJSON {
-	out := statusJSON{Name: s.Name, Locked: s.Locked(), Holder: prefix(s.Holder), Held: s.Held, Quorum: s.Quorum}
+	out := statusJSON{Name: s.Name, Locked: s.Locked(), Holder: prefix(s.Holder), Held: s.Held, Quorum: s.Quorum, Kind: s.Kind}
 	for _, n := range s.Nodes {
-		nj := nodeJSON{Addr: n.Addr, State: "free", Fence: n.Fence}
+		nj := nodeJSON{Addr: n.Addr, State: "free", Fence: n.Fence, Kind: n.Kind}
 		switch {
 		case n.Err != nil:
 			nj.State, nj.Error = "unreachable", nodeCause(n.Err)
 		case n.Held:
 			nj.State, nj.TTLMillis, nj.Holder, nj.Reentrant, nj.Holds = "held", n.TTL.Milliseconds(), prefix(n.Holder), n.Reentrant, n.Holds
+		case len(n.Permits) > 0:
+			nj.State, nj.Permits = "held", n.PermitCount
+			for _, p := range n.Permits {
+				nj.Holders = append(nj.Holders, permitJSON{Holder: prefix(p.Token), TTLMillis: p.TTL.Milliseconds()})
+			}
 		}
 		out.Nodes = append(out.Nodes, nj)
+	}
+	if sem := s.Semaphore; sem != nil {
+		out.Permits, out.PermitQuorum = sem.Permits, sem.Quorum
+		for _, h := range sem.Holders {
+			out.Holders = append(out.Holders, holderJSON{Holder: prefix(h.Token), Nodes: h.Nodes, Quorum: sem.Quorum > 0 && h.Nodes >= sem.Quorum})
+		}
 	}
 	return out
 }
@@ -122,6 +161,41 @@ func printStatus(stdout io.Writer, name string, out statusJSON) {
 		summary = "not locked: no holder has a quorum"
 	}
 	fmt.Fprintf(stdout, "%s: held on %d of %d nodes (quorum %d): %s\n", name, out.Held, len(out.Nodes), out.Quorum, summary)
+}
+
+// printSemaphore prints out, a semaphore, as a table: one line per node
+// with its live permits, then a summary naming each holder and on how many
+// nodes it was admitted.
+func printSemaphore(stdout io.Writer, name string, out statusJSON) {
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	for _, n := range out.Nodes {
+		switch {
+		case n.State == "unreachable":
+			fmt.Fprintf(tw, "%s\tunreachable\t%s\n", n.Addr, n.Error)
+		case n.Kind == redlock.KindLock: // a lock where the others keep a semaphore
+			fmt.Fprintf(tw, "%s\tlock\tttl %v\tholder %s\n", n.Addr, time.Duration(n.TTLMillis)*time.Millisecond, n.Holder)
+		case len(n.Holders) == 0:
+			fmt.Fprintf(tw, "%s\tfree\t\n", n.Addr)
+		default:
+			permits := make([]string, len(n.Holders))
+			for i, p := range n.Holders {
+				permits[i] = fmt.Sprintf("%s ttl %v", p.Holder, time.Duration(p.TTLMillis)*time.Millisecond)
+			}
+			fmt.Fprintf(tw, "%s\theld\t%d of %d permits\t%s\n", n.Addr, len(n.Holders), n.Permits, strings.Join(permits, ", "))
+		}
+	}
+	_ = tw.Flush()
+	held, holders := 0, make([]string, len(out.Holders))
+	for i, h := range out.Holders {
+		holders[i] = fmt.Sprintf("%s on %d", h.Holder, h.Nodes)
+		if h.Quorum {
+			held++
+		} else {
+			holders[i] += " (too few)"
+		}
+	}
+	fmt.Fprintf(stdout, "%s: semaphore of %d permits, %d held (quorum %d of %d nodes): %s\n",
+		name, out.Permits, held, out.PermitQuorum, len(out.Nodes), strings.Join(holders, ", "))
 }
 
 func unlock(inv *invocation, stdout, stderr io.Writer) int {

@@ -39,3 +39,17 @@ func hashSlotKey(key string) string {
 	}
 	return key
 }
+
+// Inspect reads a name's fencing counter and permit count beside it: both
+// in the name's slot on a cluster node, or neither.
+func TestInspectKeys(t *testing.T) {
+	keys := func(l Layout, name string) []any {
+		args := (&Inspect{Key: name}).Encode(t.Context(), l, nil)[0].Args()
+		n, _ := args[2].(int)
+		return args[3 : 3+n]
+	}
+	assert.Equal(t, []any{"jobs", "jobs:redlock:fence", "jobs:redlock:permits"}, keys(Layout{}, "jobs"))
+	assert.Equal(t, []any{"jobs", "{jobs}:redlock:fence", "{jobs}:redlock:permits"}, keys(Layout{Sharded: true}, "jobs"))
+	assert.Equal(t, []any{"{t}jobs", "{t}jobs:redlock:fence", "{t}jobs:redlock:permits"}, keys(Layout{Sharded: true}, "{t}jobs"))
+	assert.Equal(t, []any{"a{}b"}, keys(Layout{Sharded: true}, "a{}b"))
+}

@@ -17,12 +17,15 @@ import (
 // operator, the waiters' queues, and who a node is.
 
 // Inspect reads Key, its holder and time to live, and the name's fencing
-// counter, changing nothing. Its Value is a KeyState.
+// counter, changing nothing; or, when Key is a semaphore, its permit count
+// and live permits. Its Value is a KeyState.
 type Inspect struct {
 	Key string
 }
 
-// KeyState is a node's answer to an Inspect.
+// KeyState is a node's answer to an Inspect. A lock sets Held and the
+// fields after it; a semaphore sets Semaphore, Permits and Holders; Counter
+// is read in both cases.
 type KeyState struct {
 	Held      bool
 	Reentrant bool
@@ -30,17 +33,33 @@ type KeyState struct {
 	Holder    string
 	Holds     int
 	Counter   uint64
+	Semaphore bool
+	Permits   int
+	Holders   []Permit
+}
+
+// Permit is one live permit of a semaphore on a node: its holder's token
+// and the time it has left by the node's clock.
+type Permit struct {
+	Token string
+	TTL   time.Duration
 }
 
 // Name implements Op.
 func (*Inspect) Name() string { return "inspect" }
 
-// Encode implements Op.
+// Encode implements Op. The fencing counter and the permit count are kept
+// beside the name on the same terms (see Layout.Beside): both or neither.
 func (o *Inspect) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return append(cmds, script(ctx, scripts.Inspect, l.keys(o.Key, FenceKey(o.Key))))
+	keys := l.keys(o.Key, FenceKey(o.Key))
+	if len(keys) > 1 {
+		keys = append(keys, l.Beside(o.Key, PermitsKey(o.Key)))
+	}
+	return append(cmds, script(ctx, scripts.Inspect, keys))
 }
 
-// Decode implements Op: inspect.lua's {kind, pttl, holder, holds, counter}.
+// Decode implements Op: inspect.lua's {kind, pttl, holder, holds, counter},
+// then for a semaphore {permits, token, ttl, ...}.
 func (*Inspect) Decode(cmds []redis.Cmder) Reply {
 	r, err := slice(cmds[0], 5)
 	if err != nil {
@@ -56,10 +75,38 @@ func (*Inspect) Decode(cmds []redis.Cmder) Reply {
 		return Reply{Err: fmt.Errorf("redlock: fencing counter is not a number: %q", text)}
 	}
 	st := KeyState{Counter: counter}
-	if kind != "none" {
+	switch kind {
+	case "none":
+	case "zset":
+		if err := decodePermits(&st, r[5:]); err != nil {
+			return Reply{Err: err}
+		}
+	default:
 		st.Held, st.Reentrant, st.TTL, st.Holder, st.Holds = true, kind == "hash", time.Duration(pttl)*time.Millisecond, holder, int(holds)
 	}
 	return Reply{OK: true, Value: st}
+}
+
+// decodePermits reads a semaphore's part of inspect.lua's reply: the permit
+// count, then a token and its remaining ms per live permit.
+func decodePermits(st *KeyState, r []any) error {
+	if len(r)%2 != 1 {
+		return fmt.Errorf("redlock: unexpected semaphore inspect reply %v", r)
+	}
+	permits, err := number(r[0])
+	if err != nil {
+		return fmt.Errorf("redlock: permit count is not a number: %v", r[0])
+	}
+	st.Semaphore, st.Permits = true, int(permits)
+	for i := 1; i < len(r); i += 2 {
+		token, _ := r[i].(string)
+		ms, err := number(r[i+1])
+		if err != nil {
+			return fmt.Errorf("redlock: permit time to live is not a number: %v", r[i+1])
+		}
+		st.Holders = append(st.Holders, Permit{Token: token, TTL: time.Duration(ms) * time.Millisecond})
+	}
+	return nil
 }
 
 // Force deletes Key whoever holds it, and announces the release on the

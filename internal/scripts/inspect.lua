@@ -1,27 +1,59 @@
--- inspect reads what one node holds for a lock, changing nothing: the
--- operator's view of a lock (Redlock.Inspect, `redlock status`).
+-- inspect reads what one node holds for a lock or a semaphore, changing
+-- nothing: the operator's view of a name (Redlock.Inspect, `redlock status`).
 --
--- KEYS[1]  the lock name
+-- KEYS[1]  the name
 -- KEYS[2]  the name's fencing counter; absent when the node cannot keep it
 --          beside the name (a cluster node, a name with braces but no tag)
+-- KEYS[3]  a semaphore's permit count; absent exactly when KEYS[2] is
 --
--- Returns {kind, pttl, holder, holds, counter}:
---   kind     "none" (free), "string" (a plain lock), "hash" (a reentrant lock)
+-- Returns {kind, pttl, holder, holds, counter[, permits, token, ttl, ...]}:
+--   kind     "none" (free), "string" (a plain lock), "hash" (a reentrant
+--            lock), "zset" (a semaphore)
 --   pttl     the key's remaining time to live in milliseconds (0 when free)
---   holder   a plain lock's token, a reentrant lock's owner id ("" when free)
---   holds    the owner's hold count (1 for a plain lock, 0 when free)
+--   holder   a plain lock's token, a reentrant lock's owner id ("" when free
+--            or a semaphore)
+--   holds    the owner's hold count (1 for a plain lock, 0 when free or a
+--            semaphore)
 --   counter  the fencing counter as stored ("0" when absent)
--- or an error reply when KEYS[1] holds something that is not a lock (see
+-- and, for a semaphore only:
+--   permits  the permit count as stored ("0" when absent)
+--   token, ttl  one pair per live permit, soonest to expire first: the
+--            holder's token and the milliseconds its permit has left by
+--            this node's clock
+-- or an error reply when KEYS[1] holds something that is neither (see
 -- alien in stored.lua, which scripts.go puts in front of this file).
+--
+-- A new kind (say, a reader-writer lock's readers) adds a kind here and its
+-- own trailing values; the first five stay as they are.
 local counter = "0"
 if #KEYS > 1 then
 	counter = redis.call("GET", KEYS[2]) or "0"
+end
+local kind = redis.call("TYPE", KEYS[1]).ok
+if kind == "zset" then
+	-- A semaphore: a sorted set of tokens scored by expiry in this node's
+	-- Unix milliseconds, with an expiry of its own (see semaphore.lua).
+	local pttl = redis.call("PTTL", KEYS[1])
+	if pttl ~= -1 then
+		local permits = "0"
+		if #KEYS > 2 then
+			permits = redis.call("GET", KEYS[3]) or "0"
+		end
+		local t = redis.call("TIME")
+		local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+		local out = {kind, pttl, "", 0, counter, permits}
+		local live = redis.call("ZRANGEBYSCORE", KEYS[1], "(" .. now, "+inf", "WITHSCORES")
+		for i = 1, #live, 2 do
+			out[#out + 1] = live[i]
+			out[#out + 1] = tonumber(live[i + 1]) - now
+		end
+		return out
+	end
 end
 local bad = alien(KEYS[1])
 if bad then
 	return bad
 end
-local kind = redis.call("TYPE", KEYS[1]).ok
 if kind == "none" then
 	return {"none", 0, "", 0, counter}
 end

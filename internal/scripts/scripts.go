@@ -148,11 +148,13 @@ var Fence = &Script{Source: storedSource + fenceSource, Hash: "d069b82ce57960666
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
 var SetFenced = &Script{Source: setFencedSource, Hash: "a2315a39517a1ff2290defd8b18dfc203d2772aa"}
 
-// Inspect reads the lock KEYS[1] and the fencing counter KEYS[2], changing
-// nothing; it returns {kind, pttl, holder, holds, counter} (kind "none",
-// "string" or "hash"), or an error reply when KEYS[1] holds something that
-// is not a lock.
-var Inspect = &Script{Source: storedSource + inspectSource, Hash: "b2a88b857a77f7163bf3d0b2401a104f4b938777"}
+// Inspect reads the lock or semaphore KEYS[1], the fencing counter KEYS[2]
+// and the permit count KEYS[3], changing nothing; it returns {kind, pttl,
+// holder, holds, counter} (kind "none", "string" or "hash"), followed for a
+// semaphore (kind "zset") by its permit count and a token and remaining ms
+// per live permit, or an error reply when KEYS[1] holds something that is
+// neither.
+var Inspect = &Script{Source: storedSource + inspectSource, Hash: "77520a228af6f95f6168f8bbc28af76ca1b4466e"}
 
 // ForceRelease deletes the lock KEYS[1] whoever holds it and announces the
 // release on ARGV[1] (a reentrant lock's with the id ARGV[2]), popping the

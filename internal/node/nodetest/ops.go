@@ -1,6 +1,7 @@
 package nodetest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -172,13 +173,23 @@ func (n *Fake) queue(r *node.Queue) (bool, error) {
 	})
 }
 
-// inspect is inspect.lua: it reads key and the fencing counter.
+// inspect is inspect.lua: it reads key and the fencing counter, or the
+// semaphore key and its live permits, soonest to expire first.
 func (n *Fake) inspect(r *node.Inspect) node.Reply {
 	var st node.KeyState
 	_, err := n.apply("inspect", r.Key, func() bool {
 		st.Counter = n.Counters[node.FenceKey(r.Key)]
 		if e, ok := n.Data[r.Key]; ok {
 			st.Held, st.Reentrant, st.TTL, st.Holder, st.Holds = true, e.Hash, time.Until(e.Expires), e.Value, max(e.Holds, 1)
+		}
+		if s := n.Sems[r.Key]; s != nil {
+			st.Semaphore, st.Permits = true, s.Permits
+			for tok, exp := range s.Holders {
+				if ttl := time.Until(exp); ttl > 0 {
+					st.Holders = append(st.Holders, node.Permit{Token: tok, TTL: ttl})
+				}
+			}
+			slices.SortFunc(st.Holders, func(a, b node.Permit) int { return cmp.Compare(a.TTL, b.TTL) })
 		}
 		return false // changes nothing
 	})
