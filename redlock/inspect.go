@@ -35,8 +35,9 @@ type LockState struct {
 	Held int
 	// Quorum is how many nodes a holder needs: N/2+1.
 	Quorum int
-	// Kind is what the name is on the nodes: [KindLock], [KindSemaphore],
-	// or "" when no node that answered holds anything under it. When nodes
+	// Kind is what the name is on the nodes: [KindLock] (a Mutex, or an
+	// RWMutex's writer), [KindSemaphore], [KindReaders], or "" when no
+	// node that answered holds anything under it. When nodes
 	// differ (a rare, passing state: each kind refuses the other), it is the
 	// kind found on the most nodes, a lock on a tie.
 	Kind string
@@ -44,6 +45,9 @@ type LockState struct {
 	// otherwise. For a semaphore, Holder and Held are "" and 0 (so Locked
 	// is false): its holders are in Semaphore.Holders.
 	Semaphore *SemaphoreState
+	// Readers describes an [RWMutex]'s readers when Kind is [KindReaders]
+	// (Permits is 0, Quorum the majority); nil otherwise.
+	Readers *SemaphoreState
 }
 
 // The kinds of name [Redlock.Inspect] tells apart, in [LockState.Kind] and
@@ -54,6 +58,8 @@ const (
 	KindLock = "lock"
 	// KindSemaphore is a [Semaphore]'s set of permits.
 	KindSemaphore = "semaphore"
+	// KindReaders is an [RWMutex]'s readers (its writer is a KindLock).
+	KindReaders = "readers"
 )
 
 // SemaphoreState is what the nodes held for a semaphore (see
@@ -184,32 +190,24 @@ func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) 
 	s := &LockState{Name: name, Nodes: make([]NodeLockState, len(replies)), Quorum: r.Quorum()}
 	count := map[string]int{}
 	for i, rep := range replies {
-		ns := NodeLockState{Index: i, Addr: r.pool.addr(i)}
-		st, _ := rep.Value.(node.KeyState)
-		switch {
-		case rep.Err != nil:
-			ns.Err = &NodeError{Index: i, Addr: ns.Addr, Err: rep.Err}
-		case st.Semaphore:
-			ns.Kind, ns.PermitCount, ns.Fence = KindSemaphore, st.Permits, st.Counter
-			for _, p := range st.Holders {
-				ns.Permits = append(ns.Permits, NodePermit(p))
+		ns := r.nodeState(i, rep)
+		if ns.Held {
+			count[ns.Holder]++
+			if count[ns.Holder] > s.Held || count[ns.Holder] == s.Held && ns.Holder < s.Holder {
+				s.Holder, s.Held = ns.Holder, count[ns.Holder]
 			}
-		case st.Held:
-			ns.Kind = KindLock
-			ns.Held, ns.TTL, ns.Holder, ns.Reentrant, ns.Holds, ns.Fence = true, st.TTL, st.Holder, st.Reentrant, st.Holds, st.Counter
-			count[st.Holder]++
-			if count[st.Holder] > s.Held || count[st.Holder] == s.Held && st.Holder < s.Holder {
-				s.Holder, s.Held = st.Holder, count[st.Holder]
-			}
-		default:
-			ns.Fence = st.Counter
 		}
 		s.Nodes[i] = ns
 	}
 	s.Kind = kindOf(s.Nodes)
-	if s.Kind == KindSemaphore {
+	switch s.Kind {
+	case KindSemaphore:
 		s.Holder, s.Held = "", 0 // a lock on a minority of nodes is not this name's holder
-		s.Semaphore = semaphoreState(s.Nodes)
+		s.Semaphore = semaphoreState(s.Nodes, KindSemaphore)
+	case KindReaders:
+		s.Holder, s.Held = "", 0
+		s.Readers = semaphoreState(s.Nodes, KindReaders)
+		s.Readers.Quorum = s.Quorum
 	}
 	if err != nil {
 		return s, fmt.Errorf("redlock: inspect %q: %w", name, err)
@@ -217,33 +215,52 @@ func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) 
 	return s, nil
 }
 
+// nodeState is node i's state, from its reply rep to an Inspect.
+func (r *Redlock) nodeState(i int, rep node.Reply) NodeLockState {
+	ns := NodeLockState{Index: i, Addr: r.pool.addr(i)}
+	st, _ := rep.Value.(node.KeyState)
+	switch {
+	case rep.Err != nil:
+		ns.Err = &NodeError{Index: i, Addr: ns.Addr, Err: rep.Err}
+	case st.Semaphore || st.Readers:
+		ns.Kind, ns.PermitCount, ns.Fence = KindSemaphore, st.Permits, st.Counter
+		if st.Readers {
+			ns.Kind = KindReaders
+		}
+		for _, p := range st.Holders {
+			ns.Permits = append(ns.Permits, NodePermit(p))
+		}
+	case st.Held:
+		ns.Kind = KindLock
+		ns.Held, ns.TTL, ns.Holder, ns.Reentrant, ns.Holds, ns.Fence = true, st.TTL, st.Holder, st.Reentrant, st.Holds, st.Counter
+	default:
+		ns.Fence = st.Counter
+	}
+	return ns
+}
+
 // kindOf is the kind found on the most nodes, a lock on a tie; "" when no
 // node holds anything.
 func kindOf(nodes []NodeLockState) string {
-	locks, sems := 0, 0
+	count := map[string]int{}
 	for _, ns := range nodes {
-		switch ns.Kind {
-		case KindLock:
-			locks++
-		case KindSemaphore:
-			sems++
+		count[ns.Kind]++
+	}
+	kind, most := "", 0
+	for _, k := range []string{KindLock, KindSemaphore, KindReaders} { // a lock first: it wins a tie
+		if count[k] > most {
+			kind, most = k, count[k]
 		}
 	}
-	switch {
-	case sems > locks:
-		return KindSemaphore
-	case locks > 0:
-		return KindLock
-	}
-	return ""
+	return kind
 }
 
-// semaphoreState gathers the semaphore's permit count and holders from
-// every node that holds it.
-func semaphoreState(nodes []NodeLockState) *SemaphoreState {
+// semaphoreState gathers the semaphore's permit count and holders (or the
+// readers) from every node that holds the name as kind.
+func semaphoreState(nodes []NodeLockState, kind string) *SemaphoreState {
 	counts, admitted := map[int]int{}, map[string]int{}
 	for _, ns := range nodes {
-		if ns.Kind != KindSemaphore {
+		if ns.Kind != kind {
 			continue
 		}
 		if ns.PermitCount > 0 {

@@ -269,3 +269,37 @@ func tokenOfLease(s *Semaphore) string {
 	defer s.mu.Unlock()
 	return s.lease.token
 }
+
+// Inspect tells readers from a writer, and lists the readers.
+func TestInspectRWMutex(t *testing.T) {
+	r, _, free := newRW(t)
+	ctx := t.Context()
+	a, b := newRWMutex(t, r, "doc"), newRWMutex(t, r, "doc")
+	require.NoError(t, a.RLock(ctx))
+	require.NoError(t, b.RLock(ctx))
+	var st *LockState
+	require.Eventually(t, func() bool {
+		var err error
+		st, err = r.Inspect(ctx, "doc")
+		require.NoError(t, err)
+		return st.Readers != nil && len(st.Readers.Holders) == 2 && st.Readers.Holders[1].Nodes == 3
+	}, time.Second, time.Millisecond, "both readers on every node")
+	assert.Equal(t, KindReaders, st.Kind)
+	assert.Nil(t, st.Semaphore)
+	assert.False(t, st.Locked())
+	assert.Equal(t, 2, st.Readers.Quorum)
+	assert.ElementsMatch(t, []string{tokenOfLease(a.rd), tokenOfLease(b.rd)}, []string{st.Readers.Holders[0].Token, st.Readers.Holders[1].Token})
+	for _, n := range st.Nodes {
+		assert.Equal(t, KindReaders, n.Kind)
+		assert.Len(t, n.Permits, 2)
+	}
+	require.NoError(t, a.RUnlock(ctx))
+	require.NoError(t, b.RUnlock(ctx))
+	free("doc")
+	require.NoError(t, a.Lock(ctx))
+	st, err := r.Inspect(ctx, "doc")
+	require.NoError(t, err)
+	assert.Equal(t, KindLock, st.Kind, "a writer is a lock")
+	assert.True(t, st.Locked())
+	assert.Nil(t, st.Readers)
+}

@@ -34,7 +34,8 @@ type invocation struct {
 	ttl     time.Duration
 	wait    time.Duration
 	fencing bool
-	permits int // run --permits: a semaphore of that many permits; 0 for a lock
+	permits int  // run --permits: a semaphore of that many permits; 0 for a lock
+	read    bool // run --read: a read lock of a reader-writer lock
 	json    bool
 	argv    []string // run: the command and its arguments
 }
@@ -130,6 +131,7 @@ func newFlagSet(inv *invocation) (fs *flag.FlagSet, nodes *string, force *bool) 
 		fs.DurationVar(&inv.wait, "wait", 0, "")
 		fs.BoolVar(&inv.fencing, "fencing", false, "")
 		fs.Func("permits", "", func(v string) error { return parsePermits(inv, v) })
+		fs.BoolVar(&inv.read, "read", false, "")
 	case "status":
 		fs.BoolVar(&inv.json, "json", false, "")
 	case "unlock":
@@ -191,8 +193,13 @@ func parsePermits(inv *invocation, v string) error {
 // checkRunFlags checks run's --ttl and --wait, and the flags --permits
 // does not go with.
 func checkRunFlags(inv *invocation) error {
-	if inv.permits > 0 && inv.fencing {
+	switch {
+	case inv.permits > 0 && inv.fencing:
 		return usagef("run: --fencing cannot be used with --permits: a semaphore's permits have no fencing tokens")
+	case inv.read && inv.fencing:
+		return usagef("run: --fencing cannot be used with --read: read locks have no fencing tokens")
+	case inv.read && inv.permits > 0:
+		return usagef("run: --read and --permits cannot be used together")
 	}
 	if inv.ttl <= 0 || inv.ttl%time.Millisecond != 0 {
 		return usagef("run: --ttl must be a positive whole number of milliseconds, got %v", inv.ttl)

@@ -66,6 +66,9 @@ func TestUsageErrors(t *testing.T) {
 		{"permits without a value", []string{"run", "job", "--permits"}, withNodes, "flags go before NAME"},
 		{"permits with fencing", []string{"run", "--permits", "2", "--fencing", "job", "--", "true"}, withNodes, "--fencing cannot be used with --permits"},
 		{"status --permits", []string{"status", "--permits", "2", "job"}, withNodes, "not defined: -permits"},
+		{"read with fencing", []string{"run", "--read", "--fencing", "job", "--", "true"}, withNodes, "--fencing cannot be used with --read"},
+		{"read with permits", []string{"run", "--read", "--permits", "2", "job", "--", "true"}, withNodes, "--read and --permits cannot be used together"},
+		{"status --read", []string{"status", "--read", "job"}, withNodes, "not defined: -read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -56,11 +56,36 @@ func (l *lock) env() []string {
 	return []string{"REDLOCK_FENCE=" + strconv.FormatUint(l.Fence(), 10)}
 }
 
-// permit is one permit of a Semaphore, which has no renewal of its own:
-// renewPermit extends it while it is held.
+// shared is a Semaphore's permit or, with --read, an RWMutex's read lock
+// (see reader): a hold that run renews itself.
+type shared interface {
+	Name() string
+	Quorum() int
+	Extend(ctx context.Context) error
+	Done() <-chan struct{}
+	Err() error
+	Until() time.Time
+	TryAcquire(ctx context.Context) error
+	Acquire(ctx context.Context) error
+	Release(ctx context.Context) error
+}
+
+// reader is an RWMutex's read lock as a shared hold.
+type reader struct {
+	*redlock.RWMutex
+	quorum int
+}
+
+func (r reader) Quorum() int                          { return r.quorum }
+func (r reader) TryAcquire(ctx context.Context) error { return r.TryRLock(ctx) }
+func (r reader) Acquire(ctx context.Context) error    { return r.RLock(ctx) }
+func (r reader) Release(ctx context.Context) error    { return r.RUnlock(ctx) }
+
+// permit is one permit of a Semaphore (or a read lock, permits 0), which
+// has no renewal here: renewPermit extends it while it is held.
 type permit struct {
-	*redlock.Semaphore
-	permits int
+	shared
+	permits int // 0: a read lock
 	ttl     time.Duration
 	stop    context.CancelFunc // stops the renewal; nil when none runs
 	renewed chan struct{}      // closed when the renewal has stopped
@@ -87,7 +112,7 @@ func (p *permit) take(hold context.Context, wait time.Duration) error {
 	p.stop, p.renewed = stop, make(chan struct{})
 	go func() {
 		defer close(p.renewed)
-		renewPermit(ctx, p.Semaphore, p.ttl)
+		renewPermit(ctx, p.shared, p.ttl)
 	}()
 	return nil
 }
@@ -102,17 +127,34 @@ func (p *permit) give(ctx context.Context) error {
 	return p.Release(ctx)
 }
 
-func (p *permit) what() string  { return fmt.Sprintf("a permit of semaphore %q", p.Name()) }
-func (p *permit) busy() string  { return fmt.Sprintf("all %d permits held elsewhere", p.permits) }
-func (p *permit) env() []string { return []string{"REDLOCK_PERMITS=" + strconv.Itoa(p.permits)} }
+func (p *permit) what() string {
+	if p.permits == 0 {
+		return fmt.Sprintf("a read lock of %q", p.Name())
+	}
+	return fmt.Sprintf("a permit of semaphore %q", p.Name())
+}
 
-// renewPermit extends s's permit every TTL/3, as the library renews a
+func (p *permit) busy() string {
+	if p.permits == 0 {
+		return "a writer holds it or waits for it"
+	}
+	return fmt.Sprintf("all %d permits held elsewhere", p.permits)
+}
+
+func (p *permit) env() []string {
+	if p.permits == 0 {
+		return []string{"REDLOCK_READ=1"}
+	}
+	return []string{"REDLOCK_PERMITS=" + strconv.Itoa(p.permits)}
+}
+
+// renewPermit extends s's permit (or read lock) every TTL/3, as the library renews a
 // lock (two more chances before the validity runs out if one fails),
 // until ctx ends or the permit ends. A failed extension is tried again
 // sooner, TTL/12 later. It needs no deadline of its own: when no
 // extension succeeds in time, the Semaphore ends the permit itself (Done
 // closes), as does an extension that finds it lost for good.
-func renewPermit(ctx context.Context, s *redlock.Semaphore, ttl time.Duration) {
+func renewPermit(ctx context.Context, s shared, ttl time.Duration) {
 	every, retry := ttl/3, ttl/12
 	done := s.Done()
 	timer := time.NewTimer(every)

@@ -1,11 +1,12 @@
 package main
 
 const overview = `redlock: run commands under a distributed lock held on a majority of
-independent Redis masters (Redlock), or under a permit of a counting semaphore
-(--permits K: at most K at once), and inspect or free such locks.
+independent Redis masters (Redlock), under a read lock that other readers
+share (--read), or under a permit of a counting semaphore (--permits K: at
+most K at once), and inspect or free such locks.
 
 Usage:
-  redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing | --permits K] NAME -- COMMAND [ARGS...]
+  redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing | --read | --permits K] NAME -- COMMAND [ARGS...]
   redlock status [--nodes URLS] [--json] NAME
   redlock unlock --force [--nodes URLS] NAME
   redlock help [SUBCOMMAND]
@@ -32,6 +33,9 @@ Examples:
   # at most 4 encoders at once across the fleet
   redlock run --permits 4 --wait 1h encoders -- ./encode.sh "$FILE"
 
+  # readers share the catalog; a plain run of the same name writes alone
+  redlock run --read --wait 5m catalog -- ./export.sh
+
   redlock status nightly-report
   redlock unlock --force nightly-report
 
@@ -39,7 +43,7 @@ See "redlock help run", "redlock help status", "redlock help unlock".
 `
 
 var helpTexts = map[string]string{
-	"run": `Usage: redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing | --permits K] NAME -- COMMAND [ARGS...]
+	"run": `Usage: redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing | --read | --permits K] NAME -- COMMAND [ARGS...]
 
 Runs COMMAND while holding the lock NAME on a majority of the nodes, renews
 the lock while it runs (every TTL/3), and releases it on every reachable
@@ -53,6 +57,11 @@ holds for a permit as for the lock. Every run of a semaphore must give the
 same K: a node keeping another count refuses (exit 75, the count is named).
 A lock and a semaphore cannot share a name.
 
+With --read, COMMAND runs under a read lock of the reader-writer lock NAME:
+any number of --read runs hold it at once, each on a majority of the nodes,
+while a plain run of NAME (or an RWMutex's writer) is a writer and holds it
+alone. Once a writer waits, new readers wait too, so writers are not starved.
+
 Flags (before NAME):
   --nodes URLS     comma-separated redis:// or rediss:// URLs (default: $REDLOCK_NODES)
   --ttl D          the lock's time to live on each node (default 10s): if redlock dies,
@@ -62,9 +71,11 @@ Flags (before NAME):
                    earlier holder's: pass it to the resource so it can refuse stale holders
   --permits K      hold one of K permits of the semaphore NAME (K >= 1) instead of the
                    lock; not with --fencing
+  --read           hold a read lock of NAME, shared with other readers; not with
+                   --fencing or --permits
 
 The command's environment gets REDLOCK_NAME (and REDLOCK_FENCE with --fencing,
-REDLOCK_PERMITS with --permits).
+REDLOCK_PERMITS with --permits, REDLOCK_READ=1 with --read).
 Its standard input, output and error are redlock's.
 
 Signals: SIGINT, SIGTERM and SIGHUP sent to redlock are forwarded to the command
@@ -116,7 +127,10 @@ its live permits, "held  2 of 3 permits  1a2b3c4d ttl 9.2s, 5e6f7a8b ttl 3.1s"
 by that node's clock), or "free"; the summary gives the permit count, how
 many holders are admitted on the quorum that count needs (N*K/(K+1)+1), and
 each holder with the number of nodes that admitted it, "(too few)" when that
-is short of the quorum. --json adds "kind" ("lock" or "semaphore"),
+is short of the quorum. When NAME is read-locked (see "redlock run --read"),
+the lines list its live readers the same way, "held  2 readers  ...", and
+the summary "read-locked by 2 readers (quorum 3 of 5 nodes)"; a writer shows
+as a lock. --json adds "kind" ("lock", "semaphore" or "readers"),
 "permits", "permit_quorum" and "holders" (holder, nodes, quorum), and per node
 "kind", "permits" and "holders" (holder, ttl_ms).
 

@@ -70,15 +70,22 @@ func run(inv *invocation, stderr io.Writer) int {
 	return runHolding(inv, path, h, sigs, stderr)
 }
 
-// newHeld returns what run is to hold: a renewed Mutex, or with --permits
-// a Semaphore of that many permits.
+// newHeld returns what run is to hold: a renewed Mutex, with --permits a
+// Semaphore of that many permits, or with --read an RWMutex's read lock.
 func newHeld(rl *redlock.Redlock, inv *invocation) (held, error) {
 	if inv.permits > 0 {
 		s, err := rl.NewSemaphore(inv.name, inv.permits)
 		if err != nil {
 			return nil, err
 		}
-		return &permit{Semaphore: s, permits: inv.permits, ttl: inv.ttl}, nil
+		return &permit{shared: s, permits: inv.permits, ttl: inv.ttl}, nil
+	}
+	if inv.read {
+		rw, err := rl.NewRWMutex(inv.name)
+		if err != nil {
+			return nil, err
+		}
+		return &permit{shared: reader{RWMutex: rw, quorum: rl.Quorum()}, ttl: inv.ttl}, nil
 	}
 	opts := []redlock.Option{redlock.WithRenewal()}
 	if inv.fencing {

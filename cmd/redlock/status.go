@@ -39,7 +39,7 @@ type nodeJSON struct {
 	Fence     uint64 `json:"fence"`
 	Error     string `json:"error,omitempty"`
 	// A semaphore's node: its kind, permit count and live permits.
-	Kind    string       `json:"kind,omitempty"` // "lock" or "semaphore"; absent when free or unreachable
+	Kind    string       `json:"kind,omitempty"` // "lock", "semaphore" or "readers"; absent when free or unreachable
 	Permits int          `json:"permits,omitempty"`
 	Holders []permitJSON `json:"holders,omitempty"`
 }
@@ -67,7 +67,7 @@ type statusJSON struct {
 	Quorum int        `json:"quorum"`
 	// What the name is, and for a semaphore its permit count, the quorum
 	// a holder needs at that count, and its holders.
-	Kind         string       `json:"kind,omitempty"` // "lock" or "semaphore"; absent when free everywhere
+	Kind         string       `json:"kind,omitempty"` // "lock", "semaphore" or "readers"; absent when free everywhere
 	Permits      int          `json:"permits,omitempty"`
 	PermitQuorum int          `json:"permit_quorum,omitempty"`
 	Holders      []holderJSON `json:"holders,omitempty"`
@@ -97,7 +97,7 @@ func status(inv *invocation, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if out.Kind == redlock.KindSemaphore {
+	if out.Kind == redlock.KindSemaphore || out.Kind == redlock.KindReaders {
 		printSemaphore(stdout, inv.name, out)
 	} else {
 		printStatus(stdout, inv.name, out)
@@ -126,7 +126,11 @@ func toJSON(s *redlock.LockState) statusJSON {
 		}
 		out.Nodes = append(out.Nodes, nj)
 	}
-	if sem := s.Semaphore; sem != nil {
+	sem := s.Semaphore
+	if s.Readers != nil {
+		sem = s.Readers // Permits 0, Quorum the majority
+	}
+	if sem != nil {
 		out.Permits, out.PermitQuorum = sem.Permits, sem.Quorum
 		for _, h := range sem.Holders {
 			out.Holders = append(out.Holders, holderJSON{Holder: prefix(h.Token), Nodes: h.Nodes, Quorum: sem.Quorum > 0 && h.Nodes >= sem.Quorum})
@@ -163,9 +167,9 @@ func printStatus(stdout io.Writer, name string, out statusJSON) {
 	fmt.Fprintf(stdout, "%s: held on %d of %d nodes (quorum %d): %s\n", name, out.Held, len(out.Nodes), out.Quorum, summary)
 }
 
-// printSemaphore prints out, a semaphore, as a table: one line per node
-// with its live permits, then a summary naming each holder and on how many
-// nodes it was admitted.
+// printSemaphore prints out, a semaphore (or an RWMutex's readers), as a
+// table: one line per node with its live permits (readers), then a summary
+// naming each holder and on how many nodes it was admitted.
 func printSemaphore(stdout io.Writer, name string, out statusJSON) {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	for _, n := range out.Nodes {
@@ -181,7 +185,11 @@ func printSemaphore(stdout io.Writer, name string, out statusJSON) {
 			for i, p := range n.Holders {
 				permits[i] = fmt.Sprintf("%s ttl %v", p.Holder, time.Duration(p.TTLMillis)*time.Millisecond)
 			}
-			fmt.Fprintf(tw, "%s\theld\t%d of %d permits\t%s\n", n.Addr, len(n.Holders), n.Permits, strings.Join(permits, ", "))
+			count := fmt.Sprintf("%d of %d permits", len(n.Holders), n.Permits)
+			if out.Kind == redlock.KindReaders {
+				count = fmt.Sprintf("%d readers", len(n.Holders))
+			}
+			fmt.Fprintf(tw, "%s\theld\t%s\t%s\n", n.Addr, count, strings.Join(permits, ", "))
 		}
 	}
 	_ = tw.Flush()
@@ -193,6 +201,11 @@ func printSemaphore(stdout io.Writer, name string, out statusJSON) {
 		} else {
 			holders[i] += " (too few)"
 		}
+	}
+	if out.Kind == redlock.KindReaders {
+		fmt.Fprintf(stdout, "%s: read-locked by %d readers (quorum %d of %d nodes): %s\n",
+			name, held, out.PermitQuorum, len(out.Nodes), strings.Join(holders, ", "))
+		return
 	}
 	fmt.Fprintf(stdout, "%s: semaphore of %d permits, %d held (quorum %d of %d nodes): %s\n",
 		name, out.Permits, held, out.PermitQuorum, len(out.Nodes), strings.Join(holders, ", "))

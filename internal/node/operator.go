@@ -36,6 +36,9 @@ type KeyState struct {
 	Semaphore bool
 	Permits   int
 	Holders   []Permit
+	// Readers is set for a reader-writer lock's readers, who are in
+	// Holders.
+	Readers bool
 }
 
 // Permit is one live permit of a semaphore on a node: its holder's token
@@ -77,18 +80,20 @@ func (*Inspect) Decode(cmds []redis.Cmder) Reply {
 	st := KeyState{Counter: counter}
 	switch kind {
 	case "none":
-	case "zset":
+	case "zset", "readers":
 		if err := decodePermits(&st, r[5:]); err != nil {
 			return Reply{Err: err}
 		}
+		st.Semaphore, st.Readers = kind == "zset", kind == "readers"
 	default:
 		st.Held, st.Reentrant, st.TTL, st.Holder, st.Holds = true, kind == "hash", time.Duration(pttl)*time.Millisecond, holder, int(holds)
 	}
 	return Reply{OK: true, Value: st}
 }
 
-// decodePermits reads a semaphore's part of inspect.lua's reply: the permit
-// count, then a token and its remaining ms per live permit.
+// decodePermits reads a semaphore's (or the readers') part of inspect.lua's
+// reply: the permit count, then a token and its remaining ms per live
+// permit (per live reader).
 func decodePermits(st *KeyState, r []any) error {
 	if len(r)%2 != 1 {
 		return fmt.Errorf("redlock: unexpected semaphore inspect reply %v", r)
@@ -97,7 +102,7 @@ func decodePermits(st *KeyState, r []any) error {
 	if err != nil {
 		return fmt.Errorf("redlock: permit count is not a number: %v", r[0])
 	}
-	st.Semaphore, st.Permits = true, int(permits)
+	st.Permits = int(permits)
 	for i := 1; i < len(r); i += 2 {
 		token, _ := r[i].(string)
 		ms, err := number(r[i+1])

@@ -154,7 +154,7 @@ var SetFenced = &Script{Source: setFencedSource, Hash: "a2315a39517a1ff2290defd8
 // semaphore (kind "zset") by its permit count and a token and remaining ms
 // per live permit, or an error reply when KEYS[1] holds something that is
 // neither.
-var Inspect = &Script{Source: storedSource + inspectSource, Hash: "77520a228af6f95f6168f8bbc28af76ca1b4466e"}
+var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: "c98683b85263993acfc79545d3783fcbfff4bdab"}
 
 // ForceRelease deletes the lock KEYS[1] whoever holds it and announces the
 // release on ARGV[1] (a reentrant lock's with the id ARGV[2]), popping the
