@@ -303,3 +303,27 @@ func TestInspectRWMutex(t *testing.T) {
 	assert.True(t, st.Locked())
 	assert.Nil(t, st.Readers)
 }
+
+// WithRenewal keeps a permit past its TTL until Release, and stops with
+// the context it was acquired with.
+func TestSemaphoreRenewal(t *testing.T) {
+	r, _, _ := newRW(t, WithTTL(300*time.Millisecond))
+	sem, err := r.NewSemaphore("jobs", 2, WithRenewal())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	require.NoError(t, sem.Acquire(ctx))
+	time.Sleep(time.Second)
+	require.NoError(t, sem.Err(), "renewed past three TTLs")
+	cancel()
+	select {
+	case <-sem.Done():
+		assert.ErrorIs(t, sem.Err(), ErrLockLost, "not renewed once its context ended")
+	case <-time.After(2 * time.Second):
+		t.Fatal("the permit outlived its context's end by more than its TTL")
+	}
+	plain, err := r.NewSemaphore("other", 2)
+	require.NoError(t, err)
+	require.NoError(t, plain.Acquire(t.Context()))
+	<-plain.Done()
+	assert.ErrorIs(t, plain.Err(), ErrLockLost, "without renewal, lost at its TTL")
+}

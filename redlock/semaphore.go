@@ -60,9 +60,12 @@ type Semaphore struct {
 // refused the same way, and so is a Semaphore where a Mutex holds the name.
 //
 // The options override, for this semaphore only, those given to [New].
-// [WithQuorum] sets its quorum. [WithReentrant], [WithFencing] and
-// [WithRenewal] are not supported: given to NewSemaphore they are an error;
-// given to New they are defaults for mutexes, and a semaphore ignores them.
+// [WithQuorum] sets its quorum. [WithRenewal] renews each permit (every
+// TTL/3, as a lock's) until [Semaphore.Release], its loss, or the end of
+// the context it was acquired with. [WithReentrant] and [WithFencing] are
+// not supported: given to NewSemaphore they are an error; given to New they
+// are defaults for mutexes, and a semaphore ignores them, as it ignores a
+// WithRenewal given to New.
 // NewSemaphore does no I/O; it returns an error wrapping
 // [ErrInvalidArgument] for an empty name, permits below 1, a quorum above
 // N or an invalid option, and [ErrClosed] after [Redlock.Close].
@@ -78,8 +81,8 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	if cfg.reentrant || cfg.fencing || cfg.renew {
-		return nil, invalid("semaphores support neither WithReentrant, WithFencing nor WithRenewal")
+	if cfg.reentrant || cfg.fencing {
+		return nil, invalid("semaphores support neither WithReentrant nor WithFencing")
 	}
 	n := r.pool.size()
 	q := cfg.quorum
@@ -215,7 +218,7 @@ func minUptime(d time.Duration) int64 {
 }
 
 // hold makes acquisition a, of token, the Semaphore's permit, and starts
-// its renewal when asked to (read holds only).
+// its renewal when asked to (WithRenewal).
 func (s *Semaphore) hold(ctx context.Context, token string, a acquisition) {
 	l := &lease{token: token, id: token, acq: a, holds: 1, done: make(chan struct{})}
 	s.mu.Lock()

@@ -394,7 +394,6 @@ func TestSemaphoreOptions(t *testing.T) {
 		"quorum above N":    func() error { _, err := r.NewSemaphore("s", 2, WithQuorum(6)); return err },
 		"reentrant":         func() error { _, err := r.NewSemaphore("s", 2, WithReentrant()); return err },
 		"fencing":           func() error { _, err := r.NewSemaphore("s", 2, WithFencing()); return err },
-		"renewal":           func() error { _, err := r.NewSemaphore("s", 2, WithRenewal()); return err },
 		"quorum on a mutex": func() error { _, err := r.NewMutex("m", WithQuorum(3)); return err },
 		"quorum on New":     func() error { _, err := newRedlock(nodetest.Nodes(nodetest.Fakes(3)), WithQuorum(2)); return err },
 		"nil context":       func() error { return newFakeSemaphore(t, r, "s", 1).Acquire(nil) }, //nolint:staticcheck // on purpose
