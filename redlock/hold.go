@@ -55,7 +55,7 @@ func (m *Mutex) unlock(ctx context.Context) (int, error) {
 		m.mu.Unlock()
 		return 0, fmt.Errorf("%w: not locked", ErrNotHeld)
 	}
-	op := &node.Release{Key: m.name, Also: m.also, Token: l.token, Reentrant: m.cfg.reentrant}
+	op := &node.Release{Key: m.name, Also: m.also, Token: l.token, Reentrant: m.cfg.reentrant, Intent: m.intent, Writer: m.writer}
 	c := lapse{cfg: &m.cfg, report: m.report, gates: l.acq.gates, order: m.order}
 	if m.cfg.reentrant && l.holds > 1 && l.err == nil {
 		l.holds--

@@ -27,8 +27,9 @@ import (
 // or let it expire. So a writer waits at most as long as the readers that
 // were in when it began to wait still hold: one TTL after their last
 // extension, or, for readers that renew (WithRenewal, DoRead), until they
-// release. The mark lives for one TTL after the writer's last attempt: a
-// writer that gives up keeps new readers out for at most one TTL.
+// release. The mark lives for one TTL after the writer's last attempt, and
+// the writer's Unlock drops it: a writer that gives up keeps new readers
+// out for at most one TTL.
 //
 // A Mutex and an RWMutex of the same name exclude each other: to an
 // RWMutex a Mutex is a writer, and to a Mutex the readers and the writer

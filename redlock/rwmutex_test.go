@@ -327,3 +327,35 @@ func TestSemaphoreRenewal(t *testing.T) {
 	<-plain.Done()
 	assert.ErrorIs(t, plain.Err(), ErrLockLost, "without renewal, lost at its TTL")
 }
+
+// A writer's Unlock drops its waiting mark on every node, also on one
+// where readers still held when it got the lock elsewhere.
+func TestRWMutexUnlockDropsMark(t *testing.T) {
+	r, servers, _ := newRW(t)
+	ctx := t.Context()
+	reader, w := newRWMutex(t, r, "doc"), newRWMutex(t, r, "doc")
+	require.NoError(t, reader.RLock(ctx))
+	require.Eventually(t, func() bool {
+		for _, s := range servers {
+			if !s.Exists("doc") {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond)
+	require.ErrorIs(t, w.TryLock(ctx), ErrNotAcquired)
+	servers[0].Del("doc") // the reader's hold gone from two nodes only
+	servers[1].Del("doc")
+	require.NoError(t, w.TryLock(ctx))
+	require.Eventually(t, func() bool { return servers[2].Exists("doc:redlock:writer") }, time.Second, time.Millisecond,
+		"node 2, where the reader still holds, keeps the writer's mark")
+	require.NoError(t, w.Unlock(ctx))
+	assert.Eventually(t, func() bool {
+		for _, s := range servers {
+			if s.Exists("doc:redlock:writer") {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond, "the writer's unlock dropped its mark everywhere")
+}

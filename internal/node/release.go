@@ -27,7 +27,12 @@ type Release struct {
 	// where they hold Token; each release is announced on its name's
 	// channel (when Channel is not ""), and no waiter is named.
 	Also []string
-	enc  encoding
+	// Intent and Writer, for the write lock of a reader-writer lock, are
+	// where its writer's waiting mark is kept and the writer's id: the
+	// release drops the mark if it is still this writer's (see
+	// Acquire.Intent).
+	Intent, Writer string
+	enc            encoding
 }
 
 // Drop says what a reentrant release drops.
@@ -70,10 +75,13 @@ func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []re
 		return append(cmds, o.encodeMulti(ctx))
 	}
 	args := o.enc.args(l, func() []any {
-		var kb [2]string // on the stack: evalArgs copies the keys
+		var kb [3]string // on the stack: evalArgs copies the keys
 		keys := append(kb[:0], o.Key)
 		if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" {
 			keys = append(keys, q)
+		}
+		if o.Intent != "" && len(keys) == 2 && !o.Reentrant {
+			return evalArgs(scripts.Release, append(keys, l.Beside(o.Key, o.Intent)), o.Token, o.Channel, o.Writer)
 		}
 		if o.Reentrant {
 			return evalArgs(scripts.ReleaseReentrant, keys, o.Token, strconv.Itoa(int(o.Drop)), o.Channel, o.Notice)

@@ -8,6 +8,9 @@
 -- ARGV[1]  the caller's token
 -- ARGV[2]  the channel to announce the release on once deleted; "" for none
 --          (the cleanup of a failed attempt frees nothing anyone waits for)
+-- KEYS[3], ARGV[3]  for a reader-writer lock's writer only (then KEYS[2] is
+--          given too): where its waiting mark is kept, and its id; the mark
+--          is deleted if it is still this writer's, whatever KEYS[1] holds
 --
 -- The oldest waiter, popped from the queue, goes first: the release is
 -- announced to its process only (see announce.lua, which scripts.go puts in
@@ -22,6 +25,11 @@
 -- When the key held ARGV[1] it was deleted, and the script returns
 -- 1 + announce(...): 1 + 2 × the clients the announcement reached, + 1 when
 -- it named a waiter (the releaser then lets it go first).
+if #KEYS > 2 and redis.call("GET", KEYS[3]) == ARGV[3] then
+	-- A reader-writer lock's writer drops its waiting mark (see
+	-- write_acquire.lua) on every node, also where its grant did not land.
+	redis.call("DEL", KEYS[3])
+end
 local v = stored(KEYS[1])
 if type(v) == "table" then
 	return v

@@ -102,7 +102,7 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "13aceade6c67663e8740c3c10591473d3daf5661"}
+var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "ff31609fea344ba8374cc51041832cff801128bc"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: storedSource + extendSource, Hash: "1801f3d5f975b44c8bcbdcb43468fd75ee5221b8"}
