@@ -107,6 +107,9 @@ func run(workers int, phaseLen time.Duration) error {
 	if err := fencingAct(ctx, cluster); err != nil {
 		return err
 	}
+	if err := primitivesAct(ctx, cluster); err != nil {
+		return err
+	}
 	tel, err := newTelemetry()
 	if err != nil {
 		return err
