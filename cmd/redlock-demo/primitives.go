@@ -55,7 +55,7 @@ func readersAndWriter(ctx context.Context, rl *redlock.Redlock) error {
 		return err
 	}
 	if err := writer.TryLock(ctx); !errors.Is(err, redlock.ErrNotAcquired) {
-		return fmt.Errorf("a writer beside readers: %v", err)
+		return fmt.Errorf("a writer beside readers: %w", err)
 	}
 	late, err := rl.NewRWMutex("demo:catalog")
 	if err != nil {
