@@ -54,8 +54,11 @@ func readersAndWriter(ctx context.Context, rl *redlock.Redlock) error {
 	if err != nil {
 		return err
 	}
-	if err := writer.TryLock(ctx); !errors.Is(err, redlock.ErrNotAcquired) {
-		return fmt.Errorf("a writer beside readers: %w", err)
+	switch err := writer.TryLock(ctx); {
+	case err == nil:
+		return errors.New("a writer got in beside readers")
+	case !errors.Is(err, redlock.ErrNotAcquired):
+		return err
 	}
 	late, err := rl.NewRWMutex("demo:catalog")
 	if err != nil {
