@@ -154,7 +154,7 @@ type NodeLockState struct {
 	// or not the lock is held.
 	Fence uint64
 	// Kind is what the node holds under the name: [KindLock],
-	// [KindSemaphore], or "" when nothing (or Err is set).
+	// [KindSemaphore], [KindReaders], or "" when nothing (or Err is set).
 	Kind string
 	// PermitCount is a semaphore's permit count as the node keeps it; 0
 	// for a lock, when free, or when the node keeps none.

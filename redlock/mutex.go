@@ -276,7 +276,18 @@ func (m *Mutex) acquireOp(token string, reenter bool) *node.Acquire {
 		op.FenceKey = node.FenceKey(m.name)
 	}
 	op.MinUptime = minUptime(m.cfg.restart)
+	if m.intent != "" {
+		op.IntentTTL = markTTL(&m.cfg)
+	}
 	return op
+}
+
+// markTTL is how long a waiting writer's mark lasts on a node (see
+// RWMutex): the TTL, and never less than two of the longest waits between
+// a writer's attempts and their node timeouts, so that it does not lapse
+// while the writer still tries.
+func markTTL(c *config) time.Duration {
+	return max(c.ttl, 2*(c.delayMax+c.nodeTimeout)).Truncate(time.Millisecond)
 }
 
 // untilLoss is how long from now until l counts as lost. Called with m.mu held.

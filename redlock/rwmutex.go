@@ -27,9 +27,11 @@ import (
 // or let it expire. So a writer waits at most as long as the readers that
 // were in when it began to wait still hold: one TTL after their last
 // extension, or, for readers that renew (WithRenewal, DoRead), until they
-// release. The mark lives for one TTL after the writer's last attempt, and
-// the writer's Unlock drops it: a writer that gives up keeps new readers
-// out for at most one TTL.
+// release. The mark lives for the TTL (never less than twice the
+// longest retry delay plus the node timeout, so that it cannot lapse
+// between two attempts) after the writer's last attempt, and the writer's
+// Unlock drops it: a writer that gives up keeps new readers out that long
+// at most.
 //
 // A Mutex and an RWMutex of the same name exclude each other: to an
 // RWMutex a Mutex is a writer, and to a Mutex the readers and the writer
@@ -38,7 +40,7 @@ import (
 // An RWMutex value is one holder: it holds the write lock, a read lock, or
 // nothing. Lock and TryLock fail at once, without I/O, while it holds a
 // read lock (a read lock is never upgraded: RUnlock first), and RLock and
-// TryRLock while it holds the write lock. For several readers in one
+// TryRLock while it holds the write lock or a read lock already. For several readers in one
 // process, use several RWMutex values. Extend, Until, Done and Err act on
 // the lock it took last. Like a Mutex, it is safe for use by several
 // goroutines.
@@ -85,8 +87,11 @@ func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
 	w.intent, w.writer = node.IntentKey(name), uuid.NewString()
 	rcfg := w.cfg
 	rcfg.fencing, rcfg.ack = false, node.Ack{}
+	// One order for both kinds of hold (see Mutex.order): a write lock
+	// taken right after a read lock's release reaches each node after it,
+	// and the other way round.
 	rd := &Semaphore{r: r, name: name, quorum: quorum(r.pool.size()), kind: reading{}, cfg: rcfg,
-		report: r.reporter(rcfg.observer), order: r.mutexes.Add(1)}
+		report: r.reporter(rcfg.observer), order: w.order}
 	return &RWMutex{w: w, rd: rd}, nil
 }
 
@@ -142,6 +147,7 @@ func (rw *RWMutex) RUnlock(ctx context.Context) error { return rw.rd.Release(ctx
 var (
 	errReadHeld  = fmt.Errorf("%w: this RWMutex holds a read lock (a read lock is not upgraded: RUnlock it first)", ErrNotAcquired)
 	errWriteHeld = fmt.Errorf("%w: this RWMutex holds the write lock", ErrNotAcquired)
+	errReadAgain = fmt.Errorf("%w: this RWMutex already holds a read lock (one value is one reader)", ErrNotAcquired)
 )
 
 // write takes the write lock with take, unless a read lock is held.
@@ -152,10 +158,13 @@ func (rw *RWMutex) write(take func() error) error {
 	return rw.took(false, take())
 }
 
-// read takes a read lock with take, unless the write lock is held.
+// read takes a read lock with take, unless a lock is held.
 func (rw *RWMutex) read(take func() error) error {
 	if rw.holdsWrite() {
 		return errWriteHeld
+	}
+	if rw.holdsRead() {
+		return errReadAgain
 	}
 	return rw.took(true, take())
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,6 +123,8 @@ func TestRWMutexOneHolder(t *testing.T) {
 	ctx := t.Context()
 	rw := newRWMutex(t, r, "doc")
 	require.NoError(t, rw.RLock(ctx))
+	require.ErrorIs(t, rw.RLock(ctx), errReadAgain, "at once, not a wait for its own read lock")
+	require.ErrorIs(t, rw.TryRLock(ctx), errReadAgain)
 	require.ErrorIs(t, rw.TryLock(ctx), errReadHeld)
 	require.ErrorIs(t, rw.Lock(ctx), errReadHeld, "at once, not a wait for its own read lock")
 	require.NoError(t, rw.RUnlock(ctx))
@@ -244,6 +247,7 @@ func TestForceUnlockReadersAndPermits(t *testing.T) {
 		if fr.Deleted {
 			deleted++
 			assert.Contains(t, []string{tokenOfLease(a.rd), tokenOfLease(b.rd)}, fr.Holder, "a reader, not the marker")
+			assert.False(t, fr.Reentrant, "readers are not a reentrant lock")
 		}
 	}
 	assert.GreaterOrEqual(t, deleted, 2)
@@ -358,4 +362,83 @@ func TestRWMutexUnlockDropsMark(t *testing.T) {
 		}
 		return true
 	}, time.Second, time.Millisecond, "the writer's unlock dropped its mark everywhere")
+}
+
+// A writer whose TTL is shorter than its wait between attempts is not
+// starved by a stream of overlapping readers: its mark outlasts that wait,
+// so no reader gets in once it waits.
+func TestRWMutexShortTTLWriterNotStarved(t *testing.T) {
+	const ttl = 150 * time.Millisecond
+	r, servers, _ := newRW(t, WithTTL(ttl), WithRetryDelay(DefaultRetryDelayMin, DefaultRetryDelayMax))
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	go func() { // miniredis expires keys only when told: in real time here
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for ctx.Err() == nil {
+			<-tick.C
+			for _, s := range servers {
+				s.FastForward(5 * time.Millisecond)
+			}
+		}
+	}()
+	var mu sync.Mutex
+	var admitted []time.Time
+	stop := make(chan struct{})
+	streamed := make(chan struct{})
+	go func() { // a new reader tried every 10ms, each holding 400ms, renewed
+		defer close(streamed)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			rw, err := r.NewRWMutex("doc", WithRenewal())
+			if err != nil || rw.TryRLock(ctx) != nil {
+				continue
+			}
+			mu.Lock()
+			admitted = append(admitted, time.Now())
+			mu.Unlock()
+			time.AfterFunc(400*time.Millisecond, func() { _ = rw.RUnlock(context.Background()) })
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // readers overlap from here on
+	w := newRWMutex(t, r, "doc")
+	waiting := time.Now().Add(50 * time.Millisecond) // its first attempt has marked it waiting
+	err := w.Lock(ctx)
+	got := time.Now()
+	close(stop)
+	<-streamed
+	require.NoError(t, err, "the writer got the lock while readers kept coming")
+	require.NoError(t, w.Unlock(context.Background()))
+	late := 0
+	mu.Lock()
+	for _, at := range admitted {
+		if at.After(waiting) && at.Before(got) {
+			late++
+		}
+	}
+	mu.Unlock()
+	assert.Zero(t, late, "readers admitted while the writer waited (waited %v)", got.Sub(waiting))
+}
+
+// The readers' hash expires with its last live reader, not with the
+// longest hold it ever had: a reader that leaves takes its time with it.
+func TestRWMutexHashExpiresWithLastReader(t *testing.T) {
+	r, servers, _ := newRW(t, WithTTL(2*time.Second))
+	ctx := t.Context()
+	long, short := newRWMutex(t, r, "doc"), newRWMutex(t, r, "doc", WithTTL(300*time.Millisecond))
+	require.NoError(t, long.RLock(ctx))
+	require.NoError(t, short.RLock(ctx))
+	require.NoError(t, long.RUnlock(ctx))
+	require.Eventually(t, func() bool {
+		for _, s := range servers {
+			if ttl := s.TTL("doc"); ttl <= 0 || ttl > 300*time.Millisecond {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond, "every node keeps the name only as long as the short reader")
 }

@@ -44,8 +44,9 @@ type Acquire struct {
 	// reader-writer lock: live readers refuse it, and a refused writer
 	// marks itself waiting at Intent (see IntentKey) so that no new reader
 	// gets in. Writer is the writer's id, the same for all its attempts:
-	// the mark's value.
+	// the mark's value; IntentTTL how long the mark lasts.
 	Intent, Writer string
+	IntentTTL      time.Duration
 	// Ack, when set, makes a grant count only once replicas have it.
 	Ack Ack
 	enc encoding
@@ -92,7 +93,7 @@ func (o *Acquire) encode(ctx context.Context, l Layout, cmds []redis.Cmder) []re
 		return append(cmds, o.encodeMulti(ctx))
 	case o.Intent != "":
 		keys := append(l.keys(o.Key, o.Intent), l.keys(o.Key, o.FenceKey)[1:]...)
-		return append(cmds, script(ctx, scripts.WriteAcquire, keys, o.Token, ttl, o.MinUptime, o.Writer))
+		return append(cmds, script(ctx, scripts.WriteAcquire, keys, o.Token, ttl, o.MinUptime, o.Writer, o.IntentTTL.Milliseconds()))
 	case o.FenceKey != "" || o.MinUptime > 0:
 		return append(cmds, script(ctx, scripts.Acquire, l.keys(o.Key, o.FenceKey), o.Token, ttl, o.MinUptime))
 	}

@@ -17,7 +17,8 @@
 -- clients that heard it, + 1 when it named a waiter; holder is the plain
 -- lock's (or writer's) token, the reentrant lock's owner id, or the token
 -- of one of the holders of a semaphore or of a reader-writer lock's
--- readers; kind "string", "hash" or "zset" (a semaphore). A semaphore's
+-- readers; kind "string", "hash" (a reentrant lock), "zset" (a semaphore)
+-- or "readers". A semaphore's
 -- permit count, kept beside it, expires with the permits it counted.
 -- An error reply, deleting nothing, when KEYS[1] holds something that is
 -- not a lock (see alien in stored.lua) nor a semaphore.
@@ -39,9 +40,10 @@ elseif kind == "zset" then
 	holder = redis.call("ZRANGE", KEYS[1], 0, 0)[1] or ""
 else
 	for _, field in ipairs(redis.call("HKEYS", KEYS[1])) do
-		if field ~= "redlock:readers" then -- a reader-writer lock's marker (see rw.lua)
+		if field == "redlock:readers" then -- a reader-writer lock's marker (see rw.lua)
+			kind = "readers"
+		elseif holder == "" then
 			holder = field
-			break
 		end
 	end
 end

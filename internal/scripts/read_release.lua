@@ -17,7 +17,7 @@
 -- plus, when it was the last reader and ARGV[2] is set, announce(...): 2 ×
 -- the clients the announcement reached, + 1 when it named a waiter (the
 -- oldest, popped from the queue, goes first, as for a lock).
-local state = readers(KEYS[1])
+local state, t = readers(KEYS[1])
 if type(state) == "table" then
 	return state
 end
@@ -27,10 +27,9 @@ if state ~= "readers" or redis.call("HDEL", KEYS[1], ARGV[1]) == 0 then
 	end
 	return 0
 end
-if redis.call("HLEN", KEYS[1]) > 1 then
-	return 1 -- other readers hold it: no one waits for this release
+if keep(KEYS[1], t) then
+	return 1 -- other readers hold it (the key now expires with the last of them): no one waits for this release
 end
-redis.call("DEL", KEYS[1])
 if ARGV[2] == "" then
 	return 1
 end

@@ -11,6 +11,30 @@
 
 local MARK = "redlock:readers"
 
+-- keep drops the expired readers of key (at t, the node's time in ms),
+-- and makes key expire with the last live one; with none left it deletes
+-- key and returns false.
+local function keep(key, t)
+	local all = redis.call("HGETALL", key)
+	local last = 0
+	for i = 1, #all, 2 do
+		if all[i] ~= MARK then
+			local expiry = tonumber(all[i + 1])
+			if expiry <= t then
+				redis.call("HDEL", key, all[i])
+			elseif expiry > last then
+				last = expiry
+			end
+		end
+	end
+	if last == 0 then
+		redis.call("DEL", key)
+		return false
+	end
+	redis.call("PEXPIRE", key, last - t)
+	return true
+end
+
 -- readers drops the expired readers of key and says what key holds:
 --   "none"     nothing, or only readers that expired (key is then deleted)
 --   "readers"  readers, at least one of them live
@@ -32,22 +56,10 @@ local function readers(key)
 		end
 		return "lock", t
 	end
-	local all = redis.call("HGETALL", key)
-	local left = 0
-	for i = 1, #all, 2 do
-		if all[i] ~= MARK then
-			if tonumber(all[i + 1]) <= t then
-				redis.call("HDEL", key, all[i])
-			else
-				left = left + 1
-			end
-		end
+	if keep(key, t) then
+		return "readers", t
 	end
-	if left == 0 then
-		redis.call("DEL", key)
-		return "none", t
-	end
-	return "readers", t
+	return "none", t
 end
 
 -- hold makes token a reader of key until ttl (text, in ms) from t, and

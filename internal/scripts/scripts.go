@@ -162,7 +162,7 @@ var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: 
 // absent, else {1 + 2 × the clients that heard it (+ 1 when it named a
 // waiter), holder, kind}, or an error reply, deleting nothing, when KEYS[1]
 // holds something that is not a lock. It never touches the fencing counter.
-var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "5713f7da69332cf41e509c2fcadd9ca4c906eada"}
+var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "9d91602b4691091c14754651e894a6ed348e6966"}
 
 // AcquireMulti sets every key of KEYS to ARGV[1] with ttl ARGV[2] ms if
 // each is absent or holds ARGV[1] already, else sets none, unless the node
@@ -201,16 +201,16 @@ var SemRelease = &Script{Source: storedSource + announceSource + clockSource + s
 var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "29c3652d7170c8298cddddfa58e9bdef2526ac3c"}
 
 // ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
-var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "b4fa4bd3230d2e1ec5f85edfb725653a4398702c"}
+var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "fa399434db9c248fd6eeb508b3172504a8cf7267"}
 
 // ReadExtend re-arms a read hold (read_extend.lua).
-var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "c1f917efd707ed57bdc97497a2ce7a454b5b06f6"}
+var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "f166b7719a2229ea8e8bc37882f56ad6d113be65"}
 
 // ReadRelease drops a read hold (read_release.lua).
-var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "2c16c34247a1b78f9fbf7e30b9192eb8d4c856fb"}
+var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "b378e196fff6e4d0afcc6c86ecd05bdad42062ef"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
-var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "10dbac911d566abb8d6438adc53fc2fb71414247"}
+var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "49c9e8f0eada9168e2f8c814eb60e99bb214ba26"}
 
 // All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,

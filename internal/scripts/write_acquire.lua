@@ -5,15 +5,18 @@
 --
 -- KEYS[1]  the lock name (see rw.lua, which scripts.go puts in front of
 --          this file)
--- KEYS[2]  the key where a waiting writer marks itself: its id, with the
---          lock's TTL, re-armed at each refused attempt, and deleted by its
---          grant
+-- KEYS[2]  the key where a waiting writer marks itself: its id, for
+--          ARGV[5] ms, re-armed at each refused attempt, and deleted by its
+--          grant (or its release)
 -- KEYS[3]  the name's fencing counter; absent when the lock is not fenced
 -- ARGV[1]  the caller's token
 -- ARGV[2]  the time to live, in milliseconds
 -- ARGV[3]  the least uptime, in whole seconds, at which this node may grant;
 --          "0" for no check (see recovering in guard.lua)
 -- ARGV[4]  the writer's id: the same for all its attempts, unlike ARGV[1]
+-- ARGV[5]  how long the mark lasts, in milliseconds: longer than the wait
+--          between two attempts, so that it never lapses while the writer
+--          still tries
 --
 -- Returns acquire.lua's replies: {1, counter} granted, {0, counter, holder}
 -- held by another writer or a Mutex, {0, counter} held by readers (or a
@@ -41,7 +44,7 @@ end
 if state == "readers" then
 	local waiting = redis.call("GET", KEYS[2])
 	if not waiting or waiting == ARGV[4] then
-		redis.call("SET", KEYS[2], ARGV[4], "PX", ARGV[2])
+		redis.call("SET", KEYS[2], ARGV[4], "PX", ARGV[5])
 	end
 	return {0, n}
 end
