@@ -77,14 +77,11 @@ type try struct {
 // when ctx has ended, finish in the background. Releases never use the
 // caller's cancellation: cleanup must happen even after ctx is done.
 func (r *Redlock) acquire(ctx context.Context, c try) (acquisition, error) {
-	if err := r.track(1); err != nil {
+	idr, err := r.enter()
+	if err != nil {
 		return acquisition{}, err
 	}
 	defer r.wg.Done()
-	if err := r.ids.Err(); err != nil {
-		return acquisition{}, invalid("%v", err)
-	}
-	idr := r.identifyFirst() // nil unless this is the Redlock's first acquisition
 	gates := c.gates
 	if gates == nil {
 		gates = newGates(r.pool.size())
@@ -109,6 +106,22 @@ func (r *Redlock) acquire(ctx context.Context, c try) (acquisition, error) {
 		return failed, idErr
 	}
 	return failed, r.fail(ErrNotAcquired, notAcquired(t, a, failed.took, c.cfg.ttl), ctxErr, t)
+}
+
+// enter starts an acquisition: it counts it in (see track; the caller
+// calls r.wg.Done when it returns, unless enter failed), refuses it when
+// two nodes were found to be one server, and returns the round asking
+// every node who it is when this is the Redlock's first acquisition (nil
+// otherwise).
+func (r *Redlock) enter() (*round, error) {
+	if err := r.track(1); err != nil {
+		return nil, err
+	}
+	if err := r.ids.Err(); err != nil {
+		r.wg.Done()
+		return nil, invalid("%v", err)
+	}
+	return r.identifyFirst(), nil
 }
 
 // held reports whether an attempt over round rd, whose vote loop returned

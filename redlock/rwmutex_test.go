@@ -371,8 +371,10 @@ func TestRWMutexShortTTLWriterNotStarved(t *testing.T) {
 	const ttl = 150 * time.Millisecond
 	r, servers, _ := newRW(t, WithTTL(ttl), WithRetryDelay(DefaultRetryDelayMin, DefaultRetryDelayMax))
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	var clock sync.WaitGroup
+	defer clock.Wait()
 	defer cancel()
-	go func() { // miniredis expires keys only when told: in real time here
+	clock.Go(func() { // miniredis expires keys only when told: in real time here
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
 		for ctx.Err() == nil {
@@ -381,9 +383,11 @@ func TestRWMutexShortTTLWriterNotStarved(t *testing.T) {
 				s.FastForward(5 * time.Millisecond)
 			}
 		}
-	}()
+	})
 	var mu sync.Mutex
 	var admitted []time.Time
+	var leaving sync.WaitGroup // the readers' delayed RUnlocks
+	defer leaving.Wait()
 	stop := make(chan struct{})
 	streamed := make(chan struct{})
 	go func() { // a new reader tried every 10ms, each holding 400ms, renewed
@@ -401,7 +405,10 @@ func TestRWMutexShortTTLWriterNotStarved(t *testing.T) {
 			mu.Lock()
 			admitted = append(admitted, time.Now())
 			mu.Unlock()
-			time.AfterFunc(400*time.Millisecond, func() { _ = rw.RUnlock(context.Background()) })
+			leaving.Go(func() {
+				time.Sleep(400 * time.Millisecond)
+				_ = rw.RUnlock(context.Background())
+			})
 		}
 	}()
 	time.Sleep(100 * time.Millisecond) // readers overlap from here on

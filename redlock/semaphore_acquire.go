@@ -43,14 +43,11 @@ type permitTry struct {
 //     waits, at most a node timeout, for the nodes that had admitted it.
 //     Releases that cannot be delivered are owed to their node.
 func (r *Redlock) acquirePermit(ctx context.Context, c permitTry) (acquisition, error) {
-	if err := r.track(1); err != nil {
+	idr, err := r.enter()
+	if err != nil {
 		return acquisition{}, err
 	}
 	defer r.wg.Done()
-	if err := r.ids.Err(); err != nil {
-		return acquisition{}, invalid("%v", err)
-	}
-	idr := r.identifyFirst() // nil unless this is the Redlock's first acquisition
 	n := r.pool.size()
 	gates := newGates(n)
 	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, n).needs(c.quorum)

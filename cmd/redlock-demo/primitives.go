@@ -70,13 +70,17 @@ func readersAndWriter(ctx context.Context, rl *redlock.Redlock) error {
 		return errors.New("a new reader got in while a writer waited")
 	}
 	start := time.Now()
+	left := make(chan struct{})
 	go func() {
+		defer close(left)
 		time.Sleep(300 * time.Millisecond)
 		for _, rw := range readers {
 			_ = rw.RUnlock(context.WithoutCancel(ctx))
 		}
 	}()
-	if err := writer.Lock(ctx); err != nil {
+	err = writer.Lock(ctx)
+	<-left
+	if err != nil {
 		return err
 	}
 	fmt.Printf("  the readers leave after 300ms; the writer holds it alone after %v\n", time.Since(start).Round(time.Millisecond))

@@ -31,18 +31,4 @@ local n = counter()
 if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
 	return {1, n}
 end
-local holder = stored(KEYS[1])
-if type(holder) == "table" then
-	return holder
-end
-if holder == ARGV[1] then
-	return {1, n}
-end
-if holder then
-	return {0, n, holder}
-end
-local bad = alien(KEYS[1])
-if bad then
-	return bad
-end
-return {0, n}
+return held(n)

@@ -25,4 +25,3 @@ local function counter()
 	end
 	return "0"
 end
-

@@ -102,16 +102,16 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "ff31609fea344ba8374cc51041832cff801128bc"}
+var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "e314ff6731ae799b8e2158733ac0ca16a50eb6f1"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
-var Extend = &Script{Source: storedSource + extendSource, Hash: "1801f3d5f975b44c8bcbdcb43468fd75ee5221b8"}
+var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6bed70d196e9294876ef068103ab"}
 
 // AcquirePlain sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent; it
 // returns 1 when KEYS[1] holds ARGV[1] (now, or already), the value holding
 // it otherwise, 0 when a reentrant lock holds it, and an error reply when
 // KEYS[1] holds something that is not a lock.
-var AcquirePlain = &Script{Source: storedSource + acquirePlainSource, Hash: "f58ec5beb44056741e98db03a272a576b8623221"}
+var AcquirePlain = &Script{Source: storedSource + acquirePlainSource, Hash: "48aa8fceac8ae1c87acd6a2d86389f1e703e269d"}
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
@@ -119,14 +119,14 @@ var AcquirePlain = &Script{Source: storedSource + acquirePlainSource, Hash: "f58
 // {-1, uptime} refused, where counter is the fencing counter KEYS[2] ("0"
 // without it) and holder the value holding KEYS[1]; an error reply when
 // KEYS[1] holds something that is not a lock.
-var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: "849eb48237c9fdb846aab8345be1da78b5a57685"}
+var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: "223bde401d0a0dc816be2a1d04a4414b6e022fcf"}
 
 // AcquireReentrant takes or re-takes the reentrant lock KEYS[1] for owner
 // ARGV[1] with ttl ARGV[2] ms (ARGV[3] "1": only if it still exists),
 // unless the node has been up less than ARGV[4] seconds; it returns
 // {holds, counter} (holds 0: held by another) or {-1, uptime}; an error
 // reply when KEYS[1] holds something that is not a lock.
-var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "3d041cbe27f28fdfc4f3913b17b5833ae965574a"}
+var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "81008efba1c7b52eaa83c823315cc9e27887ddc5"}
 
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner
@@ -134,7 +134,7 @@ var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReent
 // returns the node's run id when the key was absent (for ARGV[2] "1"; 0
 // otherwise), -1 when it held something else, else 1 + 2 × the clients the
 // announcement reached (+ 1 when it named a waiter).
-var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "cf8778fae8a9a48088cd95e96454c97ae623672c"}
+var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "f97a61ee2a29c9bdc05f10f7b550711759dee92c"}
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.
@@ -142,7 +142,7 @@ var ExtendReentrant = &Script{Source: extendReentrantSource, Hash: "15552a83028f
 
 // Fence raises the fencing counter KEYS[2] to ARGV[2] and returns 1 if the
 // lock KEYS[1] holds token or owner ARGV[1] (ARGV[3] "1": reentrant), else 0.
-var Fence = &Script{Source: storedSource + fenceSource, Hash: "d069b82ce5796066648feb3bfed89463268c6605"}
+var Fence = &Script{Source: storedSource + fenceSource, Hash: "4ea3c6e1cd171927fd7e02e57d69a99838e82b76"}
 
 // SetFenced sets KEYS[1] to ARGV[1] and KEYS[2] to the fencing token ARGV[2]
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
@@ -154,7 +154,7 @@ var SetFenced = &Script{Source: setFencedSource, Hash: "a2315a39517a1ff2290defd8
 // semaphore (kind "zset") by its permit count and a token and remaining ms
 // per live permit, or an error reply when KEYS[1] holds something that is
 // neither.
-var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: "c98683b85263993acfc79545d3783fcbfff4bdab"}
+var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: "ca57f93c4c47bec6bd45856b6906ff8165b03b92"}
 
 // ForceRelease deletes the lock KEYS[1] whoever holds it and announces the
 // release on ARGV[1] (a reentrant lock's with the id ARGV[2]), popping the
@@ -162,22 +162,22 @@ var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: 
 // absent, else {1 + 2 × the clients that heard it (+ 1 when it named a
 // waiter), holder, kind}, or an error reply, deleting nothing, when KEYS[1]
 // holds something that is not a lock. It never touches the fencing counter.
-var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "9d91602b4691091c14754651e894a6ed348e6966"}
+var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "4408fe09375f29d731849c229e2770c535ea65a5"}
 
 // AcquireMulti sets every key of KEYS to ARGV[1] with ttl ARGV[2] ms if
 // each is absent or holds ARGV[1] already, else sets none, unless the node
 // has been up less than ARGV[3] seconds; it returns 1, the holder of a
 // held key, or 0 as AcquirePlain does, and {-1, uptime} as Acquire does.
-var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "3e334900ed239321f6f27b1f5a0be5f1b778d5c2"}
+var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "130c31f1d793115ee0ca89f0905c65d6ed3a2b03"}
 
 // ReleaseMulti deletes the keys of KEYS that hold ARGV[1], announcing each
 // on ARGV[2] followed by its name (ARGV[2] "": no announcement); it returns
 // as Release does, never naming a waiter.
-var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "dfc69965d46a8ba86ae5afdecdd2c3808cd2ff8a"}
+var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "73c84db775d85e1aa14482980ebfc0e9f0aa8ebe"}
 
 // ExtendMulti sets every key of KEYS's expiry to ARGV[2] ms if each holds
 // ARGV[1]; it returns 1, or 0 having changed nothing.
-var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "56cf10805f2ff789e7af7e3ffc0d278be1699887"}
+var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "e0925519ad99471bf3f823283673c6ddd60dd3b6"}
 
 // SemAcquire drops the expired permits of the semaphore KEYS[1] (a sorted
 // set of tokens scored by expiry, node time in ms) and gives ARGV[1] one
@@ -186,14 +186,14 @@ var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "56cf1
 // permit count. It returns {1, holders} granted, {0, holders} full,
 // {-1, uptime} recovering, {-2, permits} live holders have another count;
 // an error reply when KEYS[1] is not a semaphore.
-var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + semAcquireSource, Hash: "f37c3f093f86558347d3cd2e8d9b787fb383291b"}
+var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + semAcquireSource, Hash: "b3c5eba0ad6a0aa3b0fcb4095f5cc4e08b17f10b"}
 
 // SemRelease drops ARGV[1]'s permit of the semaphore KEYS[1] and announces
 // it on ARGV[2], naming the next waiter popped from KEYS[3]; it returns the
 // node's run id when no live permit was held (0 when ARGV[2] is ""), else
 // 1 + 2 × the clients the announcement reached (+ 1 when it named a
 // waiter); an error reply when KEYS[1] is not a semaphore.
-var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "a696c70591f3736229836e6400d325f69faec3fd"}
+var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "fa34edb5ce3aa6e66b8b9527cb548c6112b77186"}
 
 // SemExtend re-arms ARGV[1]'s live permit of the semaphore KEYS[1] for
 // ARGV[2] ms; it returns 1 or 0, or an error reply when KEYS[1] is not a
@@ -201,16 +201,16 @@ var SemRelease = &Script{Source: storedSource + announceSource + clockSource + s
 var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "29c3652d7170c8298cddddfa58e9bdef2526ac3c"}
 
 // ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
-var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "fa399434db9c248fd6eeb508b3172504a8cf7267"}
+var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "82408aec4d7e0625b3754d447072ff46a13c619e"}
 
 // ReadExtend re-arms a read hold (read_extend.lua).
-var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "f166b7719a2229ea8e8bc37882f56ad6d113be65"}
+var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "4e3c8e5af189b08b91177ffd8e7fb9ef1fcd5d14"}
 
 // ReadRelease drops a read hold (read_release.lua).
-var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "b378e196fff6e4d0afcc6c86ecd05bdad42062ef"}
+var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "894192ca8fe5747d99cfdb9b629d6cf54d18d907"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
-var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "49c9e8f0eada9168e2f8c814eb60e99bb214ba26"}
+var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "0efdf74f84464f233555383157b72b55e2e2b5bf"}
 
 // All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,

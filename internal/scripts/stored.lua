@@ -41,6 +41,26 @@ local function alien(key)
 		", not a lock: " .. who .. " uses this name")
 end
 
+-- held answers an acquisition by ARGV[1] of the lock KEYS[1] that its SET
+-- did not make, with n the fencing counter: {1, n} when KEYS[1] holds
+-- ARGV[1] (a command the client resent), {0, n, holder} when another
+-- token holds it, {0, n} for a reentrant lock's hash (or readers), and an
+-- error reply when it holds what no lock leaves (see alien). acquire.lua
+-- and write_acquire.lua end with it.
+local function held(n)
+	local holder = stored(KEYS[1])
+	if type(holder) == "table" then
+		return holder
+	end
+	if holder == ARGV[1] then
+		return {1, n}
+	end
+	if holder then
+		return {0, n, holder}
+	end
+	return alien(KEYS[1]) or {0, n}
+end
+
 -- server returns the node's run id, unique to the server process: a
 -- release that finds its key gone says which server answered, so that the
 -- caller can tell its own resent release (the same server it acquired on)

@@ -48,14 +48,4 @@ if state == "readers" then
 	end
 	return {0, n}
 end
-local holder = stored(KEYS[1])
-if type(holder) == "table" then
-	return holder
-end
-if holder == ARGV[1] then
-	return {1, n}
-end
-if holder then
-	return {0, n, holder}
-end
-return {0, n}
+return held(n)
