@@ -57,62 +57,72 @@ func redlockImpl(name string, clients []redis.UniversalClient, opts ...redlock.O
 
 // redlockImplOf locks the Mutex newMutex makes for each key.
 func redlockImplOf(name string, clients []redis.UniversalClient, newMutex func(*redlock.Redlock, string) (*redlock.Mutex, error), opts ...redlock.Option) impl {
-	return redlockImplWith(name, clients, func(rl *redlock.Redlock, key string) (hold, error) {
+	return redlockImplWith(name, clients, func(rl *redlock.Redlock, key string) (holder, error) {
 		m, err := newMutex(rl, key)
-		if err != nil {
-			return hold{}, err
-		}
-		return hold{m.TryLock, m.Unlock}, nil
+		return mutexHold{m}, err
 	}, opts...)
 }
 
-// hold is one holder of a redlock-go primitive: its single attempt and its
-// release.
-type hold struct {
-	try, release func(context.Context) error
+// holder is one holder of a redlock-go primitive: its single attempt and
+// its release. The adapters below are one pointer each, so that a holder
+// costs no allocation: the figures stay those of the primitive.
+type holder interface {
+	try(context.Context) error
+	release(context.Context) error
 }
+
+type mutexHold struct{ *redlock.Mutex }
+
+func (h mutexHold) try(ctx context.Context) error     { return h.TryLock(ctx) }
+func (h mutexHold) release(ctx context.Context) error { return h.Unlock(ctx) }
+
+type permitHold struct{ *redlock.Semaphore }
+
+func (h permitHold) try(ctx context.Context) error     { return h.TryAcquire(ctx) }
+func (h permitHold) release(ctx context.Context) error { return h.Release(ctx) }
+
+type readHold struct{ *redlock.RWMutex }
+
+func (h readHold) try(ctx context.Context) error     { return h.TryRLock(ctx) }
+func (h readHold) release(ctx context.Context) error { return h.RUnlock(ctx) }
+
+type writeHold struct{ *redlock.RWMutex }
+
+func (h writeHold) try(ctx context.Context) error     { return h.TryLock(ctx) }
+func (h writeHold) release(ctx context.Context) error { return h.Unlock(ctx) }
 
 // The other primitives, beside the Mutex: a semaphore of three permits,
 // and a reader-writer lock's read and write locks.
 func newSemaphoreImpl(clients []redis.UniversalClient) impl {
-	return redlockImplWith("redlock-go semaphore (3 permits)", clients, func(rl *redlock.Redlock, key string) (hold, error) {
+	return redlockImplWith("redlock-go semaphore (3 permits)", clients, func(rl *redlock.Redlock, key string) (holder, error) {
 		s, err := rl.NewSemaphore(key, 3)
-		if err != nil {
-			return hold{}, err
-		}
-		return hold{s.TryAcquire, s.Release}, nil
+		return permitHold{s}, err
 	})
 }
 
 func newReadImpl(clients []redis.UniversalClient) impl {
-	return redlockImplWith("redlock-go RWMutex read", clients, func(rl *redlock.Redlock, key string) (hold, error) {
+	return redlockImplWith("redlock-go RWMutex read", clients, func(rl *redlock.Redlock, key string) (holder, error) {
 		rw, err := rl.NewRWMutex(key)
-		if err != nil {
-			return hold{}, err
-		}
-		return hold{rw.TryRLock, rw.RUnlock}, nil
+		return readHold{rw}, err
 	})
 }
 
 func newWriteImpl(clients []redis.UniversalClient) impl {
-	return redlockImplWith("redlock-go RWMutex write", clients, func(rl *redlock.Redlock, key string) (hold, error) {
+	return redlockImplWith("redlock-go RWMutex write", clients, func(rl *redlock.Redlock, key string) (holder, error) {
 		rw, err := rl.NewRWMutex(key)
-		if err != nil {
-			return hold{}, err
-		}
-		return hold{rw.TryLock, rw.Unlock}, nil
+		return writeHold{rw}, err
 	})
 }
 
-// redlockImplWith takes the hold newHold makes for each key.
-func redlockImplWith(name string, clients []redis.UniversalClient, newHold func(*redlock.Redlock, string) (hold, error), opts ...redlock.Option) impl {
+// redlockImplWith takes the holder newHolder makes for each key.
+func redlockImplWith(name string, clients []redis.UniversalClient, newHolder func(*redlock.Redlock, string) (holder, error), opts ...redlock.Option) impl {
 	rl, err := redlock.New(clients, append([]redlock.Option{redlock.WithTTL(ttl)}, opts...)...)
 	if err != nil {
 		panic(err)
 	}
 	im := impl{name: name, nodes: len(clients), close: func() { _ = rl.Close(context.Background()) }}
 	im.lock = func(ctx context.Context, key string) (func(context.Context) error, error) {
-		h, err := newHold(rl, key)
+		h, err := newHolder(rl, key)
 		if err != nil {
 			return nil, err
 		}
