@@ -29,7 +29,8 @@ integration:
 soak:
 	scripts/with-redis-env.sh $(GO) test -tags soak -race -count=1 -run TestSoak -v -timeout 10m ./integration/
 
-## demo: five Redis nodes, competing workers, nodes killed midway.
+## demo: five Redis nodes: fencing, readers and a writer, a semaphore, then
+## competing workers with nodes killed midway.
 demo:
 	scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
 
