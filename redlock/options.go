@@ -172,7 +172,9 @@ func WithNotification(on bool) Option {
 // by [WithMaxHold]. A failed extension is retried after the retry back-off
 // until the validity is about to run out; the acquisition is then lost
 // ([Mutex.Done] closes, [Mutex.Err] wraps [ErrLockLost]). [Redlock.Do]
-// always renews. Default: off.
+// and [Redlock.DoRead] always renew. Given to [Redlock.NewRWMutex] it
+// renews read locks too, and given to [Redlock.NewSemaphore] permits (a
+// semaphore ignores it as a default of [New]). Default: off.
 func WithRenewal() Option {
 	return optionFunc(func(c *config) error {
 		c.renew = true
