@@ -74,7 +74,15 @@ func multiContention(t *testing.T, faults bool) {
 					windows[n] = append(windows[n], window{w, start, end})
 				}
 				mu.Unlock()
-				assert.NoError(t, m.Unlock(ctx), "worker %d", w)
+				if err := m.Unlock(ctx); err != nil && faults {
+					// A lock granted by a bare quorum that included the
+					// node just killed is found on too few nodes: its
+					// keys expire at their TTL, and its window is recorded.
+					assert.ErrorIs(t, err, redlock.ErrNotHeld, "worker %d", w)
+					t.Logf("worker %d: unlock: %v", w, err)
+				} else {
+					assert.NoError(t, err, "worker %d", w)
+				}
 			}
 		})
 	}
