@@ -15,9 +15,6 @@ import (
 // same lease, or what a failed one says about itself.
 type acquisition struct {
 	start, until time.Time // the attempt's start, and the validity's end
-	// gates order the lease's later requests on each node after its
-	// acquire requests there (see gate).
-	gates []*gate
 	// fence is the acquisition's fencing token (0 when not fenced).
 	fence uint64
 	// granted, took and yielded describe a failed attempt: how many nodes
@@ -37,17 +34,11 @@ type try struct {
 	op     *node.Acquire
 	cfg    *config
 	report reportFunc
-	// gates are the lease's when this is one more hold of a reentrant
-	// lock, nil for a new acquisition.
-	gates []*gate
 	// released, when not "", is a token whose release was just announced:
 	// a node may still hold it because the announcement from a faster node
 	// arrived first, so its refusals count as "may still grant" and the
 	// attempt never gives way to it.
 	released string
-	// order names this Mutex's releases (see Mutex.order): the attempt's
-	// requests leave, on each node, after those still in flight there.
-	order uint64
 	// reasks bounds how many times a node may be asked again (see
 	// maxReasks): Lock's attempts ask again, TryLock's single attempt does
 	// not, so that a caller that tries in a loop gets a quick answer every
@@ -82,19 +73,15 @@ func (r *Redlock) acquire(ctx context.Context, c try) (acquisition, error) {
 		return acquisition{}, err
 	}
 	defer r.wg.Done()
-	gates := c.gates
-	if gates == nil {
-		gates = newGates(r.pool.size())
-	}
+	gates := newGates(r.pool.size())
 	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()*(1+maxReasks))
-	rd.after = c.order // after this Mutex's releases still in flight
 	start := rd.start
 	a := newAttempt(rd, c.op, gates, c.released, c.reasks)
 	ctxErr := a.run(ctx)
 	t := rd.t
 	held, until, idErr := r.held(idr, rd, ctxErr, c.cfg)
 	if held {
-		acq := acquisition{start: start, until: until, gates: gates}
+		acq := acquisition{start: start, until: until}
 		if c.op.FenceKey == "" || c.op.Reenter {
 			return acq, nil
 		}
@@ -205,10 +192,10 @@ func (r *Redlock) releaseRound(ctx context.Context, cfg *config, report reportFu
 func (r *Redlock) fence(ctx context.Context, c try, acq acquisition, highest uint64) (acquisition, error) {
 	commit := &node.Fence{Key: c.op.Key, Token: c.op.Token, FenceKey: c.op.FenceKey, Fence: highest + 1, Reentrant: c.op.Reentrant, Ack: c.op.Ack}
 	if commit.Fence >= maxFence {
-		r.undo(ctx, c, acq.gates, nil, false, nil)
+		r.undo(ctx, c, nil, nil, false, nil)
 		return acquisition{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
 	}
-	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()).sendAll(commit, acq.gates, nil)
+	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()).sendAll(commit, nil, nil)
 	ctxErr := rd.decide(ctx)
 	ft := rd.t
 	if ctxErr == nil && ft.won() && r.now().Before(acq.until) {
@@ -222,7 +209,7 @@ func (r *Redlock) fence(ctx context.Context, c try, acq acquisition, highest uin
 	}
 	// Released on every node, the grants included: a token recorded on too
 	// few nodes could be overtaken by a later holder's.
-	r.undo(ctx, c, acq.gates, nil, false, nil)
+	r.undo(ctx, c, nil, nil, false, nil)
 	took := r.now().Sub(acq.start)
 	reason := fmt.Sprintf("fencing token %d recorded on %d of %d nodes holding the lock, quorum %d", commit.Fence, ft.yes, ft.n, ft.quorum)
 	if ft.won() {

@@ -2,16 +2,17 @@ package redlock
 
 import "sync"
 
-// gate orders one node's requests. Requests that must land first enter it;
-// requests that must come after them go through then, which starts them
-// only once every request that entered before has returned. A lease's
-// acquire requests enter its gate, so that a release sent on another
-// connection while a SET is still in flight cannot reach the node first,
-// find nothing, and leave the late SET's key behind until its TTL. A
-// name's releases enter the pool's gate for that name (see pool.order), so
-// that this process's next acquisition of the name cannot overtake them.
-// A gate starts requests from the completion of the last one, on the
-// node's own goroutine: waiting costs no goroutine.
+// gate holds one node's requests back until the requests that entered it
+// have returned. Requests that must answer first enter it; requests that
+// depend on their answers go through then, which starts them only once
+// every request that entered before has returned. An attempt's acquire
+// requests enter its gate: a re-ask waits for the node's earlier answer,
+// and the undo of a failed attempt is sent to a node, or not, once the
+// node said whether it may hold the token (see mustUndo). The order in
+// which a node applies a name's requests is the transport's (one lane per
+// name, see node.Laned), not the gates'. A gate starts requests from the
+// completion of the last one, on the node's own goroutine: waiting costs
+// no goroutine.
 type gate struct {
 	mu      sync.Mutex
 	busy    int      // requests in flight that others wait for
@@ -71,62 +72,4 @@ func (g *gate) wait(r runner) bool {
 		return true
 	}
 	return false
-}
-
-// order keeps, per Mutex (by its order number, see Mutex.order), one gate
-// per node that the Mutex's releases enter while they are in flight (see
-// pool.releasing).
-type order struct {
-	n     int // nodes
-	mu    sync.Mutex
-	names map[uint64]*nameOrder
-}
-
-// nameOrder is one Mutex's gates, one per node, and how many releases are
-// in them.
-type nameOrder struct {
-	gates []gate
-	refs  int
-}
-
-// ticket is one release's place in its Mutex's gate on one node.
-type ticket struct {
-	name uint64
-	no   *nameOrder
-	g    *gate
-}
-
-// enter enters a release of name on node i, and returns its ticket, to
-// hand back to leave once it returned.
-func (o *order) enter(name uint64, i int) ticket {
-	o.mu.Lock()
-	no := o.names[name]
-	if no == nil {
-		no = &nameOrder{gates: make([]gate, o.n)}
-		o.names[name] = no
-	}
-	no.refs++
-	g := &no.gates[i]
-	o.mu.Unlock()
-	g.enter()
-	return ticket{name: name, no: no, g: g}
-}
-
-// leave takes a release out of its gate, starting what waited for it.
-func (o *order) leave(t ticket) {
-	t.g.leave()
-	o.mu.Lock()
-	if t.no.refs--; t.no.refs == 0 {
-		delete(o.names, t.name)
-	}
-	o.mu.Unlock()
-}
-
-// wait queues r behind the releases of name in flight on node i, and
-// reports true; false when there are none, and r may run now.
-func (o *order) wait(name uint64, i int, r runner) bool {
-	o.mu.Lock()
-	no := o.names[name]
-	o.mu.Unlock()
-	return no != nil && no.gates[i].wait(r)
 }

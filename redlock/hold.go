@@ -56,7 +56,7 @@ func (m *Mutex) unlock(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w: not locked", ErrNotHeld)
 	}
 	op := &node.Release{Key: m.name, Also: m.also, Token: l.token, Reentrant: m.cfg.reentrant, Intent: m.intent, Writer: m.writer}
-	c := lapse{cfg: &m.cfg, report: m.report, gates: l.acq.gates, order: m.order}
+	c := lapse{cfg: &m.cfg, report: m.report}
 	if m.cfg.reentrant && l.holds > 1 && l.err == nil {
 		l.holds--
 		m.mu.Unlock()
@@ -125,7 +125,7 @@ func (m *Mutex) extend(ctx context.Context, l *lease) error {
 		return fmt.Errorf("%w: validity ran out %v ago", ErrNotHeld, start.Sub(a.until))
 	}
 	op := &node.Extend{Key: m.name, Also: m.also, Token: l.token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant, Ack: m.cfg.ack}
-	if err := m.r.extend(ctx, op, lapse{cfg: &m.cfg, report: m.report, gates: a.gates}); err != nil {
+	if err := m.r.extend(ctx, op, lapse{cfg: &m.cfg, report: m.report}); err != nil {
 		if errors.Is(err, ErrLockLost) {
 			m.end(l, err)
 		}

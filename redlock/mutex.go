@@ -42,20 +42,8 @@ type Mutex struct {
 	// owner is the token of a reentrant Mutex: the same for all its
 	// acquisitions, so that it recognises its own lock on the nodes.
 	owner string
-	// gates order a reentrant Mutex's requests on each node: its holds are
-	// one lease, whichever acquisition took them (nil when not reentrant:
-	// each acquisition has its own).
-	gates []*gate
 	// report tells the Mutex's Observer of node failures (nil: none).
 	report reportFunc
-	// order numbers this Mutex's releases in the pool's order: the Mutex's
-	// next acquisition leaves, on each node, once its release there has
-	// returned. Unlock returns at the quorum; without the order a TryLock
-	// right after it could reach a node before the release did, and be
-	// refused there by the Mutex's own old key. It is the Mutex's own,
-	// not the name's: contenders of one process that all queued behind
-	// each release would then reach the nodes at once, and split them.
-	order uint64
 
 	mu    sync.Mutex // guards lease and the fields of the lease it points to
 	lease *lease     // the current acquisition; nil when not held
@@ -173,7 +161,7 @@ func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (acqui
 	if err != nil {
 		return acquisition{}, err
 	}
-	a, err := m.r.acquire(ctx, try{op: m.acquireOp(token, false), cfg: &m.cfg, report: m.report, gates: m.gates, order: m.order, released: released, reasks: reasks})
+	a, err := m.r.acquire(ctx, try{op: m.acquireOp(token, false), cfg: &m.cfg, report: m.report, released: released, reasks: reasks})
 	if err != nil {
 		return a, err
 	}
@@ -237,11 +225,11 @@ func (m *Mutex) hold(ctx context.Context, token string, a acquisition) {
 
 // reenter takes one more hold on a reentrant lock that l holds.
 func (m *Mutex) reenter(ctx context.Context, l *lease) error {
-	// reenter: a release meanwhile must not be undone by this. The
-	// Mutex's gates send it, on each node, after the holds already on
-	// their way: a re-lock that overtook the first SET would find no key
-	// there and take no hold.
-	a, err := m.r.acquire(ctx, try{op: m.acquireOp(l.token, true), cfg: &m.cfg, report: m.report, gates: m.gates, order: m.order, reasks: maxReasks})
+	// A release meanwhile must not be undone by this: each node applies
+	// the Mutex's requests in the order they were sent (one lane per
+	// name), so a re-lock never overtakes the first SET, where it would
+	// find no key and take no hold.
+	a, err := m.r.acquire(ctx, try{op: m.acquireOp(l.token, true), cfg: &m.cfg, report: m.report, reasks: maxReasks})
 	if err != nil {
 		return err
 	}
@@ -258,8 +246,8 @@ func (m *Mutex) reenter(ctx context.Context, l *lease) error {
 }
 
 // addHold counts one more hold on l, taken by acquisition a. Called with
-// m.mu held. The window moves to a's if later; both went through the
-// Mutex's gates, so later releases wait for the SETs of both on each node.
+// m.mu held. The window moves to a's if later; later releases follow the
+// SETs of both on each node (one lane per name).
 func (m *Mutex) addHold(l *lease, a acquisition) {
 	l.holds++
 	if a.until.After(l.acq.until) {

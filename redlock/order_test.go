@@ -14,7 +14,7 @@ import (
 // A process that unlocks and at once locks the same name again holds it on
 // every live node: Unlock returns at the quorum, and the new acquisition
 // must not reach a node before this process's release there did, or that
-// node refuses it for the old key (the Mutex's order, see Mutex.order).
+// node refuses it for the old key (each node applies a name's requests in order: see node.Laned).
 func TestRelockWaitsForOwnRelease(t *testing.T) {
 	for _, reentrant := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {

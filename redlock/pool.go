@@ -32,12 +32,6 @@ import (
 //     While the node answers, an owed release is dropped once the TTL it
 //     guards has passed; while it is down, it is kept (up to maxOwed per
 //     node), since a SET applied on resumption lives one TTL from then.
-//   - This process's releases of a name enter the name's gate on each
-//     node; its next acquisition of the name goes through it: on each node
-//     its SET leaves once the releases in flight there have returned.
-//     Unlock returns at a quorum, and without the gate a Lock right after
-//     it could reach a node before the release did, and be refused there
-//     by this process's own old key.
 //
 // The pool owns the goroutines that repair down nodes (probes, owed
 // releases) and counts every request in flight; stop ends the first, wait
@@ -78,8 +72,6 @@ type pool struct {
 	done     chan struct{} // closed by stop: repairs stop
 	stopOnce sync.Once
 	wg       sync.WaitGroup
-
-	order order // this process's releases per name, per node
 }
 
 // nodeState is what the pool knows of one node. Guarded by mu.
@@ -105,7 +97,7 @@ type owedRelease struct {
 }
 
 func newPool(nodes []node.Node, now clock) *pool {
-	p := &pool{nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{}), order: order{n: len(nodes), names: map[uint64]*nameOrder{}}}
+	p := &pool{nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{})}
 	for i := range p.states {
 		p.states[i] = new(nodeState)
 	}
@@ -428,31 +420,6 @@ func (p *pool) deliver(i int, owed []owedRelease) bool {
 		all = <-results && all
 	}
 	return all
-}
-
-// releasing enters a release of name on node i into the name's gate; its
-// ticket goes back to released once it returned.
-func (p *pool) releasing(name uint64, i int) ticket { return p.order.enter(name, i) }
-
-// released takes a release out of its name's gate.
-func (p *pool) released(t ticket) { p.order.leave(t) }
-
-// queueAfterReleases queues r behind this process's releases of name in
-// flight on node i, and reports true; false when r may run now: there are
-// none, or the node is down, or found silent for timeout (r's request then
-// fails at once, unsent, and overtakes nothing).
-func (p *pool) queueAfterReleases(name uint64, i int, timeout time.Duration, r runner) bool {
-	return !p.silent(i, timeout) && p.order.wait(name, i, r)
-}
-
-// silent reports whether node i is down, putting it down first if its
-// requests have gone unanswered for timeout (see noticeSilence).
-func (p *pool) silent(i int, timeout time.Duration) bool {
-	s := p.states[i]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p.noticeSilence(i, p.now(), timeout)
-	return s.down
 }
 
 // stop stops the repairs: probing of down nodes ends, and releases still

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,8 +48,6 @@ type Redlock struct {
 	courtesy courtesy // see courtesy.go
 
 	features *features // the optional features each node refused (see features.go)
-
-	mutexes atomic.Uint64 // Mutexes created: each has its own order (see Mutex.order)
 }
 
 // New returns a Redlock over the given clients, one per independent Redis
@@ -152,14 +149,13 @@ func (r *Redlock) mutexWith(name string, cfg config) (*Mutex, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	m := &Mutex{r: r, name: name, cfg: cfg, report: r.reporter(cfg.observer), order: r.mutexes.Add(1)}
+	m := &Mutex{r: r, name: name, cfg: cfg, report: r.reporter(cfg.observer)}
 	if cfg.reentrant {
 		id, err := uuid.NewRandom()
 		if err != nil {
 			return nil, fmt.Errorf("redlock: owner id: %w", err)
 		}
 		m.owner = id.String()
-		m.gates = newGates(r.pool.size())
 	}
 	return m, nil
 }

@@ -16,10 +16,6 @@ import (
 type lapse struct {
 	cfg    *config
 	report reportFunc
-	gates  []*gate
-	// order names the Mutex's releases (see Mutex.order): its next
-	// acquisition waits, on each node, for this release there.
-	order uint64
 	// since and until, for a release, are the lease's start and validity
 	// end: until then, a node that found the key absent counts as holding
 	// the token if the same server answered (see release). Zero until
@@ -56,13 +52,12 @@ func (r *Redlock) free(ctx context.Context, op node.Op, name string, announced b
 	}
 	defer r.wg.Done()
 	rd := r.releaseRound(ctx, c.cfg, c.report).needs(c.quorum)
-	rd.releases = c.order
 	rule := &releaseRule{r: r, name: name, since: c.since, until: c.until}
 	rd.grants = rule
 	if announced {
 		rd.hook = rule
 	}
-	rd.sendAll(op, c.gates, nil)
+	rd.sendAll(op, nil, nil)
 	ctxErr := rd.decide(ctx)
 	t := rd.t
 	waited := announced && (rule.heardBy.Load() || r.waiters.Waiting(name))
@@ -136,7 +131,7 @@ func (r *Redlock) extend(ctx context.Context, op node.Op, c lapse) error {
 		return err
 	}
 	defer r.wg.Done()
-	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()).needs(c.quorum).sendAll(op, c.gates, nil)
+	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()).needs(c.quorum).sendAll(op, nil, nil)
 	ctxErr := rd.decide(ctx)
 	t := rd.t
 	if ctxErr == nil && t.won() {

@@ -47,10 +47,6 @@ type round struct {
 	// quiet rounds ask the nodes without the pool learning from the
 	// answers, and ask down nodes too (see pool.ask).
 	quiet bool
-	// releases numbers the Mutex whose releases these are (0: none): they
-	// enter its order. after numbers the Mutex after whose releases the
-	// requests leave (see Mutex.order).
-	releases, after uint64
 }
 
 // granter decides whether node i's reply counts as a grant.
@@ -102,8 +98,7 @@ func (rd *round) sendAll(op node.Op, gates []*gate, only func(int) bool) *round 
 }
 
 // post sends op to node i once g opens (nil: no gate), unless only(i)
-// then says no (the node votes skipped), and, for a request that must
-// follow this process's releases of a name, once they returned. Its reply
+// then says no (the node votes skipped). Its reply
 // becomes a vote, marked again for a re-ask. A request that enters g holds
 // back what goes through g after it until its reply.
 func (rd *round) post(i int, op node.Op, g *gate, only func(int) bool, again, enter bool) {
@@ -115,10 +110,10 @@ func (rd *round) post(i int, op node.Op, g *gate, only func(int) bool, again, en
 	g.then(q)
 }
 
-// request is one operation on its way to one node: through its gate,
-// then behind this process's releases of the name, then to the pool; it
-// turns the reply into a vote. One value carries it through every stage,
-// so that waiting costs neither a goroutine nor a closure per stage.
+// request is one operation on its way to one node: through its gate, then
+// to the pool; it turns the reply into a vote. One value carries it
+// through both stages, so that waiting costs neither a goroutine nor a
+// closure.
 type request struct {
 	rd           *round
 	i            int
@@ -126,32 +121,17 @@ type request struct {
 	g            *gate
 	only         func(int) bool
 	again, enter bool
-	passed       bool   // the gate opened
-	ticket       ticket // a release's place in its Mutex's order
 }
 
-// run moves the request on: the gate opened, or the releases it waited
-// for returned.
+// run sends the request: its gate opened.
 func (q *request) run() {
 	rd := q.rd
-	if !q.passed {
-		q.passed = true
-		if q.enter {
-			q.g.enter()
-		}
-		if rd.after != 0 && rd.p.queueAfterReleases(rd.after, q.i, rd.timeout, q) {
-			return // run again once they returned
-		}
+	if q.enter {
+		q.g.enter()
 	}
 	if q.only != nil && !q.only(q.i) {
 		rd.votes <- vote{node: q.i, rep: node.Reply{Err: errSkipped}}
 		return
-	}
-	// A release enters its name's gates only now that it leaves: one that
-	// waited there for its own lease's acquire requests would hold back a
-	// re-ask of that lease, which holds it back in turn.
-	if rd.releases != 0 {
-		q.ticket = rd.p.releasing(rd.releases, q.i)
 	}
 	rd.dispatch(q.i, q.op, q.receive)
 }
@@ -159,9 +139,6 @@ func (q *request) run() {
 // receive turns the reply into a vote, on the node's goroutine.
 func (q *request) receive(rep node.Reply) {
 	rd := q.rd
-	if q.ticket.g != nil {
-		rd.p.released(q.ticket)
-	}
 	rd.replied(q.i, q.op, rep)
 	rd.votes <- vote{node: q.i, rep: rep, again: q.again}
 	if q.enter {

@@ -87,11 +87,8 @@ func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
 	w.intent, w.writer = node.IntentKey(name), uuid.NewString()
 	rcfg := w.cfg
 	rcfg.fencing, rcfg.ack = false, node.Ack{}
-	// One order for both kinds of hold (see Mutex.order): a write lock
-	// taken right after a read lock's release reaches each node after it,
-	// and the other way round.
 	rd := &Semaphore{r: r, name: name, quorum: quorum(r.pool.size()), kind: reading{}, cfg: rcfg,
-		report: r.reporter(rcfg.observer), order: w.order}
+		report: r.reporter(rcfg.observer)}
 	return &RWMutex{w: w, rd: rd}, nil
 }
 

@@ -41,10 +41,6 @@ type Semaphore struct {
 	cfg  config
 	// report tells the Semaphore's Observer of node failures (nil: none).
 	report reportFunc
-	// order numbers the Semaphore's releases in the pool's order, as a
-	// Mutex's (see Mutex.order): its next acquisition reaches each node
-	// after its release there, and does not find its own old permit.
-	order uint64
 
 	mu    sync.Mutex // guards lease, busy and the fields of the lease
 	lease *lease     // the current permit; nil when none is held
@@ -99,7 +95,7 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	if err := r.track(0); err != nil { // counts nothing: only ErrClosed
 		return nil, err
 	}
-	return &Semaphore{r: r, name: name, permits: permits, quorum: q, kind: permitsOf(permits), cfg: cfg, report: r.reporter(cfg.observer), order: r.mutexes.Add(1)}, nil
+	return &Semaphore{r: r, name: name, permits: permits, quorum: q, kind: permitsOf(permits), cfg: cfg, report: r.reporter(cfg.observer)}, nil
 }
 
 // Name returns the semaphore's name, which is its key on every node.
@@ -168,7 +164,7 @@ func (s *Semaphore) tryAcquire(ctx context.Context) (acquisition, error) {
 	}
 	token := id.String()
 	op := s.kind.acquire(s.name, token, &s.cfg)
-	a, err := s.r.acquirePermit(ctx, permitTry{op: op, undo: s.kind.undo(s.name, token), cfg: &s.cfg, report: s.report, quorum: s.quorum, order: s.order})
+	a, err := s.r.acquirePermit(ctx, permitTry{op: op, undo: s.kind.undo(s.name, token), cfg: &s.cfg, report: s.report, quorum: s.quorum})
 	if err != nil {
 		return a, err
 	}

@@ -23,9 +23,6 @@ type permitTry struct {
 	cfg    *config
 	report reportFunc
 	quorum int
-	// order names the Semaphore's releases: the attempt's requests leave,
-	// on each node, after those still in flight there (see Mutex.order).
-	order uint64
 }
 
 // acquirePermit makes one attempt to be admitted by a quorum.
@@ -51,7 +48,6 @@ func (r *Redlock) acquirePermit(ctx context.Context, c permitTry) (acquisition, 
 	n := r.pool.size()
 	gates := newGates(n)
 	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, n).needs(c.quorum)
-	rd.after = c.order
 	may := &admitted{held: make([]bool, n)}
 	rd.hook = may
 	for i := range n {
@@ -62,7 +58,7 @@ func (r *Redlock) acquirePermit(ctx context.Context, c permitTry) (acquisition, 
 	start := rd.start
 	held, until, idErr := r.held(idr, rd, ctxErr, c.cfg)
 	if held {
-		return acquisition{start: start, until: until, gates: gates}, nil
+		return acquisition{start: start, until: until}, nil
 	}
 	r.undoWith(ctx, c.undo, c.cfg, c.report, gates, may.has, ctxErr == nil, t.grantedNodes())
 	failed := acquisition{granted: t.yes, took: r.now().Sub(start), hopeless: t.hopeless()}

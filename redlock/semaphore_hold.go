@@ -46,7 +46,7 @@ func (s *Semaphore) release(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w: no permit held", ErrNotHeld)
 	}
 	s.lease = nil
-	c := lapse{cfg: &s.cfg, report: s.report, gates: l.acq.gates, order: s.order, since: l.acq.start, quorum: s.quorum}
+	c := lapse{cfg: &s.cfg, report: s.report, since: l.acq.start, quorum: s.quorum}
 	if l.err == nil {
 		c.until = l.acq.until // a lost permit passes none: an absent token is no resend
 	}
@@ -99,7 +99,7 @@ func (s *Semaphore) extendLease(ctx context.Context, l *lease) error {
 	if err != nil {
 		return err
 	}
-	if err := s.r.extend(ctx, s.kind.extend(s.name, l.token, s.cfg.ttl), lapse{cfg: &s.cfg, report: s.report, gates: l.acq.gates, quorum: s.quorum}); err != nil {
+	if err := s.r.extend(ctx, s.kind.extend(s.name, l.token, s.cfg.ttl), lapse{cfg: &s.cfg, report: s.report, quorum: s.quorum}); err != nil {
 		if errors.Is(err, ErrLockLost) {
 			s.end(l, err)
 		}

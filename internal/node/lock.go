@@ -69,6 +69,9 @@ func GrantOf(rep Reply) Grant {
 // Name implements Op.
 func (*Acquire) Name() string { return "acquire" }
 
+// Lane implements Laned: the lock's name.
+func (o *Acquire) Lane() string { return o.Key }
+
 // Encode implements Op.
 func (o *Acquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	return o.Ack.encode(ctx, o.encode(ctx, l, cmds))
@@ -168,6 +171,9 @@ type Fence struct {
 // Name implements Op.
 func (*Fence) Name() string { return "fence" }
 
+// Lane implements Laned: the lock's name.
+func (o *Fence) Lane() string { return o.Key }
+
 // Encode implements Op.
 func (o *Fence) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	return o.Ack.encode(ctx, o.encode(ctx, l, cmds))
@@ -201,6 +207,9 @@ type Extend struct {
 
 // Name implements Op.
 func (*Extend) Name() string { return "extend" }
+
+// Lane implements Laned: the lock's name.
+func (o *Extend) Lane() string { return o.Key }
 
 // Encode implements Op.
 func (o *Extend) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {

@@ -79,3 +79,24 @@ type Reply struct {
 	Err   error
 	Value any
 }
+
+// Laned is an Op about one lock name. A transport applies a node's Laned
+// operations of one name in the order Do was called for them: they travel
+// one lane (for Redis, one worker, whose round trips follow each other), so
+// that a release handed over before the next acquisition of the same name
+// lands first, and a release lands after the acquisitions it undoes.
+// Operations that are not Laned, or of different names, may be applied in
+// any order.
+type Laned interface {
+	Op
+	// Lane is the lock name whose order the operation keeps.
+	Lane() string
+}
+
+// LaneOf returns the name whose lane op travels, "" when it has none.
+func LaneOf(op Op) string {
+	if l, ok := op.(Laned); ok {
+		return l.Lane()
+	}
+	return ""
+}

@@ -51,6 +51,9 @@ type Permit struct {
 // Name implements Op.
 func (*Inspect) Name() string { return "inspect" }
 
+// Lane implements Laned: the lock's name.
+func (o *Inspect) Lane() string { return o.Key }
+
 // Encode implements Op. The fencing counter and the permit count are kept
 // beside the name on the same terms (see Layout.Beside): both or neither.
 func (o *Inspect) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
@@ -132,6 +135,9 @@ type Forced struct {
 
 // Name implements Op.
 func (*Force) Name() string { return "force release" }
+
+// Lane implements Laned: the lock's name.
+func (o *Force) Lane() string { return o.Key }
 
 // Encode implements Op.
 func (o *Force) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,16 +13,22 @@ import (
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
-// Redis is a Node over a go-redis client. It batches: a few worker
-// goroutines each take the oldest waiting request plus every other one
-// queued meanwhile and send them as one pipeline, one round trip. A lone
-// caller's request leaves at once, alone; under load, requests that arrive
-// while a round trip is in flight share the next one, which is where most
-// of the cost of a lock lies (system calls and server wake-ups per round
-// trip, not bytes). The queue is bounded: a request that finds it full
-// fails at once, unsent, so that a stalled node costs neither goroutines
-// nor memory. The workers start with the first request; Close stops them
-// and waits for them.
+// Redis is a Node over a go-redis client. It batches: each of a few lanes
+// has one worker goroutine, which takes the oldest request waiting in its
+// lane plus every other one queued there meanwhile and sends them as one
+// pipeline, one round trip, and the next batch only once that one is over.
+// A lone caller's request leaves at once, alone; under load, requests that
+// arrive while a round trip is in flight share the next one, which is
+// where most of the cost of a lock lies (system calls and server wake-ups
+// per round trip, not bytes).
+//
+// A lock name always travels the same lane (see Laned), so a name's
+// operations are applied in the order Do was called for them: a release
+// handed over before the next acquisition lands first, with no wait for
+// its reply on the way (the batch may even carry both). Each lane's queue
+// is bounded: a request that finds it full fails at once, unsent, so that
+// a stalled node costs neither goroutines nor memory. The workers start
+// with the first request; Close stops them and waits for them.
 type Redis struct {
 	client  redis.UniversalClient
 	address string
@@ -31,20 +38,22 @@ type Redis struct {
 	master  *masterName
 	start   sync.Once
 	stopped sync.Once
-	queue   chan *call
+	lanes   [Workers]chan *call
+	spread  atomic.Uint32 // picks the lane of an operation that has none
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
 
-// Batching limits. Workers bounds the round trips in flight per node (and
-// the connections the queue holds): two, so that requests arriving while
+// Batching limits. Workers is the number of lanes, and bounds the round
+// trips in flight per node (and the connections the lanes hold): two, so
+// that requests arriving while
 // one round trip is in flight leave together in the next, which costs the
 // node and the client one read and one write per batch rather than per
 // request (four cost about a third more CPU per lock+unlock pair at 64
 // goroutines; one lost a fifth of the throughput against containers, with
 // no second round trip to overlap a slow one: see docs/PERFORMANCE.md).
-// MaxBatch bounds one pipeline; QueueLen bounds the requests waiting for a
-// worker.
+// MaxBatch bounds one pipeline; QueueLen bounds the requests waiting in
+// one lane.
 const (
 	Workers  = 2
 	MaxBatch = 128
@@ -67,7 +76,10 @@ var callPool = sync.Pool{New: func() any { return new(call) }}
 func NewRedis(c redis.UniversalClient) *Redis {
 	n := &Redis{
 		client: c, address: ClientAddr(c), layout: Layout{Sharded: isSharded(c)},
-		queue: make(chan *call, QueueLen), stop: make(chan struct{}),
+		stop: make(chan struct{}),
+	}
+	for i := range n.lanes {
+		n.lanes[i] = make(chan *call, QueueLen)
 	}
 	if rc, ok := c.(*redis.Client); ok && n.address == FailoverAddr {
 		n.master = masterOf(rc)
@@ -116,10 +128,24 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 	default:
 	}
 	select {
-	case n.queue <- c:
+	case n.lane(op) <- c:
 	default:
 		c.finish(Reply{Err: ErrQueueFull})
 	}
+}
+
+// lane returns the queue of op's lane: the lane of its lock name (FNV-1a),
+// or for an operation of no name the next lane in turn.
+func (n *Redis) lane(op Op) chan *call {
+	name := LaneOf(op)
+	if name == "" {
+		return n.lanes[n.spread.Add(1)%Workers]
+	}
+	h := uint32(2166136261)
+	for i := range len(name) {
+		h = (h ^ uint32(name[i])) * 16777619
+	}
+	return n.lanes[h%Workers]
 }
 
 // Ping implements Node: PING on its own connection, beside the queue, since
@@ -150,18 +176,19 @@ func (n *Redis) run() {
 			}
 		}
 	})
-	for range Workers {
-		n.wg.Go(n.work)
+	for _, lane := range n.lanes {
+		n.wg.Go(func() { n.work(lane) })
 	}
 }
 
-func (n *Redis) work() {
+// work is one lane's worker: a batch, its round trip, then the next.
+func (n *Redis) work(lane chan *call) {
 	batch := make([]*call, 0, MaxBatch)
 	pipe := n.client.Pipeline()
 	for {
 		batch = batch[:0]
 		select {
-		case c := <-n.queue:
+		case c := <-lane:
 			batch = append(batch, c)
 		case <-n.stop:
 			return
@@ -169,7 +196,7 @@ func (n *Redis) work() {
 	more:
 		for len(batch) < MaxBatch {
 			select {
-			case c := <-n.queue:
+			case c := <-lane:
 				batch = append(batch, c)
 			default:
 				break more
@@ -241,12 +268,15 @@ func (c *call) finish(rep Reply) {
 func (n *Redis) Close() {
 	n.stopped.Do(func() { close(n.stop) })
 	n.wg.Wait()
-	for {
-		select {
-		case c := <-n.queue:
-			c.finish(Reply{Err: ErrClosed})
-		default:
-			return
+	for _, lane := range n.lanes {
+	drain:
+		for {
+			select {
+			case c := <-lane:
+				c.finish(Reply{Err: ErrClosed})
+			default:
+				break drain
+			}
 		}
 	}
 }

@@ -69,6 +69,9 @@ func ReleasedOf(rep Reply) Released {
 // Name implements Op.
 func (*Release) Name() string { return "release" }
 
+// Lane implements Laned: the lock's name.
+func (o *Release) Lane() string { return o.Key }
+
 // Encode implements Op.
 func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	if len(o.Also) > 0 {

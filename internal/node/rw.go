@@ -42,6 +42,9 @@ type ReadRefusal struct {
 // Name implements Op.
 func (*ReadAcquire) Name() string { return "read acquire" }
 
+// Lane implements Laned: the lock's name.
+func (o *ReadAcquire) Lane() string { return o.Key }
+
 // Encode implements Op.
 func (o *ReadAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	return append(cmds, script(ctx, scripts.ReadAcquire, l.keys(o.Key, IntentKey(o.Key)), o.Token, o.TTL.Milliseconds(), o.MinUptime))
@@ -77,6 +80,9 @@ type ReadExtend struct {
 // Name implements Op.
 func (*ReadExtend) Name() string { return "read extend" }
 
+// Lane implements Laned: the lock's name.
+func (o *ReadExtend) Lane() string { return o.Key }
+
 // Encode implements Op.
 func (o *ReadExtend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
 	return append(cmds, script(ctx, scripts.ReadExtend, []string{o.Key}, o.Token, o.TTL.Milliseconds()))
@@ -97,6 +103,9 @@ type ReadRelease struct {
 
 // Name implements Op.
 func (*ReadRelease) Name() string { return "read release" }
+
+// Lane implements Laned: the lock's name.
+func (o *ReadRelease) Lane() string { return o.Key }
 
 // Encode implements Op.
 func (o *ReadRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {

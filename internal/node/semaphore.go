@@ -45,6 +45,9 @@ func SemGrantOf(rep Reply) SemGrant {
 // Name implements Op.
 func (*SemAcquire) Name() string { return "semaphore acquire" }
 
+// Lane implements Laned: the lock's name.
+func (o *SemAcquire) Lane() string { return o.Key }
+
 // Encode implements Op.
 func (o *SemAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	return append(cmds, script(ctx, scripts.SemAcquire, l.keys(o.Key, PermitsKey(o.Key)),
@@ -93,6 +96,9 @@ type SemExtend struct {
 // Name implements Op.
 func (*SemExtend) Name() string { return "semaphore extend" }
 
+// Lane implements Laned: the lock's name.
+func (o *SemExtend) Lane() string { return o.Key }
+
 // Encode implements Op.
 func (o *SemExtend) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	return append(cmds, script(ctx, scripts.SemExtend, l.keys(o.Key, PermitsKey(o.Key)), o.Token, o.TTL.Milliseconds()))
@@ -115,6 +121,9 @@ type SemRelease struct {
 
 // Name implements Op.
 func (*SemRelease) Name() string { return "semaphore release" }
+
+// Lane implements Laned: the lock's name.
+func (o *SemRelease) Lane() string { return o.Key }
 
 // Encode implements Op.
 func (o *SemRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {

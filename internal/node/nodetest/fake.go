@@ -42,6 +42,9 @@ type Fake struct {
 	Sharded   bool                        // laid out as a Redis Cluster node
 	Acked     int                         // replicas that acknowledge each write, for node.Ack
 	Sems      map[string]*Sem             // semaphores by name
+
+	lanesMu sync.Mutex
+	lanes   map[string][]laneCall // per lock name: calls not yet answered, in order
 }
 
 // Entry is one lock key.
@@ -195,9 +198,51 @@ func (n *Fake) Waiting(key string) []string {
 }
 
 // Do implements node.Node: it runs op on the fake's own goroutine, as a
-// transport's worker would, and hands the reply to done.
+// transport's worker would, and hands the reply to done. Operations of one
+// lock name (see node.Laned) are applied in the order Do was called for
+// them, one after the other, as a transport's lane sends them: each waits
+// until the one before has been answered (its delay included).
 func (n *Fake) Do(_ context.Context, _ time.Time, op node.Op, done func(node.Reply)) {
-	go func() { done(n.answer(op)) }()
+	name := node.LaneOf(op)
+	if name == "" {
+		go func() { done(n.answer(op)) }()
+		return
+	}
+	n.lanesMu.Lock()
+	if n.lanes == nil {
+		n.lanes = map[string][]laneCall{}
+	}
+	queued := n.lanes[name]
+	n.lanes[name] = append(queued, laneCall{op: op, done: done})
+	n.lanesMu.Unlock()
+	if len(queued) == 0 {
+		go n.runLane(name)
+	}
+}
+
+// laneCall is an operation waiting in its lane.
+type laneCall struct {
+	op   node.Op
+	done func(node.Reply)
+}
+
+// runLane answers the calls of lane name in order until none is left.
+func (n *Fake) runLane(name string) {
+	for {
+		n.lanesMu.Lock()
+		c := n.lanes[name][0]
+		n.lanesMu.Unlock()
+		c.done(n.answer(c.op))
+		n.lanesMu.Lock()
+		rest := n.lanes[name][1:]
+		if len(rest) == 0 {
+			delete(n.lanes, name)
+			n.lanesMu.Unlock()
+			return
+		}
+		n.lanes[name] = rest
+		n.lanesMu.Unlock()
+	}
 }
 
 // answer applies op and returns the node's reply.

@@ -1,0 +1,99 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// stall is a Laned operation whose reply is held until release is closed:
+// its lane's worker is busy with it until then.
+type stall struct {
+	lane    string
+	decoded chan struct{}
+	release chan struct{}
+}
+
+func (*stall) Name() string   { return "stall" }
+func (o *stall) Lane() string { return o.lane }
+func (*stall) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
+	return append(cmds, redis.NewStatusCmd(ctx, "ping"))
+}
+func (o *stall) Decode([]redis.Cmder) Reply {
+	close(o.decoded)
+	<-o.release
+	return Reply{OK: true}
+}
+
+// otherLane returns a name whose lane differs from name's.
+func otherLane(t *testing.T, n *Redis, name string) string {
+	t.Helper()
+	for _, other := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		if n.lane(&Release{Key: other}) != n.lane(&Release{Key: name}) {
+			return other
+		}
+	}
+	t.Fatal("every name in one lane")
+	return ""
+}
+
+// A name's operations are applied in the order they were handed over: a
+// release handed over while an earlier operation of the name is still in
+// its round trip waits for it, even though another lane is free; an
+// operation of a name in the other lane does not wait.
+func TestLaneKeepsANamesOrder(t *testing.T) {
+	s := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	n := NewRedis(c)
+	t.Cleanup(n.Close)
+	other := otherLane(t, n, "k")
+	require.NoError(t, s.Set("k", "t1"))
+	require.NoError(t, s.Set(other, "t1"))
+
+	first := &stall{lane: "k", decoded: make(chan struct{}), release: make(chan struct{})}
+	firstDone := make(chan Reply, 1)
+	n.Do(t.Context(), time.Now().Add(time.Minute), first, func(r Reply) { firstDone <- r })
+	<-first.decoded // the lane of "k" is busy until first.release closes
+
+	released := make(chan Reply, 2)
+	n.Do(t.Context(), time.Now().Add(time.Minute), &Release{Key: other, Token: "t1"}, func(r Reply) { released <- r })
+	select {
+	case r := <-released:
+		require.NoError(t, r.Err)
+		assert.True(t, r.OK, "the other lane's release")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a name in the other lane waited for a busy lane")
+	}
+
+	n.Do(t.Context(), time.Now().Add(time.Minute), &Release{Key: "k", Token: "t1"}, func(r Reply) { released <- r })
+	time.Sleep(50 * time.Millisecond)
+	assert.True(t, s.Exists("k"), "a release of k was applied before the earlier operation of k had returned")
+	close(first.release)
+	<-firstDone
+	r := <-released
+	require.NoError(t, r.Err)
+	assert.True(t, r.OK)
+	assert.False(t, s.Exists("k"))
+}
+
+// Every operation of one name takes the same lane, whatever its kind.
+func TestLaneIsTheNames(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = c.Close() })
+	n := NewRedis(c)
+	t.Cleanup(n.Close)
+	for _, name := range []string{"a", "b", "orders:7", "{x}:y"} {
+		want := n.lane(&Acquire{Key: name})
+		for _, op := range []Op{&Release{Key: name}, &Extend{Key: name}, &Fence{Key: name}, &Inspect{Key: name},
+			&Force{Key: name}, &SemAcquire{Key: name}, &SemRelease{Key: name}, &SemExtend{Key: name},
+			&ReadAcquire{Key: name}, &ReadRelease{Key: name}, &ReadExtend{Key: name}} {
+			assert.Equal(t, want, n.lane(op), "%s of %q", op.Name(), name)
+		}
+	}
+}
