@@ -11,29 +11,44 @@ import (
 // Acquiring: one attempt to take a lock on a quorum, its fencing token,
 // and the release of what a failed attempt may have taken.
 
-// acquisition is what a successful acquire leaves for later calls on the
-// same lease, or what a failed one says about itself.
-type acquisition struct {
-	start, until time.Time // the attempt's start, and the validity's end
-	// fence is the acquisition's fencing token (0 when not fenced).
-	fence uint64
-	// granted, took and yielded describe a failed attempt: how many nodes
-	// granted it when it was decided, how long it took, and whether it gave
-	// way to a competitor that ranks higher (see outranks).
-	granted int
-	took    time.Duration
-	yielded bool
-	// hopeless is set when so many nodes failed with errors no retry can
-	// change (ErrMisconfigured) that no quorum is left to grant.
+// grant is a successful acquisition: the start of its attempt, the end of
+// its validity, and its fencing token (0 when not fenced).
+type grant struct {
+	start, until time.Time
+	fence        uint64
+}
+
+// refusal is what a failed attempt says of itself, for the wait before
+// the next: how many nodes granted it when it was decided, how long it
+// took, and whether it gave way to a competitor that ranks higher (see
+// outranks); hopeless is set when so many nodes failed with errors no
+// retry can change (ErrMisconfigured) that no quorum is left to grant.
+type refusal struct {
+	granted  int
+	took     time.Duration
+	yielded  bool
 	hopeless bool
 }
 
-// try is one call of acquire: the operation, the settings it runs with,
-// and what it knows of the lock's state.
-type try struct {
-	op     *node.Acquire
+// spec is one acquisition to make: the operation, its undo, the rule and
+// the settings it runs with.
+type spec struct {
+	op     node.Op
+	undo   node.Op // gives back what op may have taken, silently
+	token  string  // what op sets: competitors are ranked against it
 	cfg    *config
 	report reportFunc
+	// quorum is how many nodes must grant: 0 for a majority.
+	quorum int
+	// split applies the split-vote rule (see outranks): a lock's attempt,
+	// whose refusals name the holder. Without it the round is decided by a
+	// plain count (a semaphore's permits, the readers of a name).
+	split bool
+	// reentrant marks an undo that drops one hold (see mustUndo).
+	reentrant bool
+	// fence, when set, gives a won acquisition its fencing token (see
+	// Redlock.fence).
+	fence *node.Fence
 	// released, when not "", is a token whose release was just announced:
 	// a node may still hold it because the announcement from a faster node
 	// arrived first, so its refusals count as "may still grant" and the
@@ -46,20 +61,21 @@ type try struct {
 	reasks int
 }
 
-// acquire makes one attempt to take the lock on a quorum.
+// acquire makes one attempt to take s.op on a quorum.
 //
 //  1. Note the start on the monotonic clock.
 //  2. Send the acquire request (a script, like SET key token NX GET PX ttl)
 //     to every node at once; a node that is down is skipped, and one that
 //     has not answered by the node timeout counts as failed.
 //  3. Decide as soon as the outcome is certain: a quorum granted, a quorum
-//     can no longer grant, or a competitor ranks higher (the split-vote
-//     rule: see attempt.go).
+//     can no longer grant, or (with the split-vote rule) a competitor
+//     ranks higher: see attempt.go.
 //  4. Succeed only with a quorum AND validity left: the window ends at
 //     start + ttl - drift, whatever the attempt cost (a node asked again
-//     set its key later, so it expires later still).
+//     set its key later, so it expires later still). With fencing, a
+//     second round records the token (see fence).
 //  5. Otherwise release on every node where the attempt may have set the
-//     key (see mustUndo), each once its own acquire requests have returned
+//     key (see mustUndo), each once its acquire requests have returned
 //     (see gate), so that a release never overtakes the SET it undoes.
 //
 // On failure the caller waits, at most a node timeout, for the releases of
@@ -67,32 +83,33 @@ type try struct {
 // hold nothing of the attempt once it returns; the others, and all of them
 // when ctx has ended, finish in the background. Releases never use the
 // caller's cancellation: cleanup must happen even after ctx is done.
-func (r *Redlock) acquire(ctx context.Context, c try) (acquisition, error) {
+func (r *Redlock) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 	idr, err := r.enter()
 	if err != nil {
-		return acquisition{}, err
+		return grant{}, refusal{}, err
 	}
 	defer r.wg.Done()
 	gates := newGates(r.pool.size())
-	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()*(1+maxReasks))
-	start := rd.start
-	a := newAttempt(rd, c.op, gates, c.released, c.reasks)
+	rd := newRound(ctx, r.pool, s.cfg.nodeTimeout, s.report, r.pool.size()*(1+maxReasks)).needs(s.quorum)
+	a := newAttempt(rd, s.op, s.token, gates, s.split, s.reentrant, s.released, s.reasks)
 	ctxErr := a.run(ctx)
 	t := rd.t
-	held, until, idErr := r.held(idr, rd, ctxErr, c.cfg)
-	if held {
-		acq := acquisition{start: start, until: until}
-		if c.op.FenceKey == "" || c.op.Reenter {
-			return acq, nil
+	won := ctxErr == nil && t.won()
+	idErr := r.distinct(idr, won, rd.start, rd.start.Add(s.cfg.nodeTimeout))
+	until := validUntil(rd.start, s.cfg.ttl, s.cfg.driftFactor)
+	if won && idErr == nil && r.now().Before(until) {
+		g := grant{start: rd.start, until: until}
+		if s.fence == nil {
+			return g, refusal{}, nil
 		}
-		return r.fence(ctx, c, acq, a.highest)
+		return r.fence(ctx, s, g, a.highest)
 	}
-	r.undo(ctx, c, gates, a.mayHold, ctxErr == nil, t.grantedNodes())
-	failed := acquisition{granted: t.yes, took: r.now().Sub(start), yielded: a.yielded, hopeless: t.hopeless()}
+	r.undo(ctx, s, gates, a.mayHold, ctxErr == nil, t.grantedNodes())
+	failed := refusal{granted: t.yes, took: r.now().Sub(rd.start), yielded: a.yielded, hopeless: t.hopeless()}
 	if idErr != nil {
-		return failed, idErr
+		return grant{}, failed, idErr
 	}
-	return failed, r.fail(ErrNotAcquired, notAcquired(t, a, failed.took, c.cfg.ttl), ctxErr, t)
+	return grant{}, failed, r.fail(ErrNotAcquired, notAcquired(t, a, failed.took, s.cfg.ttl), ctxErr, t)
 }
 
 // enter starts an acquisition: it counts it in (see track; the caller
@@ -111,17 +128,6 @@ func (r *Redlock) enter() (*round, error) {
 	return r.identifyFirst(), nil
 }
 
-// held reports whether an attempt over round rd, whose vote loop returned
-// ctxErr, holds what it asked for: a quorum granted, no two of the nodes
-// are one server (idr: see distinct), and validity is left. It also
-// returns the end of the validity window, and the identity check's error.
-func (r *Redlock) held(idr, rd *round, ctxErr error, cfg *config) (bool, time.Time, error) {
-	until := validUntil(rd.start, cfg.ttl, cfg.driftFactor)
-	won := ctxErr == nil && rd.t.won()
-	idErr := r.distinct(idr, won, rd.start, rd.start.Add(cfg.nodeTimeout))
-	return won && idErr == nil && r.now().Before(until), until, idErr
-}
-
 // distinct checks, for an attempt that a quorum granted, that no two of
 // the nodes are the same server (see identified); idr is the first round
 // of identities, nil unless this is the first acquisition. An attempt
@@ -136,35 +142,33 @@ func (r *Redlock) distinct(idr *round, won bool, start, deadline time.Time) erro
 
 // notAcquired says why an attempt failed.
 func notAcquired(t *tally, a *attempt, took, ttl time.Duration) string {
-	reason := fmt.Sprintf("%d of %d nodes granted, quorum %d", t.yes, t.n, t.quorum)
+	did, do := "granted", "grant" // a lock's nodes grant; a semaphore's admit
+	if !a.split {
+		did, do = "admitted", "admit"
+	}
+	reason := fmt.Sprintf("%d of %d nodes %s, quorum %d", t.yes, t.n, did, t.quorum)
 	switch {
 	case t.hopeless():
-		reason += fmt.Sprintf("; misconfigured nodes: %d, too many for a quorum to grant until they are fixed", t.misconfigured())
+		reason += fmt.Sprintf("; misconfigured nodes: %d, too many for a quorum to %s until they are fixed", t.misconfigured(), do)
 	case a.yielded:
 		reason += fmt.Sprintf(", gave way to a competitor holding %d", a.rival)
 	case t.won():
-		reason = fmt.Sprintf("quorum granted after %v, no validity left of ttl %v", took, ttl)
+		reason = fmt.Sprintf("quorum %s after %v, no validity left of ttl %v", did, took, ttl)
 	}
 	return reason
 }
 
-// undo releases a failed attempt on the nodes where only(i) says it may
-// hold its token (nil: every node), each once its acquire requests there
-// returned. When wait is set, it waits, at most a node timeout, for the
-// releases of the nodes in granted.
-func (r *Redlock) undo(ctx context.Context, c try, gates []*gate, only func(int) bool, wait bool, granted []int) {
-	op := &node.Release{Key: c.op.Key, Also: c.op.Also, Token: c.op.Token, Reentrant: c.op.Reentrant, Drop: node.DropUndo}
-	r.undoWith(ctx, op, c.cfg, c.report, gates, only, wait, granted)
-}
-
-// undoWith is undo with the release op (a lock's or a semaphore's).
-func (r *Redlock) undoWith(ctx context.Context, op node.Op, cfg *config, report reportFunc, gates []*gate, only func(int) bool, wait bool, granted []int) {
-	rd := r.releaseRound(ctx, cfg, report)
-	// An undo enters no order: the attempt waits for the undos of the
-	// nodes that granted, and the next attempt follows them.
-	rd.sendAll(op, gates, only)
+// undo releases a failed attempt with s.undo on the nodes where only(i)
+// says it may hold its token (nil: every node), each once its acquire
+// requests there returned (gates; nil: at once). When wait is set, it
+// waits, at most a node timeout, for the releases of the nodes in
+// granted. An undo announces nothing, and the next attempt of the same
+// name follows it on each node (one lane per name).
+func (r *Redlock) undo(ctx context.Context, s spec, gates []*gate, only func(int) bool, wait bool, granted []int) {
+	rd := r.releaseRound(ctx, s.cfg, s.report)
+	rd.sendAll(s.undo, gates, only)
 	if wait {
-		rd.waitFor(granted, cfg.nodeTimeout)
+		rd.waitFor(granted, s.cfg.nodeTimeout)
 	}
 }
 
@@ -189,31 +193,32 @@ func (r *Redlock) releaseRound(ctx context.Context, cfg *config, report reportFu
 // node. There the grant came after B's key was gone, so after B's token
 // was written, and the counter read with the grant is at least B's token,
 // unless that node lost its data in between (see the package documentation).
-func (r *Redlock) fence(ctx context.Context, c try, acq acquisition, highest uint64) (acquisition, error) {
-	commit := &node.Fence{Key: c.op.Key, Token: c.op.Token, FenceKey: c.op.FenceKey, Fence: highest + 1, Reentrant: c.op.Reentrant, Ack: c.op.Ack}
+func (r *Redlock) fence(ctx context.Context, s spec, g grant, highest uint64) (grant, refusal, error) {
+	commit := *s.fence
+	commit.Fence = highest + 1
 	if commit.Fence >= maxFence {
-		r.undo(ctx, c, nil, nil, false, nil)
-		return acquisition{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
+		r.undo(ctx, s, nil, nil, false, nil)
+		return grant{}, refusal{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
 	}
-	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()).sendAll(commit, nil, nil)
+	rd := newRound(ctx, r.pool, s.cfg.nodeTimeout, s.report, r.pool.size()).sendAll(&commit, nil, nil)
 	ctxErr := rd.decide(ctx)
 	ft := rd.t
-	if ctxErr == nil && ft.won() && r.now().Before(acq.until) {
+	if ctxErr == nil && ft.won() && r.now().Before(g.until) {
 		// Wait for the nodes about as fast as the quorum, as Unlock does
 		// when someone waits: the more nodes know the token when TryLock
 		// returns, the more of them may later lose their data (see the
 		// package documentation).
 		rd.lingerAsLongAgain()
-		acq.fence = commit.Fence
-		return acq, nil
+		g.fence = commit.Fence
+		return g, refusal{}, nil
 	}
 	// Released on every node, the grants included: a token recorded on too
 	// few nodes could be overtaken by a later holder's.
-	r.undo(ctx, c, nil, nil, false, nil)
-	took := r.now().Sub(acq.start)
+	r.undo(ctx, s, nil, nil, false, nil)
+	took := r.now().Sub(g.start)
 	reason := fmt.Sprintf("fencing token %d recorded on %d of %d nodes holding the lock, quorum %d", commit.Fence, ft.yes, ft.n, ft.quorum)
 	if ft.won() {
-		reason = fmt.Sprintf("fencing token recorded after %v, no validity left of ttl %v", took, c.cfg.ttl)
+		reason = fmt.Sprintf("fencing token recorded after %v, no validity left of ttl %v", took, s.cfg.ttl)
 	}
-	return acquisition{took: took}, r.fail(ErrNotAcquired, reason, ctxErr, ft)
+	return grant{}, refusal{took: took}, r.fail(ErrNotAcquired, reason, ctxErr, ft)
 }

@@ -55,11 +55,17 @@ func mustUndo(rep node.Reply, reentrant bool) bool {
 }
 
 // attempt is one acquire in progress: the votes so far, what they say of
-// competitors, and the re-asks scheduled. It is the rule of its round.
+// competitors, and the re-asks scheduled. It is the rule of its round:
+// with split set, the split-vote rule (a lock's attempt, whose refusals
+// name the holder); otherwise a plain count, decided as soon as a quorum
+// granted or no quorum can (a semaphore's permits, a name's readers).
 type attempt struct {
-	rd    *round
-	op    *node.Acquire
-	gates []*gate
+	rd        *round
+	op        node.Op
+	token     string // what op sets, ranked against the competitors'
+	gates     []*gate
+	split     bool
+	reentrant bool // an undo drops one hold (see mustUndo)
 
 	mu   sync.Mutex // guards held: written by node callbacks
 	held []bool     // per node: some request may have set the key (mustUndo)
@@ -83,11 +89,12 @@ type rivals struct {
 	seen    map[string]int // holder → refusing nodes
 }
 
-// newAttempt prepares an attempt of op over rd; nothing is sent yet.
-func newAttempt(rd *round, op *node.Acquire, gates []*gate, released string, reasks int) *attempt {
+// newAttempt prepares an attempt of op, which sets token, over rd;
+// nothing is sent yet.
+func newAttempt(rd *round, op node.Op, token string, gates []*gate, split, reentrant bool, released string, reasks int) *attempt {
 	n := rd.p.size()
 	a := &attempt{
-		rd: rd, op: op, gates: gates, released: released, reasks: reasks,
+		rd: rd, op: op, token: token, gates: gates, split: split, reentrant: reentrant, released: released, reasks: reasks,
 		held: make([]bool, n), asked: make([]int, n), inflight: make([]bool, n),
 		counters: rivals{holders: make([]string, n)},
 	}
@@ -97,7 +104,7 @@ func newAttempt(rd *round, op *node.Acquire, gates []*gate, released string, rea
 
 // heard notes, on the node's goroutine, that node i may hold the token.
 func (a *attempt) heard(i int, rep node.Reply) {
-	if mustUndo(rep, a.op.Reentrant) {
+	if mustUndo(rep, a.reentrant) {
 		a.mu.Lock()
 		a.held[i] = true
 		a.mu.Unlock()
@@ -122,6 +129,10 @@ func (a *attempt) mayHold(i int) bool {
 // take counts a vote and reports whether the outcome is certain.
 func (a *attempt) take(v vote) bool {
 	t := a.rd.t
+	if !a.split {
+		a.rd.add(v)
+		return t.decided()
+	}
 	i := v.node
 	g := node.GrantOf(v.rep)
 	if v.rep.Err == nil {
@@ -249,7 +260,7 @@ func (a *attempt) tick() bool {
 func (a *attempt) outranked() bool {
 	t := a.rd.t
 	for h, n := range a.counters.seen {
-		if n > 0 && h != a.released && outranks(n, h, t.yes, a.op.Token) {
+		if n > 0 && h != a.released && outranks(n, h, t.yes, a.token) {
 			a.yielded, a.rival = true, n
 			return true
 		}

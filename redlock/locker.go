@@ -54,7 +54,7 @@ func (l *locker) Lock() {
 			panic(err)
 		}
 		l.onError(err)
-		if !l.m.r.sleep(l.m.cfg.delayMax) {
+		if !l.m.h.r.sleep(l.m.h.cfg.delayMax) {
 			panic(ErrClosed)
 		}
 	}

@@ -41,12 +41,10 @@ func newFakeMutex(t *testing.T, r *Redlock, name string, opts ...Option) *Mutex 
 
 // tokenOf returns the token of m's current acquisition, "" when none.
 func tokenOf(m *Mutex) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lease == nil {
-		return ""
+	if l := m.h.current(); l != nil {
+		return l.token
 	}
-	return m.lease.token
+	return ""
 }
 
 // callOne sends op to n and waits for the reply, for tests of one node.

@@ -44,16 +44,17 @@ func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) 
 		return m, err
 	}
 	switch {
-	case m.cfg.reentrant:
+	case m.h.cfg.reentrant:
 		return nil, invalid("a multi-name lock cannot be reentrant")
-	case m.cfg.fencing:
+	case m.h.cfg.fencing:
 		return nil, invalid("a multi-name lock is not fenced: fence each resource with its own lock, or give the resources one name")
 	case r.sharded && !node.SameSlot(names):
 		return nil, invalid("lock names %s hash to different Redis Cluster slots, and a node takes all of them in one script: "+
 			"give them one hash tag, such as %q and %q", quoteAll(names), "{"+names[0]+"}:a", "{"+names[0]+"}:b")
 	}
-	m.also = append([]string(nil), names[1:]...)
-	m.cfg.notify = false
+	m.lock = &multiLock{also: append([]string(nil), names[1:]...)}
+	m.h.kind = m.lock
+	m.h.cfg.notify = false
 	return m, nil
 }
 
@@ -76,7 +77,10 @@ func (r *Redlock) DoMulti(ctx context.Context, names []string, fn func(ctx conte
 // Names returns the names the Mutex holds: its name, and for a multi-name
 // lock (see [Redlock.NewMultiMutex]) the others after it.
 func (m *Mutex) Names() []string {
-	return append([]string{m.name}, m.also...)
+	if ml, ok := m.lock.(*multiLock); ok {
+		return append([]string{m.h.name}, ml.also...)
+	}
+	return []string{m.h.name}
 }
 
 // checkNames refuses no names, an empty name and a name given twice.
@@ -99,8 +103,8 @@ func checkNames(names []string) error {
 
 // quoted is the Mutex's name, or names, quoted for an error message.
 func (m *Mutex) quoted() string {
-	if len(m.also) == 0 {
-		return strconv.Quote(m.name)
+	if _, ok := m.lock.(*multiLock); !ok {
+		return strconv.Quote(m.h.name)
 	}
 	return quoteAll(m.Names())
 }

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/redlock-go/redlock/internal/node"
 )
 
 // Mutex is a handle on one named lock of a [Redlock]. Create it with
@@ -30,46 +27,12 @@ import (
 // waiting, and the lock is released when Unlock has been called as many
 // times. Goroutines sharing a reentrant Mutex share its ownership.
 type Mutex struct {
-	r    *Redlock
-	name string
-	// also are the other names of a multi-name lock (see
-	// Redlock.NewMultiMutex), taken with name, all or none; nil otherwise.
-	also []string
-	// intent is where the write lock of an RWMutex marks a waiting writer
-	// (see node.IntentKey), with the value writer, its id; "" for a Mutex.
-	intent, writer string
-	cfg            config
-	// owner is the token of a reentrant Mutex: the same for all its
-	// acquisitions, so that it recognises its own lock on the nodes.
-	owner string
-	// report tells the Mutex's Observer of node failures (nil: none).
-	report reportFunc
-
-	mu    sync.Mutex // guards lease and the fields of the lease it points to
-	lease *lease     // the current acquisition; nil when not held
+	h    holder
+	lock lockKind // what the lock's node operations are (see lockkind.go)
 }
-
-// lease is one acquisition, from the TryLock that made it to its Unlock or
-// its loss.
-type lease struct {
-	token string
-	id    string      // unique to the acquisition: announces its release
-	acq   acquisition // acq.until moves with every extension
-	holds int         // holds taken on a reentrant lock; 1 otherwise
-	done  chan struct{}
-	err   error       // why the lease ended; set before done is closed
-	loss  *time.Timer // ends the lease lossMargin before acq.until
-	fence uint64      // the fencing token; 0 when not fenced
-}
-
-// lossMargin is how long before the end of validity a lease that was not
-// extended counts as lost: [Mutex.Done] closes, and the context of work run
-// by [Redlock.Do] is cancelled, this much before another holder may exist,
-// to give the work time to stop.
-func lossMargin(ttl time.Duration) time.Duration { return ttl / 20 }
 
 // Name returns the lock's name, which is its key on every node.
-func (m *Mutex) Name() string { return m.name }
+func (m *Mutex) Name() string { return m.h.name }
 
 // Lock acquires the lock, trying again until it succeeds, its context ends
 // or it has made the number of attempts set by [WithTries] (no bound by
@@ -105,6 +68,20 @@ func (m *Mutex) Lock(ctx context.Context) error {
 	return err
 }
 
+// lockHopeless is Lock; it also reports whether the last attempt found so
+// many nodes misconfigured that no quorum is left (see tally.hopeless).
+func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
+	err = m.h.observe(ctx, m.h.op(0), func(ctx context.Context) (int, error) {
+		wt := &waiting{h: &m.h, courteous: true, split: true}
+		attempts, failed, err := wt.wait(ctx, func(ctx context.Context, released string) (refusal, error) {
+			return m.tryLock(ctx, released, maxReasks)
+		})
+		hopeless = failed.hopeless
+		return attempts, err
+	})
+	return hopeless, err
+}
+
 // TryLock makes exactly one attempt to acquire the lock: it sends
 // the equivalent of SET name token NX GET PX ttl (a script) to every node
 // at once with a new random token
@@ -131,173 +108,176 @@ func (m *Mutex) Lock(ctx context.Context) error {
 // Mutex that holds the lock takes one more hold on a quorum and re-arms the
 // TTL.
 func (m *Mutex) TryLock(ctx context.Context) error {
-	if ctx != nil && m.cfg.observer != nil {
-		return m.observe(ctx, Op{Kind: OpTryLock, Name: m.name}, m.tryOnce)
-	}
-	_, err := m.tryLock(ctx, "", 0)
-	return err
-}
-
-// tryOnce is TryLock as an observed call of one attempt.
-func (m *Mutex) tryOnce(ctx context.Context) (int, error) {
-	_, err := m.tryLock(ctx, "", 0)
-	return 1, err
+	return m.h.observe(ctx, m.h.op(1), func(ctx context.Context) (int, error) {
+		_, err := m.tryLock(ctx, "", 0)
+		return 1, err
+	})
 }
 
 // tryLock is TryLock; on failure it also describes the failed attempt.
 // released is a token whose release was just announced: nodes that still
-// hold it are about to be free (see acquire).
-func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (acquisition, error) {
+// hold it are about to be free (see spec).
+func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (refusal, error) {
 	if ctx == nil {
-		return acquisition{}, invalid("nil context")
+		return refusal{}, invalid("nil context")
 	}
 	if err := ctx.Err(); err != nil {
-		return acquisition{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
+		return refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
 	}
-	if l := m.ownLease(); l != nil {
-		return acquisition{}, m.reenter(ctx, l)
+	if re, ok := m.lock.(*reentrantLock); ok {
+		if l := m.live(); l != nil {
+			return refusal{}, re.reenter(ctx, m, l)
+		}
 	}
-	token, err := m.newToken()
+	token, notice, err := m.lock.token()
 	if err != nil {
-		return acquisition{}, err
+		return refusal{}, err
 	}
-	a, err := m.r.acquire(ctx, try{op: m.acquireOp(token, false), cfg: &m.cfg, report: m.report, released: released, reasks: reasks})
+	s := m.spec(token, false)
+	s.released, s.reasks = released, reasks
+	g, failed, err := m.h.r.acquire(ctx, s)
 	if err != nil {
-		return a, err
+		return failed, err
 	}
-	m.hold(ctx, token, a)
-	return acquisition{}, nil
+	_, reentrant := m.lock.(*reentrantLock)
+	m.h.take(ctx, token, notice, g, reentrant)
+	return refusal{}, nil
 }
 
-// ownLease returns the live lease of a reentrant Mutex, nil when it holds
-// none or is not reentrant.
-func (m *Mutex) ownLease() *lease {
-	if !m.cfg.reentrant {
-		return nil
+// spec is the acquisition of token by this Mutex; reenter when the owner
+// of a reentrant lock already holds it.
+func (m *Mutex) spec(token string, reenter bool) spec {
+	cfg := &m.h.cfg
+	op := m.lock.acquire(m.h.name, token, cfg, reenter)
+	s := spec{op: op, undo: m.lock.undo(m.h.name, token), token: token, cfg: cfg, report: m.h.report,
+		split: true, reentrant: op.Reentrant}
+	if op.FenceKey != "" && !reenter {
+		s.fence = m.lock.fence(m.h.name, token, cfg)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if l := m.lease; l != nil && l.err == nil {
-		return l
+	return s
+}
+
+// live returns the Mutex's live lease, nil when it holds none.
+func (m *Mutex) live() *lease {
+	m.h.mu.Lock()
+	defer m.h.mu.Unlock()
+	if m.h.lease.live() {
+		return m.h.lease
 	}
 	return nil
 }
 
-// newToken returns the token of a new acquisition: a random one, or the
-// owner id of a reentrant Mutex.
-func (m *Mutex) newToken() (string, error) {
-	if m.cfg.reentrant {
-		return m.owner, nil
+// Unlock releases the lock: on every node at once, a script deletes the key
+// if it still holds this acquisition's token, so a holder whose lock expired
+// and was taken by someone else cannot free the new holder's lock. A release
+// that frees the lock announces it to waiters on the node (see [Mutex.Lock]).
+//
+// The mutex stops holding the lock when Unlock starts, whatever the outcome;
+// renewal stops and [Mutex.Done] closes. It returns nil when a quorum of
+// nodes still held the token, which means no one else held the lock up to
+// the release. A node that answers, while the validity lasts, that the key
+// is already gone counts as holding it if the same Redis server answered
+// (its run id, unchanged since before the lock was taken): within the
+// validity only this release can have deleted it, in an earlier try the
+// client resent when its reply was lost. A restart or a failover changes
+// the run id: the key was lost, not released. Otherwise it returns an error wrapping [ErrNotHeld] and one
+// [*NodeError] per failed node; nodes that kept the token then free it when
+// its TTL passes. When nodes refused the release for a reason no retry
+// changes ([ErrMisconfigured]: a missing ACL permission) and so left no
+// quorum, the error wraps ErrMisconfigured instead of ErrNotHeld: the
+// lock was not found lost, the release was refused. Unlock on a mutex that does not hold the lock returns
+// ErrNotHeld without I/O. Nodes that have not answered when the outcome is
+// certain are released in the background, even if ctx ends.
+//
+// With [WithReentrant], Unlock drops one hold; the mutex keeps the lock
+// until the last one is dropped.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	if ctx == nil {
+		return invalid("nil context")
 	}
-	id, err := uuid.NewRandom() // crypto/rand: tokens must not be guessable or repeat
+	return m.h.observe(ctx, m.h.op(2), func(ctx context.Context) (int, error) {
+		if re, ok := m.lock.(*reentrantLock); ok {
+			if dropped, err := re.dropOne(ctx, m); dropped {
+				return 0, err
+			}
+		}
+		return 0, m.h.release(ctx, errUnlocked)
+	})
+}
+
+// errUnlocked is the error of a lease that Unlock ended.
+var errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
+
+// Extend re-arms the lock's full TTL on every node that still holds this
+// acquisition's token and, when a quorum did, moves the end of the validity
+// window to the extension's start + TTL - drift. It never re-creates a key
+// that expired or was taken, and it makes no attempt once the current
+// validity has run out, since another holder may exist by then.
+//
+// On failure it returns an error wrapping [ErrNotHeld] ([ErrMisconfigured]
+// instead when nodes that refused the extension for a reason no retry
+// changes left no quorum), one [*NodeError] per failed node, and ctx's
+// error if ctx ended; the validity window is then
+// left as it was (the lock may still be held until [Mutex.Until]). When so
+// many nodes answered that they no longer hold the token that no quorum can
+// hold it any more, the lock is lost for good: the error also wraps
+// [ErrLockLost] and the acquisition ends ([Mutex.Done] closes).
+func (m *Mutex) Extend(ctx context.Context) error {
+	if ctx == nil {
+		return invalid("nil context")
+	}
+	return m.h.observe(ctx, m.h.op(3), func(ctx context.Context) (int, error) {
+		return 0, m.h.extendCurrent(ctx)
+	})
+}
+
+// Until returns the end of the current acquisition's validity window: until
+// then, no other holder can have a quorum (under the assumptions stated in
+// the package documentation). It is the zero Time when the mutex does not
+// hold the lock. A Time in the past means the validity ran out: the lock may
+// be held by someone else now. The Time carries a monotonic clock reading;
+// compare it with time.Now or time.Until in this process.
+func (m *Mutex) Until() time.Time { return m.h.until() }
+
+// Fence returns the current acquisition's fencing token (see
+// [WithFencing]): greater than the token of every acquisition of this name
+// that succeeded before this one began, under the conditions stated in the
+// package documentation. Pass it with every write to the resource the lock
+// protects, which must refuse a token lower than one it has accepted (see
+// [SetFenced]). Work run by [Redlock.Do] reads it with
+// MutexFrom(ctx).Fence(). It returns 0 when the mutex does not hold the
+// lock (never acquired, unlocked, or lost: once [Mutex.Done] is closed) or
+// the lock is not fenced; real tokens start at 1. A reentrant lock
+// keeps the token of its first hold.
+func (m *Mutex) Fence() uint64 {
+	m.h.mu.Lock()
+	defer m.h.mu.Unlock()
+	if !m.h.lease.live() {
+		return 0
+	}
+	return m.h.lease.fence
+}
+
+// Done returns a channel that is closed when the current acquisition ends:
+// on Unlock, when renewal or Extend finds the lock lost, or when its
+// validity is about to run out without an extension (TTL/20 before
+// [Mutex.Until], so that work watching it can stop in time). [Mutex.Err]
+// then says why. When the mutex does not hold the lock, Done returns a
+// closed channel. Each acquisition has its own channel: call Done after
+// Lock.
+func (m *Mutex) Done() <-chan struct{} { return m.h.done() }
+
+// Err returns nil while the current acquisition lasts, and once
+// [Mutex.Done] is closed the reason: an error wrapping [ErrLockLost] when the
+// lock was lost, or [ErrNotHeld] when it was unlocked or never held.
+func (m *Mutex) Err() error { return m.h.err() }
+
+// newToken returns a new random token: crypto/rand, so that tokens cannot
+// be guessed and never repeat.
+func newToken() (string, error) {
+	id, err := uuid.NewRandom()
 	if err != nil {
 		return "", errors.Join(fmt.Errorf("%w: token", ErrNotAcquired), err)
 	}
 	return id.String(), nil
-}
-
-// hold makes acquisition a, of token, the Mutex's lease, and starts its
-// renewal when asked to.
-func (m *Mutex) hold(ctx context.Context, token string, a acquisition) {
-	l := &lease{token: token, id: token, acq: a, holds: 1, done: make(chan struct{}), fence: a.fence}
-	if m.cfg.reentrant {
-		l.id = uuid.NewString()
-	}
-	m.mu.Lock()
-	if cur := m.lease; m.cfg.reentrant && cur != nil && cur.err == nil {
-		// Another goroutine's first TryLock on this Mutex won meanwhile:
-		// same owner, so this is one more hold on its acquisition.
-		m.addHold(cur, a)
-		m.mu.Unlock()
-		return
-	}
-	old := m.lease
-	m.lease = l
-	l.loss = time.AfterFunc(m.untilLoss(l), func() { m.end(l, fmt.Errorf("%w: validity ran out", ErrLockLost)) })
-	m.mu.Unlock()
-	if old != nil {
-		m.end(old, fmt.Errorf("%w: acquired again", ErrLockLost))
-	}
-	if m.cfg.renew {
-		m.startRenewal(holdContext(ctx), l) // the hold may outlast the wait: see LockWithin
-	}
-}
-
-// reenter takes one more hold on a reentrant lock that l holds.
-func (m *Mutex) reenter(ctx context.Context, l *lease) error {
-	// A release meanwhile must not be undone by this: each node applies
-	// the Mutex's requests in the order they were sent (one lane per
-	// name), so a re-lock never overtakes the first SET, where it would
-	// find no key and take no hold.
-	a, err := m.r.acquire(ctx, try{op: m.acquireOp(l.token, true), cfg: &m.cfg, report: m.report, reasks: maxReasks})
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lease != l || l.err != nil {
-		// Unlocked or lost meanwhile. Where the release came first the
-		// re-lock found no key and created none; where it came after, it
-		// dropped the extra hold with the rest.
-		return fmt.Errorf("%w: unlocked or lost during the attempt", ErrNotAcquired)
-	}
-	m.addHold(l, a)
-	return nil
-}
-
-// addHold counts one more hold on l, taken by acquisition a. Called with
-// m.mu held. The window moves to a's if later; later releases follow the
-// SETs of both on each node (one lane per name).
-func (m *Mutex) addHold(l *lease, a acquisition) {
-	l.holds++
-	if a.until.After(l.acq.until) {
-		l.acq.until = a.until
-		l.loss.Reset(m.untilLoss(l))
-	}
-}
-
-// acquireOp builds the acquire operation for token; reenter when the
-// owner already holds the lock.
-func (m *Mutex) acquireOp(token string, reenter bool) *node.Acquire {
-	op := &node.Acquire{Key: m.name, Also: m.also, Intent: m.intent, Writer: m.writer, Token: token, TTL: m.cfg.ttl, Reentrant: m.cfg.reentrant, Reenter: reenter, Ack: m.cfg.ack}
-	if m.cfg.fencing {
-		op.FenceKey = node.FenceKey(m.name)
-	}
-	op.MinUptime = minUptime(m.cfg.restart)
-	if m.intent != "" {
-		op.IntentTTL = markTTL(&m.cfg)
-	}
-	return op
-}
-
-// markTTL is how long a waiting writer's mark lasts on a node (see
-// RWMutex): the TTL, and never less than two of the longest waits between
-// a writer's attempts and their node timeouts, so that it does not lapse
-// while the writer still tries.
-func markTTL(c *config) time.Duration {
-	return max(c.ttl, 2*(c.delayMax+c.nodeTimeout)).Truncate(time.Millisecond)
-}
-
-// untilLoss is how long from now until l counts as lost. Called with m.mu held.
-func (m *Mutex) untilLoss(l *lease) time.Duration {
-	return time.Until(l.acq.until.Add(-lossMargin(m.cfg.ttl)))
-}
-
-// end ends lease l with cause, once; later calls do nothing.
-func (m *Mutex) end(l *lease, cause error) {
-	m.mu.Lock()
-	if l.err != nil {
-		m.mu.Unlock()
-		return
-	}
-	l.err = cause
-	l.loss.Stop()
-	acquired := l.acq.start
-	m.mu.Unlock()
-	if o := m.cfg.observer; o != nil {
-		// Outside m.mu, and before Done closes: whoever sees Done closed
-		// finds the end observed.
-		m.holdEnded(o, acquired, cause)
-	}
-	close(l.done) // once: only the call that set l.err gets here
 }

@@ -333,13 +333,13 @@ func TestBackoffBounds(t *testing.T) {
 			ceiling = min(hi, 2*ceiling)
 		}
 		for range 50 {
-			d := backoff(attempt, lo, hi)
+			d := retrier{lo: lo, hi: hi}.delay(attempt)
 			require.GreaterOrEqual(t, d, lo)
 			require.LessOrEqual(t, d, ceiling, "attempt %d", attempt)
 		}
 	}
-	assert.Equal(t, lo, backoff(1, lo, hi), "the first retry waits the minimum")
-	assert.Equal(t, time.Millisecond, backoff(7, time.Millisecond, time.Millisecond))
+	assert.Equal(t, lo, retrier{lo: lo, hi: hi}.delay(1), "the first retry waits the minimum")
+	assert.Equal(t, time.Millisecond, retrier{lo: time.Millisecond, hi: time.Millisecond}.delay(7))
 }
 
 func TestUnlock(t *testing.T) {

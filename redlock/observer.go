@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -142,30 +141,4 @@ func WithObserver(o Observer) Option {
 		c.observer = o
 		return nil
 	})
-}
-
-// observe runs one call of m, whose result run returns, between the
-// observer's OpStart and OpEnd. The context that bounds the lock's hold
-// (the caller's, see holdContext) is passed on under holdKey, so that
-// renewal runs under it rather than under the observer's context (whose
-// span would otherwise parent every extension).
-func (m *Mutex) observe(ctx context.Context, op Op, run func(context.Context) (int, error)) error {
-	o := m.cfg.observer
-	acquire := op.Kind == OpLock || op.Kind == OpTryLock
-	hold := ctx
-	if acquire {
-		hold = holdContext(ctx)
-	}
-	octx := o.OpStart(ctx, op)
-	if acquire && octx != ctx {
-		octx = context.WithValue(octx, holdKey{}, hold)
-	}
-	attempts, err := run(octx)
-	o.OpEnd(octx, op, OpResult{Err: err, Canceled: err != nil && hold.Err() != nil, Attempts: attempts})
-	return err
-}
-
-// holdEnded reports the end of lease l, with cause, to the observer.
-func (m *Mutex) holdEnded(o Observer, acquired time.Time, cause error) {
-	o.HoldEnd(Hold{Name: m.name, Acquired: acquired, Lost: errors.Is(cause, ErrLockLost), Err: cause})
 }

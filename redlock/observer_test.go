@@ -325,3 +325,40 @@ func TestUnsentWording(t *testing.T) {
 		assert.True(t, strings.HasPrefix(err.Error(), "redlock: request not sent"), err.Error())
 	}
 }
+
+// A permit's and a read lock's renewal runs under the context that bounds
+// the hold (the caller's), as a Mutex's does, never under the context the
+// Observer returned for the Acquire or RLock that has already ended.
+func TestObserverRenewalOfSharedHolds(t *testing.T) {
+	r, _, _ := newRW(t, WithTTL(300*time.Millisecond))
+	for _, c := range []struct {
+		kinds   [3]string
+		acquire func(ctx context.Context, rec *recorder) (release func(context.Context) error)
+	}{
+		{[3]string{"Acquire", "ExtendPermit", "Release"}, func(ctx context.Context, rec *recorder) func(context.Context) error {
+			s, err := r.NewSemaphore("jobs", 2, WithObserver(rec), WithRenewal())
+			require.NoError(t, err)
+			require.NoError(t, s.Acquire(ctx))
+			return s.Release
+		}},
+		{[3]string{"RLock", "ExtendRead", "RUnlock"}, func(ctx context.Context, rec *recorder) func(context.Context) error {
+			rw := newRWMutex(t, r, "doc", WithObserver(rec), WithRenewal())
+			require.NoError(t, rw.RLock(ctx))
+			return rw.RUnlock
+		}},
+	} {
+		rec := &recorder{}
+		ctx := context.WithValue(t.Context(), markKey{}, "caller")
+		release := c.acquire(ctx, rec)
+		require.Eventually(t, func() bool {
+			calls, _, _, _ := rec.snapshot()
+			return len(calls) >= 4
+		}, 5*time.Second, time.Millisecond, "one renewal, at TTL/3")
+		require.NoError(t, release(ctx))
+		calls, _, _, _ := rec.snapshot()
+		assert.Equal(t, []string{
+			"start " + c.kinds[0] + " #1 under caller", "end " + c.kinds[0] + " #1 under caller",
+			"start renewal " + c.kinds[1] + " #2 under caller", "end renewal " + c.kinds[1] + " #2 under caller",
+		}, calls[:4], c.kinds[0])
+	}
+}

@@ -80,10 +80,10 @@ func TestOptionsApply(t *testing.T) {
 	assert.Equal(t, config{
 		ttl: time.Minute, nodeTimeout: time.Second, driftFactor: 0, tries: 3,
 		delayMin: time.Millisecond, delayMax: 2 * time.Millisecond, notify: true,
-	}, m.cfg)
+	}, m.h.cfg)
 	d, err := r.NewMutex("j")
 	require.NoError(t, err)
-	assert.Equal(t, DefaultNodeTimeout, d.cfg.nodeTimeout, "NewMutex options do not leak into the Redlock's defaults")
+	assert.Equal(t, DefaultNodeTimeout, d.h.cfg.nodeTimeout, "NewMutex options do not leak into the Redlock's defaults")
 	assert.Equal(t, "j", d.Name())
 }
 

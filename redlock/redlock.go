@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/identity"
@@ -149,15 +148,15 @@ func (r *Redlock) mutexWith(name string, cfg config) (*Mutex, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	m := &Mutex{r: r, name: name, cfg: cfg, report: r.reporter(cfg.observer)}
+	var kind lockKind = plainLock{}
 	if cfg.reentrant {
-		id, err := uuid.NewRandom()
+		re, err := newReentrant()
 		if err != nil {
-			return nil, fmt.Errorf("redlock: owner id: %w", err)
+			return nil, err
 		}
-		m.owner = id.String()
+		kind = re
 	}
-	return m, nil
+	return &Mutex{h: holder{r: r, name: name, cfg: cfg, report: r.reporter(cfg.observer), kind: kind}, lock: kind}, nil
 }
 
 // errQuorumOption is the error of WithQuorum given to New or NewMutex.

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 )
 
@@ -21,37 +20,25 @@ import (
 // renewEvery is the renewal period for a TTL.
 func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
 
-// renewal renews the leases of one holder: a Mutex's, or the read holds of
-// an RWMutex.
-type renewal struct {
-	r   *Redlock
-	cfg *config
-	mu  *sync.Mutex // guards the leases' fields
-	// once is one extension of lease l by renewal.
-	once func(holdCtx context.Context, l *lease) error
-}
-
-// start starts renewing lease l until it ends or holdCtx does.
-func (rn renewal) start(holdCtx context.Context, l *lease) {
-	if err := rn.r.track(1); err != nil {
+// renew starts renewing lease l until it ends or holdCtx does.
+func (h *holder) renew(holdCtx context.Context, l *lease) {
+	if err := h.r.track(1); err != nil {
 		return // closed: the lease runs out by itself
 	}
 	go func() {
-		defer rn.r.wg.Done()
-		rn.run(holdCtx, l)
+		defer h.r.wg.Done()
+		h.renewing(holdCtx, l)
 	}()
 }
 
-func (rn renewal) run(holdCtx context.Context, l *lease) {
-	cfg := rn.cfg
-	rn.mu.Lock()
-	start := l.acq.until.Add(-(cfg.ttl - drift(cfg.ttl, cfg.driftFactor)))
-	rn.mu.Unlock()
+// renewing is the renewal goroutine of lease l.
+func (h *holder) renewing(holdCtx context.Context, l *lease) {
+	cfg := &h.cfg
 	var holdEnd time.Time
 	if cfg.maxHold > 0 {
-		holdEnd = start.Add(cfg.maxHold)
+		holdEnd = l.start.Add(cfg.maxHold)
 	}
-	timer := time.NewTimer(time.Until(start.Add(renewEvery(cfg.ttl))))
+	timer := time.NewTimer(time.Until(l.start.Add(renewEvery(cfg.ttl))))
 	defer timer.Stop()
 	failures := 0
 	for {
@@ -60,15 +47,15 @@ func (rn renewal) run(holdCtx context.Context, l *lease) {
 			return
 		case <-holdCtx.Done():
 			return
-		case <-rn.r.done:
+		case <-h.r.done:
 			return
 		case <-timer.C:
 		}
-		now := rn.r.now()
+		now := h.r.now()
 		if !holdEnd.IsZero() && !now.Before(holdEnd) {
 			return // bounded: the lease runs out at its validity
 		}
-		err := rn.once(holdCtx, l)
+		err := h.renewOnce(holdCtx, l)
 		switch {
 		case err == nil:
 			failures = 0
@@ -79,22 +66,16 @@ func (rn renewal) run(holdCtx context.Context, l *lease) {
 			// Nodes failing or slow: try again soon; the loss timer ends
 			// the lease if no extension succeeds in time.
 			failures++
-			timer.Reset(backoff(failures, cfg.delayMin, cfg.delayMax))
+			timer.Reset(cfg.retry().delay(failures))
 		}
 	}
 }
 
-// startRenewal starts renewing lease l until it ends or holdCtx does.
-func (m *Mutex) startRenewal(holdCtx context.Context, l *lease) {
-	renewal{r: m.r, cfg: &m.cfg, mu: &m.mu, once: m.renewOnce}.start(holdCtx, l)
-}
-
-// renewOnce is one extension of lease l by renewal.
-func (m *Mutex) renewOnce(holdCtx context.Context, l *lease) error {
-	if m.cfg.observer == nil {
-		return m.extend(holdCtx, l)
-	}
-	return m.observe(holdCtx, Op{Kind: OpExtend, Name: m.name, Renewal: true}, func(ctx context.Context) (int, error) {
-		return 0, m.extend(ctx, l)
+// renewOnce is one extension of lease l by renewal, observed as one.
+func (h *holder) renewOnce(holdCtx context.Context, l *lease) error {
+	op := h.op(3)
+	op.Renewal = true
+	return h.observe(holdCtx, op, func(ctx context.Context) (int, error) {
+		return 0, h.extend(ctx, l)
 	})
 }

@@ -11,57 +11,87 @@ import (
 	"github.com/redlock-go/redlock/internal/waitq"
 )
 
-// Lock's attempts: how long to wait between them, and waiting for a
-// release to be announced (the waiters' queue, internal/waitq).
+// Waiting for a lease: the attempts of Lock, Acquire and RLock, and the
+// wait between them, for the back-off (the retrier) or for a release to be
+// announced (the waiters' queue, internal/waitq). Renewal waits with the
+// same retrier after a failed extension.
 
-// lockHopeless is Lock, observed when the Mutex has an Observer; it also
-// reports whether the last attempt found so many nodes misconfigured that
-// no quorum is left (see tally.hopeless).
-func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
-	run := func(ctx context.Context) (int, error) {
-		attempts, failed, err := m.lock(ctx)
-		hopeless = failed.hopeless
-		return attempts, err
+// retrier is the wait between attempts: uniformly random in [lo,
+// min(hi, lo×2^(attempt-1))], so that contenders that failed together do
+// not try again together.
+type retrier struct{ lo, hi time.Duration }
+
+// retry returns the retrier of the options (see WithRetryDelay).
+func (c *config) retry() retrier { return retrier{lo: c.delayMin, hi: c.delayMax} }
+
+// delay is the wait after the given failed attempt.
+func (rt retrier) delay(attempt int) time.Duration {
+	ceiling := rt.hi
+	if attempt < 32 {
+		if c := rt.lo << (attempt - 1); c > 0 && c < rt.hi {
+			ceiling = c
+		}
 	}
-	if m.cfg.observer != nil {
-		return hopeless, m.observe(ctx, Op{Kind: OpLock, Name: m.name}, run)
-	}
-	_, err = run(ctx)
-	return hopeless, err
+	return rt.lo + rand.N(ceiling-rt.lo+1)
 }
 
-// locking is one Lock call in progress.
-type locking struct {
-	m        *Mutex
-	w        *waitq.Waiter // queued and subscribed; nil until the first wait
-	released string        // the token whose announced release woke this Lock
-	splits   int           // consecutive attempts that failed with some grants
+// queued is the wait d of a waiter that is queued and subscribed: its
+// turn is announced, and the back-off is only the fallback for a lost
+// announcement. A short one would try out of turn, and collide with the
+// waiter whose turn it is: at least half the longest back-off.
+func (rt retrier) queued(d time.Duration) time.Duration {
+	return max(d, rt.hi/2+rand.N(rt.hi/2+1))
 }
 
-// lock is Lock; it also returns how many attempts it made and what the
-// last failed one said of itself.
-func (m *Mutex) lock(ctx context.Context) (int, acquisition, error) {
-	l := &locking{m: m}
-	defer l.leave()
-	if err := l.courtesy(ctx); err != nil {
-		return 0, acquisition{}, err
+// attemptFunc is one attempt of a waiting acquisition. released is the
+// token whose announced release woke it ("" when none did): nodes that
+// still hold it are about to be free (see attempt).
+type attemptFunc func(ctx context.Context, released string) (refusal, error)
+
+// waiting is one blocking acquisition in progress: Lock, Acquire or RLock.
+type waiting struct {
+	h *holder
+	// courteous lets the waiters that heard this process's last release of
+	// the name go first (see courtesy.go); split shortens the wait after
+	// an attempt that ranked first among contenders that split the nodes
+	// (see delay). Both are a lock's.
+	courteous, split bool
+	w                *waitq.Waiter // queued and subscribed; nil until the first wait
+	released         string        // the token whose announced release woke it
+	woken            bool          // the last wait ended with an announced release
+	splits           int           // consecutive short waits after split votes
+}
+
+// wait makes attempts with try until one succeeds, ctx ends, the attempts
+// bound is reached, or the last attempt says no retry can succeed; it
+// returns how many attempts it made and what the last failed one said of
+// itself.
+func (wt *waiting) wait(ctx context.Context, try attemptFunc) (int, refusal, error) {
+	defer wt.leave()
+	if wt.courteous {
+		if err := wt.courtesy(ctx); err != nil {
+			return 0, refusal{}, err
+		}
 	}
 	for attempt := 1; ; attempt++ {
-		failed, err := m.tryLock(ctx, l.released, maxReasks)
-		if done, err := final(ctx, m.cfg.tries, attempt, failed, err); done {
+		failed, err := try(ctx, wt.released)
+		if done, err := final(ctx, wt.h.cfg.tries, attempt, failed, err); done {
 			return attempt, failed, err
 		}
-		if ctxErr := l.wait(ctx, attempt, failed); ctxErr != nil {
+		// Refused by the value's own state, not by the nodes: wait for its
+		// own release without taking a turn in the nodes' queues.
+		local := errors.Is(err, errHeldHere) || errors.Is(err, errInFlight)
+		if ctxErr := wt.pause(ctx, attempt, failed, local); ctxErr != nil {
 			return attempt, failed, errors.Join(err, ctxErr)
 		}
 	}
 }
 
-// final reports whether Lock (or a semaphore's Acquire) returns after an
-// attempt that returned err, and what: nil on success; err when it is not
-// one that a retry may change, when the attempts bound (tries, 0: none) is
+// final reports whether a waiting acquisition returns after an attempt
+// that returned err, and what: nil on success; err when it is not one that
+// a retry may change, when the attempts bound (tries, 0: none) is
 // reached, or joined with ctx's error when ctx ended.
-func final(ctx context.Context, tries, attempt int, failed acquisition, err error) (bool, error) {
+func final(ctx context.Context, tries, attempt int, failed refusal, err error) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
@@ -78,20 +108,20 @@ func final(ctx context.Context, tries, attempt int, failed acquisition, err erro
 }
 
 // courtesy lets the waiters go first when this process just released the
-// lock to them (see courtesy.go). With notification on, the Lock joins the
+// name to them (see courtesy.go). With notification on, the wait joins the
 // queue behind them at once, and tries when its turn is announced or, if
 // no announcement comes, after the courtesy and one back-off.
-func (l *locking) courtesy(ctx context.Context) error {
-	m := l.m
-	d := m.r.courtesy.left(m.name, m.r.now())
+func (wt *waiting) courtesy(ctx context.Context) error {
+	h := wt.h
+	d := h.r.courtesy.left(h.name, h.r.now())
 	if d <= 0 {
 		return nil
 	}
 	var wake <-chan string
-	if m.cfg.notify {
-		l.w = m.r.waiters.Join(m.name, m.cfg.nodeTimeout)
-		wake = l.w.Wake()
-		d += m.cfg.delayMin
+	if h.cfg.notify {
+		wt.w = h.r.waiters.Join(h.name, h.cfg.nodeTimeout)
+		wake = wt.w.Wake()
+		d += h.cfg.delayMin
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -104,77 +134,66 @@ func (l *locking) courtesy(ctx context.Context) error {
 	return nil
 }
 
-// wait waits after a failed attempt: for the back-off, or until a release
-// is announced. It returns ctx's error when ctx ended first.
-func (l *locking) wait(ctx context.Context, attempt int, failed acquisition) error {
-	m := l.m
-	if l.w == nil && m.cfg.notify {
+// pause waits after a failed attempt: for the back-off, or until a release
+// is announced (unless the attempt failed locally). It returns ctx's error
+// when ctx ended first.
+func (wt *waiting) pause(ctx context.Context, attempt int, failed refusal, local bool) error {
+	cfg := &wt.h.cfg
+	if wt.w == nil && cfg.notify && !local {
 		// Queued and subscribed from now on (in the background): a
 		// release announced before that took effect is missed, and costs
 		// one back-off.
-		l.w = m.r.waiters.Join(m.name, m.cfg.nodeTimeout)
+		wt.w = wt.h.r.waiters.Join(wt.h.name, cfg.nodeTimeout)
 	}
-	if l.w != nil && l.released != "" {
-		l.w.Requeue(m.cfg.nodeTimeout) // named by the release, popped, and failed
-	}
-	l.released = ""
 	var wake <-chan string
-	if l.w != nil {
-		wake = l.w.Wake()
+	if wt.w != nil {
+		if wt.woken {
+			wt.w.Requeue(cfg.nodeTimeout) // named by the release, popped, and failed
+		}
+		wake = wt.w.Wake()
 	}
-	timer := time.NewTimer(l.delay(attempt, failed))
+	wt.released, wt.woken = "", false
+	timer := time.NewTimer(wt.delay(attempt, failed))
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-	case l.released = <-wake:
+	case wt.released = <-wake:
+		wt.woken = true
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	return nil
 }
 
-// delay is the back-off after a failed attempt. Queued and subscribed, a
-// waiter's turn is announced, and the back-off is only the fallback for a
-// lost announcement: a short one would try out of turn, and collide with
-// the waiter whose turn it is. After an attempt that found the lock free
-// on some nodes and ranked first among the contenders that split them,
-// yet did not complete its quorum, it tries again soon, at a random moment
-// within two attempt times, rather than after a full back-off while the
-// lock stays free. Twice at most in a row: grants can also come from a
-// node the holder's SET has not reached yet, and that is no reason to
-// spin. An attempt that gave way waits for the release of the contender
-// it gave way to.
-func (l *locking) delay(attempt int, failed acquisition) time.Duration {
-	cfg := &l.m.cfg
-	delay := backoff(attempt, cfg.delayMin, cfg.delayMax)
-	if l.w != nil {
-		delay = max(delay, cfg.delayMax/2+rand.N(cfg.delayMax/2+1))
+// delay is the back-off after a failed attempt (see retrier). After a
+// lock's attempt that found the lock free on some nodes and ranked first
+// among the contenders that split them, yet did not complete its quorum,
+// it tries again soon, at a random moment within two attempt times, rather
+// than after a full back-off while the lock stays free. Twice at most in a
+// row: grants can also come from a node the holder's SET has not reached
+// yet, and that is no reason to spin. An attempt that gave way waits for
+// the release of the contender it gave way to. Contenders for a
+// semaphore's permits name no single competitor to give way to: they all
+// wait their back-off.
+func (wt *waiting) delay(attempt int, failed refusal) time.Duration {
+	rt := wt.h.cfg.retry()
+	delay := rt.delay(attempt)
+	if wt.w != nil {
+		delay = rt.queued(delay)
 	}
-	if failed.granted > 0 && !failed.yielded && l.splits < 2 {
-		l.splits++
+	if wt.split && failed.granted > 0 && !failed.yielded && wt.splits < 2 {
+		wt.splits++
 		return min(delay, rand.N(2*failed.took+1))
 	}
-	l.splits = 0
+	wt.splits = 0
 	return delay
 }
 
-// leave takes the Lock out of the queue of waiters.
-func (l *locking) leave() {
-	if l.w != nil {
-		l.w.Leave(l.m.cfg.nodeTimeout)
+// leave takes the wait out of the queue of waiters.
+func (wt *waiting) leave() {
+	if wt.w != nil {
+		wt.w.Leave(wt.h.cfg.nodeTimeout)
 	}
-}
-
-// backoff is the sleep after the given failed attempt: uniformly random in
-// [lo, min(hi, lo×2^(attempt-1))].
-func backoff(attempt int, lo, hi time.Duration) time.Duration {
-	ceiling := hi
-	if attempt < 32 {
-		if c := lo << (attempt - 1); c > 0 && c < hi {
-			ceiling = c
-		}
-	}
-	return lo + rand.N(ceiling-lo+1)
 }
 
 // deliver sends the waiters' queue changes, ops[i] to node i (nil:

@@ -45,8 +45,8 @@ import (
 // the lock it took last. Like a Mutex, it is safe for use by several
 // goroutines.
 type RWMutex struct {
-	w  *Mutex     // the write lock
-	rd *Semaphore // the read lock: shared holds, on a majority
+	w  *Mutex  // the write lock
+	rd *shared // the read lock: shared holds, on a majority
 
 	mu      sync.Mutex // guards reading
 	reading bool       // the lock taken last is the read lock
@@ -84,16 +84,16 @@ func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.intent, w.writer = node.IntentKey(name), uuid.NewString()
-	rcfg := w.cfg
+	w.lock = &writeLock{intent: node.IntentKey(name), writer: uuid.NewString()}
+	w.h.kind = w.lock
+	rcfg := cfg
 	rcfg.fencing, rcfg.ack = false, node.Ack{}
-	rd := &Semaphore{r: r, name: name, quorum: quorum(r.pool.size()), kind: reading{}, cfg: rcfg,
-		report: r.reporter(rcfg.observer)}
-	return &RWMutex{w: w, rd: rd}, nil
+	rd := newShared(r, name, rcfg, quorum(r.pool.size()), reading{})
+	return &RWMutex{w: w, rd: &rd}, nil
 }
 
 // Name returns the lock's name, which is its key on every node.
-func (rw *RWMutex) Name() string { return rw.w.name }
+func (rw *RWMutex) Name() string { return rw.w.h.name }
 
 // Lock takes the write lock as [Mutex.Lock] takes a lock, waiting while
 // readers or another writer hold it (see [RWMutex] for the readers'
@@ -121,7 +121,7 @@ func (rw *RWMutex) Unlock(ctx context.Context) error { return rw.w.Unlock(ctx) }
 // for it. On failure it returns an error wrapping [ErrNotAcquired]. It
 // fails at once, without I/O, while this RWMutex holds the write lock.
 func (rw *RWMutex) RLock(ctx context.Context) error {
-	return rw.read(func() error { return rw.rd.Acquire(ctx) })
+	return rw.read(func() error { return rw.rd.wait(ctx) })
 }
 
 // TryRLock makes one attempt to take a read lock: every node at once is
@@ -130,14 +130,14 @@ func (rw *RWMutex) RLock(ctx context.Context) error {
 // [Mutex.TryLock] does; it undoes a failed attempt the same way. It fails
 // at once, without I/O, while this RWMutex holds the write lock.
 func (rw *RWMutex) TryRLock(ctx context.Context) error {
-	return rw.read(func() error { return rw.rd.TryAcquire(ctx) })
+	return rw.read(func() error { return rw.rd.tryOnce(ctx) })
 }
 
 // RUnlock releases the read lock: on every node, a script drops this
 // acquisition's token from the readers; the last reader's release frees
 // the lock and announces it to waiters. Its outcomes are
 // [Mutex.Unlock]'s.
-func (rw *RWMutex) RUnlock(ctx context.Context) error { return rw.rd.Release(ctx) }
+func (rw *RWMutex) RUnlock(ctx context.Context) error { return rw.rd.release(ctx) }
 
 // errReadHeld and errWriteHeld are the failures of an acquisition that the
 // RWMutex's own state refused, without I/O.
@@ -176,19 +176,9 @@ func (rw *RWMutex) took(reading bool, err error) error {
 	return err
 }
 
-func (rw *RWMutex) holdsRead() bool {
-	s := rw.rd
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.busy || s.lease != nil && s.lease.err == nil
-}
+func (rw *RWMutex) holdsRead() bool { return rw.rd.h.holding() }
 
-func (rw *RWMutex) holdsWrite() bool {
-	m := rw.w
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.lease != nil && m.lease.err == nil
-}
+func (rw *RWMutex) holdsWrite() bool { return rw.w.h.holding() }
 
 // last reports whether the lock taken last is the read lock.
 func (rw *RWMutex) last() bool {
@@ -201,7 +191,7 @@ func (rw *RWMutex) last() bool {
 // is extended even while a writer waits.
 func (rw *RWMutex) Extend(ctx context.Context) error {
 	if rw.last() {
-		return rw.rd.Extend(ctx)
+		return rw.rd.extend(ctx)
 	}
 	return rw.w.Extend(ctx)
 }
@@ -210,7 +200,7 @@ func (rw *RWMutex) Extend(ctx context.Context) error {
 // [Mutex.Until]); the zero Time when it is not held.
 func (rw *RWMutex) Until() time.Time {
 	if rw.last() {
-		return rw.rd.Until()
+		return rw.rd.h.until()
 	}
 	return rw.w.Until()
 }
@@ -219,7 +209,7 @@ func (rw *RWMutex) Until() time.Time {
 // [Mutex.Done] does; a closed channel when none was taken.
 func (rw *RWMutex) Done() <-chan struct{} {
 	if rw.last() {
-		return rw.rd.Done()
+		return rw.rd.h.done()
 	}
 	return rw.w.Done()
 }
@@ -228,7 +218,7 @@ func (rw *RWMutex) Done() <-chan struct{} {
 // [RWMutex.Done] is closed, why it ended (see [Mutex.Err]).
 func (rw *RWMutex) Err() error {
 	if rw.last() {
-		return rw.rd.Err()
+		return rw.rd.h.err()
 	}
 	return rw.w.Err()
 }

@@ -268,11 +268,7 @@ func TestForceUnlockReadersAndPermits(t *testing.T) {
 	}
 }
 
-func tokenOfLease(s *Semaphore) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lease.token
-}
+func tokenOfLease(s *shared) string { return s.h.current().token }
 
 // Inspect tells readers from a writer, and lists the readers.
 func TestInspectRWMutex(t *testing.T) {

@@ -2,13 +2,8 @@ package redlock
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/redlock-go/redlock/internal/node"
 )
@@ -32,19 +27,8 @@ import (
 // and Release and Extend act on the current permit, whichever goroutine
 // took it.
 type Semaphore struct {
-	r       *Redlock
-	name    string
+	sh      shared
 	permits int
-	quorum  int
-	// kind makes its per-node operations: permits, or read holds.
-	kind sharing
-	cfg  config
-	// report tells the Semaphore's Observer of node failures (nil: none).
-	report reportFunc
-
-	mu    sync.Mutex // guards lease, busy and the fields of the lease
-	lease *lease     // the current permit; nil when none is held
-	busy  bool       // an acquisition is in flight
 }
 
 // NewSemaphore returns a counting semaphore called name with the given
@@ -95,18 +79,18 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	if err := r.track(0); err != nil { // counts nothing: only ErrClosed
 		return nil, err
 	}
-	return &Semaphore{r: r, name: name, permits: permits, quorum: q, kind: permitsOf(permits), cfg: cfg, report: r.reporter(cfg.observer)}, nil
+	return &Semaphore{sh: newShared(r, name, cfg, q, permitsOf(permits)), permits: permits}, nil
 }
 
 // Name returns the semaphore's name, which is its key on every node.
-func (s *Semaphore) Name() string { return s.name }
+func (s *Semaphore) Name() string { return s.sh.h.name }
 
 // Quorum returns how many nodes must admit a holder for it to hold a
 // permit: N·permits/(permits+1)+1 (integer division) unless [WithQuorum]
 // set it. That is the majority for one permit; for more, N = 5 needs 4
 // nodes with 2 or 3 permits (one node may fail) and all 5 from 4 permits
 // on (none may fail).
-func (s *Semaphore) Quorum() int { return s.quorum }
+func (s *Semaphore) Quorum() int { return s.sh.h.quorum }
 
 // TryAcquire makes exactly one attempt to take a permit: it asks every
 // node at once to admit a new random token (a script drops the node's
@@ -124,132 +108,80 @@ func (s *Semaphore) Quorum() int { return s.quorum }
 // background. If ctx has already ended, TryAcquire makes no attempt. It
 // fails at once, without I/O, when this Semaphore already holds a permit
 // or another of its acquisitions is in flight.
-func (s *Semaphore) TryAcquire(ctx context.Context) error {
-	return s.observe(ctx, s.kind.kinds()[1], func(ctx context.Context) (int, error) {
-		_, err := s.tryAcquire(ctx)
-		return 1, err
-	})
-}
+func (s *Semaphore) TryAcquire(ctx context.Context) error { return s.sh.tryOnce(ctx) }
 
-// observe runs one call of s, whose result run returns, between its
-// Observer's OpStart and OpEnd (directly when it has none).
-func (s *Semaphore) observe(ctx context.Context, kind OpKind, run func(context.Context) (int, error)) error {
-	o := s.cfg.observer
-	if o == nil || ctx == nil {
-		_, err := run(ctx)
-		return err
-	}
-	op := Op{Kind: kind, Name: s.name}
-	octx := o.OpStart(ctx, op)
-	attempts, err := run(octx)
-	o.OpEnd(octx, op, OpResult{Err: err, Canceled: err != nil && ctx.Err() != nil, Attempts: attempts})
-	return err
-}
+// Acquire takes a permit, trying again until it succeeds, its context ends
+// or it has made the number of attempts set by [WithTries] (no bound by
+// default). Each attempt is one [Semaphore.TryAcquire].
+//
+// Between attempts it waits for a randomised back-off (see
+// [WithRetryDelay]) or, with notification on (the default, see
+// [WithNotification]), until a release of a permit is announced, whichever
+// comes first: after its first failed attempt it subscribes to the
+// semaphore's release channel on every node and joins its queue of waiters
+// there, as a waiting [Mutex.Lock] does. A release pops the oldest waiter
+// and announces itself to that waiter's process only, so that waiters
+// take turns; a missed announcement costs one back-off. While this
+// Semaphore holds a permit, or another of its acquisitions is in flight,
+// its attempts fail at once, without I/O: Acquire then waits until the
+// permit is released.
+//
+// On failure it returns an error wrapping [ErrNotAcquired] and the last
+// attempt's causes (one [*NodeError] per failed node); when ctx ended, the
+// error also wraps ctx.Err(). It returns at once, without retrying, when so
+// many nodes failed with [ErrMisconfigured] (a key of another type, a
+// different permit count, a missing permission) that no quorum is left to
+// admit it.
+func (s *Semaphore) Acquire(ctx context.Context) error { return s.sh.wait(ctx) }
 
-// tryAcquire is TryAcquire; on failure it also describes the attempt.
-func (s *Semaphore) tryAcquire(ctx context.Context) (acquisition, error) {
-	if ctx == nil {
-		return acquisition{}, invalid("nil context")
-	}
-	if err := ctx.Err(); err != nil {
-		return acquisition{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
-	}
-	if err := s.begin(); err != nil {
-		return acquisition{}, err
-	}
-	defer s.finish()
-	id, err := uuid.NewRandom() // crypto/rand: tokens must not be guessable or repeat
-	if err != nil {
-		return acquisition{}, errors.Join(fmt.Errorf("%w: token", ErrNotAcquired), err)
-	}
-	token := id.String()
-	op := s.kind.acquire(s.name, token, &s.cfg)
-	a, err := s.r.acquirePermit(ctx, permitTry{op: op, undo: s.kind.undo(s.name, token), cfg: &s.cfg, report: s.report, quorum: s.quorum})
-	if err != nil {
-		return a, err
-	}
-	s.hold(ctx, token, a)
-	return acquisition{}, nil
-}
+// Release gives the permit back: on every node at once, a script drops
+// this acquisition's token from the semaphore, so a holder whose permit
+// expired cannot free another's. A release that frees a permit announces
+// it to waiters on the node (see [Semaphore.Acquire]).
+//
+// The semaphore stops holding the permit when Release starts, whatever the
+// outcome; [Semaphore.Done] closes. It returns nil when a quorum of nodes
+// (see [Semaphore.Quorum]) still held the token; a node that answers,
+// while the validity lasts, that the token is already gone counts as
+// holding it if the same Redis server answered, as for [Mutex.Unlock] (an
+// earlier try of this release, resent by the client, dropped it).
+// Otherwise it returns an error wrapping [ErrNotHeld] and one [*NodeError]
+// per failed node; nodes that kept the token free it when its TTL passes.
+// Release on a semaphore that holds no permit returns ErrNotHeld without
+// I/O. Nodes that have not answered when the outcome is certain are
+// released in the background, even if ctx ends, and a release that cannot
+// be delivered is owed to its node (see [Redlock.Health]).
+func (s *Semaphore) Release(ctx context.Context) error { return s.sh.release(ctx) }
 
-// errHeldHere and errInFlight are the failures of an attempt that this
-// Semaphore's own state refused, without I/O.
-var (
-	errHeldHere = fmt.Errorf("%w: this semaphore already holds a permit", ErrNotAcquired)
-	errInFlight = fmt.Errorf("%w: another acquisition of this semaphore is in flight", ErrNotAcquired)
-)
+// Extend re-arms the permit's full TTL on every node that still holds this
+// acquisition's token and, when a quorum did, moves the end of the
+// validity window to the extension's start + TTL - drift. It never admits
+// the token again where its permit expired or was dropped, and it makes no
+// attempt once the current validity has run out.
+//
+// On failure it returns an error wrapping [ErrNotHeld], one [*NodeError]
+// per failed node, and ctx's error if ctx ended; the validity window is
+// then left as it was. When so many nodes answered that they no longer
+// hold the token that no quorum can, the permit is lost for good: the
+// error also wraps [ErrLockLost] and [Semaphore.Done] closes.
+func (s *Semaphore) Extend(ctx context.Context) error { return s.sh.extend(ctx) }
 
-// begin marks an acquisition in flight, unless the Semaphore holds a
-// permit or another acquisition is in flight.
-func (s *Semaphore) begin() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.busy:
-		return errInFlight
-	case s.lease != nil && s.lease.err == nil:
-		return errHeldHere
-	}
-	s.busy = true
-	return nil
-}
+// Until returns the end of the current permit's validity window: until
+// then, no more than the bound of holders hold a permit (permits at the
+// default quorum; see [WithQuorum]). It is the zero Time when the
+// semaphore holds no permit. The Time carries a monotonic clock reading;
+// compare it with time.Now or time.Until in this process.
+func (s *Semaphore) Until() time.Time { return s.sh.h.until() }
 
-// finish ends the acquisition begin marked.
-func (s *Semaphore) finish() {
-	s.mu.Lock()
-	s.busy = false
-	s.mu.Unlock()
-}
+// Done returns a channel that is closed when the current permit ends: on
+// Release, when Extend finds it lost, or when its validity is about to run
+// out without an extension (TTL/20 before [Semaphore.Until], so that work
+// watching it can stop in time). [Semaphore.Err] then says why. When the
+// semaphore holds no permit, Done returns a closed channel. Each permit has
+// its own channel: call Done after Acquire.
+func (s *Semaphore) Done() <-chan struct{} { return s.sh.h.done() }
 
-// minUptime is the least uptime, in whole seconds, at which a node may
-// grant under restart delay d (0: no check). Redis reports
-// uptime_in_seconds as the difference of two truncated wall-clock seconds,
-// which can run up to a second ahead of the time really passed: one more
-// second keeps the node out for at least d.
-func minUptime(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d+time.Second-1)/time.Second) + 1
-}
-
-// hold makes acquisition a, of token, the Semaphore's permit, and starts
-// its renewal when asked to (WithRenewal).
-func (s *Semaphore) hold(ctx context.Context, token string, a acquisition) {
-	l := &lease{token: token, id: token, acq: a, holds: 1, done: make(chan struct{})}
-	s.mu.Lock()
-	old := s.lease
-	s.lease = l
-	l.loss = time.AfterFunc(s.untilLoss(l), func() { s.end(l, fmt.Errorf("%w: validity ran out", ErrLockLost)) })
-	s.mu.Unlock()
-	if old != nil {
-		s.end(old, fmt.Errorf("%w: acquired again", ErrLockLost))
-	}
-	if s.cfg.renew {
-		renewal{r: s.r, cfg: &s.cfg, mu: &s.mu, once: s.renewOnce}.start(holdContext(ctx), l)
-	}
-}
-
-// untilLoss is how long from now until l counts as lost (see lossMargin).
-// Called with s.mu held.
-func (s *Semaphore) untilLoss(l *lease) time.Duration {
-	return time.Until(l.acq.until.Add(-lossMargin(s.cfg.ttl)))
-}
-
-// end ends permit l with cause, once; later calls do nothing.
-func (s *Semaphore) end(l *lease, cause error) {
-	s.mu.Lock()
-	if l.err != nil {
-		s.mu.Unlock()
-		return
-	}
-	l.err = cause
-	l.loss.Stop()
-	s.mu.Unlock()
-	if o := s.cfg.observer; o != nil {
-		// Before Done closes: whoever sees Done closed finds the end
-		// observed.
-		o.HoldEnd(Hold{Name: s.name, Acquired: l.acq.start, Lost: errors.Is(cause, ErrLockLost), Err: cause})
-	}
-	close(l.done) // once: only the call that set l.err gets here
-}
+// Err returns nil while the current permit lasts, and once [Semaphore.Done]
+// is closed the reason: an error wrapping [ErrLockLost] when the permit was
+// lost, or [ErrNotHeld] when it was released or never held.
+func (s *Semaphore) Err() error { return s.sh.h.err() }

@@ -23,12 +23,10 @@ func newFakeSemaphore(t *testing.T, r *Redlock, name string, permits int, opts .
 
 // permitOf returns the token of s's current permit, "" when none.
 func permitOf(s *Semaphore) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lease == nil {
-		return ""
+	if l := s.sh.h.current(); l != nil {
+		return l.token
 	}
-	return s.lease.token
+	return ""
 }
 
 // admittedOn counts the fakes on which token holds a live permit of key.

@@ -1,27 +1,147 @@
 package redlock
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/node"
 )
 
-// A Semaphore's engine holds shared holds of two kinds: a permit of a
-// counting semaphore, and a read hold of a reader-writer lock. They differ
-// only in their per-node operations, their Observer kinds and their quorum.
+// Shared holds of a name: a permit of a counting semaphore, and a read
+// lock of a reader-writer lock. Both are leases taken by a plain count of
+// the nodes that admitted the holder (no split-vote rule: a node that
+// refuses names no single competitor to give way to), one at a time per
+// value; they differ only in their per-node operations, their Observer's
+// names and their quorum.
 
-// sharing makes the per-node operations of one kind of shared hold of a
-// name.
+// sharing is one kind of shared hold of a name: its acquisition, and the
+// operations of its lease.
 type sharing interface {
+	leaseKind
 	acquire(name, token string, cfg *config) node.Op
-	// release announces itself to waiters; undo gives back a failed
-	// attempt's hold silently.
-	release(name, token string) node.Op
-	undo(name, token string) node.Op
-	extend(name, token string, ttl time.Duration) node.Op
-	// kinds are the Observer's names of Acquire, TryAcquire, Release and
-	// Extend.
-	kinds() [4]OpKind
+}
+
+// shared is one holder of shared holds of a name (a Semaphore value, or an
+// RWMutex's read half).
+type shared struct {
+	h    holder
+	kind sharing
+}
+
+// newShared returns the shared holds of name, counted against quorum q.
+func newShared(r *Redlock, name string, cfg config, q int, kind sharing) shared {
+	return shared{h: holder{r: r, name: name, cfg: cfg, report: r.reporter(cfg.observer), quorum: q, kind: kind}, kind: kind}
+}
+
+// errHeldHere and errInFlight are the failures of an attempt that the
+// value's own state refused, without I/O.
+var (
+	errHeldHere = fmt.Errorf("%w: this semaphore already holds a permit", ErrNotAcquired)
+	errInFlight = fmt.Errorf("%w: another acquisition of this semaphore is in flight", ErrNotAcquired)
+)
+
+// tryOnce is one observed attempt (TryAcquire, TryRLock).
+func (s *shared) tryOnce(ctx context.Context) error {
+	return s.h.observe(ctx, s.h.op(1), func(ctx context.Context) (int, error) {
+		_, err := s.try(ctx, "")
+		return 1, err
+	})
+}
+
+// wait is an observed waiting acquisition (Acquire, RLock).
+func (s *shared) wait(ctx context.Context) error {
+	return s.h.observe(ctx, s.h.op(0), func(ctx context.Context) (int, error) {
+		if ctx == nil {
+			return 0, invalid("nil context")
+		}
+		attempts, _, err := (&waiting{h: &s.h}).wait(ctx, s.try)
+		return attempts, err
+	})
+}
+
+// try is one attempt; on failure it also describes it.
+func (s *shared) try(ctx context.Context, _ string) (refusal, error) {
+	if ctx == nil {
+		return refusal{}, invalid("nil context")
+	}
+	if err := ctx.Err(); err != nil {
+		return refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
+	}
+	if err := s.begin(); err != nil {
+		return refusal{}, err
+	}
+	defer s.finish()
+	token, err := newToken()
+	if err != nil {
+		return refusal{}, err
+	}
+	cfg := &s.h.cfg
+	g, failed, err := s.h.r.acquire(ctx, spec{op: s.kind.acquire(s.h.name, token, cfg), undo: s.kind.undo(s.h.name, token),
+		token: token, cfg: cfg, report: s.h.report, quorum: s.h.quorum})
+	if err != nil {
+		return failed, err
+	}
+	s.h.take(ctx, token, token, g, false)
+	return refusal{}, nil
+}
+
+// begin marks an acquisition in flight, unless the value holds a live
+// lease or another acquisition is in flight.
+func (s *shared) begin() error {
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	switch {
+	case s.h.busy:
+		return errInFlight
+	case s.h.lease.live():
+		return errHeldHere
+	}
+	s.h.busy = true
+	return nil
+}
+
+// finish ends the acquisition begin marked.
+func (s *shared) finish() {
+	s.h.mu.Lock()
+	s.h.busy = false
+	s.h.mu.Unlock()
+}
+
+// release is an observed release (Release, RUnlock).
+func (s *shared) release(ctx context.Context) error {
+	return s.h.observe(ctx, s.h.op(2), func(ctx context.Context) (int, error) {
+		if ctx == nil {
+			return 0, invalid("nil context")
+		}
+		return 0, s.h.release(ctx, errReleased)
+	})
+}
+
+// errReleased is the error of a shared hold that its release ended.
+var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
+
+// extend is an observed extension (Extend).
+func (s *shared) extend(ctx context.Context) error {
+	return s.h.observe(ctx, s.h.op(3), func(ctx context.Context) (int, error) {
+		if ctx == nil {
+			return 0, invalid("nil context")
+		}
+		return 0, s.h.extendCurrent(ctx)
+	})
+}
+
+// minUptime is the least uptime, in whole seconds, at which a node may
+// grant under restart delay d (0: no check). Redis reports
+// uptime_in_seconds as the difference of two truncated wall-clock seconds,
+// which can run up to a second ahead of the time really passed: one more
+// second keeps the node out for at least d.
+func minUptime(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d+time.Second-1)/time.Second) + 1
 }
 
 // permitsOf is a counting semaphore's sharing: one of permits permits.
@@ -31,14 +151,14 @@ func (p permitsOf) acquire(name, token string, cfg *config) node.Op {
 	return &node.SemAcquire{Key: name, Token: token, TTL: cfg.ttl, Permits: int(p), MinUptime: minUptime(cfg.restart)}
 }
 
-func (permitsOf) release(name, token string) node.Op {
-	return &node.SemRelease{Key: name, Token: token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
+func (permitsOf) release(name string, l *lease) node.Op {
+	return &node.SemRelease{Key: name, Token: l.token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
 
 func (permitsOf) undo(name, token string) node.Op { return &node.SemRelease{Key: name, Token: token} }
 
-func (permitsOf) extend(name, token string, ttl time.Duration) node.Op {
-	return &node.SemExtend{Key: name, Token: token, TTL: ttl}
+func (permitsOf) extend(name, token string, cfg *config) node.Op {
+	return &node.SemExtend{Key: name, Token: token, TTL: cfg.ttl}
 }
 
 func (permitsOf) kinds() [4]OpKind {
@@ -52,14 +172,14 @@ func (reading) acquire(name, token string, cfg *config) node.Op {
 	return &node.ReadAcquire{Key: name, Token: token, TTL: cfg.ttl, MinUptime: minUptime(cfg.restart)}
 }
 
-func (reading) release(name, token string) node.Op {
-	return &node.ReadRelease{Key: name, Token: token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
+func (reading) release(name string, l *lease) node.Op {
+	return &node.ReadRelease{Key: name, Token: l.token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
 
 func (reading) undo(name, token string) node.Op { return &node.ReadRelease{Key: name, Token: token} }
 
-func (reading) extend(name, token string, ttl time.Duration) node.Op {
-	return &node.ReadExtend{Key: name, Token: token, TTL: ttl}
+func (reading) extend(name, token string, cfg *config) node.Op {
+	return &node.ReadExtend{Key: name, Token: token, TTL: cfg.ttl}
 }
 
 func (reading) kinds() [4]OpKind { return [4]OpKind{OpRLock, OpTryRLock, OpRUnlock, OpExtendRead} }

@@ -1,0 +1,215 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// The kinds of lock a Mutex can be: plain (fenced or not), reentrant,
+// multi-name (see multi.go) and an RWMutex's write lock (see rwmutex.go).
+// Each keeps its own state and builds its own node operations; the Mutex
+// holds one of them and a holder.
+
+// lockKind is what one kind of lock sends the nodes.
+type lockKind interface {
+	leaseKind
+	// token returns the token of a new acquisition and the notice that
+	// announces its release (unique to the acquisition).
+	token() (token, notice string, err error)
+	// acquire is the acquisition of name by token; reenter when the owner
+	// of a reentrant lock already holds it.
+	acquire(name, token string, cfg *config, reenter bool) *node.Acquire
+	// fence records a won acquisition's fencing token (see Redlock.fence).
+	fence(name, token string, cfg *config) *node.Fence
+}
+
+// lockBase is what every kind of lock shares.
+type lockBase struct{}
+
+func (lockBase) kinds() [4]OpKind { return [4]OpKind{OpLock, OpTryLock, OpUnlock, OpExtend} }
+
+func (lockBase) token() (string, string, error) {
+	t, err := newToken()
+	return t, t, err
+}
+
+func (lockBase) fence(name, token string, cfg *config) *node.Fence {
+	return &node.Fence{Key: name, Token: token, FenceKey: node.FenceKey(name), Ack: cfg.ack}
+}
+
+func (lockBase) undo(name, token string) node.Op {
+	return &node.Release{Key: name, Token: token, Drop: node.DropUndo}
+}
+
+func (lockBase) extend(name, token string, cfg *config) node.Op {
+	return &node.Extend{Key: name, Token: token, TTL: cfg.ttl, Ack: cfg.ack}
+}
+
+// newAcquire is the acquisition of name by token with cfg's TTL, fencing,
+// restart delay and replica acknowledgement.
+func newAcquire(name, token string, cfg *config) *node.Acquire {
+	op := &node.Acquire{Key: name, Token: token, TTL: cfg.ttl, MinUptime: minUptime(cfg.restart), Ack: cfg.ack}
+	if cfg.fencing {
+		op.FenceKey = node.FenceKey(name)
+	}
+	return op
+}
+
+// announced is the release of lease l of name that announces itself to
+// the name's waiters.
+func announced(name string, l *lease) *node.Release {
+	return &node.Release{Key: name, Token: l.token, Channel: node.ReleaseChannel(name), Notice: l.notice,
+		Drop: node.DropAll, QueueKey: node.QueueKey(name)}
+}
+
+// plainLock is a lock of one name, fenced or not.
+type plainLock struct{ lockBase }
+
+func (plainLock) acquire(name, token string, cfg *config, _ bool) *node.Acquire {
+	return newAcquire(name, token, cfg)
+}
+
+func (plainLock) release(name string, l *lease) node.Op { return announced(name, l) }
+
+// reentrantLock is a lock whose Mutex value is its owner (WithReentrant):
+// every acquisition's token is the owner's id, so that the Mutex
+// recognises its own lock on the nodes, and each TryLock while it holds
+// the lock takes one more hold.
+type reentrantLock struct {
+	lockBase
+	owner string
+}
+
+func newReentrant() (*reentrantLock, error) {
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return nil, fmt.Errorf("redlock: owner id: %w", err)
+	}
+	return &reentrantLock{owner: id.String()}, nil
+}
+
+func (re *reentrantLock) token() (string, string, error) { return re.owner, uuid.NewString(), nil }
+
+func (*reentrantLock) acquire(name, token string, cfg *config, reenter bool) *node.Acquire {
+	op := newAcquire(name, token, cfg)
+	op.Reentrant, op.Reenter = true, reenter
+	return op
+}
+
+func (*reentrantLock) fence(name, token string, cfg *config) *node.Fence {
+	f := lockBase{}.fence(name, token, cfg)
+	f.Reentrant = true
+	return f
+}
+
+func (*reentrantLock) release(name string, l *lease) node.Op {
+	op := announced(name, l)
+	op.Reentrant = true
+	return op
+}
+
+func (*reentrantLock) undo(name, token string) node.Op {
+	return &node.Release{Key: name, Token: token, Reentrant: true, Drop: node.DropUndo}
+}
+
+func (*reentrantLock) extend(name, token string, cfg *config) node.Op {
+	return &node.Extend{Key: name, Token: token, TTL: cfg.ttl, Reentrant: true, Ack: cfg.ack}
+}
+
+// reenter takes one more hold on the lock that l holds. A release
+// meanwhile must not be undone by this: each node applies the Mutex's
+// requests in the order they were sent (one lane per name), so a re-lock
+// never overtakes the first SET, where it would find no key and take no
+// hold.
+func (re *reentrantLock) reenter(ctx context.Context, m *Mutex, l *lease) error {
+	s := m.spec(l.token, true)
+	s.reasks = maxReasks
+	g, _, err := m.h.r.acquire(ctx, s)
+	if err != nil {
+		return err
+	}
+	m.h.mu.Lock()
+	defer m.h.mu.Unlock()
+	if m.h.lease != l || l.err != nil {
+		// Unlocked or lost meanwhile. Where the release came first the
+		// re-lock found no key and created none; where it came after, it
+		// dropped the extra hold with the rest.
+		return fmt.Errorf("%w: unlocked or lost during the attempt", ErrNotAcquired)
+	}
+	l.holds++
+	m.h.moveUntil(l, g.until)
+	return nil
+}
+
+// dropOne drops one hold of the Mutex's live lease when it has more than
+// one, and reports whether it did; the lock stays held.
+func (re *reentrantLock) dropOne(ctx context.Context, m *Mutex) (bool, error) {
+	m.h.mu.Lock()
+	l := m.h.lease
+	if !l.live() || l.holds < 2 {
+		m.h.mu.Unlock()
+		return false, nil
+	}
+	l.holds--
+	m.h.mu.Unlock()
+	op := &node.Release{Key: m.h.name, Token: l.token, Reentrant: true, Drop: node.DropOne}
+	return true, m.h.r.release(ctx, op, lapse{cfg: &m.h.cfg, report: m.h.report})
+}
+
+// multiLock is a lock of several names, all or none (see NewMultiMutex).
+type multiLock struct {
+	lockBase
+	also []string // the names after the first
+}
+
+func (ml *multiLock) acquire(name, token string, cfg *config, _ bool) *node.Acquire {
+	op := newAcquire(name, token, cfg)
+	op.Also = ml.also
+	return op
+}
+
+func (ml *multiLock) release(name string, l *lease) node.Op {
+	op := announced(name, l)
+	op.Also = ml.also
+	return op
+}
+
+func (ml *multiLock) undo(name, token string) node.Op {
+	return &node.Release{Key: name, Token: token, Also: ml.also, Drop: node.DropUndo}
+}
+
+func (ml *multiLock) extend(name, token string, cfg *config) node.Op {
+	return &node.Extend{Key: name, Token: token, TTL: cfg.ttl, Also: ml.also, Ack: cfg.ack}
+}
+
+// writeLock is an RWMutex's write lock: a lock that live readers refuse,
+// and that marks itself waiting where they hold the name (see RWMutex).
+type writeLock struct {
+	lockBase
+	intent, writer string // where the waiting writer's mark is kept, and its value
+}
+
+func (w *writeLock) acquire(name, token string, cfg *config, _ bool) *node.Acquire {
+	op := newAcquire(name, token, cfg)
+	op.Intent, op.Writer, op.IntentTTL = w.intent, w.writer, markTTL(cfg)
+	return op
+}
+
+func (w *writeLock) release(name string, l *lease) node.Op {
+	op := announced(name, l)
+	op.Intent, op.Writer = w.intent, w.writer
+	return op
+}
+
+// markTTL is how long a waiting writer's mark lasts on a node (see
+// RWMutex): the TTL, and never less than two of the longest waits between
+// a writer's attempts and their node timeouts, so that it does not lapse
+// while the writer still tries.
+func markTTL(c *config) time.Duration {
+	return max(c.ttl, 2*(c.delayMax+c.nodeTimeout)).Truncate(time.Millisecond)
+}
