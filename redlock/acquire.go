@@ -83,33 +83,33 @@ type spec struct {
 // hold nothing of the attempt once it returns; the others, and all of them
 // when ctx has ended, finish in the background. Releases never use the
 // caller's cancellation: cleanup must happen even after ctx is done.
-func (r *Redlock) acquire(ctx context.Context, s spec) (grant, refusal, error) {
-	idr, err := r.enter()
+func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
+	idr, err := e.enter()
 	if err != nil {
 		return grant{}, refusal{}, err
 	}
-	defer r.wg.Done()
-	gates := newGates(r.pool.size())
-	rd := newRound(ctx, r.pool, s.cfg.nodeTimeout, s.report, r.pool.size()*(1+maxReasks)).needs(s.quorum)
+	defer e.wg.Done()
+	gates := newGates(e.pool.size())
+	rd := newRound(ctx, e.pool, s.cfg.nodeTimeout, s.report, e.pool.size()*(1+maxReasks)).needs(s.quorum)
 	a := newAttempt(rd, s.op, s.token, gates, s.split, s.reentrant, s.released, s.reasks)
 	ctxErr := a.run(ctx)
 	t := rd.t
 	won := ctxErr == nil && t.won()
-	idErr := r.distinct(idr, won, rd.start, rd.start.Add(s.cfg.nodeTimeout))
+	idErr := e.distinct(idr, won, rd.start, rd.start.Add(s.cfg.nodeTimeout))
 	until := validUntil(rd.start, s.cfg.ttl, s.cfg.driftFactor)
-	if won && idErr == nil && r.now().Before(until) {
+	if won && idErr == nil && e.now().Before(until) {
 		g := grant{start: rd.start, until: until}
 		if s.fence == nil {
 			return g, refusal{}, nil
 		}
-		return r.fence(ctx, s, g, a.highest)
+		return e.fence(ctx, s, g, a.highest)
 	}
-	r.undo(ctx, s, gates, a.mayHold, ctxErr == nil, t.grantedNodes())
-	failed := refusal{granted: t.yes, took: r.now().Sub(rd.start), yielded: a.yielded, hopeless: t.hopeless()}
+	e.undo(ctx, s, gates, a.mayHold, ctxErr == nil, t.grantedNodes())
+	failed := refusal{granted: t.yes, took: e.now().Sub(rd.start), yielded: a.yielded, hopeless: t.hopeless()}
 	if idErr != nil {
 		return grant{}, failed, idErr
 	}
-	return grant{}, failed, r.fail(ErrNotAcquired, notAcquired(t, a, failed.took, s.cfg.ttl), ctxErr, t)
+	return grant{}, failed, e.fail(ErrNotAcquired, notAcquired(t, a, failed.took, s.cfg.ttl), ctxErr, t)
 }
 
 // enter starts an acquisition: it counts it in (see track; the caller
@@ -117,27 +117,27 @@ func (r *Redlock) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 // two nodes were found to be one server, and returns the round asking
 // every node who it is when this is the Redlock's first acquisition (nil
 // otherwise).
-func (r *Redlock) enter() (*round, error) {
-	if err := r.track(1); err != nil {
+func (e *engine) enter() (*round, error) {
+	if err := e.track(1); err != nil {
 		return nil, err
 	}
-	if err := r.ids.Err(); err != nil {
-		r.wg.Done()
+	if err := e.ids.Err(); err != nil {
+		e.wg.Done()
 		return nil, invalid("%v", err)
 	}
-	return r.identifyFirst(), nil
+	return e.identifyFirst(), nil
 }
 
 // distinct checks, for an attempt that a quorum granted, that no two of
 // the nodes are the same server (see identified); idr is the first round
 // of identities, nil unless this is the first acquisition. An attempt
 // that failed hands idr to the background.
-func (r *Redlock) distinct(idr *round, won bool, start, deadline time.Time) error {
+func (e *engine) distinct(idr *round, won bool, start, deadline time.Time) error {
 	if !won {
-		r.identifyLater(idr)
+		e.identifyLater(idr)
 		return nil
 	}
-	return r.identified(idr, start, deadline)
+	return e.identified(idr, start, deadline)
 }
 
 // notAcquired says why an attempt failed.
@@ -164,8 +164,8 @@ func notAcquired(t *tally, a *attempt, took, ttl time.Duration) string {
 // waits, at most a node timeout, for the releases of the nodes in
 // granted. An undo announces nothing, and the next attempt of the same
 // name follows it on each node (one lane per name).
-func (r *Redlock) undo(ctx context.Context, s spec, gates []*gate, only func(int) bool, wait bool, granted []int) {
-	rd := r.releaseRound(ctx, s.cfg, s.report)
+func (e *engine) undo(ctx context.Context, s spec, gates []*gate, only func(int) bool, wait bool, granted []int) {
+	rd := e.releaseRound(ctx, s.cfg, s.report)
 	rd.sendAll(s.undo, gates, only)
 	if wait {
 		rd.waitFor(granted, s.cfg.nodeTimeout)
@@ -174,8 +174,8 @@ func (r *Redlock) undo(ctx context.Context, s spec, gates []*gate, only func(int
 
 // releaseRound is a round that releases: a release that could not be
 // delivered is owed to its node.
-func (r *Redlock) releaseRound(ctx context.Context, cfg *config, report reportFunc) *round {
-	rd := newRound(ctx, r.pool, cfg.nodeTimeout, report, r.pool.size())
+func (e *engine) releaseRound(ctx context.Context, cfg *config, report reportFunc) *round {
+	rd := newRound(ctx, e.pool, cfg.nodeTimeout, report, e.pool.size())
 	rd.oweFor = cfg.ttl
 	return rd
 }
@@ -193,17 +193,17 @@ func (r *Redlock) releaseRound(ctx context.Context, cfg *config, report reportFu
 // node. There the grant came after B's key was gone, so after B's token
 // was written, and the counter read with the grant is at least B's token,
 // unless that node lost its data in between (see the package documentation).
-func (r *Redlock) fence(ctx context.Context, s spec, g grant, highest uint64) (grant, refusal, error) {
+func (e *engine) fence(ctx context.Context, s spec, g grant, highest uint64) (grant, refusal, error) {
 	commit := *s.fence
 	commit.Fence = highest + 1
 	if commit.Fence >= maxFence {
-		r.undo(ctx, s, nil, nil, false, nil)
+		e.undo(ctx, s, nil, nil, false, nil)
 		return grant{}, refusal{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
 	}
-	rd := newRound(ctx, r.pool, s.cfg.nodeTimeout, s.report, r.pool.size()).sendAll(&commit, nil, nil)
+	rd := newRound(ctx, e.pool, s.cfg.nodeTimeout, s.report, e.pool.size()).sendAll(&commit, nil, nil)
 	ctxErr := rd.decide(ctx)
 	ft := rd.t
-	if ctxErr == nil && ft.won() && r.now().Before(g.until) {
+	if ctxErr == nil && ft.won() && e.now().Before(g.until) {
 		// Wait for the nodes about as fast as the quorum, as Unlock does
 		// when someone waits: the more nodes know the token when TryLock
 		// returns, the more of them may later lose their data (see the
@@ -214,11 +214,11 @@ func (r *Redlock) fence(ctx context.Context, s spec, g grant, highest uint64) (g
 	}
 	// Released on every node, the grants included: a token recorded on too
 	// few nodes could be overtaken by a later holder's.
-	r.undo(ctx, s, nil, nil, false, nil)
-	took := r.now().Sub(g.start)
+	e.undo(ctx, s, nil, nil, false, nil)
+	took := e.now().Sub(g.start)
 	reason := fmt.Sprintf("fencing token %d recorded on %d of %d nodes holding the lock, quorum %d", commit.Fence, ft.yes, ft.n, ft.quorum)
 	if ft.won() {
 		reason = fmt.Sprintf("fencing token recorded after %v, no validity left of ttl %v", took, s.cfg.ttl)
 	}
-	return grant{}, refusal{took: took}, r.fail(ErrNotAcquired, reason, ctxErr, ft)
+	return grant{}, refusal{took: took}, e.fail(ErrNotAcquired, reason, ctxErr, ft)
 }

@@ -178,7 +178,7 @@ func TestFenceAfterLoss(t *testing.T) {
 func TestTimeoutKeepsLastCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, _ := newFakeRedlock(t, 3)
-		p := r.pool
+		p := r.e.pool
 		refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 		sent := time.Now()
 		assert.Equal(t, ErrNodeTimeout, p.timeoutErr(0, sent), "nothing known")

@@ -162,31 +162,31 @@ func NodeErrors(err error) []*NodeError {
 // fail builds the error of an operation that failed: sentinel, the reason,
 // the context's error when it ended, and one *NodeError per node that
 // failed in round t.
-func (r *Redlock) fail(sentinel error, reason string, ctxErr error, t *tally) error {
+func (e *engine) fail(sentinel error, reason string, ctxErr error, t *tally) error {
 	errs := make([]error, 0, 2+len(t.failures))
 	errs = append(errs, fmt.Errorf("%w: %s", sentinel, reason))
 	if ctxErr != nil {
 		errs = append(errs, ctxErr)
 	}
 	for _, f := range t.failures {
-		errs = append(errs, r.nodeError(f.node, f.err))
+		errs = append(errs, e.nodeError(f.node, f.err))
 	}
 	return errors.Join(errs...)
 }
 
 // nodeError is node i's failure with err.
-func (r *Redlock) nodeError(i int, err error) *NodeError {
-	return &NodeError{Index: i, Addr: r.pool.addr(i), Err: err}
+func (e *engine) nodeError(i int, err error) *NodeError {
+	return &NodeError{Index: i, Addr: e.pool.addr(i), Err: err}
 }
 
 // reporter returns the function that tells o of node failures, nil when o
 // is nil.
-func (r *Redlock) reporter(o Observer) reportFunc {
+func (e *engine) reporter(o Observer) reportFunc {
 	if o == nil {
 		return nil
 	}
 	return func(ctx context.Context, i int, err error, late bool) {
-		e := r.nodeError(i, err)
+		e := e.nodeError(i, err)
 		e.Late = late
 		o.NodeFailed(ctx, e)
 	}

@@ -62,8 +62,8 @@ func (f *features) of(i int) map[string]error {
 
 // featureOff records that node i refused feature with err and, the first
 // time, tells the Redlock's Observer.
-func (r *Redlock) featureOff(i int, feature string, err error) {
-	if r.features.refused(i, feature, err) && r.report != nil {
-		r.report(context.Background(), i, fmt.Errorf("redlock: %s off on this node, the lock works without it: %w", feature, err), false)
+func (e *engine) featureOff(i int, feature string, err error) {
+	if e.features.refused(i, feature, err) && e.report != nil {
+		e.report(context.Background(), i, fmt.Errorf("redlock: %s off on this node, the lock works without it: %w", feature, err), false)
 	}
 }

@@ -28,11 +28,11 @@ type NodeHealth struct {
 // Health returns what the Redlock knows of each node's health, in the order
 // of the clients given to [New]. It does no I/O.
 func (r *Redlock) Health() []NodeHealth {
-	out := make([]NodeHealth, r.pool.size())
+	out := make([]NodeHealth, r.e.pool.size())
 	for i := range out {
-		h := NodeHealth{Index: i, Addr: r.pool.addr(i)}
-		h.Down, h.Since, h.Owed, h.Err = r.pool.health(i)
-		h.Off = r.features.of(i)
+		h := NodeHealth{Index: i, Addr: r.e.pool.addr(i)}
+		h.Down, h.Since, h.Owed, h.Err = r.e.pool.health(i)
+		h.Off = r.e.features.of(i)
 		out[i] = h
 	}
 	return out

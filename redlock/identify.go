@@ -47,21 +47,21 @@ const identifyMax = 30 * time.Second
 
 // identifyFirst starts asking every node who it is when this is the
 // Redlock's first acquisition, and returns the round; nil otherwise.
-func (r *Redlock) identifyFirst() *round {
-	if !r.ids.Begin() {
+func (e *engine) identifyFirst() *round {
+	if !e.ids.Begin() {
 		return nil
 	}
-	return r.askIdentities(nil)
+	return e.askIdentities(nil)
 }
 
 // askIdentities sends Identify to the given nodes (nil: every node).
-func (r *Redlock) askIdentities(nodes []int) *round {
-	rd := newRound(context.Background(), r.pool, probeTimeout, nil, r.pool.size()).keepReplies()
+func (e *engine) askIdentities(nodes []int) *round {
+	rd := newRound(context.Background(), e.pool, probeTimeout, nil, e.pool.size()).keepReplies()
 	rd.quiet = true // identification says nothing of a node's health
 	if nodes == nil {
 		return rd.sendAll(node.Identify{}, nil, nil)
 	}
-	ask := make([]bool, r.pool.size())
+	ask := make([]bool, e.pool.size())
 	for _, i := range nodes {
 		ask[i] = true
 	}
@@ -74,42 +74,42 @@ func (r *Redlock) askIdentities(nodes []int) *round {
 // until deadline; those that started meanwhile until the first is done,
 // and at most until deadline. It returns the error of nodes found to share
 // a server.
-func (r *Redlock) identified(idr *round, start, deadline time.Time) error {
+func (e *engine) identified(idr *round, start, deadline time.Time) error {
 	if idr == nil {
-		r.settled(deadline)
-		return r.idErr()
+		e.settled(deadline)
+		return e.idErr()
 	}
-	ctx, cancel := context.WithDeadline(r.life, deadline) // Close cuts the wait short
+	ctx, cancel := context.WithDeadline(e.life, deadline) // Close cuts the wait short
 	if idr.collect(ctx, answeredRule{idr}) == nil {
-		idr.linger(min(asLongAgain(r.now().Sub(start)), time.Until(deadline)))
+		idr.linger(min(asLongAgain(e.now().Sub(start)), time.Until(deadline)))
 	}
 	cancel()
-	r.recordIdentities(idr)
-	r.ids.Settle()
-	r.identifyLater(idr)
-	return r.idErr()
+	e.recordIdentities(idr)
+	e.ids.Settle()
+	e.identifyLater(idr)
+	return e.idErr()
 }
 
 // settled waits until the first acquisition's wait for identities is
 // over, at most until deadline.
-func (r *Redlock) settled(deadline time.Time) {
+func (e *engine) settled(deadline time.Time) {
 	select {
-	case <-r.ids.Settled():
+	case <-e.ids.Settled():
 		return
 	default:
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
-	case <-r.ids.Settled():
+	case <-e.ids.Settled():
 	case <-timer.C:
-	case <-r.done:
+	case <-e.done:
 	}
 }
 
 // idErr is the error of nodes found to share a server.
-func (r *Redlock) idErr() error {
-	if err := r.ids.Err(); err != nil {
+func (e *engine) idErr() error {
+	if err := e.ids.Err(); err != nil {
 		return invalid("%v", err)
 	}
 	return nil
@@ -130,42 +130,42 @@ func (answeredRule) stop()                   {}
 // the background: its remaining answers are collected, and the nodes that
 // have not answered are asked again until each has, the Redlock closes,
 // or two nodes are found to share a server.
-func (r *Redlock) identifyLater(idr *round) {
+func (e *engine) identifyLater(idr *round) {
 	if idr == nil {
 		return
 	}
-	if r.track(1) != nil {
-		r.ids.Settle()
+	if e.track(1) != nil {
+		e.ids.Settle()
 		return
 	}
 	go func() {
-		defer r.wg.Done()
-		defer r.ids.Settle()
+		defer e.wg.Done()
+		defer e.ids.Settle()
 		wait := time.Second
 		for {
-			r.gatherIdentities(idr)
-			r.ids.Settle()
-			missing := r.ids.Missing()
-			if len(missing) == 0 || r.ids.Err() != nil || !r.sleep(wait) {
+			e.gatherIdentities(idr)
+			e.ids.Settle()
+			missing := e.ids.Missing()
+			if len(missing) == 0 || e.ids.Err() != nil || !e.sleep(wait) {
 				return
 			}
 			wait = min(2*wait, identifyMax)
-			idr = r.askIdentities(missing)
+			idr = e.askIdentities(missing)
 		}
 	}()
 }
 
 // gatherIdentities collects every answer of idr (until the probe timeout,
 // or Close) and records them.
-func (r *Redlock) gatherIdentities(idr *round) {
-	_ = idr.gather(r.life)
-	r.recordIdentities(idr)
+func (e *engine) gatherIdentities(idr *round) {
+	_ = idr.gather(e.life)
+	e.recordIdentities(idr)
 }
 
 // recordIdentities records the answers idr has so far: a node's run ids,
 // or that it cannot tell (an error reply: INFO refused). A node that was
 // not reached is left to be asked again.
-func (r *Redlock) recordIdentities(idr *round) {
+func (e *engine) recordIdentities(idr *round) {
 	sent := idr.start
 	for i, a := range idr.t.answers {
 		if a != granted && a != failed {
@@ -175,13 +175,13 @@ func (r *Redlock) recordIdentities(idr *round) {
 		switch err := rep.Err; {
 		case err == nil:
 			ids, _ := rep.Value.([]string)
-			r.ids.Record(i, identity.Answer{IDs: ids}, sent, r.pool.addr)
+			e.ids.Record(i, identity.Answer{IDs: ids}, sent, e.pool.addr)
 		case node.Unreachable(err), node.Unsent(err), errors.Is(err, node.ErrNodeTimeout):
 		default:
 			if errors.Is(err, node.ErrMisconfigured) {
-				r.featureOff(i, FeatureIdentify, err)
+				e.featureOff(i, FeatureIdentify, err)
 			}
-			r.ids.Record(i, identity.Answer{Unknown: true}, sent, r.pool.addr)
+			e.ids.Record(i, identity.Answer{Unknown: true}, sent, e.pool.addr)
 		}
 	}
 }
@@ -189,17 +189,17 @@ func (r *Redlock) recordIdentities(idr *round) {
 // reidentify asks node i again who it is, in the background: it came back
 // after being down, and may be another server now (a Sentinel failover).
 // Called from a goroutine counted in the pool.
-func (r *Redlock) reidentify(i int) {
+func (e *engine) reidentify(i int) {
 	select {
-	case <-r.ids.Settled():
+	case <-e.ids.Settled():
 	default:
 		return // the first round is still out: it asks again by itself
 	}
-	if r.track(1) != nil {
+	if e.track(1) != nil {
 		return
 	}
 	go func() {
-		defer r.wg.Done()
-		r.gatherIdentities(r.askIdentities([]int{i}))
+		defer e.wg.Done()
+		e.gatherIdentities(e.askIdentities([]int{i}))
 	}()
 }

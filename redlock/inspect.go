@@ -183,14 +183,14 @@ type NodeLockState struct {
 // every node answered, the state read so far (the silent nodes with ctx's
 // error) and an error wrapping ctx.Err().
 func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) {
-	replies, err := r.survey(ctx, name, &node.Inspect{Key: name})
+	replies, err := r.e.survey(ctx, name, &node.Inspect{Key: name}, r.cfg.nodeTimeout)
 	if replies == nil {
 		return nil, err
 	}
 	s := &LockState{Name: name, Nodes: make([]NodeLockState, len(replies)), Quorum: r.Quorum()}
 	count := map[string]int{}
 	for i, rep := range replies {
-		ns := r.nodeState(i, rep)
+		ns := r.e.nodeState(i, rep)
 		if ns.Held {
 			count[ns.Holder]++
 			if count[ns.Holder] > s.Held || count[ns.Holder] == s.Held && ns.Holder < s.Holder {
@@ -216,8 +216,8 @@ func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) 
 }
 
 // nodeState is node i's state, from its reply rep to an Inspect.
-func (r *Redlock) nodeState(i int, rep node.Reply) NodeLockState {
-	ns := NodeLockState{Index: i, Addr: r.pool.addr(i)}
+func (e *engine) nodeState(i int, rep node.Reply) NodeLockState {
+	ns := NodeLockState{Index: i, Addr: e.pool.addr(i)}
 	st, _ := rep.Value.(node.KeyState)
 	switch {
 	case rep.Err != nil:
@@ -335,13 +335,13 @@ type ForcedRelease struct {
 // empty name, [ErrClosed] after [Redlock.Close], and, when ctx ended before
 // every node answered, the outcomes so far and an error wrapping ctx.Err().
 func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]ForcedRelease, error) {
-	replies, err := r.survey(ctx, name, &node.Force{Key: name, Notice: uuid.NewString()})
+	replies, err := r.e.survey(ctx, name, &node.Force{Key: name, Notice: uuid.NewString()}, r.cfg.nodeTimeout)
 	if replies == nil {
 		return nil, err
 	}
 	out := make([]ForcedRelease, len(replies))
 	for i, rep := range replies {
-		fr := ForcedRelease{Index: i, Addr: r.pool.addr(i)}
+		fr := ForcedRelease{Index: i, Addr: r.e.pool.addr(i)}
 		switch f, _ := rep.Value.(node.Forced); {
 		case rep.Err != nil:
 			fr.Err = &NodeError{Index: i, Addr: fr.Addr, Err: rep.Err}
@@ -362,17 +362,17 @@ func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]ForcedRelease
 // ErrNodeTimeout (and may be put down, as after any timeout). When ctx
 // ends first, the silent nodes get ctx's error, which survey returns too.
 // It returns no replies and ErrClosed after Close.
-func (r *Redlock) survey(ctx context.Context, name string, op node.Op) ([]node.Reply, error) {
+func (e *engine) survey(ctx context.Context, name string, op node.Op, timeout time.Duration) ([]node.Reply, error) {
 	if ctx == nil {
 		return nil, invalid("nil context")
 	}
 	if name == "" {
 		return nil, invalid("empty lock name")
 	}
-	if err := r.track(1); err != nil {
+	if err := e.track(1); err != nil {
 		return nil, err
 	}
-	defer r.wg.Done()
-	rd := newRound(ctx, r.pool, r.cfg.nodeTimeout, r.report, r.pool.size()).keepReplies().sendAll(op, nil, nil)
+	defer e.wg.Done()
+	rd := newRound(ctx, e.pool, timeout, e.report, e.pool.size()).keepReplies().sendAll(op, nil, nil)
 	return rd.replies, rd.gather(ctx)
 }

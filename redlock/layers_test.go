@@ -17,7 +17,7 @@ import (
 // on each other: each uses only the files before it (and internal/), and
 // every other file of the package (the facade) may use all of them, never
 // the reverse. docs/ARCHITECTURE.md explains the layers.
-var engine = []string{"clock.go", "gate.go", "quorum.go", "report.go", "pool.go", "round.go", "attempt.go"}
+var engineFiles = []string{"clock.go", "gate.go", "quorum.go", "report.go", "pool.go", "round.go", "attempt.go"}
 
 // TestLayers checks that the engine's files reach neither into the facade
 // nor into engine files after them: no name declared at top level there
@@ -25,18 +25,18 @@ var engine = []string{"clock.go", "gate.go", "quorum.go", "report.go", "pool.go"
 // declared only there.
 func TestLayers(t *testing.T) {
 	files := parseFiles(t)
-	for i, name := range engine {
+	for i, name := range engineFiles {
 		f, ok := files[name]
 		require.True(t, ok, "%s is missing", name)
 		below := map[string]bool{}
-		for _, lower := range engine[:i+1] {
+		for _, lower := range engineFiles[:i+1] {
 			for id := range declared(files[lower]) {
 				below[id] = true
 			}
 		}
 		above := map[string]string{} // name → the file that declares it
 		for other, of := range files {
-			if slices.Contains(engine[:i+1], other) {
+			if slices.Contains(engineFiles[:i+1], other) {
 				continue
 			}
 			for id := range declared(of) {

@@ -61,7 +61,7 @@ type leaseKind interface {
 // shared by the goroutines that use the value; mu guards lease, busy and
 // the mutable fields of the lease.
 type holder struct {
-	r      *Redlock
+	e      *engine
 	name   string
 	cfg    config
 	report reportFunc // the value's Observer, as a node failure reporter (nil: none)
@@ -111,6 +111,10 @@ func (h *holder) take(ctx context.Context, token, notice string, g grant, join b
 	if old != nil {
 		h.end(old, fmt.Errorf("%w: acquired again", ErrLockLost))
 	}
+	if !h.e.held(l, h) {
+		h.end(l, errEngineClosed) // closed meanwhile: nothing would keep or watch it
+		return
+	}
 	if h.cfg.renew {
 		h.renew(holdContext(ctx), l) // the hold may outlast the wait: see LockWithin
 	}
@@ -143,6 +147,7 @@ func (h *holder) end(l *lease, cause error) {
 	l.err = cause
 	l.loss.Stop()
 	h.mu.Unlock()
+	h.e.ended(l)
 	if o := h.cfg.observer; o != nil {
 		o.HoldEnd(Hold{Name: h.name, Acquired: l.start, Lost: errors.Is(cause, ErrLockLost), Err: cause})
 	}
@@ -166,7 +171,7 @@ func (h *holder) release(ctx context.Context, cause error) error {
 	}
 	h.mu.Unlock()
 	h.end(l, cause)
-	return h.r.free(ctx, h.kind.release(h.name, l), h.name, true, c)
+	return h.e.free(ctx, h.kind.release(h.name, l), h.name, true, c)
 }
 
 // extend extends lease l: see Mutex.Extend.
@@ -177,19 +182,19 @@ func (h *holder) extend(ctx context.Context, l *lease) error {
 	if ended != nil {
 		return fmt.Errorf("%w: %w", ErrNotHeld, ended)
 	}
-	start := h.r.now()
+	start := h.e.now()
 	if !start.Before(until) {
 		return fmt.Errorf("%w: validity ran out %v ago", ErrNotHeld, start.Sub(until))
 	}
 	op := h.kind.extend(h.name, l.token, &h.cfg)
-	if err := h.r.extend(ctx, op, lapse{cfg: &h.cfg, report: h.report, quorum: h.quorum}); err != nil {
+	if err := h.e.extend(ctx, op, lapse{cfg: &h.cfg, report: h.report, quorum: h.quorum}); err != nil {
 		if errors.Is(err, ErrLockLost) {
 			h.end(l, err)
 		}
 		return err
 	}
 	next := validUntil(start, h.cfg.ttl, h.cfg.driftFactor)
-	if !h.r.now().Before(next) {
+	if !h.e.now().Before(next) {
 		return fmt.Errorf("%w: extended, but no validity left of ttl %v", ErrNotHeld, h.cfg.ttl)
 	}
 	h.mu.Lock()

@@ -129,7 +129,7 @@ func (*reentrantLock) extend(name, token string, cfg *config) node.Op {
 func (re *reentrantLock) reenter(ctx context.Context, m *Mutex, l *lease) error {
 	s := m.spec(l.token, true)
 	s.reasks = maxReasks
-	g, _, err := m.h.r.acquire(ctx, s)
+	g, _, err := m.h.e.acquire(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (re *reentrantLock) dropOne(ctx context.Context, m *Mutex) (bool, error) {
 	l.holds--
 	m.h.mu.Unlock()
 	op := &node.Release{Key: m.h.name, Token: l.token, Reentrant: true, Drop: node.DropOne}
-	return true, m.h.r.release(ctx, op, lapse{cfg: &m.h.cfg, report: m.h.report})
+	return true, m.h.e.release(ctx, op, lapse{cfg: &m.h.cfg, report: m.h.report})
 }
 
 // multiLock is a lock of several names, all or none (see NewMultiMutex).

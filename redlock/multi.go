@@ -48,7 +48,7 @@ func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) 
 		return nil, invalid("a multi-name lock cannot be reentrant")
 	case m.h.cfg.fencing:
 		return nil, invalid("a multi-name lock is not fenced: fence each resource with its own lock, or give the resources one name")
-	case r.sharded && !node.SameSlot(names):
+	case r.e.sharded && !node.SameSlot(names):
 		return nil, invalid("lock names %s hash to different Redis Cluster slots, and a node takes all of them in one script: "+
 			"give them one hash tag, such as %q and %q", quoteAll(names), "{"+names[0]+"}:a", "{"+names[0]+"}:b")
 	}

@@ -135,7 +135,7 @@ func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (refus
 	}
 	s := m.spec(token, false)
 	s.released, s.reasks = released, reasks
-	g, failed, err := m.h.r.acquire(ctx, s)
+	g, failed, err := m.h.e.acquire(ctx, s)
 	if err != nil {
 		return failed, err
 	}

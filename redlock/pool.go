@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -68,6 +69,10 @@ type pool struct {
 	// back is called when a down node answers again. Both may be nil.
 	report reportFunc
 	back   func(i int)
+
+	// slowest is the longest node timeout a request was sent with, in
+	// nanoseconds: how long close may still wait for a reply.
+	slowest atomic.Int64
 
 	done     chan struct{} // closed by stop: repairs stop
 	stopOnce sync.Once
@@ -153,6 +158,9 @@ func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.O
 		return
 	}
 	p.wg.Add(1)
+	if int64(timeout) > p.slowest.Load() {
+		p.slowest.Store(int64(timeout)) // racing stores of different timeouts: a close waits a little less
+	}
 	sendBy := now.Add(timeout)
 	if report == nil {
 		// Apart from the reported one below, so that its closure holds no
@@ -436,6 +444,30 @@ func (p *pool) close() {
 	for _, n := range p.nodes {
 		n.Close()
 	}
+}
+
+// longest is the longest node timeout a request was sent with.
+func (p *pool) longest() time.Duration { return time.Duration(p.slowest.Load()) }
+
+// stopper is a node that can stop its workers without waiting for them
+// (see node.Redis.Stop).
+type stopper interface{ Stop() }
+
+// abandon stops the nodes without waiting for the calls still in flight,
+// which their clients end by their own timeouts, and returns how many
+// there were: for a close whose caller stopped waiting.
+func (p *pool) abandon() int {
+	left := 0
+	for i, n := range p.nodes {
+		if s, ok := n.(stopper); ok {
+			s.Stop()
+		}
+		st := p.states[i]
+		st.mu.Lock()
+		left += st.inflight
+		st.mu.Unlock()
+	}
+	return left
 }
 
 // later returns the later of a and b.

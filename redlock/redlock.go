@@ -2,17 +2,12 @@ package redlock
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-go/redlock/internal/identity"
 	"github.com/redlock-go/redlock/internal/node"
-	"github.com/redlock-go/redlock/internal/waitq"
 )
 
 // Redlock is a set of N independent Redis masters on which locks are taken
@@ -23,30 +18,8 @@ import (
 // goroutines that talk to the nodes; [Redlock.Close] waits for them. It does
 // not own the clients: closing them stays the caller's job, after Close.
 type Redlock struct {
-	pool *pool
-	cfg  config // defaults for every mutex
-	now  clock
-	// report tells the Redlock's Observer of background node failures.
-	report reportFunc
-
-	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
-	closed bool
-	done   chan struct{} // closed by Close: renewal and identification stop
-	// life is cancelled by Close: waits in the background end with it.
-	life context.Context //nolint:containedctx // the Redlock's lifetime, not a call's
-	kill context.CancelFunc
-	wg   sync.WaitGroup // operations, renewals, identification
-
-	waiters *waitq.Queue       // waiting Locks and their subscriptions
-	ids     *identity.Registry // who each node is (see identify.go)
-
-	// sharded is set when some node is a Redis Cluster or Ring: keys a
-	// lock keeps beside its name must hash to the name's slot there.
-	sharded bool
-
-	courtesy courtesy // see courtesy.go
-
-	features *features // the optional features each node refused (see features.go)
+	e   *engine
+	cfg config // defaults for every primitive
 }
 
 // New returns a Redlock over the given clients, one per independent Redis
@@ -97,17 +70,7 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 	if cfg.quorum != 0 {
 		return nil, errQuorumOption
 	}
-	r := &Redlock{cfg: cfg, now: time.Now, done: make(chan struct{})}
-	r.life, r.kill = context.WithCancel(context.Background())
-	r.pool = newPool(nodes, r.now)
-	r.report = r.reporter(cfg.observer)
-	r.pool.report, r.pool.back = r.report, r.reidentify
-	r.features = newFeatures(len(nodes))
-	r.waiters = waitq.New(nodes, r.deliver, func(i int, err error) { r.featureOff(i, FeatureQueue, err) })
-	r.ids = identity.New(len(nodes), quorum(len(nodes)))
-	for _, n := range nodes {
-		r.sharded = r.sharded || n.Layout().Sharded
-	}
+	r := &Redlock{e: newEngine(nodes, cfg.observer), cfg: cfg}
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}
@@ -138,15 +101,12 @@ func (r *Redlock) mutexWith(name string, cfg config) (*Mutex, error) {
 	if cfg.quorum != 0 {
 		return nil, errQuorumOption
 	}
-	if cfg.fencing && r.sharded && node.Slotted(name, node.FenceKey(name)) == "" {
+	if cfg.fencing && r.e.sharded && node.Slotted(name, node.FenceKey(name)) == "" {
 		return nil, invalid("lock name %q has braces but no hash tag, so no other key can share its Redis Cluster slot: "+
 			"a fenced lock keeps its counter beside it; give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
 	}
-	r.mu.RLock()
-	closed := r.closed
-	r.mu.RUnlock()
-	if closed {
-		return nil, ErrClosed
+	if err := r.e.open(); err != nil {
+		return nil, err
 	}
 	var kind lockKind = plainLock{}
 	if cfg.reentrant {
@@ -156,14 +116,14 @@ func (r *Redlock) mutexWith(name string, cfg config) (*Mutex, error) {
 		}
 		kind = re
 	}
-	return &Mutex{h: holder{r: r, name: name, cfg: cfg, report: r.reporter(cfg.observer), kind: kind}, lock: kind}, nil
+	return &Mutex{h: holder{e: r.e, name: name, cfg: cfg, report: r.e.reporter(cfg.observer), kind: kind}, lock: kind}, nil
 }
 
 // errQuorumOption is the error of WithQuorum given to New or NewMutex.
 var errQuorumOption = invalid("WithQuorum applies to semaphores only: a lock's quorum is a majority")
 
 // Quorum returns how many nodes must agree for a lock to be held: N/2+1.
-func (r *Redlock) Quorum() int { return quorum(r.pool.size()) }
+func (r *Redlock) Quorum() int { return quorum(r.e.pool.size()) }
 
 // Close stops new operations and renewal, and waits until every goroutine
 // the Redlock started has returned, or until ctx ends, whose error it then
@@ -184,45 +144,8 @@ func (r *Redlock) Close(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
-	r.mu.Lock()
-	if !r.closed {
-		r.closed = true
-		close(r.done)
-		r.kill()
-	}
-	r.mu.Unlock()
-	r.pool.stop()
-	// In order: the waiters' goroutines use the pool, operations use both,
-	// and the pool's calls in flight outlive the operations that sent them.
-	done := make(chan struct{})
-	go func() {
-		r.waiters.Close()
-		r.wg.Wait()
-		r.pool.wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		r.pool.close()
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("redlock: close: %w", ctx.Err())
-	}
+	return r.e.close(ctx)
 }
-
-// track registers n goroutines about to start, unless the Redlock is closed.
-func (r *Redlock) track(n int) error {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.closed {
-		return ErrClosed
-	}
-	r.wg.Add(n)
-	return nil
-}
-
-// sleep waits for d, or until Close; it reports whether d passed.
-func (r *Redlock) sleep(d time.Duration) bool { return sleepUnless(d, r.done) }
 
 func isNil(c redis.UniversalClient) bool {
 	if c == nil {
@@ -244,7 +167,7 @@ func sameClient(a, b redis.UniversalClient) bool {
 // checkAck refuses replica acknowledgement when a node is a Redis Cluster
 // or Ring: a WAIT after the write cannot follow the key to its server.
 func (r *Redlock) checkAck(cfg config) error {
-	if cfg.ack.Replicas > 0 && r.sharded {
+	if cfg.ack.Replicas > 0 && r.e.sharded {
 		return invalid("replica acknowledgement (WithReplicaAck) is not supported for Redis Cluster or Ring nodes")
 	}
 	return nil

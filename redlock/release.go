@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/identity"
 	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/waitq"
 )
 
 // Releasing and extending a lease: one round each, decided by a quorum.
@@ -39,20 +41,20 @@ type lapse struct {
 // one the client resent when its reply was lost (go-redis retries a
 // command whose reply timed out). A reentrant Unlock that drops one hold
 // never deletes the key, so its absence is no resend: it passes no until.
-func (r *Redlock) release(ctx context.Context, op *node.Release, c lapse) error {
-	return r.free(ctx, op, op.Key, op.Channel != "", c)
+func (e *engine) release(ctx context.Context, op *node.Release, c lapse) error {
+	return e.free(ctx, op, op.Key, op.Channel != "", c)
 }
 
 // free is release for any operation that releases name and answers as a
 // lock's Release does; announced says whether it announces itself to
 // waiters.
-func (r *Redlock) free(ctx context.Context, op node.Op, name string, announced bool, c lapse) error {
-	if err := r.track(1); err != nil {
+func (e *engine) free(ctx context.Context, op node.Op, name string, announced bool, c lapse) error {
+	if err := e.track(1); err != nil {
 		return err
 	}
-	defer r.wg.Done()
-	rd := r.releaseRound(ctx, c.cfg, c.report).needs(c.quorum)
-	rule := &releaseRule{r: r, name: name, since: c.since, until: c.until}
+	defer e.wg.Done()
+	rd := e.releaseRound(ctx, c.cfg, c.report).needs(c.quorum)
+	rule := &releaseRule{now: e.now, ids: e.ids, waiters: e.waiters, name: name, since: c.since, until: c.until}
 	rd.grants = rule
 	if announced {
 		rd.hook = rule
@@ -60,11 +62,11 @@ func (r *Redlock) free(ctx context.Context, op node.Op, name string, announced b
 	rd.sendAll(op, nil, nil)
 	ctxErr := rd.decide(ctx)
 	t := rd.t
-	waited := announced && (rule.heardBy.Load() || r.waiters.Waiting(name))
+	waited := announced && (rule.heardBy.Load() || e.waiters.Waiting(name))
 	if waited {
 		// Waiters heard the release: this process's next Lock on the
 		// name lets them go first (see courtesy.go).
-		r.courtesy.yield(name, r.now().Sub(rd.start), r.now())
+		e.courtesy.yield(name, e.now().Sub(rd.start), e.now())
 	}
 	if ctxErr == nil && t.won() {
 		if waited {
@@ -79,7 +81,7 @@ func (r *Redlock) free(ctx context.Context, op node.Op, name string, announced b
 		}
 		return nil
 	}
-	return r.failLapse("release", fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
+	return e.failLapse("release", fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
 }
 
 // failLapse is the error of a release or extension that no quorum
@@ -87,16 +89,18 @@ func (r *Redlock) free(ctx context.Context, op node.Op, name string, announced b
 // good (ErrMisconfigured: a missing ACL permission, say) left no quorum.
 // The lock is then not known to be lost: it is refused, and the error
 // wraps ErrMisconfigured instead.
-func (r *Redlock) failLapse(what, reason string, ctxErr error, t *tally) error {
+func (e *engine) failLapse(what, reason string, ctxErr error, t *tally) error {
 	if t.hopeless() {
-		return r.fail(ErrMisconfigured, fmt.Sprintf("%s refused by %d of %d nodes for a reason no retry changes, quorum %d", what, t.misconfigured(), t.n, t.quorum), ctxErr, t)
+		return e.fail(ErrMisconfigured, fmt.Sprintf("%s refused by %d of %d nodes for a reason no retry changes, quorum %d", what, t.misconfigured(), t.n, t.quorum), ctxErr, t)
 	}
-	return r.fail(ErrNotHeld, reason, ctxErr, t)
+	return e.fail(ErrNotHeld, reason, ctxErr, t)
 }
 
 // releaseRule reads a release's replies.
 type releaseRule struct {
-	r       *Redlock
+	now     clock
+	ids     *identity.Registry
+	waiters *waitq.Queue
 	name    string
 	since   time.Time
 	until   time.Time
@@ -111,7 +115,7 @@ func (rr *releaseRule) grants(i int, rep node.Reply) bool {
 		return rep.OK
 	}
 	rel := node.ReleasedOf(rep)
-	return rel.Gone && rr.r.now().Before(rr.until) && rr.r.ids.Same(i, rel.Server, rr.since)
+	return rel.Gone && rr.now().Before(rr.until) && rr.ids.Same(i, rel.Server, rr.since)
 }
 
 // heard notes when a release of the name was heard by a waiter: one that
@@ -119,25 +123,25 @@ func (rr *releaseRule) grants(i int, rep node.Reply) bool {
 // heard it, or this process is not subscribed there).
 func (rr *releaseRule) heard(i int, rep node.Reply) {
 	rel := node.ReleasedOf(rep)
-	if rel.Named || rel.Heard > 1 || rel.Heard == 1 && !rr.r.waiters.Listening(i, rr.name) {
+	if rel.Named || rel.Heard > 1 || rel.Heard == 1 && !rr.waiters.Listening(i, rr.name) {
 		rr.heardBy.Store(true)
 	}
 }
 
 // extend runs the extend request on every node and reports whether a
 // quorum still held the token and re-armed its TTL.
-func (r *Redlock) extend(ctx context.Context, op node.Op, c lapse) error {
-	if err := r.track(1); err != nil {
+func (e *engine) extend(ctx context.Context, op node.Op, c lapse) error {
+	if err := e.track(1); err != nil {
 		return err
 	}
-	defer r.wg.Done()
-	rd := newRound(ctx, r.pool, c.cfg.nodeTimeout, c.report, r.pool.size()).needs(c.quorum).sendAll(op, nil, nil)
+	defer e.wg.Done()
+	rd := newRound(ctx, e.pool, c.cfg.nodeTimeout, c.report, e.pool.size()).needs(c.quorum).sendAll(op, nil, nil)
 	ctxErr := rd.decide(ctx)
 	t := rd.t
 	if ctxErr == nil && t.won() {
 		return nil
 	}
-	err := r.failLapse("extension", fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
+	err := e.failLapse("extension", fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
 	if t.lostForGood() {
 		// A quorum answered that the token is gone. Extend never re-creates
 		// a key, so no later extension can succeed: the lock is lost.

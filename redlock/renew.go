@@ -22,11 +22,11 @@ func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
 
 // renew starts renewing lease l until it ends or holdCtx does.
 func (h *holder) renew(holdCtx context.Context, l *lease) {
-	if err := h.r.track(1); err != nil {
+	if err := h.e.track(1); err != nil {
 		return // closed: the lease runs out by itself
 	}
 	go func() {
-		defer h.r.wg.Done()
+		defer h.e.wg.Done()
 		h.renewing(holdCtx, l)
 	}()
 }
@@ -47,11 +47,11 @@ func (h *holder) renewing(holdCtx context.Context, l *lease) {
 			return
 		case <-holdCtx.Done():
 			return
-		case <-h.r.done:
+		case <-h.e.done:
 			return
 		case <-timer.C:
 		}
-		now := h.r.now()
+		now := h.e.now()
 		if !holdEnd.IsZero() && !now.Before(holdEnd) {
 			return // bounded: the lease runs out at its validity
 		}

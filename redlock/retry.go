@@ -113,13 +113,13 @@ func final(ctx context.Context, tries, attempt int, failed refusal, err error) (
 // no announcement comes, after the courtesy and one back-off.
 func (wt *waiting) courtesy(ctx context.Context) error {
 	h := wt.h
-	d := h.r.courtesy.left(h.name, h.r.now())
+	d := h.e.courtesy.left(h.name, h.e.now())
 	if d <= 0 {
 		return nil
 	}
 	var wake <-chan string
 	if h.cfg.notify {
-		wt.w = h.r.waiters.Join(h.name, h.cfg.nodeTimeout)
+		wt.w = h.e.waiters.Join(h.name, h.cfg.nodeTimeout)
 		wake = wt.w.Wake()
 		d += h.cfg.delayMin
 	}
@@ -143,7 +143,7 @@ func (wt *waiting) pause(ctx context.Context, attempt int, failed refusal, local
 		// Queued and subscribed from now on (in the background): a
 		// release announced before that took effect is missed, and costs
 		// one back-off.
-		wt.w = wt.h.r.waiters.Join(wt.h.name, cfg.nodeTimeout)
+		wt.w = wt.h.e.waiters.Join(wt.h.name, cfg.nodeTimeout)
 	}
 	var wake <-chan string
 	if wt.w != nil {
@@ -199,18 +199,18 @@ func (wt *waiting) leave() {
 // deliver sends the waiters' queue changes, ops[i] to node i (nil:
 // nothing), every node at once, and returns once each answered or timeout
 // passed, with each node's reply: the fan-out internal/waitq is handed.
-func (r *Redlock) deliver(ops []node.Op, timeout time.Duration) []node.Reply {
-	report := r.report
+func (e *engine) deliver(ops []node.Op, timeout time.Duration) []node.Reply {
+	report := e.report
 	if report != nil {
 		// A refusal for good turns the queue off on the node, which
 		// reports it once (see featureOff).
 		report = func(ctx context.Context, i int, err error, late bool) {
 			if !errors.Is(err, ErrMisconfigured) {
-				r.report(ctx, i, err, late)
+				e.report(ctx, i, err, late)
 			}
 		}
 	}
-	rd := newRound(context.Background(), r.pool, timeout, report, r.pool.size()).keepReplies()
+	rd := newRound(context.Background(), e.pool, timeout, report, e.pool.size()).keepReplies()
 	for i, op := range ops {
 		rd.post(i, op, nil, func(int) bool { return op != nil }, false, false)
 	}

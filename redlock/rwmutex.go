@@ -76,7 +76,7 @@ func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
 	if cfg.reentrant {
 		return nil, invalid("a reader-writer lock is not reentrant")
 	}
-	if r.sharded && node.Slotted(name, node.IntentKey(name)) == "" {
+	if r.e.sharded && node.Slotted(name, node.IntentKey(name)) == "" {
 		return nil, invalid("lock name %q has braces but no hash tag, so a waiting writer's mark cannot share its Redis Cluster slot; "+
 			"give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
 	}
@@ -88,7 +88,7 @@ func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
 	w.h.kind = w.lock
 	rcfg := cfg
 	rcfg.fencing, rcfg.ack = false, node.Ack{}
-	rd := newShared(r, name, rcfg, quorum(r.pool.size()), reading{})
+	rd := newShared(r.e, name, rcfg, quorum(r.e.pool.size()), reading{})
 	return &RWMutex{w: w, rd: &rd}, nil
 }
 

@@ -64,7 +64,7 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	if cfg.reentrant || cfg.fencing {
 		return nil, invalid("semaphores support neither WithReentrant nor WithFencing")
 	}
-	n := r.pool.size()
+	n := r.e.pool.size()
 	q := cfg.quorum
 	if q == 0 {
 		q = semQuorum(n, permits)
@@ -72,14 +72,14 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	if q > n {
 		return nil, invalid("quorum %d is more than the %d nodes", q, n)
 	}
-	if r.sharded && node.Slotted(name, node.PermitsKey(name)) == "" {
+	if r.e.sharded && node.Slotted(name, node.PermitsKey(name)) == "" {
 		return nil, invalid("semaphore name %q has braces but no hash tag, so its permit count cannot share its Redis Cluster slot; "+
 			"give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
 	}
-	if err := r.track(0); err != nil { // counts nothing: only ErrClosed
+	if err := r.e.track(0); err != nil { // counts nothing: only ErrClosed
 		return nil, err
 	}
-	return &Semaphore{sh: newShared(r, name, cfg, q, permitsOf(permits)), permits: permits}, nil
+	return &Semaphore{sh: newShared(r.e, name, cfg, q, permitsOf(permits)), permits: permits}, nil
 }
 
 // Name returns the semaphore's name, which is its key on every node.

@@ -31,8 +31,8 @@ type shared struct {
 }
 
 // newShared returns the shared holds of name, counted against quorum q.
-func newShared(r *Redlock, name string, cfg config, q int, kind sharing) shared {
-	return shared{h: holder{r: r, name: name, cfg: cfg, report: r.reporter(cfg.observer), quorum: q, kind: kind}, kind: kind}
+func newShared(e *engine, name string, cfg config, q int, kind sharing) shared {
+	return shared{h: holder{e: e, name: name, cfg: cfg, report: e.reporter(cfg.observer), quorum: q, kind: kind}, kind: kind}
 }
 
 // errHeldHere and errInFlight are the failures of an attempt that the
@@ -78,7 +78,7 @@ func (s *shared) try(ctx context.Context, _ string) (refusal, error) {
 		return refusal{}, err
 	}
 	cfg := &s.h.cfg
-	g, failed, err := s.h.r.acquire(ctx, spec{op: s.kind.acquire(s.h.name, token, cfg), undo: s.kind.undo(s.h.name, token),
+	g, failed, err := s.h.e.acquire(ctx, spec{op: s.kind.acquire(s.h.name, token, cfg), undo: s.kind.undo(s.h.name, token),
 		token: token, cfg: cfg, report: s.h.report, quorum: s.h.quorum})
 	if err != nil {
 		return failed, err

@@ -181,12 +181,19 @@ func (n *Redis) run() {
 	}
 }
 
-// work is one lane's worker: a batch, its round trip, then the next.
+// work is one lane's worker: a batch, its round trip, then the next. Once
+// stopped, it answers the calls left in its lane ErrClosed and returns.
 func (n *Redis) work(lane chan *call) {
+	defer drain(lane)
 	batch := make([]*call, 0, MaxBatch)
 	pipe := n.client.Pipeline()
 	for {
 		batch = batch[:0]
+		select {
+		case <-n.stop:
+			return // before another round trip, however many calls wait
+		default:
+		}
 		select {
 		case c := <-lane:
 			batch = append(batch, c)
@@ -263,20 +270,30 @@ func (c *call) finish(rep Reply) {
 	done(rep)
 }
 
-// Close implements Node: it stops the workers, then answers every call
-// still queued ErrClosed. It is called once no operation is running.
+// Stop stops the workers without waiting for them: each returns after the
+// round trip it is in, which a silent node's client may hold until its own
+// read timeout. Calls still queued then are answered by Close.
+func (n *Redis) Stop() { n.stopped.Do(func() { close(n.stop) }) }
+
+// Close implements Node: it stops the workers, waits for them, then answers
+// every call still queued ErrClosed. It is called once no operation is
+// running.
 func (n *Redis) Close() {
-	n.stopped.Do(func() { close(n.stop) })
+	n.Stop()
 	n.wg.Wait()
 	for _, lane := range n.lanes {
-	drain:
-		for {
-			select {
-			case c := <-lane:
-				c.finish(Reply{Err: ErrClosed})
-			default:
-				break drain
-			}
+		drain(lane) // calls queued after the workers returned
+	}
+}
+
+// drain answers every call queued in lane ErrClosed.
+func drain(lane chan *call) {
+	for {
+		select {
+		case c := <-lane:
+			c.finish(Reply{Err: ErrClosed})
+		default:
+			return
 		}
 	}
 }

@@ -1,0 +1,189 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/identity"
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/waitq"
+)
+
+// The engine: what every primitive of a Redlock runs on, apart from the
+// public API. It holds the pool of nodes, this process's waiters, the
+// nodes' identities, the clock, and the lifetime of everything it starts;
+// the primitives and the rules hold the engine, never the Redlock.
+
+// engine is shared by every primitive of one Redlock.
+type engine struct {
+	pool *pool
+	now  clock
+	// report tells the Redlock's Observer of background node failures.
+	report reportFunc
+
+	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
+	closed bool
+	done   chan struct{} // closed by close: renewal and identification stop
+	// life is cancelled by close: waits in the background end with it.
+	life context.Context //nolint:containedctx // the engine's lifetime, not a call's
+	kill context.CancelFunc
+	wg   sync.WaitGroup // operations, renewals, identification
+	// leases are the leases held, each with its holder: close ends them,
+	// and their loss timers with them. Guarded by leasesMu, taken under mu
+	// read-locked, so that close, which sets closed under mu, finds every
+	// lease recorded before.
+	leasesMu sync.Mutex
+	leases   map[*lease]*holder
+
+	waiters *waitq.Queue       // waiting Locks and their subscriptions
+	ids     *identity.Registry // who each node is (see identify.go)
+
+	// sharded is set when some node is a Redis Cluster or Ring: keys a
+	// lock keeps beside its name must hash to the name's slot there.
+	sharded bool
+
+	courtesy courtesy // see courtesy.go
+
+	features *features // the optional features each node refused (see features.go)
+}
+
+// newEngine returns the engine of nodes, reporting background node
+// failures to o (nil: none).
+func newEngine(nodes []node.Node, o Observer) *engine {
+	e := &engine{now: time.Now, done: make(chan struct{}), leases: map[*lease]*holder{}}
+	e.life, e.kill = context.WithCancel(context.Background())
+	e.pool = newPool(nodes, e.now)
+	e.report = e.reporter(o)
+	e.pool.report, e.pool.back = e.report, e.reidentify
+	e.features = newFeatures(len(nodes))
+	e.waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })
+	e.ids = identity.New(len(nodes), quorum(len(nodes)))
+	for _, n := range nodes {
+		e.sharded = e.sharded || n.Layout().Sharded
+	}
+	return e
+}
+
+// open returns ErrClosed once the engine is closed.
+func (e *engine) open() error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// track registers n goroutines about to start, unless the engine is
+// closed.
+func (e *engine) track(n int) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return ErrClosed
+	}
+	e.wg.Add(n)
+	return nil
+}
+
+// sleep waits for d, or until close; it reports whether d passed.
+func (e *engine) sleep(d time.Duration) bool { return sleepUnless(d, e.done) }
+
+// held records lease l of holder h, and reports false, recording nothing,
+// once the engine is closed.
+func (e *engine) held(l *lease, h *holder) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return false
+	}
+	e.leasesMu.Lock()
+	e.leases[l] = h
+	e.leasesMu.Unlock()
+	return true
+}
+
+// ended forgets lease l.
+func (e *engine) ended(l *lease) {
+	e.leasesMu.Lock()
+	delete(e.leases, l)
+	e.leasesMu.Unlock()
+}
+
+// errEngineClosed is why close ends the leases still held: their keys stay
+// on the nodes until their TTL, but nothing keeps or watches them any
+// more.
+var errEngineClosed = fmt.Errorf("%w: the Redlock was closed", ErrLockLost)
+
+// close stops new operations and renewal, ends the leases still held, and
+// waits for every goroutine the engine started, in order: the waiters'
+// goroutines use the pool, operations use both, and the pool's calls in
+// flight outlive the operations that sent them. Then it closes the nodes.
+//
+// A node call is waited for as long as the library could still be
+// waiting for it: the longest node timeout in use, and a probe's timeout,
+// after the operations ended. A call its client holds longer (a dial that
+// go-redis retries for many seconds, detached from any context) is left to
+// the client: the nodes' workers are stopped without waiting for it, and
+// it ends at the client's own timeout. When ctx ends first, close still
+// stops what it can and returns ctx's error, saying what was still
+// running.
+func (e *engine) close(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.closed {
+		e.closed = true
+		close(e.done)
+		e.kill()
+	}
+	e.mu.Unlock()
+	e.leasesMu.Lock()
+	leases := e.leases
+	e.leases = map[*lease]*holder{}
+	e.leasesMu.Unlock()
+	for l, h := range leases {
+		h.end(l, errEngineClosed)
+	}
+	e.pool.stop()
+	ops := make(chan struct{})
+	go func() {
+		e.waiters.Close()
+		e.wg.Wait()
+		close(ops)
+	}()
+	select {
+	case <-ops:
+	case <-ctx.Done():
+		return e.abandon(ctx, "operations")
+	}
+	calls := make(chan struct{})
+	go func() {
+		e.pool.wait()
+		close(calls)
+	}()
+	timer := time.NewTimer(e.pool.longest() + probeTimeout)
+	defer timer.Stop()
+	select {
+	case <-calls:
+		e.pool.close()
+		return nil
+	case <-timer.C:
+		e.pool.abandon() // held by their clients past any wait of ours
+		return nil
+	case <-ctx.Done():
+		return e.abandon(ctx, "node calls")
+	}
+}
+
+// abandon stops the nodes without waiting for their calls, for a close
+// whose ctx ended while what still ran: its error.
+func (e *engine) abandon(ctx context.Context, what string) error {
+	left := e.pool.abandon()
+	err := fmt.Errorf("redlock: close: %w (waiting for %s)", ctx.Err(), what)
+	if left > 0 {
+		err = errors.Join(err, fmt.Errorf("redlock: close: %d node calls still in flight end at their client's timeout", left))
+	}
+	return err
+}
