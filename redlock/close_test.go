@@ -98,7 +98,9 @@ func TestCloseTLSClientOnPlainPort(t *testing.T) {
 	assert.Less(t, time.Since(start), 3*time.Second, "Close waited for a dial its client holds")
 	// The dials end at the client's timeout (five of a second), with the
 	// workers that were stopped behind them.
-	assert.Eventually(t, func() bool { return !running("redlock/internal/node.(*Redis)", "redlock/redlock.(*engine)", "redlock/redlock.(*pool)") },
+	assert.Eventually(t, func() bool {
+		return !running("redlock/internal/node.(*Redis)", "redlock/redlock.(*engine)", "redlock/redlock.(*pool)")
+	},
 		15*time.Second, 100*time.Millisecond, "the library's goroutines end once the client returns the calls")
 }
 

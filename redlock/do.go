@@ -114,3 +114,19 @@ func MutexFrom(ctx context.Context) *Mutex {
 	m, _ := ctx.Value(mutexKey{}).(*Mutex)
 	return m
 }
+
+// DoMulti runs fn while holding every lock in names, as [Redlock.Do] does
+// for one (see [Redlock.NewMultiMutex]).
+func (r *Redlock) DoMulti(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...Option) error {
+	if ctx == nil {
+		return invalid("nil context")
+	}
+	if fn == nil {
+		return invalid("nil function")
+	}
+	m, err := r.NewMultiMutex(names, append(opts, WithRenewal())...)
+	if err != nil {
+		return err
+	}
+	return r.do(ctx, m, fn)
+}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -171,4 +172,144 @@ func (r *Redlock) checkAck(cfg config) error {
 		return invalid("replica acknowledgement (WithReplicaAck) is not supported for Redis Cluster or Ring nodes")
 	}
 	return nil
+}
+
+// NewMultiMutex returns a Mutex that holds every one of names or none: one
+// lock over several resources. On each node one script takes all the
+// names or none of them (and extends and releases them together), so no
+// node ever keeps part of the lock. Two multi-name locks with names in
+// common cannot deadlock, whatever the order of their names: neither ever
+// holds some of its names on a node while it waits for the others there,
+// and across nodes they settle as two contenders for one name do (see the
+// package documentation on split votes). A plain Mutex on one of the names
+// is refused while the multi-name lock holds it, and the other way round.
+//
+// The Mutex's methods behave as for one name: Lock, TryLock, Unlock,
+// Extend, renewal, Done and Err. Its [Mutex.Name] is names[0], and
+// [Mutex.Names] all of them. [Redlock.Inspect] and [Redlock.ForceUnlock]
+// work on any one of the names; forcing one free leaves the lock lost at
+// its next extension, as it would a plain Mutex.
+//
+// The names must be distinct and not empty, and when a node is a Redis
+// Cluster they must share a hash slot: give them one hash tag
+// ("{orders}:7", "{orders}:8"). A multi-name lock is neither reentrant
+// ([WithReentrant]) nor fenced ([WithFencing]): each is refused with
+// [ErrInvalidArgument], as is bad input. A Lock that waits on a
+// multi-name lock tries again after each back-off ([WithRetryDelay]): it
+// is neither queued with the names' waiters nor woken by their releases
+// ([WithNotification] is off). Its own releases are announced on each
+// name's channel, which wakes the waiters of every name.
+// One name alone gives a plain Mutex.
+func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) {
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	m, err := r.NewMutex(names[0], opts...)
+	if err != nil || len(names) == 1 {
+		return m, err
+	}
+	switch {
+	case m.h.cfg.reentrant:
+		return nil, invalid("a multi-name lock cannot be reentrant")
+	case m.h.cfg.fencing:
+		return nil, invalid("a multi-name lock is not fenced: fence each resource with its own lock, or give the resources one name")
+	case r.e.sharded && !node.SameSlot(names):
+		return nil, invalid("lock names %s hash to different Redis Cluster slots, and a node takes all of them in one script: "+
+			"give them one hash tag, such as %q and %q", quoteAll(names), "{"+names[0]+"}:a", "{"+names[0]+"}:b")
+	}
+	m.lock = &multiLock{also: append([]string(nil), names[1:]...)}
+	m.h.kind = m.lock
+	m.h.cfg.notify = false
+	return m, nil
+}
+
+// NewSemaphore returns a counting semaphore called name with the given
+// number of permits. The name is the semaphore's key on every node (a
+// sorted set of holders), with its permit count beside it, name +
+// ":redlock:permits"; every Semaphore of a name must have the same
+// permits: a node that holds permits of another count refuses with
+// [ErrMisconfigured], naming both counts. A [Mutex] of the same name is
+// refused the same way, and so is a Semaphore where a Mutex holds the name.
+//
+// The options override, for this semaphore only, those given to [New].
+// [WithQuorum] sets its quorum. [WithRenewal] renews each permit (every
+// TTL/3, as a lock's) until [Semaphore.Release], its loss, or the end of
+// the context it was acquired with. [WithReentrant] and [WithFencing] are
+// not supported: given to NewSemaphore they are an error; given to New they
+// are defaults for mutexes, and a semaphore ignores them, as it ignores a
+// WithRenewal given to New.
+// NewSemaphore does no I/O; it returns an error wrapping
+// [ErrInvalidArgument] for an empty name, permits below 1, a quorum above
+// N or an invalid option, and [ErrClosed] after [Redlock.Close].
+func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semaphore, error) {
+	if name == "" {
+		return nil, invalid("empty semaphore name")
+	}
+	if permits < 1 {
+		return nil, invalid("permits must be at least 1, got %d", permits)
+	}
+	cfg := r.cfg
+	cfg.reentrant, cfg.fencing, cfg.renew = false, false, false // the mutexes' defaults
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	if cfg.reentrant || cfg.fencing {
+		return nil, invalid("semaphores support neither WithReentrant nor WithFencing")
+	}
+	n := r.e.pool.size()
+	q := cfg.quorum
+	if q == 0 {
+		q = semQuorum(n, permits)
+	}
+	if q > n {
+		return nil, invalid("quorum %d is more than the %d nodes", q, n)
+	}
+	if r.e.sharded && node.Slotted(name, node.PermitsKey(name)) == "" {
+		return nil, invalid("semaphore name %q has braces but no hash tag, so its permit count cannot share its Redis Cluster slot; "+
+			"give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
+	}
+	if err := r.e.track(0); err != nil { // counts nothing: only ErrClosed
+		return nil, err
+	}
+	return &Semaphore{sh: newShared(r.e, name, cfg, q, permitsOf(permits)), permits: permits}, nil
+}
+
+// NewRWMutex returns a reader-writer lock called name. The name is the
+// lock's key on every node, as for a [Mutex]: a writer's token, or the
+// readers' hash (each reader's token and when it expires); a waiting
+// writer's mark is kept beside it, name + ":redlock:writer".
+//
+// The options override, for this lock only, those given to [New].
+// [WithFencing] gives each write acquisition a fencing token (see
+// [RWMutex.Fence]); read locks have none. [WithRenewal] renews both kinds
+// of hold. [WithReplicaAck] applies to the write lock only. [WithReentrant]
+// and [WithQuorum] are not supported. NewRWMutex does no I/O; it returns
+// an error wrapping [ErrInvalidArgument] for an empty name or an invalid
+// option, and [ErrClosed] after [Redlock.Close].
+func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
+	if name == "" {
+		return nil, invalid("empty lock name")
+	}
+	cfg := r.cfg
+	cfg.reentrant = false // a default for mutexes
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	if cfg.reentrant {
+		return nil, invalid("a reader-writer lock is not reentrant")
+	}
+	if r.e.sharded && node.Slotted(name, node.IntentKey(name)) == "" {
+		return nil, invalid("lock name %q has braces but no hash tag, so a waiting writer's mark cannot share its Redis Cluster slot; "+
+			"give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
+	}
+	w, err := r.mutexWith(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	w.lock = &writeLock{intent: node.IntentKey(name), writer: uuid.NewString()}
+	w.h.kind = w.lock
+	rcfg := cfg
+	rcfg.fencing, rcfg.ack = false, node.Ack{}
+	rd := newShared(r.e, name, rcfg, quorum(r.e.pool.size()), reading{})
+	return &RWMutex{w: w, rd: &rd}, nil
 }

@@ -3,13 +3,8 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/google/uuid"
-
-	"github.com/redlock-go/redlock/internal/node"
 )
 
 // RWMutex is a handle on one named reader-writer lock of a [Redlock]: any
@@ -50,46 +45,6 @@ type RWMutex struct {
 
 	mu      sync.Mutex // guards reading
 	reading bool       // the lock taken last is the read lock
-}
-
-// NewRWMutex returns a reader-writer lock called name. The name is the
-// lock's key on every node, as for a [Mutex]: a writer's token, or the
-// readers' hash (each reader's token and when it expires); a waiting
-// writer's mark is kept beside it, name + ":redlock:writer".
-//
-// The options override, for this lock only, those given to [New].
-// [WithFencing] gives each write acquisition a fencing token (see
-// [RWMutex.Fence]); read locks have none. [WithRenewal] renews both kinds
-// of hold. [WithReplicaAck] applies to the write lock only. [WithReentrant]
-// and [WithQuorum] are not supported. NewRWMutex does no I/O; it returns
-// an error wrapping [ErrInvalidArgument] for an empty name or an invalid
-// option, and [ErrClosed] after [Redlock.Close].
-func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
-	if name == "" {
-		return nil, invalid("empty lock name")
-	}
-	cfg := r.cfg
-	cfg.reentrant = false // a default for mutexes
-	if err := cfg.apply(opts); err != nil {
-		return nil, err
-	}
-	if cfg.reentrant {
-		return nil, invalid("a reader-writer lock is not reentrant")
-	}
-	if r.e.sharded && node.Slotted(name, node.IntentKey(name)) == "" {
-		return nil, invalid("lock name %q has braces but no hash tag, so a waiting writer's mark cannot share its Redis Cluster slot; "+
-			"give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
-	}
-	w, err := r.mutexWith(name, cfg)
-	if err != nil {
-		return nil, err
-	}
-	w.lock = &writeLock{intent: node.IntentKey(name), writer: uuid.NewString()}
-	w.h.kind = w.lock
-	rcfg := cfg
-	rcfg.fencing, rcfg.ack = false, node.Ack{}
-	rd := newShared(r.e, name, rcfg, quorum(r.e.pool.size()), reading{})
-	return &RWMutex{w: w, rd: &rd}, nil
 }
 
 // Name returns the lock's name, which is its key on every node.

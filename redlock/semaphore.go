@@ -2,10 +2,7 @@ package redlock
 
 import (
 	"context"
-	"strings"
 	"time"
-
-	"github.com/redlock-go/redlock/internal/node"
 )
 
 // Semaphore is a handle on one named counting semaphore of a [Redlock]: at
@@ -29,57 +26,6 @@ import (
 type Semaphore struct {
 	sh      shared
 	permits int
-}
-
-// NewSemaphore returns a counting semaphore called name with the given
-// number of permits. The name is the semaphore's key on every node (a
-// sorted set of holders), with its permit count beside it, name +
-// ":redlock:permits"; every Semaphore of a name must have the same
-// permits: a node that holds permits of another count refuses with
-// [ErrMisconfigured], naming both counts. A [Mutex] of the same name is
-// refused the same way, and so is a Semaphore where a Mutex holds the name.
-//
-// The options override, for this semaphore only, those given to [New].
-// [WithQuorum] sets its quorum. [WithRenewal] renews each permit (every
-// TTL/3, as a lock's) until [Semaphore.Release], its loss, or the end of
-// the context it was acquired with. [WithReentrant] and [WithFencing] are
-// not supported: given to NewSemaphore they are an error; given to New they
-// are defaults for mutexes, and a semaphore ignores them, as it ignores a
-// WithRenewal given to New.
-// NewSemaphore does no I/O; it returns an error wrapping
-// [ErrInvalidArgument] for an empty name, permits below 1, a quorum above
-// N or an invalid option, and [ErrClosed] after [Redlock.Close].
-func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semaphore, error) {
-	if name == "" {
-		return nil, invalid("empty semaphore name")
-	}
-	if permits < 1 {
-		return nil, invalid("permits must be at least 1, got %d", permits)
-	}
-	cfg := r.cfg
-	cfg.reentrant, cfg.fencing, cfg.renew = false, false, false // the mutexes' defaults
-	if err := cfg.apply(opts); err != nil {
-		return nil, err
-	}
-	if cfg.reentrant || cfg.fencing {
-		return nil, invalid("semaphores support neither WithReentrant nor WithFencing")
-	}
-	n := r.e.pool.size()
-	q := cfg.quorum
-	if q == 0 {
-		q = semQuorum(n, permits)
-	}
-	if q > n {
-		return nil, invalid("quorum %d is more than the %d nodes", q, n)
-	}
-	if r.e.sharded && node.Slotted(name, node.PermitsKey(name)) == "" {
-		return nil, invalid("semaphore name %q has braces but no hash tag, so its permit count cannot share its Redis Cluster slot; "+
-			"give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
-	}
-	if err := r.e.track(0); err != nil { // counts nothing: only ErrClosed
-		return nil, err
-	}
-	return &Semaphore{sh: newShared(r.e, name, cfg, q, permitsOf(permits)), permits: permits}, nil
 }
 
 // Name returns the semaphore's name, which is its key on every node.
