@@ -42,6 +42,10 @@ type Fake struct {
 	Sharded   bool                        // laid out as a Redis Cluster node
 	Acked     int                         // replicas that acknowledge each write, for node.Ack
 	Sems      map[string]*Sem             // semaphores by name
+	// Readers are the readers of reader-writer locks by name: each
+	// reader's token and when its hold expires, as rw.lua keeps them. A
+	// waiting writer's mark is an Entry of Data (see node.IntentKey).
+	Readers map[string]map[string]time.Time
 }
 
 // Entry is one lock key.
@@ -58,7 +62,8 @@ var ErrLostReply = errors.New("fake: reply lost")
 // New returns a fake node called name.
 func New(name string) *Fake {
 	return &Fake{Name: name, Data: map[string]Entry{}, Calls: map[string]int{}, Counters: map[string]uint64{},
-		Queues: map[string]map[string]int64{}, UpSince: time.Now(), Sems: map[string]*Sem{}}
+		Queues: map[string]map[string]int64{}, UpSince: time.Now(), Sems: map[string]*Sem{},
+		Readers: map[string]map[string]time.Time{}}
 }
 
 // Fakes returns n fresh fakes, named fake0, fake1, ...
@@ -109,6 +114,7 @@ func (n *Fake) Restart() {
 	n.Data = map[string]Entry{}
 	n.Counters = map[string]uint64{}
 	n.Sems = map[string]*Sem{}
+	n.Readers = map[string]map[string]time.Time{}
 	n.UpSince = time.Now()
 	n.Restarts++ // another server process: another run id
 }
@@ -280,6 +286,22 @@ func (n *Fake) apply(op, key string, fn func() bool) (bool, error) {
 		return false, ErrLostReply
 	}
 	return ok, nil
+}
+
+// script runs one call as apply does, fn answering as a script does:
+// whether it granted, or an error reply, which changes nothing. The
+// node's faults come first: their error is returned, not fn's.
+func (n *Fake) script(op, key string, fn func() (bool, error)) (bool, error) {
+	var refusal error
+	ok, err := n.apply(op, key, func() bool {
+		var ok bool
+		ok, refusal = fn()
+		return ok
+	})
+	if err != nil {
+		return false, err
+	}
+	return ok, refusal
 }
 
 // identifyOp answers who the node is at once, whatever its faults: the
