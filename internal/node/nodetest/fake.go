@@ -1,8 +1,11 @@
 // Package nodetest is an in-memory node.Node with injectable faults, for
 // the tests of every layer above the node layer. Keys expire on the clock
-// (virtual, under testing/synctest). It answers each operation as the
-// Lua scripts do; the scripts themselves are tested against miniredis and
-// real Redis.
+// (virtual, under testing/synctest, or aged by hand: see Age). It answers
+// each operation as the Lua scripts do, every kind of lock seeing the
+// others' keys as the scripts see them; TestFakeAnswersAsScripts, in
+// internal/node, runs one table of cases on a fake and on the scripts
+// themselves (miniredis), so that neither can change alone. The scripts
+// are also tested against real Redis.
 package nodetest
 
 import (
@@ -117,6 +120,29 @@ func (n *Fake) Restart() {
 	n.Readers = map[string]map[string]time.Time{}
 	n.UpSince = time.Now()
 	n.Restarts++ // another server process: another run id
+}
+
+// Age moves every expiry of the node d closer, as if d had passed on its
+// clock: for tests that cannot run the fake under testing/synctest (beside
+// a real server, say). The node's uptime grows by d too.
+func (n *Fake) Age(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, e := range n.Data {
+		e.Expires = e.Expires.Add(-d)
+		n.Data[k] = e
+	}
+	for _, s := range n.Sems {
+		for tok, exp := range s.Holders {
+			s.Holders[tok] = exp.Add(-d)
+		}
+	}
+	for _, rs := range n.Readers {
+		for tok, exp := range rs {
+			rs[tok] = exp.Add(-d)
+		}
+	}
+	n.UpSince = n.UpSince.Add(-d)
 }
 
 // Counter returns the node's fencing counter for key.
