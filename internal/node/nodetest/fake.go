@@ -1,8 +1,11 @@
 // Package nodetest is an in-memory node.Node with injectable faults, for
 // the tests of every layer above the node layer. Keys expire on the clock
-// (virtual, under testing/synctest). It answers each operation as the
-// Lua scripts do; the scripts themselves are tested against miniredis and
-// real Redis.
+// (virtual, under testing/synctest, or aged by hand: see Age). It answers
+// each operation as the Lua scripts do, every kind of lock seeing the
+// others' keys as the scripts see them; TestFakeAnswersAsScripts, in
+// internal/node, runs one table of cases on a fake and on the scripts
+// themselves (miniredis), so that neither can change alone. The scripts
+// are also tested against real Redis.
 package nodetest
 
 import (
@@ -42,6 +45,10 @@ type Fake struct {
 	Sharded   bool                        // laid out as a Redis Cluster node
 	Acked     int                         // replicas that acknowledge each write, for node.Ack
 	Sems      map[string]*Sem             // semaphores by name
+	// Readers are the readers of reader-writer locks by name: each
+	// reader's token and when its hold expires, as rw.lua keeps them. A
+	// waiting writer's mark is an Entry of Data (see node.IntentKey).
+	Readers map[string]map[string]time.Time
 
 	lanesMu sync.Mutex
 	lanes   map[string][]laneCall // per lock name: calls not yet answered, in order
@@ -61,7 +68,8 @@ var ErrLostReply = errors.New("fake: reply lost")
 // New returns a fake node called name.
 func New(name string) *Fake {
 	return &Fake{Name: name, Data: map[string]Entry{}, Calls: map[string]int{}, Counters: map[string]uint64{},
-		Queues: map[string]map[string]int64{}, UpSince: time.Now(), Sems: map[string]*Sem{}}
+		Queues: map[string]map[string]int64{}, UpSince: time.Now(), Sems: map[string]*Sem{},
+		Readers: map[string]map[string]time.Time{}}
 }
 
 // Fakes returns n fresh fakes, named fake0, fake1, ...
@@ -112,8 +120,32 @@ func (n *Fake) Restart() {
 	n.Data = map[string]Entry{}
 	n.Counters = map[string]uint64{}
 	n.Sems = map[string]*Sem{}
+	n.Readers = map[string]map[string]time.Time{}
 	n.UpSince = time.Now()
 	n.Restarts++ // another server process: another run id
+}
+
+// Age moves every expiry of the node d closer, as if d had passed on its
+// clock: for tests that cannot run the fake under testing/synctest (beside
+// a real server, say). The node's uptime grows by d too.
+func (n *Fake) Age(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, e := range n.Data {
+		e.Expires = e.Expires.Add(-d)
+		n.Data[k] = e
+	}
+	for _, s := range n.Sems {
+		for tok, exp := range s.Holders {
+			s.Holders[tok] = exp.Add(-d)
+		}
+	}
+	for _, rs := range n.Readers {
+		for tok, exp := range rs {
+			rs[tok] = exp.Add(-d)
+		}
+	}
+	n.UpSince = n.UpSince.Add(-d)
 }
 
 // Counter returns the node's fencing counter for key.
@@ -325,6 +357,22 @@ func (n *Fake) apply(op, key string, fn func() bool) (bool, error) {
 		return false, ErrLostReply
 	}
 	return ok, nil
+}
+
+// script runs one call as apply does, fn answering as a script does:
+// whether it granted, or an error reply, which changes nothing. The
+// node's faults come first: their error is returned, not fn's.
+func (n *Fake) script(op, key string, fn func() (bool, error)) (bool, error) {
+	var refusal error
+	ok, err := n.apply(op, key, func() bool {
+		var ok bool
+		ok, refusal = fn()
+		return ok
+	})
+	if err != nil {
+		return false, err
+	}
+	return ok, refusal
 }
 
 // identifyOp answers who the node is at once, whatever its faults: the

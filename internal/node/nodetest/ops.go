@@ -3,7 +3,6 @@ package nodetest
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -14,134 +13,6 @@ import (
 )
 
 // The operations, as the scripts answer them.
-
-func (n *Fake) acquire(r *node.Acquire) node.Reply {
-	var counter uint64
-	var holder string
-	recovering := false
-	ok, err := n.apply("acquire", r.Key, func() bool {
-		if r.MinUptime > 0 && time.Since(n.UpSince) < time.Duration(r.MinUptime)*time.Second {
-			recovering = true
-			return false
-		}
-		if r.FenceKey != "" {
-			counter = n.Counters[r.FenceKey]
-		}
-		var granted bool
-		granted, holder = n.grant(r)
-		return granted
-	})
-	if recovering && err == nil {
-		return node.Reply{Err: fmt.Errorf("%w: fake", node.ErrNodeRecovering)}
-	}
-	rep := node.Reply{OK: ok, Err: err}
-	if holder != "" || counter != 0 {
-		rep.Value = node.Grant{Holder: holder, Counter: counter}
-	}
-	return rep
-}
-
-// grant applies an acquisition to the key, as the acquire scripts do, and
-// says whether it was granted, or else who holds the key when the script
-// would say. Called with n.mu held.
-func (n *Fake) grant(r *node.Acquire) (bool, string) {
-	e, ok := n.Data[r.Key]
-	switch {
-	case !ok && r.Reenter:
-		return false, "" // one more hold of a lock released meanwhile: never created
-	case !ok:
-		n.Data[r.Key] = Entry{Value: r.Token, Expires: time.Now().Add(r.TTL), Hash: r.Reentrant, Holds: 1}
-		return true, ""
-	case r.Reentrant && e.Hash && e.Value == r.Token:
-		e.Holds++
-		e.Expires = time.Now().Add(r.TTL)
-		n.Data[r.Key] = e
-		return true, ""
-	case !r.Reentrant && !e.Hash && e.Value == r.Token:
-		return true, "" // a retried SET NX GET that had been applied
-	case !r.Reentrant && !e.Hash:
-		return false, e.Value // SET NX GET names the holder
-	}
-	return false, ""
-}
-
-func (n *Fake) fence(r *node.Fence) (bool, error) {
-	return n.apply("fence", r.Key, func() bool {
-		n.Counters[r.FenceKey] = max(n.Counters[r.FenceKey], r.Fence)
-		e, ok := n.Data[r.Key]
-		return ok && e.Value == r.Token && e.Hash == r.Reentrant
-	})
-}
-
-// release runs a release, applied twice when the fake resends, and says
-// what its announcement returned (see announce).
-func (n *Fake) release(r *node.Release) node.Reply {
-	n.mu.Lock()
-	resend := n.Resend
-	n.mu.Unlock()
-	if resend {
-		_, _, _, _ = n.releaseHeard(r)
-	}
-	ok, v, gone, err := n.releaseHeard(r)
-	rep := node.Reply{OK: ok, Err: err}
-	switch {
-	case gone:
-		n.mu.Lock()
-		server := n.identify()[0] // the release script says which server answered
-		n.mu.Unlock()
-		rep.Value = node.Released{Gone: true, Server: server}
-	case v > 0:
-		rep.Value = node.Released{Heard: v / 2, Named: v%2 == 1}
-	}
-	return rep
-}
-
-// releaseHeard runs a release, and says what its announcement returned
-// (see announce).
-func (n *Fake) releaseHeard(r *node.Release) (bool, int, bool, error) {
-	heard, gone := 0, false
-	ok, err := n.apply("release", r.Key, func() bool {
-		e, ok := n.Data[r.Key]
-		if !ok {
-			gone = true
-			return false
-		}
-		if e.Value != r.Token || e.Hash != r.Reentrant {
-			return false
-		}
-		if r.Reentrant && r.Drop == node.DropUndo && e.Holds > 1 {
-			e.Holds-- // an undo deletes the key with its last hold
-			n.Data[r.Key] = e
-			return true
-		}
-		if r.Reentrant && r.Drop == node.DropOne {
-			e.Holds = max(1, e.Holds-1) // dropping one hold never frees the lock
-			n.Data[r.Key] = e
-			return true
-		}
-		delete(n.Data, r.Key)
-		if r.Channel != "" {
-			payload := r.Token
-			if r.Reentrant {
-				payload = r.Notice
-			}
-			heard = n.announce(r.Key, r.Channel, payload, n.popWaiter(n.queueKey(r.Key)))
-		}
-		return true
-	})
-	return ok, heard, gone && err == nil, err
-}
-
-func (n *Fake) extend(r *node.Extend) (bool, error) {
-	return n.apply("extend", r.Key, func() bool {
-		if e, ok := n.Data[r.Key]; ok && e.Value == r.Token && e.Hash == r.Reentrant {
-			e.Expires = time.Now().Add(r.TTL)
-			n.Data[r.Key] = e
-			return true
-		}
-		return false
-	})
-}
 
 // queueKey is where the fake keeps name's queue of waiters, "" where its
 // layout cannot (see node.Layout.Beside).
@@ -174,7 +45,8 @@ func (n *Fake) queue(r *node.Queue) (bool, error) {
 }
 
 // inspect is inspect.lua: it reads key and the fencing counter, or the
-// semaphore key and its live permits, soonest to expire first.
+// semaphore key and its live permits, or the readers, soonest to expire
+// first (inspect.lua lists the readers in the hash's order).
 func (n *Fake) inspect(r *node.Inspect) node.Reply {
 	var st node.KeyState
 	_, err := n.apply("inspect", r.Key, func() bool {
@@ -182,14 +54,11 @@ func (n *Fake) inspect(r *node.Inspect) node.Reply {
 		if e, ok := n.Data[r.Key]; ok {
 			st.Held, st.Reentrant, st.TTL, st.Holder, st.Holds = true, e.Hash, time.Until(e.Expires), e.Value, max(e.Holds, 1)
 		}
-		if s := n.Sems[r.Key]; s != nil {
-			st.Semaphore, st.Permits = true, s.Permits
-			for tok, exp := range s.Holders {
-				if ttl := time.Until(exp); ttl > 0 {
-					st.Holders = append(st.Holders, node.Permit{Token: tok, TTL: ttl})
-				}
-			}
-			slices.SortFunc(st.Holders, func(a, b node.Permit) int { return cmp.Compare(a.TTL, b.TTL) })
+		if s := n.liveSem(r.Key); s != nil {
+			st.Semaphore, st.Permits, st.Holders = true, s.Permits, permits(s.Holders)
+		}
+		if rs := n.liveReaders(r.Key); rs != nil {
+			st.Readers, st.Holders = true, permits(rs)
 		}
 		return false // changes nothing
 	})
@@ -199,28 +68,61 @@ func (n *Fake) inspect(r *node.Inspect) node.Reply {
 	return node.Reply{OK: true, Value: st}
 }
 
-// forceRelease is force_release.lua: it deletes key whoever holds it and
-// announces the release, leaving the fencing counter alone.
+// permits lists holds, soonest to expire first.
+func permits(holds map[string]time.Time) []node.Permit {
+	var out []node.Permit
+	for tok, exp := range holds {
+		out = append(out, node.Permit{Token: tok, TTL: time.Until(exp)})
+	}
+	slices.SortFunc(out, func(a, b node.Permit) int { return cmp.Compare(a.TTL, b.TTL) })
+	return out
+}
+
+// forceRelease is force_release.lua: it deletes key whoever holds it (a
+// lock, a semaphore, the readers) and announces the release, leaving the
+// fencing counter alone.
 func (n *Fake) forceRelease(r *node.Force) node.Reply {
-	var e Entry
+	var f node.Forced
 	heard := 0
 	ok, err := n.apply("force", r.Key, func() bool {
-		var held bool
-		if e, held = n.Data[r.Key]; !held {
-			return false
+		id, held := "", false
+		if f, id, held = n.forceDelete(r); held {
+			heard = n.announce(r.Key, node.ReleaseChannel(r.Key), id, n.popWaiter(n.queueKey(r.Key)))
 		}
-		delete(n.Data, r.Key)
-		id := e.Value
-		if e.Hash {
-			id = r.Notice
-		}
-		heard = n.announce(r.Key, node.ReleaseChannel(r.Key), id, n.popWaiter(n.queueKey(r.Key)))
-		return true
+		return held
 	})
 	if err != nil || !ok {
 		return node.Reply{Err: err}
 	}
-	return node.Reply{OK: true, Value: node.Forced{Holder: e.Value, Reentrant: e.Hash, Released: node.Released{Heard: heard / 2, Named: heard%2 == 1}}}
+	f.Released = node.Released{Heard: heard / 2, Named: heard%2 == 1}
+	return node.Reply{OK: true, Value: f}
+}
+
+// forceDelete deletes what key holds, and says who held it and what the
+// release is announced as: a plain lock's token, else r.Notice. A
+// semaphore's holder is the permit that expires first (force_release.lua
+// takes the lowest score); the readers' is the one the fake lists first
+// (the script takes the hash's first). Called with n.mu held.
+func (n *Fake) forceDelete(r *node.Force) (node.Forced, string, bool) {
+	switch n.kind(r.Key) {
+	case kindString:
+		e := n.Data[r.Key]
+		delete(n.Data, r.Key)
+		return node.Forced{Holder: e.Value}, e.Value, true
+	case kindHash:
+		e := n.Data[r.Key]
+		delete(n.Data, r.Key)
+		return node.Forced{Holder: e.Value, Reentrant: true}, r.Notice, true
+	case kindZset:
+		holder := permits(n.Sems[r.Key].Holders)[0].Token
+		delete(n.Sems, r.Key)
+		return node.Forced{Holder: holder}, r.Notice, true
+	case kindReaders:
+		holder := permits(n.Readers[r.Key])[0].Token
+		delete(n.Readers, r.Key)
+		return node.Forced{Holder: holder}, r.Notice, true
+	}
+	return node.Forced{}, "", false
 }
 
 // announce is announce.lua. Called with n.mu held.

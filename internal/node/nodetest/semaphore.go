@@ -30,7 +30,7 @@ func (n *Fake) answerSemaphore(op node.Op) node.Reply {
 	case *node.SemExtend:
 		return n.reply(n.semExtend(o))
 	}
-	return node.Reply{Err: fmt.Errorf("fake: unknown operation %T", op)}
+	return n.answerReaders(op)
 }
 
 // Holders returns the tokens holding a live permit of semaphore key.
@@ -49,34 +49,20 @@ func (n *Fake) Holders(key string) []string {
 }
 
 // sem returns semaphore key with its expired permits dropped (nil when
-// none), or the error a script gives when key is a lock. Called with n.mu
-// held.
+// none), or the error a script gives when key holds a lock or readers.
+// Called with n.mu held.
 func (n *Fake) sem(key string) (*Sem, error) {
-	if _, ok := n.Data[key]; ok {
-		return nil, wrongTypeError("WRONGTYPE fake: the key " + key + " holds a string, not a semaphore")
+	if k := n.kind(key); k != kindNone && k != kindZset {
+		return nil, wrongTypeError("WRONGTYPE fake: the key " + key + " holds a " + k + ", not a semaphore")
 	}
-	s := n.Sems[key]
-	if s == nil {
-		return nil, nil
-	}
-	for tok, exp := range s.Holders {
-		if !time.Now().Before(exp) {
-			delete(s.Holders, tok)
-		}
-	}
-	if len(s.Holders) == 0 {
-		delete(n.Sems, key)
-		return nil, nil
-	}
-	return s, nil
+	return n.liveSem(key), nil
 }
 
 func (n *Fake) semAcquire(r *node.SemAcquire) node.Reply {
 	var held int
 	var refusal error
 	ok, err := n.apply("sem acquire", r.Key, func() bool {
-		if r.MinUptime > 0 && time.Since(n.UpSince) < time.Duration(r.MinUptime)*time.Second {
-			refusal = fmt.Errorf("%w: fake", node.ErrNodeRecovering)
+		if refusal = n.recovering(r.MinUptime); refusal != nil {
 			return false
 		}
 		s, err := n.sem(r.Key)
@@ -107,70 +93,44 @@ func (n *Fake) semAcquire(r *node.SemAcquire) node.Reply {
 }
 
 func (n *Fake) semExtend(r *node.SemExtend) (bool, error) {
-	var refusal error
-	ok, err := n.apply("sem extend", r.Key, func() bool {
+	return n.script("sem extend", r.Key, func() (bool, error) {
 		s, err := n.sem(r.Key)
-		refusal = err
 		if s == nil {
-			return false
+			return false, err
 		}
 		if _, held := s.Holders[r.Token]; !held {
-			return false
+			return false, nil
 		}
 		s.Holders[r.Token] = time.Now().Add(r.TTL)
-		return true
+		return true, nil
 	})
-	if err == nil && refusal != nil {
-		return false, refusal
-	}
-	return ok, err
 }
 
 // semRelease runs a release, applied twice when the fake resends.
 func (n *Fake) semRelease(r *node.SemRelease) node.Reply {
-	n.mu.Lock()
-	resend := n.Resend
-	n.mu.Unlock()
-	if resend {
-		_ = n.semReleaseOnce(r)
-	}
-	return n.semReleaseOnce(r)
+	return n.resent(func() node.Reply { return n.semReleaseOnce(r) })
 }
 
 func (n *Fake) semReleaseOnce(r *node.SemRelease) node.Reply {
 	heard, gone := 0, false
-	var refusal error
-	ok, err := n.apply("sem release", r.Key, func() bool {
+	ok, err := n.script("sem release", r.Key, func() (bool, error) {
 		s, err := n.sem(r.Key)
-		refusal = err
 		if s == nil {
 			gone = err == nil
-			return false
+			return false, err
 		}
 		if _, held := s.Holders[r.Token]; !held {
 			gone = true
-			return false
+			return false, nil
 		}
 		delete(s.Holders, r.Token)
 		if r.Channel != "" {
-			heard = n.announce(r.Key, r.Channel, r.Token, n.popWaiter(n.queueKey(r.Key)))
+			heard = n.announce(r.Key, r.Channel, r.Token, n.popWaiter(n.beside(r.Key, r.QueueKey)))
 		}
-		return true
+		return true, nil
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return node.Reply{Err: err}
-	case refusal != nil:
-		return node.Reply{Err: refusal}
-	case gone:
-		n.mu.Lock()
-		server := n.identify()[0]
-		n.mu.Unlock()
-		return node.Reply{Value: node.Released{Gone: true, Server: server}}
 	}
-	rep := node.Reply{OK: ok}
-	if heard > 0 {
-		rep.Value = node.Released{Heard: heard / 2, Named: heard%2 == 1}
-	}
-	return rep
+	return n.released(ok, heard, gone, nil)
 }

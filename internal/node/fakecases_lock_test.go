@@ -1,0 +1,268 @@
+package node_test
+
+import (
+	"time"
+
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// The cases of a plain, fenced and reentrant lock, and of a multi-name one
+// (see TestFakeAnswersAsScripts).
+
+const ttl = 10 * time.Second
+
+// Ops of the cases, on name k.
+
+func lock(k, token string) *node.Acquire { return &node.Acquire{Key: k, Token: token, TTL: ttl} }
+
+func fenced(k, token string) *node.Acquire {
+	return &node.Acquire{Key: k, Token: token, TTL: ttl, FenceKey: node.FenceKey(k)}
+}
+
+func reentrant(k, owner string, reenter bool) *node.Acquire {
+	return &node.Acquire{Key: k, Token: owner, TTL: ttl, Reentrant: true, Reenter: reenter}
+}
+
+func unlock(k, token string) *node.Release {
+	return &node.Release{Key: k, Token: token, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k)}
+}
+
+func undo(k, token string) *node.Release { return &node.Release{Key: k, Token: token} }
+
+func drop(k, owner string, d node.Drop) *node.Release {
+	return &node.Release{Key: k, Token: owner, Reentrant: true, Drop: d, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k), Notice: owner + "-n"}
+}
+
+func extend(k, token string, d time.Duration) *node.Extend {
+	return &node.Extend{Key: k, Token: token, TTL: d}
+}
+
+func fence(k, token string, to uint64) *node.Fence {
+	return &node.Fence{Key: k, Token: token, FenceKey: node.FenceKey(k), Fence: to}
+}
+
+func short(a *node.Acquire) *node.Acquire { a.TTL = time.Second; return a }
+
+func wait(d time.Duration) step { return step{wait: d} }
+
+var (
+	granted = answer{OK: true}
+	refused = answer{}
+	gone    = answer{Gone: true}
+	wrong   = answer{Err: misconfigured}
+)
+
+func heldBy(holder string) answer { return answer{Holder: holder} }
+
+func lockCases() []fakeCase {
+	return []fakeCase{
+		{"plain grant, refusal names the holder, resend", func(k string) []step {
+			return []step{
+				{op: lock(k, "a"), want: granted},
+				{op: lock(k, "b"), want: heldBy("a")},
+				{op: lock(k, "a"), want: granted}, // the client resent an applied SET
+				{op: fenced(k, "b"), want: heldBy("a")},
+			}
+		}},
+		{"plain lock expires", func(k string) []step {
+			return []step{
+				{op: short(lock(k, "a")), want: granted},
+				wait(2 * time.Second),
+				{op: lock(k, "b"), want: granted},
+				{op: undo(k, "a"), want: refused},
+			}
+		}},
+		{"release own, another's, absent", func(k string) []step {
+			return []step{
+				{op: lock(k, "a"), want: granted},
+				{op: unlock(k, "b"), want: refused},
+				{op: undo(k, "b"), want: refused},
+				{op: unlock(k, "a"), want: granted},
+				{op: unlock(k, "a"), want: gone},
+				{op: undo(k, "a"), want: gone},
+				{op: lock(k, "b"), want: granted},
+			}
+		}},
+		{"extend own, another's, absent", func(k string) []step {
+			return []step{
+				{op: short(lock(k, "a")), want: granted},
+				{op: extend(k, "b", ttl), want: refused},
+				{op: extend(k, "a", ttl), want: granted},
+				wait(2 * time.Second),
+				{op: lock(k, "b"), want: heldBy("a")}, // extended past its first TTL
+				{op: unlock(k, "a"), want: granted},
+				{op: extend(k, "a", ttl), want: refused},
+				{op: lock(k, "b"), want: granted}, // the extend created nothing
+			}
+		}},
+		{"fencing: counter with the grant, raised never lowered", func(k string) []step {
+			return []step{
+				{op: fenced(k, "a"), want: granted},
+				{op: fence(k, "a", 5), want: granted},
+				{op: fenced(k, "b"), want: answer{Holder: "a", Counter: 5}},
+				{op: fenced(k, "a"), want: answer{OK: true, Counter: 5}},
+				{op: fence(k, "a", 3), want: granted},
+				{op: fenced(k, "b"), want: answer{Holder: "a", Counter: 5}},
+				{op: fence(k, "b", 7), want: refused}, // not the holder, raised all the same
+				{op: unlock(k, "a"), want: granted},
+				{op: fence(k, "a", 9), want: refused}, // no longer held
+				{op: fenced(k, "b"), want: answer{OK: true, Counter: 9}},
+			}
+		}},
+		{"reentrant: reenter, drop one, drop all", func(k string) []step {
+			return []step{
+				{op: reentrant(k, "o", true), want: refused}, // a reenter never creates the key
+				{op: reentrant(k, "o", false), want: granted},
+				{op: reentrant(k, "p", false), want: refused},
+				{op: reentrant(k, "p", true), want: refused},
+				{op: reentrant(k, "o", true), want: granted},
+				{op: drop(k, "o", node.DropOne), want: granted},
+				{op: drop(k, "o", node.DropOne), want: granted}, // never frees the lock
+				{op: reentrant(k, "p", false), want: refused},
+				{op: drop(k, "p", node.DropAll), want: refused},
+				{op: drop(k, "o", node.DropAll), want: granted},
+				{op: drop(k, "o", node.DropAll), want: gone},
+				{op: drop(k, "o", node.DropOne), want: gone},
+				{op: reentrant(k, "o", true), want: refused},
+				{op: reentrant(k, "p", false), want: granted},
+			}
+		}},
+		{"reentrant: undo, extend, fence", func(k string) []step {
+			fe := reentrant(k, "o", false)
+			fe.FenceKey = node.FenceKey(k)
+			f := fence(k, "o", 4)
+			f.Reentrant = true
+			ex := extend(k, "o", ttl)
+			ex.Reentrant = true
+			return []step{
+				{op: fe, want: granted},
+				{op: reentrant(k, "o", true), want: granted},
+				{op: f, want: granted},
+				{op: fence(k, "o", 6), want: refused}, // not a plain lock
+				{op: ex, want: granted},
+				{op: extend(k, "o", ttl), want: refused},
+				{op: drop(k, "o", node.DropUndo), want: granted},
+				{op: drop(k, "o", node.DropUndo), want: granted}, // the last hold: frees
+				{op: drop(k, "o", node.DropUndo), want: gone},
+				{op: ex, want: refused},
+				{op: fenced(k, "a"), want: answer{OK: true, Counter: 6}},
+			}
+		}},
+		{"plain and reentrant on one name", func(k string) []step {
+			ex := extend(k, "a", ttl)
+			ex.Reentrant = true
+			return []step{
+				{op: lock(k, "a"), want: granted},
+				{op: reentrant(k, "a", false), want: refused},
+				{op: drop(k, "a", node.DropAll), want: refused},
+				{op: ex, want: refused},
+				{op: unlock(k, "a"), want: granted},
+				{op: reentrant(k, "o", false), want: granted},
+				{op: lock(k, "o"), want: refused}, // a hash: held, by no token to name
+				{op: fenced(k, "o"), want: refused},
+				{op: unlock(k, "o"), want: refused},
+				{op: extend(k, "o", ttl), want: refused},
+			}
+		}},
+		{"waiters' queue: the oldest is named", func(k string) []step {
+			q := &node.Queue{Changes: []node.QueueChange{
+				{Lock: k, Member: "p/w2", Score: 2, TTL: ttl},
+				{Lock: k, Member: "p/w1", Score: 1, TTL: ttl},
+				{Lock: k, Member: "p/w3", Score: 3, TTL: ttl},
+				{Lock: k, Member: "p/w2", Score: 0, TTL: ttl}, // NX: keeps its place
+				{Lock: k, Member: "p/w3", Remove: true},
+			}}
+			named := answer{OK: true, Named: true}
+			return []step{
+				{op: q, want: granted},
+				{op: lock(k, "a"), want: granted},
+				{op: undo(k, "a"), want: granted}, // an undo names no one
+				{op: lock(k, "a"), want: granted},
+				{op: &node.Release{Key: k, Token: "a", Channel: node.ReleaseChannel(k)}, want: granted}, // nor a release without the queue
+				{op: lock(k, "a"), want: granted},
+				{op: unlock(k, "a"), want: named}, // p/w1
+				{op: reentrant(k, "o", false), want: granted},
+				{op: drop(k, "o", node.DropAll), want: named}, // p/w2
+				{op: lock(k, "a"), want: granted},
+				{op: unlock(k, "a"), want: granted}, // none left
+			}
+		}},
+		{"a release is heard", func(k string) []step {
+			return []step{
+				{listen: true},
+				{op: lock(k, "a"), want: granted},
+				{op: unlock(k, "b"), want: refused},
+				{op: unlock(k, "a"), want: answer{OK: true, Heard: 1}},
+				{op: reentrant(k, "o", false), want: granted},
+				{op: drop(k, "o", node.DropAll), want: answer{OK: true, Heard: 1}},
+			}
+		}},
+	}
+}
+
+// Multi-name locks: k and the names beside it.
+
+func multi(k, token string, also ...string) *node.Acquire {
+	return &node.Acquire{Key: k, Token: token, TTL: ttl, Also: also}
+}
+
+func multiExtend(k, token string, also ...string) *node.Extend {
+	return &node.Extend{Key: k, Token: token, TTL: ttl, Also: also}
+}
+
+func multiUnlock(k, token string, also ...string) *node.Release {
+	return &node.Release{Key: k, Token: token, Channel: node.ReleaseChannel(k), Also: also}
+}
+
+func multiCases() []fakeCase {
+	return []fakeCase{
+		{"multi-name: all or none", func(k string) []step {
+			k2, k3 := k+":2", k+":3"
+			return []step{
+				{op: lock(k3, "b"), want: granted},
+				{op: multi(k, "a", k2, k3), want: heldBy("b")},
+				{op: lock(k, "c"), want: granted}, // the refusal took no name
+				{op: multi(k3, "a", k2, k), want: heldBy("b")},
+				{op: unlock(k, "c"), want: granted},
+				{op: unlock(k3, "b"), want: granted},
+				{op: multi(k, "a", k2, k3), want: granted},
+				{op: multi(k, "a", k2, k3), want: granted}, // resent
+				{op: lock(k2, "c"), want: heldBy("a")},
+				{op: multiExtend(k, "a", k2, k3), want: granted},
+				{op: multiExtend(k, "b", k2, k3), want: refused},
+				{op: multiUnlock(k, "b", k2, k3), want: refused},
+				{op: multiUnlock(k, "a", k2, k3), want: granted},
+				{op: multiUnlock(k, "a", k2, k3), want: gone},
+				{op: lock(k3, "c"), want: granted},
+			}
+		}},
+		{"multi-name: one name lost", func(k string) []step {
+			k2 := k + ":2"
+			return []step{
+				{listen: true},
+				{op: short(multi(k, "a", k2)), want: granted},
+				{op: undo(k2, "a"), want: granted},
+				{op: multiExtend(k, "a", k2), want: refused}, // extends none
+				wait(2 * time.Second),
+				{op: lock(k, "b"), want: granted},
+				{op: lock(k2, "c"), want: granted},
+				{op: multiUnlock(k, "a", k2), want: refused}, // both taken by others
+				{op: multi(k2, "d", k), want: heldBy("c")},
+				{op: unlock(k2, "c"), want: granted},
+				{op: multi(k2, "b", k), want: granted}, // k is b's already
+				{op: multiUnlock(k2, "b", k), want: answer{OK: true, Heard: 1}},
+			}
+		}},
+		{"multi-name: refused by a reentrant lock", func(k string) []step {
+			k2 := k + ":2"
+			return []step{
+				{op: reentrant(k2, "o", false), want: granted},
+				{op: multi(k, "a", k2), want: refused},
+				{op: lock(k, "b"), want: granted},
+				{op: multiExtend(k, "b", k2), want: refused},
+				{op: multiUnlock(k2, "b", k), want: granted}, // deletes k, the name b holds
+				{op: lock(k, "c"), want: granted},
+			}
+		}},
+	}
+}
