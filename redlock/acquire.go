@@ -95,7 +95,7 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 	ctxErr := a.run(ctx)
 	t := rd.t
 	won := ctxErr == nil && t.won()
-	idErr := e.distinct(idr, won, rd.start, rd.start.Add(s.cfg.nodeTimeout))
+	idErr := e.ids.distinct(idr, won, rd.start, rd.start.Add(s.cfg.nodeTimeout))
 	until := validUntil(rd.start, s.cfg.ttl, s.cfg.driftFactor)
 	if won && idErr == nil && e.now().Before(until) {
 		g := grant{start: rd.start, until: until}
@@ -121,24 +121,13 @@ func (e *engine) enter() (*round, error) {
 	if err := e.track(1); err != nil {
 		return nil, err
 	}
-	if err := e.ids.Err(); err != nil {
+	if err := e.ids.reg.Err(); err != nil {
 		e.wg.Done()
 		return nil, invalid("%v", err)
 	}
-	return e.identifyFirst(), nil
+	return e.ids.first(), nil
 }
 
-// distinct checks, for an attempt that a quorum granted, that no two of
-// the nodes are the same server (see identified); idr is the first round
-// of identities, nil unless this is the first acquisition. An attempt
-// that failed hands idr to the background.
-func (e *engine) distinct(idr *round, won bool, start, deadline time.Time) error {
-	if !won {
-		e.identifyLater(idr)
-		return nil
-	}
-	return e.identified(idr, start, deadline)
-}
 
 // notAcquired says why an attempt failed.
 func notAcquired(t *tally, a *attempt, took, ttl time.Duration) string {

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-go/redlock/internal/identity"
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/waitq"
 )
@@ -27,9 +26,6 @@ type engine struct {
 	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
 	closed bool
 	done   chan struct{} // closed by close: renewal and identification stop
-	// life is cancelled by close: waits in the background end with it.
-	life context.Context //nolint:containedctx // the engine's lifetime, not a call's
-	kill context.CancelFunc
 	wg   sync.WaitGroup // operations, renewals, identification
 	// leases are the leases held, each with its holder: close ends them,
 	// and their loss timers with them. Guarded by leasesMu, taken under mu
@@ -39,7 +35,7 @@ type engine struct {
 	leases   map[*lease]*holder
 
 	waiters *waitq.Queue       // waiting Locks and their subscriptions
-	ids     *identity.Registry // who each node is (see identify.go)
+	ids     *identifier  // who each node is (see identify.go)
 
 	// sharded is set when some node is a Redis Cluster or Ring: keys a
 	// lock keeps beside its name must hash to the name's slot there.
@@ -54,13 +50,12 @@ type engine struct {
 // failures to o (nil: none).
 func newEngine(nodes []node.Node, o Observer) *engine {
 	e := &engine{now: time.Now, done: make(chan struct{}), leases: map[*lease]*holder{}}
-	e.life, e.kill = context.WithCancel(context.Background())
 	e.pool = newPool(nodes, e.now)
 	e.report = e.reporter(o)
-	e.pool.report, e.pool.back = e.report, e.reidentify
 	e.features = newFeatures(len(nodes))
+	e.ids = newIdentifier(e.pool, e.now, e.featureOff)
+	e.pool.report, e.pool.back = e.report, e.ids.again
 	e.waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })
-	e.ids = identity.New(len(nodes), quorum(len(nodes)))
 	for _, n := range nodes {
 		e.sharded = e.sharded || n.Layout().Sharded
 	}
@@ -136,7 +131,6 @@ func (e *engine) close(ctx context.Context) error {
 	if !e.closed {
 		e.closed = true
 		close(e.done)
-		e.kill()
 	}
 	e.mu.Unlock()
 	e.leasesMu.Lock()
@@ -151,6 +145,7 @@ func (e *engine) close(ctx context.Context) error {
 	go func() {
 		e.waiters.Close()
 		e.wg.Wait()
+		e.ids.close()
 		close(ops)
 	}()
 	select {

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/identity"
@@ -41,75 +42,135 @@ import (
 // between the execution of the lock's SET and that of INFO, within the
 // first acquisition's round trip, is not seen.
 
+// identifier asks the nodes who they are, and keeps their answers (reg).
+// It owns the goroutines that ask again in the background; close stops
+// them and waits for them.
+type identifier struct {
+	pool *pool
+	reg  *identity.Registry
+	now  clock
+	// off turns a feature off on a node that refused it for good.
+	off func(i int, feature string, err error)
+
+	mu     sync.Mutex // guards closed against wg.Add racing wg.Wait
+	closed bool
+	done   chan struct{}      // closed by close
+	life   context.Context    //nolint:containedctx // the identifier's lifetime, not a call's
+	kill   context.CancelFunc // ends life
+	wg     sync.WaitGroup
+}
+
+func newIdentifier(p *pool, now clock, off func(int, string, error)) *identifier {
+	id := &identifier{pool: p, reg: identity.New(p.size(), quorum(p.size())), now: now, off: off, done: make(chan struct{})}
+	id.life, id.kill = context.WithCancel(context.Background())
+	return id
+}
+
+// track counts one more background goroutine, unless closed.
+func (id *identifier) track() error {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if id.closed {
+		return ErrClosed
+	}
+	id.wg.Add(1)
+	return nil
+}
+
+// close stops asking and waits for the goroutines that ask; a question in
+// flight ends at its probe timeout at the latest.
+func (id *identifier) close() {
+	id.mu.Lock()
+	if !id.closed {
+		id.closed = true
+		close(id.done)
+		id.kill()
+	}
+	id.mu.Unlock()
+	id.wg.Wait()
+}
+
 // identifyMax bounds the interval between two tries to identify the
 // nodes that have not answered.
 const identifyMax = 30 * time.Second
 
-// identifyFirst starts asking every node who it is when this is the
+// first starts asking every node who it is when this is the
 // Redlock's first acquisition, and returns the round; nil otherwise.
-func (e *engine) identifyFirst() *round {
-	if !e.ids.Begin() {
+func (id *identifier) first() *round {
+	if !id.reg.Begin() {
 		return nil
 	}
-	return e.askIdentities(nil)
+	return id.ask(nil)
 }
 
-// askIdentities sends Identify to the given nodes (nil: every node).
-func (e *engine) askIdentities(nodes []int) *round {
-	rd := newRound(context.Background(), e.pool, probeTimeout, nil, e.pool.size()).keepReplies()
+// ask sends Identify to the given nodes (nil: every node).
+func (id *identifier) ask(nodes []int) *round {
+	rd := newRound(context.Background(), id.pool, probeTimeout, nil, id.pool.size()).keepReplies()
 	rd.quiet = true // identification says nothing of a node's health
 	if nodes == nil {
 		return rd.sendAll(node.Identify{}, nil, nil)
 	}
-	ask := make([]bool, e.pool.size())
+	ask := make([]bool, id.pool.size())
 	for _, i := range nodes {
 		ask[i] = true
 	}
 	return rd.sendAll(node.Identify{}, nil, func(i int) bool { return ask[i] })
 }
 
-// identified waits, for the first acquisitions only, for the nodes'
+// distinct checks, for an attempt that a quorum granted, that no two of
+// the nodes are the same server (see wait); idr is the first round of
+// identities, nil unless this is the first acquisition. An attempt that
+// failed hands idr to the background.
+func (id *identifier) distinct(idr *round, won bool, start, deadline time.Time) error {
+	if !won {
+		id.later(idr)
+		return nil
+	}
+	return id.wait(idr, start, deadline)
+}
+
+// wait waits, for the first acquisitions only, for the nodes'
 // identities: the first one (idr is its round) until all answered, or a
 // quorum did and then as long again as that took since start, and at most
 // until deadline; those that started meanwhile until the first is done,
 // and at most until deadline. It returns the error of nodes found to share
 // a server.
-func (e *engine) identified(idr *round, start, deadline time.Time) error {
+func (id *identifier) wait(idr *round, start, deadline time.Time) error {
 	if idr == nil {
-		e.settled(deadline)
-		return e.idErr()
+		id.settled(deadline)
+		return id.err()
 	}
-	ctx, cancel := context.WithDeadline(e.life, deadline) // Close cuts the wait short
+	ctx, cancel := context.WithDeadline(id.life, deadline) // Close cuts the wait short
 	if idr.collect(ctx, answeredRule{idr}) == nil {
-		idr.linger(min(asLongAgain(e.now().Sub(start)), time.Until(deadline)))
+		idr.linger(min(asLongAgain(id.now().Sub(start)), time.Until(deadline)))
 	}
 	cancel()
-	e.recordIdentities(idr)
-	e.ids.Settle()
-	e.identifyLater(idr)
-	return e.idErr()
+	id.record(idr)
+	id.reg.Settle()
+	id.later(idr)
+	return id.err()
 }
 
 // settled waits until the first acquisition's wait for identities is
 // over, at most until deadline.
-func (e *engine) settled(deadline time.Time) {
+func (id *identifier) settled(deadline time.Time) {
 	select {
-	case <-e.ids.Settled():
+	case <-id.reg.Settled():
 		return
 	default:
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
-	case <-e.ids.Settled():
+	case <-id.reg.Settled():
 	case <-timer.C:
-	case <-e.done:
+	case <-id.done:
 	}
 }
 
-// idErr is the error of nodes found to share a server.
-func (e *engine) idErr() error {
-	if err := e.ids.Err(); err != nil {
+// err is the error of nodes found to share a server.
+func (id *identifier) err() error {
+	if err := id.reg.Err(); err != nil {
 		return invalid("%v", err)
 	}
 	return nil
@@ -126,46 +187,46 @@ func (answeredRule) timer() <-chan time.Time { return nil }
 func (a answeredRule) tick() bool            { return a.rd.t.pending() == 0 }
 func (answeredRule) stop()                   {}
 
-// identifyLater hands idr, the first round of identities (nil: none), to
+// later hands idr, the first round of identities (nil: none), to
 // the background: its remaining answers are collected, and the nodes that
 // have not answered are asked again until each has, the Redlock closes,
 // or two nodes are found to share a server.
-func (e *engine) identifyLater(idr *round) {
+func (id *identifier) later(idr *round) {
 	if idr == nil {
 		return
 	}
-	if e.track(1) != nil {
-		e.ids.Settle()
+	if id.track() != nil {
+		id.reg.Settle()
 		return
 	}
 	go func() {
-		defer e.wg.Done()
-		defer e.ids.Settle()
+		defer id.wg.Done()
+		defer id.reg.Settle()
 		wait := time.Second
 		for {
-			e.gatherIdentities(idr)
-			e.ids.Settle()
-			missing := e.ids.Missing()
-			if len(missing) == 0 || e.ids.Err() != nil || !e.sleep(wait) {
+			id.gather(idr)
+			id.reg.Settle()
+			missing := id.reg.Missing()
+			if len(missing) == 0 || id.reg.Err() != nil || !sleepUnless(wait, id.done) {
 				return
 			}
 			wait = min(2*wait, identifyMax)
-			idr = e.askIdentities(missing)
+			idr = id.ask(missing)
 		}
 	}()
 }
 
-// gatherIdentities collects every answer of idr (until the probe timeout,
+// gather collects every answer of idr (until the probe timeout,
 // or Close) and records them.
-func (e *engine) gatherIdentities(idr *round) {
-	_ = idr.gather(e.life)
-	e.recordIdentities(idr)
+func (id *identifier) gather(idr *round) {
+	_ = idr.gather(id.life)
+	id.record(idr)
 }
 
-// recordIdentities records the answers idr has so far: a node's run ids,
+// record records the answers idr has so far: a node's run ids,
 // or that it cannot tell (an error reply: INFO refused). A node that was
 // not reached is left to be asked again.
-func (e *engine) recordIdentities(idr *round) {
+func (id *identifier) record(idr *round) {
 	sent := idr.start
 	for i, a := range idr.t.answers {
 		if a != granted && a != failed {
@@ -175,31 +236,31 @@ func (e *engine) recordIdentities(idr *round) {
 		switch err := rep.Err; {
 		case err == nil:
 			ids, _ := rep.Value.([]string)
-			e.ids.Record(i, identity.Answer{IDs: ids}, sent, e.pool.addr)
+			id.reg.Record(i, identity.Answer{IDs: ids}, sent, id.pool.addr)
 		case node.Unreachable(err), node.Unsent(err), errors.Is(err, node.ErrNodeTimeout):
 		default:
 			if errors.Is(err, node.ErrMisconfigured) {
-				e.featureOff(i, FeatureIdentify, err)
+				id.off(i, FeatureIdentify, err)
 			}
-			e.ids.Record(i, identity.Answer{Unknown: true}, sent, e.pool.addr)
+			id.reg.Record(i, identity.Answer{Unknown: true}, sent, id.pool.addr)
 		}
 	}
 }
 
-// reidentify asks node i again who it is, in the background: it came back
+// again asks node i again who it is, in the background: it came back
 // after being down, and may be another server now (a Sentinel failover).
 // Called from a goroutine counted in the pool.
-func (e *engine) reidentify(i int) {
+func (id *identifier) again(i int) {
 	select {
-	case <-e.ids.Settled():
+	case <-id.reg.Settled():
 	default:
 		return // the first round is still out: it asks again by itself
 	}
-	if e.track(1) != nil {
+	if id.track() != nil {
 		return
 	}
 	go func() {
-		defer e.wg.Done()
-		e.gatherIdentities(e.askIdentities([]int{i}))
+		defer id.wg.Done()
+		id.gather(id.ask([]int{i}))
 	}()
 }

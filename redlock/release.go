@@ -54,7 +54,7 @@ func (e *engine) free(ctx context.Context, op node.Op, name string, announced bo
 	}
 	defer e.wg.Done()
 	rd := e.releaseRound(ctx, c.cfg, c.report).needs(c.quorum)
-	rule := &releaseRule{now: e.now, ids: e.ids, waiters: e.waiters, name: name, since: c.since, until: c.until}
+	rule := &releaseRule{now: e.now, ids: e.ids.reg, waiters: e.waiters, name: name, since: c.since, until: c.until}
 	rd.grants = rule
 	if announced {
 		rd.hook = rule
