@@ -128,7 +128,6 @@ func (e *engine) enter() (*round, error) {
 	return e.ids.first(), nil
 }
 
-
 // notAcquired says why an attempt failed.
 func notAcquired(t *tally, a *attempt, took, ttl time.Duration) string {
 	did, do := "granted", "grant" // a lock's nodes grant; a semaphore's admit

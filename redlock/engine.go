@@ -25,8 +25,8 @@ type engine struct {
 
 	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
 	closed bool
-	done   chan struct{} // closed by close: renewal and identification stop
-	wg   sync.WaitGroup // operations, renewals, identification
+	done   chan struct{}  // closed by close: renewal and identification stop
+	wg     sync.WaitGroup // operations, renewals, identification
 	// leases are the leases held, each with its holder: close ends them,
 	// and their loss timers with them. Guarded by leasesMu, taken under mu
 	// read-locked, so that close, which sets closed under mu, finds every
@@ -34,7 +34,7 @@ type engine struct {
 	leasesMu sync.Mutex
 	leases   map[*lease]*holder
 
-	waiters *waitq.Queue       // waiting Locks and their subscriptions
+	waiters *waitq.Queue // waiting Locks and their subscriptions
 	ids     *identifier  // who each node is (see identify.go)
 
 	// sharded is set when some node is a Redis Cluster or Ring: keys a
