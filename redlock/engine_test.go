@@ -1,0 +1,121 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+)
+
+// These tests drive the engine at its own seam: one acquisition
+// (engine.acquire with a spec) over fake nodes, without a primitive.
+
+// newFakeEngine returns an engine over n fresh fakes, closed when the
+// test ends.
+func newFakeEngine(t *testing.T, n int) (*engine, []*nodetest.Fake) {
+	t.Helper()
+	fs := nodetest.Fakes(n)
+	e := newEngine(nodetest.Nodes(fs), nil)
+	t.Cleanup(func() {
+		for _, f := range fs {
+			f.Unhang()
+		}
+		require.NoError(t, e.close(context.Background()))
+	})
+	return e, fs
+}
+
+// lockSpec is the spec of a plain lock's attempt of token on name.
+func lockSpec(cfg *config, name, token string, split bool) spec {
+	return spec{op: &node.Acquire{Key: name, Token: token, TTL: cfg.ttl}, undo: &node.Release{Key: name, Token: token},
+		token: token, cfg: cfg, split: split}
+}
+
+// A won attempt's validity runs from its start: start + ttl - drift,
+// whatever the attempt cost.
+func TestEngineAcquireGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, fs := newFakeEngine(t, 5)
+		cfg := defaultConfig()
+		fs[0].Faults(func(n *nodetest.Fake) { n.Delay = 30 * time.Millisecond })
+		start := time.Now()
+		g, _, err := e.acquire(t.Context(), lockSpec(&cfg, "k", "t", true))
+		require.NoError(t, err)
+		assert.Equal(t, start, g.start)
+		assert.Equal(t, validUntil(start, cfg.ttl, cfg.driftFactor), g.until)
+		assert.Zero(t, time.Since(start), "decided at the quorum, not at the slow node")
+	})
+}
+
+// A plain count fails as soon as no quorum can grant, and the attempt is
+// undone on the nodes that granted before it returns.
+func TestEngineAcquirePlainCountUndoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, fs := newFakeEngine(t, 5)
+		cfg := defaultConfig()
+		for _, f := range fs[2:] {
+			f.Set("k", "other", time.Minute)
+		}
+		_, failed, err := e.acquire(t.Context(), lockSpec(&cfg, "k", "t", false))
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.Equal(t, 2, failed.granted)
+		assert.False(t, failed.yielded, "a plain count gives way to no one")
+		for i, f := range fs[:2] {
+			_, held := f.Get("k")
+			assert.False(t, held, "node %d still holds the failed attempt", i)
+		}
+	})
+}
+
+// With the split-vote rule, an attempt outranked by a competitor that
+// holds as many nodes with a greater token gives way at once, without
+// waiting for the silent node.
+func TestEngineAcquireSplitGivesWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, fs := newFakeEngine(t, 5)
+		cfg := defaultConfig()
+		for _, f := range fs[2:4] {
+			f.Set("k", "zzz", time.Minute) // ranks above "t"
+		}
+		fs[4].Faults(func(n *nodetest.Fake) { n.Delay = time.Second })
+		start := time.Now()
+		_, failed, err := e.acquire(t.Context(), lockSpec(&cfg, "k", "t", true))
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.True(t, failed.yielded)
+		assert.Less(t, time.Since(start), cfg.nodeTimeout, "decided before the node timeout")
+		time.Sleep(2 * time.Second) // the slow node's grant, and its undo
+		for i, f := range fs {
+			v, _ := f.Get("k")
+			assert.NotEqual(t, "t", v, "node %d keeps the attempt's token", i)
+		}
+	})
+}
+
+// The undo of a failed attempt goes to a node only after that node's
+// acquire request answered (its gate): a node that refused is not
+// released at all, and a node that granted late is released after its
+// grant, never before it.
+func TestEngineUndoFollowsTheReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, fs := newFakeEngine(t, 3)
+		cfg := defaultConfig()
+		fs[0].Set("k", "other", time.Minute)
+		fs[1].Set("k", "other", time.Minute)
+		fs[2].Faults(func(n *nodetest.Fake) { n.Delay = 50 * time.Millisecond })
+		_, _, err := e.acquire(t.Context(), lockSpec(&cfg, "k", "t", false))
+		require.ErrorIs(t, err, ErrNotAcquired)
+		time.Sleep(time.Second)
+		fs[2].Faults(func(n *nodetest.Fake) {
+			assert.Equal(t, []string{"acquire", "release"}, n.Applied, "granted late, then undone")
+		})
+		for _, f := range fs[:2] {
+			f.Faults(func(n *nodetest.Fake) { assert.Zero(t, n.Calls["release"], "a node that refused is not released") })
+		}
+	})
+}
