@@ -126,21 +126,33 @@ var errQuorumOption = invalid("WithQuorum applies to semaphores only: a lock's q
 // Quorum returns how many nodes must agree for a lock to be held: N/2+1.
 func (r *Redlock) Quorum() int { return quorum(r.e.pool.size()) }
 
-// Close stops new operations and renewal, and waits until every goroutine
-// the Redlock started has returned, or until ctx ends, whose error it then
-// returns.
+// Close stops new operations and renewal, ends the acquisitions still
+// held, and waits until every goroutine the Redlock started has returned,
+// or until ctx ends.
+//
+// Locks, permits and read locks still held are not released: their keys
+// stay on the nodes until their TTL. Their acquisitions end at Close:
+// Done closes and Err wraps [ErrLockLost] (nothing keeps or watches them
+// any more), the Observer hears of each end before Close returns, and no
+// timer of theirs fires after it. Probing of down nodes stops, and
+// releases still owed to them are dropped (see [Redlock.Health]).
+//
 // Operations return before all their node calls have: a call to a slow or
-// paused node, or the release that follows a failed acquisition, may run on
-// after Lock, Unlock or Extend returned, until it finishes or times out.
-// Close is where a program (or a leak-checking test) waits for them. A
-// sent call ends when its node answers or its client's own timeouts fire
-// (the library hands go-redis no deadline: see [WithNodeTimeout]), so with
-// a silent node Close may wait for the client's read timeout (3s by
-// default). Probing of down nodes stops, and releases still owed to them
-// are dropped (see [Redlock.Health]). Locks still held are not released:
-// their keys expire after their TTL, and their acquisitions end as lost
-// when their validity runs out. Calls after Close return [ErrClosed]; Close
-// itself may be called again.
+// paused node, or the release that follows a failed acquisition, may run
+// on after Lock, Unlock or Extend returned. Close waits for such a call as
+// long as the library could still be waiting for it (the longest node
+// timeout in use, and a second more). A call that the node's client holds
+// longer than that (go-redis ignores the context of a socket read without
+// ContextTimeoutEnabled, and retries a failing dial for up to 25 s with
+// its default options, detached from any context) is left to the client:
+// Close stops the node's workers without waiting for it, and it ends at
+// the client's own timeout. So with go-redis' default options a silent or
+// misconfigured node costs Close about a second, not the client's
+// timeouts.
+//
+// When ctx ends first, Close still stops what it can and returns an error
+// wrapping ctx.Err() that says what was still running. Calls after Close
+// return [ErrClosed]; Close itself may be called again.
 func (r *Redlock) Close(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
