@@ -87,9 +87,9 @@ func (e *engine) track(n int) error {
 // sleep waits for d, or until close; it reports whether d passed.
 func (e *engine) sleep(d time.Duration) bool { return sleepUnless(d, e.done) }
 
-// held records lease l of holder h, and reports false, recording nothing,
+// record records lease l of holder h, and reports false, recording nothing,
 // once the engine is closed.
-func (e *engine) held(l *lease, h *holder) bool {
+func (e *engine) record(l *lease, h *holder) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
@@ -101,8 +101,8 @@ func (e *engine) held(l *lease, h *holder) bool {
 	return true
 }
 
-// ended forgets lease l.
-func (e *engine) ended(l *lease) {
+// forget forgets lease l.
+func (e *engine) forget(l *lease) {
 	e.leasesMu.Lock()
 	delete(e.leases, l)
 	e.leasesMu.Unlock()

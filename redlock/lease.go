@@ -111,7 +111,7 @@ func (h *holder) take(ctx context.Context, token, notice string, g grant, join b
 	if old != nil {
 		h.end(old, fmt.Errorf("%w: acquired again", ErrLockLost))
 	}
-	if !h.e.held(l, h) {
+	if !h.e.record(l, h) {
 		h.end(l, errEngineClosed) // closed meanwhile: nothing would keep or watch it
 		return
 	}
@@ -147,7 +147,7 @@ func (h *holder) end(l *lease, cause error) {
 	l.err = cause
 	l.loss.Stop()
 	h.mu.Unlock()
-	h.e.ended(l)
+	h.e.forget(l)
 	if o := h.cfg.observer; o != nil {
 		o.HoldEnd(Hold{Name: h.name, Acquired: l.start, Lost: errors.Is(cause, ErrLockLost), Err: cause})
 	}
