@@ -218,11 +218,15 @@ func TestSemaphoreDeadHoldersFreePermits(t *testing.T) {
 	assert.GreaterOrEqual(t, waited, ttl-100*time.Millisecond, "a dead holder's permit lasts its TTL")
 	assert.Less(t, waited, ttl+time.Second)
 	require.NoError(t, s.Release(t.Context()))
+	// The other dead holder's permit may outlive this one by the few
+	// milliseconds between the two deaths: the keys go with the last
+	// permit, within a TTL.
 	nodes := inspector(t, c)
 	for i, n := range nodes {
-		got, err := n.Exists(t.Context(), name, name+":redlock:permits").Result()
-		require.NoError(t, err)
-		assert.Zero(t, got, "node %d keeps the semaphore's keys", i)
+		assert.Eventually(t, func() bool {
+			got, err := n.Exists(t.Context(), name, name+":redlock:permits").Result()
+			return err == nil && got == 0
+		}, ttl, 10*time.Millisecond, "node %d keeps the semaphore's keys", i)
 	}
 }
 

@@ -31,10 +31,10 @@ func (o *stall) Decode([]redis.Cmder) Reply {
 }
 
 // otherLane returns a name whose lane differs from name's.
-func otherLane(t *testing.T, n *Redis, name string) string {
+func otherLane(t *testing.T, name string) string {
 	t.Helper()
 	for _, other := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
-		if n.lane(&Release{Key: other}) != n.lane(&Release{Key: name}) {
+		if laneOf(&Release{Key: other}, 0) != laneOf(&Release{Key: name}, 0) {
 			return other
 		}
 	}
@@ -52,7 +52,7 @@ func TestLaneKeepsANamesOrder(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	n := NewRedis(c)
 	t.Cleanup(n.Close)
-	other := otherLane(t, n, "k")
+	other := otherLane(t, "k")
 	require.NoError(t, s.Set("k", "t1"))
 	require.NoError(t, s.Set(other, "t1"))
 
@@ -84,16 +84,12 @@ func TestLaneKeepsANamesOrder(t *testing.T) {
 
 // Every operation of one name takes the same lane, whatever its kind.
 func TestLaneIsTheNames(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	t.Cleanup(func() { _ = c.Close() })
-	n := NewRedis(c)
-	t.Cleanup(n.Close)
 	for _, name := range []string{"a", "b", "orders:7", "{x}:y"} {
-		want := n.lane(&Acquire{Key: name})
+		want := laneOf(&Acquire{Key: name}, 0)
 		for _, op := range []Op{&Release{Key: name}, &Extend{Key: name}, &Fence{Key: name}, &Inspect{Key: name},
 			&Force{Key: name}, &SemAcquire{Key: name}, &SemRelease{Key: name}, &SemExtend{Key: name},
 			&ReadAcquire{Key: name}, &ReadRelease{Key: name}, &ReadExtend{Key: name}} {
-			assert.Equal(t, want, n.lane(op), "%s of %q", op.Name(), name)
+			assert.Equal(t, want, laneOf(op, 7), "%s of %q", op.Name(), name)
 		}
 	}
 }

@@ -13,22 +13,21 @@ import (
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
-// Redis is a Node over a go-redis client. It batches: each of a few lanes
-// has one worker goroutine, which takes the oldest request waiting in its
-// lane plus every other one queued there meanwhile and sends them as one
-// pipeline, one round trip, and the next batch only once that one is over.
-// A lone caller's request leaves at once, alone; under load, requests that
-// arrive while a round trip is in flight share the next one, which is
-// where most of the cost of a lock lies (system calls and server wake-ups
-// per round trip, not bytes).
+// Redis is a Node over a go-redis client. It batches: a few worker
+// goroutines each take the requests waiting in the idle lanes (see lanes)
+// and send them as one pipeline, one round trip. A lone caller's request
+// leaves at once, alone; under load, requests that arrive while a round
+// trip is in flight share the next one, which is where most of the cost of
+// a lock lies (system calls and server wake-ups per round trip, not bytes).
 //
-// A lock name always travels the same lane (see Laned), so a name's
-// operations are applied in the order Do was called for them: a release
-// handed over before the next acquisition lands first, with no wait for
-// its reply on the way (the batch may even carry both). Each lane's queue
-// is bounded: a request that finds it full fails at once, unsent, so that
-// a stalled node costs neither goroutines nor memory. The workers start
-// with the first request; Close stops them and waits for them.
+// A lock name always travels the same lane (see Laned), and a lane's next
+// batch leaves only once its previous one returned, so a name's operations
+// are applied in the order Do was called for them: a release handed over
+// before the next acquisition lands first (the batch may even carry both).
+// The queue is bounded: a request that finds it full fails at once,
+// unsent, so that a stalled node costs neither goroutines nor memory. The
+// workers start with the first request; Close stops them and waits for
+// them.
 type Redis struct {
 	client  redis.UniversalClient
 	address string
@@ -38,22 +37,21 @@ type Redis struct {
 	master  *masterName
 	start   sync.Once
 	stopped sync.Once
-	lanes   [Workers]chan *call
+	lanes   lanes
 	spread  atomic.Uint32 // picks the lane of an operation that has none
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
 
-// Batching limits. Workers is the number of lanes, and bounds the round
-// trips in flight per node (and the connections the lanes hold): two, so
-// that requests arriving while
+// Batching limits. Workers bounds the round trips in flight per node (and
+// the connections the queue holds): two, so that requests arriving while
 // one round trip is in flight leave together in the next, which costs the
 // node and the client one read and one write per batch rather than per
 // request (four cost about a third more CPU per lock+unlock pair at 64
 // goroutines; one lost a fifth of the throughput against containers, with
 // no second round trip to overlap a slow one: see docs/PERFORMANCE.md).
 // MaxBatch bounds one pipeline; QueueLen bounds the requests waiting in
-// one lane.
+// all lanes.
 const (
 	Workers  = 2
 	MaxBatch = 128
@@ -78,9 +76,7 @@ func NewRedis(c redis.UniversalClient) *Redis {
 		client: c, address: ClientAddr(c), layout: Layout{Sharded: isSharded(c)},
 		stop: make(chan struct{}),
 	}
-	for i := range n.lanes {
-		n.lanes[i] = make(chan *call, QueueLen)
-	}
+	n.lanes.init()
 	if rc, ok := c.(*redis.Client); ok && n.address == FailoverAddr {
 		n.master = masterOf(rc)
 	}
@@ -121,31 +117,9 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 		c.finish(op.Decode(nil)) // nothing to send
 		return
 	}
-	select {
-	case <-n.stop:
-		c.finish(Reply{Err: ErrClosed})
-		return
-	default:
+	if err := n.lanes.put(laneOf(op, n.spread.Add(1)), c); err != nil {
+		c.finish(Reply{Err: err})
 	}
-	select {
-	case n.lane(op) <- c:
-	default:
-		c.finish(Reply{Err: ErrQueueFull})
-	}
-}
-
-// lane returns the queue of op's lane: the lane of its lock name (FNV-1a),
-// or for an operation of no name the next lane in turn.
-func (n *Redis) lane(op Op) chan *call {
-	name := LaneOf(op)
-	if name == "" {
-		return n.lanes[n.spread.Add(1)%Workers]
-	}
-	h := uint32(2166136261)
-	for i := range len(name) {
-		h = (h ^ uint32(name[i])) * 16777619
-	}
-	return n.lanes[h%Workers]
 }
 
 // Ping implements Node: PING on its own connection, beside the queue, since
@@ -176,40 +150,25 @@ func (n *Redis) run() {
 			}
 		}
 	})
-	for _, lane := range n.lanes {
-		n.wg.Go(func() { n.work(lane) })
+	for range Workers {
+		n.wg.Go(n.work)
 	}
 }
 
-// work is one lane's worker: a batch, its round trip, then the next. Once
-// stopped, it answers the calls left in its lane ErrClosed and returns.
-func (n *Redis) work(lane chan *call) {
-	defer drain(lane)
+// work is one worker: a batch of the idle lanes' calls, its round trip,
+// then the next, until the node stops.
+func (n *Redis) work() {
 	batch := make([]*call, 0, MaxBatch)
+	taken := make([]int, 0, Lanes)
 	pipe := n.client.Pipeline()
 	for {
-		batch = batch[:0]
-		select {
-		case <-n.stop:
-			return // before another round trip, however many calls wait
-		default:
-		}
-		select {
-		case c := <-lane:
-			batch = append(batch, c)
-		case <-n.stop:
+		var ok bool
+		batch, taken, ok = n.lanes.take(batch[:0], taken[:0])
+		if !ok {
 			return
 		}
-	more:
-		for len(batch) < MaxBatch {
-			select {
-			case c := <-lane:
-				batch = append(batch, c)
-			default:
-				break more
-			}
-		}
 		n.send(pipe, batch)
+		n.lanes.done(taken)
 	}
 }
 
@@ -272,30 +231,21 @@ func (c *call) finish(rep Reply) {
 
 // Stop stops the workers without waiting for them: each returns after the
 // round trip it is in, which a silent node's client may hold until its own
-// read timeout. Calls still queued then are answered by Close.
-func (n *Redis) Stop() { n.stopped.Do(func() { close(n.stop) }) }
+// read timeout. The calls still queued are answered ErrClosed.
+func (n *Redis) Stop() {
+	n.stopped.Do(func() {
+		close(n.stop)
+		for _, c := range n.lanes.stop() {
+			c.finish(Reply{Err: ErrClosed})
+		}
+	})
+}
 
-// Close implements Node: it stops the workers, waits for them, then answers
-// every call still queued ErrClosed. It is called once no operation is
-// running.
+// Close implements Node: it stops the workers and waits for them. It is
+// called once no operation is running.
 func (n *Redis) Close() {
 	n.Stop()
 	n.wg.Wait()
-	for _, lane := range n.lanes {
-		drain(lane) // calls queued after the workers returned
-	}
-}
-
-// drain answers every call queued in lane ErrClosed.
-func drain(lane chan *call) {
-	for {
-		select {
-		case c := <-lane:
-			c.finish(Reply{Err: ErrClosed})
-		default:
-			return
-		}
-	}
 }
 
 // Subscribe implements Node.
