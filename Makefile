@@ -13,13 +13,17 @@ BIN := $(CURDIR)/bin
 ## integration scenarios with -race on five Redis containers.
 test: unit integration
 
+# integration/ and bench/ are modules of their own (the harness's and the
+# competitors' dependencies stay out of the library's go.mod): each is
+# vetted from inside it.
 unit:
 	$(GO) vet ./...
+	cd integration && $(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	$(GO) test -race -count=1 ./redlock/... ./redlockotel/... ./internal/... ./cmd/...
 
 integration:
-	scripts/with-redis-env.sh $(GO) test -race -count=1 -timeout 20m -v ./integration/...
+	cd integration && ../scripts/with-redis-env.sh $(GO) test -race -count=1 -timeout 20m -v ./...
 
 ## soak: about a minute (REDLOCK_SOAK_DURATION) of five clients contending
 ## for one fenced lock under random faults, one at a time (latency,
@@ -27,12 +31,12 @@ integration:
 ## delayed restart, early expiry); prints availability per fault and fails
 ## on any overlap, lost update or stale fenced write accepted.
 soak:
-	scripts/with-redis-env.sh $(GO) test -tags soak -race -count=1 -run TestSoak -v -timeout 10m ./integration/
+	cd integration && ../scripts/with-redis-env.sh $(GO) test -tags soak -race -count=1 -run TestSoak -v -timeout 10m .
 
 ## demo: five Redis nodes: fencing, readers and a writer, a semaphore, then
 ## competing workers with nodes killed midway.
 demo:
-	scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
+	cd integration && ../scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
 
 ## bench: redlock-go against redsync, a raw floor and bsm/redislock on the
 ## same five nodes (bench/, its own module), at the recommended (docs/API.md)
@@ -51,11 +55,12 @@ bench-availability:
 
 ## bench-handoff: idle time between holders, notified and polling only.
 bench-handoff:
-	scripts/with-redis-env.sh $(GO) test -run '^$$' -bench Handoff -benchtime 300x -count 3 ./integration/
+	cd integration && ../scripts/with-redis-env.sh $(GO) test -run '^$$' -bench Handoff -benchtime 300x -count 3 .
 
 ## lint: gofmt, go vet and a pinned golangci-lint (built from the module proxy).
 lint: $(BIN)/golangci-lint
 	$(BIN)/golangci-lint run ./...
+	cd integration && $(BIN)/golangci-lint run ./...
 
 $(BIN)/golangci-lint:
 	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
