@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,8 +116,8 @@ func trimmedLines(t *testing.T, path string) []string {
 }
 
 // TestQuickStartExtends runs the README's quick start with a TTL short
-// enough that its steps need extensions: the lock must still be held when
-// it is released, so Unlock succeeds.
+// enough that its steps need extensions: they must succeed, and the lock
+// must never be lost.
 func TestQuickStartExtends(t *testing.T) {
 	addrs, stop := servers(3)
 	t.Cleanup(stop)
@@ -126,12 +127,13 @@ func TestQuickStartExtends(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 	}
-	rl, err := redlock.New(clients, redlock.WithTTL(1500*time.Millisecond))
+	obs := &extendCounter{}
+	rl, err := redlock.New(clients, redlock.WithTTL(1500*time.Millisecond), redlock.WithObserver(obs))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rl.Close(context.Background()) })
 
-	// Five steps of 300 ms outlast the TTL: without an extension the lock
-	// expires before the last step ends, and Unlock reports ErrNotHeld.
+	// Five steps of 300 ms outlast the TTL: the validity falls below a
+	// second before the third step and again before the fifth.
 	var steps []func()
 	for range 5 {
 		steps = append(steps, func() { time.Sleep(300 * time.Millisecond) })
@@ -141,4 +143,30 @@ func TestQuickStartExtends(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	assert.NoError(t, processInvoice(ctx, rl, steps))
+	assert.Equal(t, int64(2), obs.extended.Load(), "extensions that succeeded")
+	assert.Zero(t, obs.failed.Load(), "extensions that failed")
+	assert.Zero(t, obs.lost.Load(), "acquisitions lost")
 }
+
+// extendCounter counts extensions and lost acquisitions.
+type extendCounter struct{ extended, failed, lost atomic.Int64 }
+
+func (c *extendCounter) OpStart(ctx context.Context, _ redlock.Op) context.Context { return ctx }
+
+func (c *extendCounter) OpEnd(_ context.Context, op redlock.Op, res redlock.OpResult) {
+	switch {
+	case op.Kind != redlock.OpExtend:
+	case res.Err == nil:
+		c.extended.Add(1)
+	default:
+		c.failed.Add(1)
+	}
+}
+
+func (c *extendCounter) HoldEnd(h redlock.Hold) {
+	if h.Lost {
+		c.lost.Add(1)
+	}
+}
+
+func (c *extendCounter) NodeFailed(context.Context, *redlock.NodeError) {}
