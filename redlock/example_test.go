@@ -58,12 +58,12 @@ func Example() {
 	addrs, stop := servers(5)
 	defer stop()
 
-	// One client per independent Redis master. These options suit lock
-	// clients: the node timeout also bounds socket reads, and a dead node
-	// fails at once instead of after go-redis' own retries.
+	// One client per independent Redis master, at go-redis' default options:
+	// the library bounds each node call by the node timeout itself, and skips
+	// a node that failed until it answers again, so no option is needed.
 	var clients []redis.UniversalClient
 	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+		c := redis.NewClient(&redis.Options{Addr: addr})
 		defer c.Close()
 		clients = append(clients, c)
 	}
@@ -153,7 +153,7 @@ func ExampleNodeErrors() {
 	ms[4].Close()
 	var clients []redis.UniversalClient
 	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
+		c := redis.NewClient(&redis.Options{Addr: addr})
 		defer c.Close()
 		clients = append(clients, c)
 	}
