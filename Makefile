@@ -38,17 +38,18 @@ soak:
 demo:
 	cd integration && ../scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
 
-## bench: redlock-go against redsync, a raw floor and bsm/redislock on the
-## same five nodes (bench/, its own module), at the recommended (docs/API.md)
-## client options and at go-redis' defaults; writes docs/bench.md,
-## docs/bench-defaults.md and their plots.
+## bench: redlock-go against redsync and a raw floor on the same five nodes,
+## and bsm/redislock on the first of them (bench/, its own module), at a
+## tuned set of client options and at go-redis' defaults (the configuration
+## docs/API.md recommends); writes docs/bench.md, docs/bench-defaults.md and
+## their plots.
 bench:
 	cd bench && ../scripts/with-redis-env.sh $(GO) run . -out ../docs
 	cd bench && ../scripts/with-redis-env.sh $(GO) run . -defaults -out ../docs
 
 ## bench-availability: redlock-go and redsync side by side through faults
 ## (silent, far, killed and flapping nodes, a paused majority) at go-redis'
-## default and the recommended (docs/API.md) options, checking mutual exclusion;
+## defaults (recommended) and at fail-fast options, checking mutual exclusion;
 ## writes docs/AVAILABILITY.md and docs/availability.png, fails on any overlap or lost update.
 bench-availability:
 	cd bench && ../scripts/with-redis-env.sh $(GO) run . -availability -out ../docs
