@@ -18,8 +18,9 @@ import (
 	"github.com/redlock-go/redlock/redlock"
 )
 
-// The README's quick start.
-func Example_quickStart() {
+// The README's quick start: five nodes, one lock, steps that extend it when
+// its validity runs low.
+func Example() {
 	addrs, stop := servers(5)
 	defer stop()
 
@@ -296,18 +297,9 @@ func (c *lostCounter) NodeFailed(ctx context.Context, e *redlock.NodeError) {}
 func ExampleWithObserver() {
 	addrs, stop := servers(3)
 	defer stop()
-	var clients []redis.UniversalClient
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		defer c.Close()
-		clients = append(clients, c)
-	}
 	obs := &lostCounter{}
-	rl, err := redlock.New(clients, redlock.WithObserver(obs))
-	if err != nil {
-		panic(err)
-	}
-	defer rl.Close(context.Background())
+	rl, closeAll := newRedlock(addrs, redlock.WithObserver(obs))
+	defer closeAll()
 	ctx := context.Background()
 	mu, _ := rl.NewMutex("job")
 	_ = mu.Lock(ctx)
