@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -121,16 +120,9 @@ func trimmedLines(t *testing.T, path string) []string {
 func TestQuickStartExtends(t *testing.T) {
 	addrs, stop := servers(3)
 	t.Cleanup(stop)
-	var clients []redis.UniversalClient
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { _ = c.Close() })
-		clients = append(clients, c)
-	}
 	obs := &extendCounter{}
-	rl, err := redlock.New(clients, redlock.WithTTL(1500*time.Millisecond), redlock.WithObserver(obs))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rl.Close(context.Background()) })
+	rl, closeAll := newRedlock(addrs, redlock.WithTTL(1500*time.Millisecond), redlock.WithObserver(obs))
+	t.Cleanup(closeAll)
 
 	// Five steps of 300 ms outlast the TTL: the validity falls below a
 	// second before the third step and again before the fifth.
