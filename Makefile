@@ -13,13 +13,17 @@ BIN := $(CURDIR)/bin
 ## integration scenarios with -race on five Redis containers.
 test: unit integration
 
+# integration/ and bench/ are modules of their own (the harness's and the
+# competitors' dependencies stay out of the library's go.mod): each is
+# vetted from inside it.
 unit:
 	$(GO) vet ./...
+	cd integration && $(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	$(GO) test -race -count=1 ./redlock/... ./redlockotel/... ./internal/... ./cmd/...
 
 integration:
-	scripts/with-redis-env.sh $(GO) test -race -count=1 -timeout 20m -v ./integration/...
+	cd integration && ../scripts/with-redis-env.sh $(GO) test -race -count=1 -timeout 20m -v ./...
 
 ## soak: about a minute (REDLOCK_SOAK_DURATION) of five clients contending
 ## for one fenced lock under random faults, one at a time (latency,
@@ -27,35 +31,37 @@ integration:
 ## delayed restart, early expiry); prints availability per fault and fails
 ## on any overlap, lost update or stale fenced write accepted.
 soak:
-	scripts/with-redis-env.sh $(GO) test -tags soak -race -count=1 -run TestSoak -v -timeout 10m ./integration/
+	cd integration && ../scripts/with-redis-env.sh $(GO) test -tags soak -race -count=1 -run TestSoak -v -timeout 10m .
 
 ## demo: five Redis nodes: fencing, readers and a writer, a semaphore, then
 ## competing workers with nodes killed midway.
 demo:
-	scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
+	cd integration && ../scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
 
-## bench: redlock-go against redsync, a raw floor and bsm/redislock on the
-## same five nodes (bench/, its own module), at the recommended (docs/API.md)
-## client options and at go-redis' defaults; writes docs/bench.md,
-## docs/bench-defaults.md and their plots.
+## bench: redlock-go against redsync and a raw floor on the same five nodes,
+## and bsm/redislock on the first of them (bench/, its own module), at a
+## tuned set of client options and at go-redis' defaults (the configuration
+## docs/API.md recommends); writes docs/bench.md, docs/bench-defaults.md and
+## their plots.
 bench:
 	cd bench && ../scripts/with-redis-env.sh $(GO) run . -out ../docs
 	cd bench && ../scripts/with-redis-env.sh $(GO) run . -defaults -out ../docs
 
 ## bench-availability: redlock-go and redsync side by side through faults
 ## (silent, far, killed and flapping nodes, a paused majority) at go-redis'
-## default and the recommended (docs/API.md) options, checking mutual exclusion;
+## defaults (recommended) and at fail-fast options, checking mutual exclusion;
 ## writes docs/AVAILABILITY.md and docs/availability.png, fails on any overlap or lost update.
 bench-availability:
 	cd bench && ../scripts/with-redis-env.sh $(GO) run . -availability -out ../docs
 
 ## bench-handoff: idle time between holders, notified and polling only.
 bench-handoff:
-	scripts/with-redis-env.sh $(GO) test -run '^$$' -bench Handoff -benchtime 300x -count 3 ./integration/
+	cd integration && ../scripts/with-redis-env.sh $(GO) test -run '^$$' -bench Handoff -benchtime 300x -count 3 .
 
 ## lint: gofmt, go vet and a pinned golangci-lint (built from the module proxy).
 lint: $(BIN)/golangci-lint
 	$(BIN)/golangci-lint run ./...
+	cd integration && $(BIN)/golangci-lint run ./...
 
 $(BIN)/golangci-lint:
 	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

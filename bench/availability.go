@@ -30,10 +30,11 @@ import (
 	"github.com/redlock-go/redlock/redlock"
 )
 
-// recommendedOptions are the optional go-redis options docs/API.md names for
-// the clients given to redlock.New (Addr is set per node): a dead node's
-// error at once, without go-redis' command and dial retries.
-func recommendedOptions() *redis.Options {
+// failFastOptions make a dead node's error surface at once, without
+// go-redis' command and dial retries (Addr is set per node). They are run
+// for comparison: the configuration docs/API.md recommends is go-redis'
+// defaults, the "default" set.
+func failFastOptions() *redis.Options {
 	return &redis.Options{MaxRetries: -1, DialerRetries: 1}
 }
 
@@ -45,7 +46,7 @@ type optionSet struct {
 
 var optionSets = []optionSet{
 	{"default", func() *redis.Options { return &redis.Options{} }},
-	{"recommended", recommendedOptions},
+	{"fail-fast", failFastOptions},
 }
 
 const (

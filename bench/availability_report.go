@@ -277,8 +277,8 @@ in-process toxiproxy all on this machine (%s, GOMAXPROCS %d). redlock-go runs th
 redlock.New(clients, redlock.WithTTL(10s)), rl.NewMutex(key) with defaults, Lock / TryLock / Unlock,
 rl.Close; redsync v4: redsync.New(pools...).NewMutex(key, redsync.WithExpiry(10s)), LockContext with its
 default retry policy (32 tries, 50–250 ms apart), TryLockContext, UnlockContext. Option sets, per node
-client: "default" is &redis.Options{} (go-redis defaults); "recommended" is recommendedOptions() in
-bench/availability.go, what docs/API.md recommends: %s.
+client: "default" is &redis.Options{} (go-redis defaults, the configuration docs/API.md recommends);
+"fail-fast" is failFastOptions() in bench/availability.go, for comparison: %s.
 
 Order: round → option set → implementation → phases (fault-free, silent, far, killed, flapping), then the
 paused majority. In each phase two runs follow each other, contended then uncontended; each run creates
@@ -303,7 +303,7 @@ the in-process toxiproxy (recognised by their stacks) are left out of both count
 records [Lock returned, min(Unlock called, Until())] on the monotonic clock, no two may overlap, and the
 counter must equal the number of acquisitions (the paused-majority acquisitions are checked too).
 Ratios to fault-free are taken within one round, option set and implementation, then the median is shown.`,
-		runtime.Version(), runtime.GOMAXPROCS(0), fmtOptions(recommendedOptions()),
+		runtime.Version(), runtime.GOMAXPROCS(0), fmtOptions(failFastOptions()),
 		*duration, flapEvery, flapEvery, majorityWait, contenders,
 		contenders, lockWait, holdFor, uncontendedG, sampleEvery)
 }

@@ -1,6 +1,6 @@
 module github.com/redlock-go/redlock/bench
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
@@ -64,6 +64,7 @@ require (
 	github.com/prometheus/client_model v0.2.0 // indirect
 	github.com/prometheus/common v0.37.0 // indirect
 	github.com/prometheus/procfs v0.8.0 // indirect
+	github.com/redlock-go/redlock/integration v0.0.0
 	github.com/rs/xid v1.4.0 // indirect
 	github.com/shirou/gopsutil/v4 v4.26.6 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
@@ -87,3 +88,5 @@ require (
 )
 
 replace github.com/redlock-go/redlock => ../
+
+replace github.com/redlock-go/redlock/integration => ../integration

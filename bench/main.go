@@ -51,7 +51,9 @@ const availabilityDuration = 3 * time.Second
 // options, as a new user first runs it.
 var defaultOptions = flag.Bool("defaults", false, "speed benchmark: go-redis default client options instead of the tuned ones")
 
-// clientOptions are the same for every implementation.
+// clientOptions are the same for every implementation: go-redis' defaults
+// (the configuration docs/API.md recommends) with -defaults, else a tuned
+// set run for comparison.
 func clientOptions() *redis.Options {
 	if *defaultOptions {
 		return &redis.Options{}
@@ -157,9 +159,10 @@ func run() error {
 			}
 		}
 	}
-	options := "the recommended client options (docs/API.md) (`PoolSize: 128, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true`)"
+	options := "the tuned client options (`PoolSize: 128, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true`), " +
+		"run for comparison: docs/API.md recommends go-redis' defaults (`make bench`'s -defaults run, docs/bench-defaults.md)"
 	if *defaultOptions {
-		options = "go-redis' default options (`redis.Options{Addr: ...}`)"
+		options = "go-redis' default options (`redis.Options{Addr: ...}`), the configuration docs/API.md recommends"
 	}
 	table := fmt.Sprintf("Clients at %s; medians of %d interleaved rounds, ratios to redsync in the same run.\n\n", options, *rounds) +
 		results.table()

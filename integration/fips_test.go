@@ -59,7 +59,7 @@ func TestFIPSOnly(t *testing.T) {
 	})
 
 	t.Run("demo", func(t *testing.T) {
-		bin := buildFIPS(t, "github.com/redlock-go/redlock/cmd/redlock-demo")
+		bin := buildFIPS(t, "github.com/redlock-go/redlock/integration/cmd/redlock-demo")
 		out := runFIPS(t, bin, "", "-workers", "2", "-phase", "500ms")
 		assert.Contains(t, out, "no majority", "the demo reached its last phase")
 	})

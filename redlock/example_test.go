@@ -35,14 +35,14 @@ func startServers(n int) (addrs []string, ms []*miniredis.Miniredis) {
 	return addrs, ms
 }
 
-// newRedlock returns a Redlock over one default client per address, and a
-// function that closes them all.
-func newRedlock(addrs []string) (*redlock.Redlock, func()) {
+// newRedlock returns a Redlock with opts over one default client per
+// address, and a function that closes them all.
+func newRedlock(addrs []string, opts ...redlock.Option) (*redlock.Redlock, func()) {
 	var clients []redis.UniversalClient
 	for _, addr := range addrs {
 		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr}))
 	}
-	rl, err := redlock.New(clients)
+	rl, err := redlock.New(clients, opts...)
 	if err != nil {
 		panic(err)
 	}
@@ -52,49 +52,6 @@ func newRedlock(addrs []string) (*redlock.Redlock, func()) {
 			_ = c.Close()
 		}
 	}
-}
-
-func Example() {
-	addrs, stop := servers(5)
-	defer stop()
-
-	// One client per independent Redis master. These options suit lock
-	// clients: the node timeout also bounds socket reads, and a dead node
-	// fails at once instead of after go-redis' own retries.
-	var clients []redis.UniversalClient
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
-		defer c.Close()
-		clients = append(clients, c)
-	}
-	rl, err := redlock.New(clients)
-	if err != nil {
-		panic(err)
-	}
-	defer rl.Close(context.Background())
-
-	mu, err := rl.NewMutex("invoice:42", redlock.WithTTL(10*time.Second))
-	if err != nil {
-		panic(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := mu.Lock(ctx); err != nil {
-		fmt.Println("not acquired:", err)
-		return
-	}
-	// Release even if ctx has ended by then.
-	defer func() {
-		if err := mu.Unlock(context.WithoutCancel(ctx)); err != nil {
-			fmt.Println("unlock:", err) // the lock expired or nodes failed
-		}
-	}()
-
-	fmt.Println("held; quorum", rl.Quorum(), "of", len(clients))
-	fmt.Println("valid for about 9.9s:", time.Until(mu.Until()) > 9800*time.Millisecond)
-	// Output:
-	// held; quorum 3 of 5
-	// valid for about 9.9s: true
 }
 
 func ExampleMutex_TryLock() {
@@ -153,7 +110,7 @@ func ExampleNodeErrors() {
 	ms[4].Close()
 	var clients []redis.UniversalClient
 	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
+		c := redis.NewClient(&redis.Options{Addr: addr})
 		defer c.Close()
 		clients = append(clients, c)
 	}
