@@ -4,11 +4,11 @@
 //
 // # Use
 //
-//	rl, err := redlock.New([]redis.UniversalClient{c1, c2, c3, c4, c5})
+//	rl, err := redlock.New(clients) // one go-redis client per master, default options
 //	mu, err := rl.NewMutex("orders:42", redlock.WithTTL(10*time.Second))
-//	if err := mu.Lock(ctx); err != nil { ... }
+//	if err := mu.LockWithin(ctx, 5*time.Second); err != nil { ... }
 //	defer mu.Unlock(context.WithoutCancel(ctx))
-//	// work until mu.Until(), or Extend before it
+//	// work until mu.Until(), or mu.Extend(ctx) before it
 //
 // To hold a lock while work runs, [Redlock.Do] acquires, renews (see
 // [WithRenewal]) and releases, and cancels the work's context when the lock

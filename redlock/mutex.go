@@ -233,9 +233,10 @@ func (m *Mutex) Extend(ctx context.Context) error {
 
 // Until returns the end of the current acquisition's validity window: until
 // then, no other holder can have a quorum (under the assumptions stated in
-// the package documentation). It is the zero Time when the mutex does not
-// hold the lock. A Time in the past means the validity ran out: the lock may
-// be held by someone else now. The Time carries a monotonic clock reading;
+// the package documentation). It is the zero Time when the mutex has never
+// held the lock or has unlocked it. After a loss found by Extend, renewal
+// or Close it keeps the last window: check [Mutex.Err]. A Time in the past
+// means the validity ran out: the lock may be held by someone else now. The Time carries a monotonic clock reading;
 // compare it with time.Now or time.Until in this process.
 func (m *Mutex) Until() time.Time { return m.h.until() }
 

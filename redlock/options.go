@@ -16,11 +16,17 @@ const (
 	DefaultRetryDelayMax = 200 * time.Millisecond
 )
 
-// An Option configures a [Redlock] or a [Mutex]. Every option is accepted
-// by both [New] and [Redlock.NewMutex]: given to New it sets the default for
-// every mutex of that Redlock, given to NewMutex it applies to that mutex
-// only. An invalid value makes New or NewMutex return an error wrapping
-// [ErrInvalidArgument]; nothing is corrected silently.
+// An Option configures a [Redlock] or one of its locks, reader-writer
+// locks or semaphores. Given to [New] it sets the default for every value
+// the Redlock makes; given to [Redlock.NewMutex], [Redlock.NewMultiMutex],
+// [Redlock.NewRWMutex] or [Redlock.NewSemaphore] it applies to that value
+// only. An invalid value makes the constructor return an error wrapping
+// [ErrInvalidArgument]. Not every option applies to every value: only
+// NewSemaphore accepts [WithQuorum]; NewMultiMutex refuses [WithReentrant]
+// and [WithFencing] and always turns notification off ([WithNotification]);
+// NewRWMutex refuses WithReentrant; NewSemaphore refuses WithReentrant and
+// WithFencing, and leaves out the WithReentrant, WithFencing and
+// WithRenewal given to New.
 type Option interface {
 	apply(*config) error
 }
@@ -156,9 +162,10 @@ func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
 // down, a subscription reconnecting, a waiter that died while queued),
 // drawn from [max/2, max] of [WithRetryDelay] while queued. When off, Lock
 // only polls. The subscriptions are one pub/sub connection per node, opened
-// // at the first wait and closed by [Redlock.Close]; a Lock leaves the queue
+// at the first wait and closed by [Redlock.Close]; a Lock leaves the queue
 // when it returns, and a name's subscription goes 5 seconds after its last
-// waiter. Default: on.
+// waiter. A multi-name lock ([Redlock.NewMultiMutex]) always polls: it turns
+// notification off, also when WithNotification(true) is given. Default: on.
 func WithNotification(on bool) Option {
 	return optionFunc(func(c *config) error {
 		c.notify = on

@@ -209,7 +209,7 @@ func (r *Redlock) checkAck(cfg config) error {
 // [ErrInvalidArgument], as is bad input. A Lock that waits on a
 // multi-name lock tries again after each back-off ([WithRetryDelay]): it
 // is neither queued with the names' waiters nor woken by their releases
-// ([WithNotification] is off). Its own releases are announced on each
+// (notification is off, even when WithNotification(true) is given). Its own releases are announced on each
 // name's channel, which wakes the waiters of every name.
 // One name alone gives a plain Mutex.
 func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) {

@@ -143,8 +143,10 @@ func (e *engine) extend(ctx context.Context, op node.Op, c lapse) error {
 	}
 	err := e.failLapse("extension", fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
 	if t.lostForGood() {
-		// A quorum answered that the token is gone. Extend never re-creates
-		// a key, so no later extension can succeed: the lock is lost.
+		// So many nodes answered that the token is gone (N-Q+1 of them, a
+		// quorum only for odd N) that no quorum can hold it. Extend never
+		// re-creates a key, so no later extension can succeed: the lock is
+		// lost.
 		err = errors.Join(err, ErrLockLost)
 	}
 	return err
