@@ -36,8 +36,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Close waits for node calls still in flight. It releases nothing: a lock
-	// still held when it is called expires after its TTL.
+	// Close waits for node calls still in flight (a second past the node
+	// timeout at most). It releases nothing: a lock still held when it is
+	// called expires after its TTL, and its Done closes.
 	defer rl.Close(context.Background())
 
 	steps := []func(){func() { fmt.Println("step 1") }, func() { fmt.Println("step 2") }}
