@@ -56,8 +56,11 @@ func newEngine(nodes []node.Node, o Observer) *engine {
 	e.ids = newIdentifier(e.pool, e.now, e.featureOff)
 	e.pool.report, e.pool.back = e.report, e.ids.again
 	e.waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })
-	for _, n := range nodes {
+	for i, n := range nodes {
 		e.sharded = e.sharded || n.Layout().Sharded
+		if s, ok := n.(interface{ OnWay(func(node.Way, error)) }); ok {
+			s.OnWay(func(w node.Way, why error) { e.scriptsOff(i, w, why) })
+		}
 	}
 	return e
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+
+	"github.com/redlock-go/redlock/internal/node"
 )
 
 // Optional features: what a node may refuse without the lock failing. A
@@ -25,6 +27,11 @@ const (
 	// without it, two clients of one server are not found out, and a
 	// release go-redis resent after losing its reply counts as not held.
 	FeatureIdentify = "identify"
+	// FeatureScripts is Lua scripting (EVALSHA, EVAL): a node that refuses
+	// it is spoken to without scripts from then on (see [NodeHealth.Way]
+	// and [WithoutScripts]): a Mutex works in full, semaphores,
+	// reader-writer and multi-name locks are refused there.
+	FeatureScripts = "scripts"
 )
 
 // features records the optional features each node refused.
@@ -65,5 +72,14 @@ func (f *features) of(i int) map[string]error {
 func (e *engine) featureOff(i int, feature string, err error) {
 	if e.features.refused(i, feature, err) && e.report != nil {
 		e.report(context.Background(), i, fmt.Errorf("redlock: %s off on this node, the lock works without it: %w", feature, err), false)
+	}
+}
+
+// scriptsOff records that node i refused scripts with why and now speaks
+// w, and tells the Observer (once: the node switches once).
+func (e *engine) scriptsOff(i int, w node.Way, why error) {
+	if e.features.refused(i, FeatureScripts, why) && e.report != nil {
+		e.report(context.Background(), i, fmt.Errorf("redlock: scripts refused, the node is spoken to by %s from now on "+
+			"(a Mutex works; semaphores, reader-writer and multi-name locks need scripts): %w", w, node.Classify(why)), false)
 	}
 }

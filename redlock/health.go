@@ -23,6 +23,12 @@ type NodeHealth struct {
 	// none. The lock works without them (see [FeatureQueue]); each is
 	// also reported once to the Observer.
 	Off map[string]error
+	// Way is how the node is spoken to: "scripts" (Lua scripts, the
+	// default), or, for a node that refuses them (see [FeatureScripts] and
+	// [WithoutScripts]), "native" (the server's own DELEX for plain
+	// releases, transactions for the rest) or "transactions" (WATCH,
+	// MULTI, EXEC).
+	Way string
 }
 
 // Health returns what the Redlock knows of each node's health, in the order
@@ -33,6 +39,7 @@ func (r *Redlock) Health() []NodeHealth {
 		h := NodeHealth{Index: i, Addr: r.e.pool.addr(i)}
 		h.Down, h.Since, h.Owed, h.Err = r.e.pool.health(i)
 		h.Off = r.e.features.of(i)
+		h.Way = r.e.pool.way(i).String()
 		out[i] = h
 	}
 	return out

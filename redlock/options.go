@@ -52,6 +52,7 @@ type config struct {
 	observer    Observer      // nil: none
 	ack         node.Ack      // replicas that must acknowledge a write; zero: none
 	quorum      int           // a semaphore's quorum; 0: its default
+	noScripts   bool          // New's nodes speak without scripts from the start
 }
 
 func defaultConfig() config {
@@ -317,6 +318,26 @@ func WithQuorum(q int) Option {
 			return invalid("quorum must be at least 1, got %d", q)
 		}
 		c.quorum = q
+		return nil
+	})
+}
+
+// WithoutScripts makes every node speak without Lua scripts from the first
+// request on, for nodes whose ACL denies @scripting (EVAL, EVALSHA) or
+// whose provider disabled them: each node then uses the server's own
+// compare-and-delete (DELEX ... IFEQ) where it has one, and optimistic
+// transactions (WATCH, MULTI, EXEC) for the rest. Without this option a
+// node switches by itself at its first refusal of a script (the refused
+// requests go again without scripts, and the switch is reported once to
+// the Observer and in [NodeHealth]); the option only saves that first
+// round trip. A [Mutex] works in full without scripts; [Semaphore],
+// [RWMutex] and [NewMultiMutex] need them, and are refused on such nodes
+// with an error wrapping [ErrMisconfigured] that names scripting (see
+// docs/DEPLOYMENTS.md, "Nodes without scripts"). Only [New] accepts it:
+// how a node is spoken to is the node's, not one lock's.
+func WithoutScripts() Option {
+	return optionFunc(func(c *config) error {
+		c.noScripts = true
 		return nil
 	})
 }

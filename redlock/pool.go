@@ -477,3 +477,12 @@ func later(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// way returns how node i is spoken to (see node.Way): scripts for a node
+// that does not say.
+func (p *pool) way(i int) node.Way {
+	if w, ok := p.nodes[i].(interface{ Way() node.Way }); ok {
+		return w.Way()
+	}
+	return node.Scripts
+}

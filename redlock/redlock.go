@@ -71,6 +71,13 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 	if cfg.quorum != 0 {
 		return nil, errQuorumOption
 	}
+	if cfg.noScripts {
+		for _, n := range nodes {
+			if a, ok := n.(interface{ AvoidScripts() }); ok {
+				a.AvoidScripts()
+			}
+		}
+	}
 	r := &Redlock{e: newEngine(nodes, cfg.observer), cfg: cfg}
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
@@ -99,6 +106,9 @@ func (r *Redlock) mutexWith(name string, cfg config) (*Mutex, error) {
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}
+	if cfg.noScripts != r.cfg.noScripts {
+		return nil, errScriptsOption
+	}
 	if cfg.quorum != 0 {
 		return nil, errQuorumOption
 	}
@@ -119,6 +129,9 @@ func (r *Redlock) mutexWith(name string, cfg config) (*Mutex, error) {
 	}
 	return &Mutex{h: holder{e: r.e, name: name, cfg: cfg, report: r.e.reporter(cfg.observer), kind: kind}, lock: kind}, nil
 }
+
+// errScriptsOption is the error of WithoutScripts given to anything but New.
+var errScriptsOption = invalid("WithoutScripts applies to New only: how a node is spoken to is the node's, not one lock's")
 
 // errQuorumOption is the error of WithQuorum given to New or NewMutex.
 var errQuorumOption = invalid("WithQuorum applies to semaphores only: a lock's quorum is a majority")
@@ -267,6 +280,9 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	}
 	if cfg.reentrant || cfg.fencing {
 		return nil, invalid("semaphores support neither WithReentrant nor WithFencing")
+	}
+	if cfg.noScripts != r.cfg.noScripts {
+		return nil, errScriptsOption
 	}
 	n := r.e.pool.size()
 	q := cfg.quorum

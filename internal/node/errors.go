@@ -39,11 +39,12 @@ var (
 
 // Unsent reports whether err proves that the request cannot have taken
 // effect: it was never sent, the node was skipped as down, the connection
-// could not be dialled, or the node refused it while recovering from a
-// restart. Any other error leaves the outcome unknown.
+// could not be dialled, the node refused it while recovering from a
+// restart, or every transaction that carried it was aborted. Any other
+// error leaves the outcome unknown.
 func Unsent(err error) bool {
 	var opErr *net.OpError
-	return errors.Is(err, ErrUnsent) || errors.Is(err, ErrNodeDown) || errors.Is(err, ErrNodeRecovering) ||
+	return errors.Is(err, ErrUnsent) || errors.Is(err, ErrNodeDown) || errors.Is(err, ErrNodeRecovering) || errors.Is(err, ErrAborted) ||
 		(errors.As(err, &opErr) && opErr.Op == "dial")
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,13 @@ type Redis struct {
 	spread  atomic.Uint32 // picks the lane of an operation that has none
 	stop    chan struct{}
 	wg      sync.WaitGroup
+
+	// way is how the node is spoken to (a Way); see way.go.
+	way     atomic.Uint32
+	refusal atomic.Pointer[error] // the node's refusal of scripts, once seen
+	probe   sync.Once             // asks once whether the node has DELEX
+	forced  atomic.Bool           // the way was set, not found: no probe
+	onWay   func(w Way, why error)
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -175,6 +183,10 @@ func (n *Redis) work() {
 // send makes one round trip for batch and hands each call its reply. Calls
 // whose sendBy has passed are answered ErrUnsent without being sent.
 func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
+	if n.Way() != Scripts {
+		n.transactAll(batch)
+		return
+	}
 	now := time.Now()
 	live := batch[:0]
 	cmds := 0
@@ -208,17 +220,30 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 		}
 		_, _ = pipe.Exec(ctx) // each command keeps its own error
 	}
+	refused := false
 	for _, c := range batch {
 		for i, cmd := range c.cmds {
 			// The node lost its script cache (a restart): EVAL loads it.
 			if eval := evalFallback(ctx, n.client, cmd); eval != nil {
 				c.cmds[i] = eval
 			}
+			if scriptsRefused(c.cmds[i].Err()) {
+				n.refuseScripts(c.cmds[i].Err())
+				refused = true
+			}
 		}
 	}
+	var again []*call
 	for _, c := range batch {
+		if refused && slices.ContainsFunc(c.cmds, func(cmd redis.Cmder) bool { return scriptsRefused(cmd.Err()) }) {
+			// The node ran none of this call's scripts: it goes again,
+			// without them, in the order of the batch.
+			again = append(again, c)
+			continue
+		}
 		c.finish(c.op.Decode(c.cmds))
 	}
+	n.transactAll(again)
 }
 
 // finish hands c's reply to its callback and recycles c.

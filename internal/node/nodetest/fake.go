@@ -45,6 +45,10 @@ type Fake struct {
 	Sharded   bool                        // laid out as a Redis Cluster node
 	Acked     int                         // replicas that acknowledge each write, for node.Ack
 	Sems      map[string]*Sem             // semaphores by name
+	// NoScripts makes the node one whose user is refused scripts: it
+	// speaks transactions (node.Transactions), and refuses what needs
+	// scripts as such a node does (node.WithoutScripts).
+	NoScripts bool
 	// Readers are the readers of reader-writer locks by name: each
 	// reader's token and when its hold expires, as rw.lua keeps them. A
 	// waiting writer's mark is an Entry of Data (see node.IntentKey).
@@ -53,6 +57,9 @@ type Fake struct {
 	lanesMu sync.Mutex
 	lanes   map[string][]laneCall // per lock name: calls not yet answered, in order
 }
+
+// errRefused is a NoScripts node's refusal of scripts, as Redis 7 words it.
+var errRefused = errors.New("NOPERM User redlock has no permissions to run the 'evalsha' command")
 
 // Entry is one lock key.
 type Entry struct {
@@ -277,8 +284,23 @@ func (n *Fake) runLane(name string) {
 	}
 }
 
+// Way implements the Redis node's report of how it is spoken to.
+func (n *Fake) Way() node.Way {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.NoScripts {
+		return node.Transactions
+	}
+	return node.Scripts
+}
+
 // answer applies op and returns the node's reply.
 func (n *Fake) answer(op node.Op) node.Reply {
+	if n.Way() != node.Scripts {
+		if err := node.WithoutScripts(op, errRefused); err != nil {
+			return node.Reply{Err: err}
+		}
+	}
 	switch o := op.(type) {
 	case *node.Acquire:
 		return n.acked(o.Ack, n.acquire(o))

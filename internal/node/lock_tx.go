@@ -1,0 +1,324 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A lock's operations without scripts (see tx.go): each answers as its
+// script does, so that the layers above read one reply whatever the way.
+
+// Transact implements Transacted: SET NX GET PX alone for a plain lock;
+// MULTI with the fencing counter's GET for a fenced one (after INFO, on
+// the same connection, for the restart delay); an optimistic transaction
+// for a reentrant one. Multi-name and reader-writer acquisitions need
+// scripts.
+func (o *Acquire) Transact(ctx context.Context, t *Tx) Reply {
+	switch {
+	case WithoutScripts(o, nil) != nil:
+		return Reply{Err: WithoutScripts(o, nil)}
+	case o.Reentrant:
+		return t.Watch(ctx, o.Key, o.reentrantTry(ctx, t))
+	case o.FenceKey == "" && o.MinUptime <= 0:
+		return o.plainTx(ctx, t)
+	}
+	return t.Watch(ctx, o.Key, o.fencedTry(ctx, t))
+}
+
+// plainTx is SET key token NX GET PX ttl (and WAIT): one round trip.
+func (o *Acquire) plainTx(ctx context.Context, t *Tx) Reply {
+	set := redis.NewCmd(ctx, "set", o.Key, o.Token, "nx", "get", "px", o.TTL.Milliseconds())
+	after := o.Ack.encode(ctx, nil)
+	if err := t.Pipelined(ctx, o.Key, append([]redis.Cmder{set}, after...)...); err != nil {
+		return Reply{Err: err}
+	}
+	v, err := set.Result()
+	rep, wrongType := o.granted(v, err, 0)
+	if wrongType {
+		return t.refusedByType(ctx, o.Key, rep)
+	}
+	return o.Ack.check(after, rep)
+}
+
+// granted reads the reply of SET key token NX GET PX as a grant, with n
+// the fencing counter read beside it; wrongType is set when the key holds
+// another type (the caller tells a lock from what is none).
+func (o *Acquire) granted(v any, err error, n uint64) (rep Reply, wrongType bool) {
+	g := Grant{Counter: n}
+	switch {
+	case errors.Is(err, redis.Nil) || err == nil && v == nil:
+		return Reply{OK: true, Value: g}, false
+	case err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE"):
+		return Reply{Value: g}, true
+	case err != nil:
+		return Reply{Err: err}, false
+	}
+	holder, _ := v.(string)
+	if holder == o.Token {
+		return Reply{OK: true, Value: g}, false // an earlier try, resent by the client, set it
+	}
+	g.Holder = holder
+	return Reply{Value: g}, false
+}
+
+// fencedTry is a fenced (or restart-delayed) plain acquisition: INFO for
+// the uptime first when asked, then MULTI, GET of the counter, SET NX GET
+// PX, EXEC on the same connection, so that the counter is read in the step
+// that grants, and a restart in between breaks the connection.
+func (o *Acquire) fencedTry(ctx context.Context, t *Tx) func(s *Step) (Reply, error) {
+	return func(s *Step) (Reply, error) {
+		if rep, done, err := o.recovering(ctx, s); done || err != nil {
+			return rep, err
+		}
+		var writes [][]any
+		fk := t.layout.Beside(o.Key, o.FenceKey)
+		if fk != "" {
+			writes = append(writes, []any{"get", fk})
+		}
+		writes = append(writes, []any{"set", o.Key, o.Token, "nx", "get", "px", o.TTL.Milliseconds()})
+		after := o.Ack.encode(ctx, nil)
+		res, err := s.Exec(ctx, writes, after...)
+		if err != nil {
+			return Reply{}, err
+		}
+		var n uint64
+		if fk != "" {
+			if n, err = counterOf(res[0], o.FenceKey); err != nil {
+				return Reply{Err: err}, nil
+			}
+		}
+		last := res[len(res)-1]
+		rep, wrongType := o.granted(last, replyErr(last), n)
+		if wrongType {
+			return t.refusedByType(ctx, o.Key, rep), nil
+		}
+		return o.Ack.check(after, rep), nil
+	}
+}
+
+// recovering reads the node's uptime when the acquisition has a restart
+// delay; done is set, with the reply, when the node is too recent.
+func (o *Acquire) recovering(ctx context.Context, s *Step) (rep Reply, done bool, err error) {
+	if o.MinUptime <= 0 {
+		return Reply{}, false, nil
+	}
+	info := redis.NewStringCmd(ctx, "info", "server")
+	if err := s.Read(ctx, nil, info); err != nil {
+		return Reply{}, false, err
+	}
+	up, err := infoField(info.Result())("uptime_in_seconds")
+	if err != nil {
+		return Reply{Err: err}, true, nil
+	}
+	if n, _ := strconv.ParseInt(up, 10, 64); n < o.MinUptime {
+		return Reply{Err: fmt.Errorf("%w: up %ss, less than the restart delay %ds", ErrNodeRecovering, up, o.MinUptime)}, true, nil
+	}
+	return Reply{}, false, nil
+}
+
+// reentrantTry is a reentrant acquisition: the owner's field and the
+// counter read under WATCH, then one more hold (or the first) and the TTL
+// in MULTI ... EXEC.
+func (o *Acquire) reentrantTry(ctx context.Context, t *Tx) func(s *Step) (Reply, error) {
+	return func(s *Step) (Reply, error) {
+		if rep, done, err := o.recovering(ctx, s); done || err != nil {
+			return rep, err
+		}
+		keys := t.layout.keys(o.Key, o.FenceKey)
+		kind := redis.NewStatusCmd(ctx, "type", o.Key)
+		holds := redis.NewCmd(ctx, "hget", o.Key, o.Token)
+		pttl := redis.NewIntCmd(ctx, "pttl", o.Key)
+		reads := []redis.Cmder{kind, holds, pttl}
+		var ctr *redis.Cmd
+		if len(keys) > 1 {
+			ctr = redis.NewCmd(ctx, "get", keys[1])
+			reads = append(reads, ctr)
+		}
+		if err := s.Read(ctx, keys, reads...); err != nil {
+			return Reply{}, err
+		}
+		var n uint64
+		if ctr != nil {
+			var err error
+			if n, err = counterOf(ctr.Val(), o.FenceKey); err != nil {
+				return Reply{Err: err}, nil
+			}
+		}
+		writes, err := o.reentrantWrites(kind.Val(), holds.Val() != nil, pttl.Val())
+		if err != nil || writes == nil {
+			return Reply{Err: err, Value: Grant{Counter: n}}, nil
+		}
+		after := o.Ack.encode(ctx, nil)
+		res, err := s.Exec(ctx, writes, after...)
+		if err != nil {
+			return Reply{}, err
+		}
+		if err := firstErr(res); err != nil {
+			return Reply{Err: err}, nil
+		}
+		return o.Ack.check(after, Reply{OK: true, Value: Grant{Counter: n}}), nil
+	}
+}
+
+// reentrantWrites returns what a reentrant acquisition writes when the
+// key is of kind, with the owner's field (owned) and time to live pttl:
+// nil when it is refused, with an error when the key is no lock.
+func (o *Acquire) reentrantWrites(kind string, owned bool, pttl int64) ([][]any, error) {
+	switch {
+	case kind == "none" && o.Reenter:
+		return nil, nil // released or lost meanwhile: never re-created
+	case kind == "none":
+		return [][]any{{"hset", o.Key, o.Token, 1}, {"pexpire", o.Key, o.TTL.Milliseconds()}}, nil
+	case kind == "hash" && owned:
+		return [][]any{{"hincrby", o.Key, o.Token, 1}, {"pexpire", o.Key, o.TTL.Milliseconds()}}, nil
+	}
+	return nil, alien(o.Key, kind, pttl)
+}
+
+// Transact implements Transacted: the counter raised and the lock's
+// holder read under WATCH of both.
+func (o *Fence) Transact(ctx context.Context, t *Tx) Reply {
+	fk := t.layout.Beside(o.Key, o.FenceKey)
+	if fk == "" {
+		return Reply{Err: fmt.Errorf("%w: the fencing counter of %s cannot be kept beside it on this node", ErrMisconfigured, o.Key)}
+	}
+	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
+		ctr := redis.NewCmd(ctx, "get", fk)
+		held, holds := holding(ctx, o.Key, o.Token, o.Reentrant)
+		if err := s.Read(ctx, []string{o.Key, fk}, append([]redis.Cmder{ctr}, holds...)...); err != nil {
+			return Reply{}, err
+		}
+		current, err := counterOf(ctr.Val(), o.FenceKey)
+		if err != nil {
+			return Reply{Err: err}, nil
+		}
+		rep := Reply{OK: held()}
+		if current >= o.Fence {
+			return rep, nil
+		}
+		after := o.Ack.encode(ctx, nil)
+		if _, err := s.Exec(ctx, [][]any{{"set", fk, o.Fence}}, after...); err != nil {
+			return Reply{}, err
+		}
+		return o.Ack.check(after, rep), nil
+	})
+}
+
+// holding returns the reads that tell whether key holds token (a plain
+// lock's value, or a reentrant lock's owner field), and the function that
+// reads their replies once they are in.
+func holding(ctx context.Context, key, token string, reentrant bool) (func() bool, []redis.Cmder) {
+	if reentrant {
+		kind := redis.NewStatusCmd(ctx, "type", key)
+		field := redis.NewCmd(ctx, "hget", key, token)
+		return func() bool { return kind.Val() == "hash" && field.Val() != nil }, []redis.Cmder{kind, field}
+	}
+	get := redis.NewCmd(ctx, "get", key) // WRONGTYPE for a reentrant lock: not this token's
+	return func() bool { v, _ := text(get.Val()); return get.Err() == nil && v == token }, []redis.Cmder{get}
+}
+
+// Transact implements Transacted: PEXPIRE under WATCH, when the key holds
+// the token. Multi-name locks need scripts.
+func (o *Extend) Transact(ctx context.Context, t *Tx) Reply {
+	if err := WithoutScripts(o, nil); err != nil {
+		return Reply{Err: err}
+	}
+	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
+		held, holds := holding(ctx, o.Key, o.Token, o.Reentrant)
+		if err := s.Read(ctx, []string{o.Key}, holds...); err != nil {
+			return Reply{}, err
+		}
+		if !held() {
+			return Reply{}, nil
+		}
+		after := o.Ack.encode(ctx, nil)
+		res, err := s.Exec(ctx, [][]any{{"pexpire", o.Key, o.TTL.Milliseconds()}}, after...)
+		if err != nil {
+			return Reply{}, err
+		}
+		if err := firstErr(res); err != nil {
+			return Reply{Err: err}, nil
+		}
+		return o.Ack.check(after, Reply{OK: res[0] == int64(1)}), nil
+	})
+}
+
+// alien is alien in stored.lua: an error when a key of kind with time to
+// live pttl is no lock (a type a lock never has, or one without expiry),
+// nil when it may be one or is absent.
+func alien(key, kind string, pttl int64) error {
+	switch {
+	case kind == "none":
+		return nil
+	case (kind == "string" || kind == "hash") && pttl != -1:
+		return nil
+	case kind == "string" || kind == "hash":
+		kind += " without expiry"
+	}
+	who := "another program"
+	if kind == "zset" {
+		who = "a Semaphore or another program"
+	}
+	return &misconfiguredError{err: fmt.Errorf("WRONGTYPE redlock: the key %s holds a %s, not a lock: %s uses this name", key, kind, who)}
+}
+
+// refusedByType is an acquisition's answer when SET found key of another
+// type: refused (a reentrant lock holds it), or an error when key is no
+// lock at all.
+func (t *Tx) refusedByType(ctx context.Context, key string, refused Reply) Reply {
+	kind := redis.NewStatusCmd(ctx, "type", key)
+	pttl := redis.NewIntCmd(ctx, "pttl", key)
+	if err := t.Pipelined(ctx, key, kind, pttl); err != nil {
+		return Reply{Err: err}
+	}
+	if err := alien(key, kind.Val(), pttl.Val()); err != nil {
+		return Reply{Err: err}
+	}
+	return refused
+}
+
+// counterOf reads a fencing counter's value as stored (nil when absent).
+func counterOf(v any, key string) (uint64, error) {
+	s, ok := text(v)
+	if !ok {
+		if err := replyErr(v); err != nil {
+			return 0, err
+		}
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("redlock: fencing counter %s is not a number: %w", key, err)
+	}
+	return n, nil
+}
+
+// firstErr returns the first error among EXEC's results.
+func firstErr(res []any) error {
+	for _, v := range res {
+		if err := replyErr(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// infoField returns a reader of the fields of an INFO reply.
+func infoField(info string, err error) func(name string) (string, error) {
+	return func(name string) (string, error) {
+		if err != nil {
+			return "", err
+		}
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok && v != "" {
+				return v, nil
+			}
+		}
+		return "", fmt.Errorf("redlock: no %s in INFO server", name)
+	}
+}

@@ -1,0 +1,206 @@
+package node
+
+import (
+	"context"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Transact implements Transacted. A plain lock's release is DELEX key IFEQ
+// token where the server has it (Native), with its announcement to every
+// waiter in the same round trip; otherwise the holder and the oldest
+// queued waiter are read under WATCH of the key, then the key is deleted
+// and the waiter unqueued in MULTI ... EXEC, and the release announced to
+// that waiter's process after it. Multi-name and reader-writer releases
+// need scripts.
+func (o *Release) Transact(ctx context.Context, t *Tx) Reply {
+	switch {
+	case WithoutScripts(o, nil) != nil:
+		return Reply{Err: WithoutScripts(o, nil)}
+	case t.Native() && !o.Reentrant:
+		return o.native(ctx, t)
+	}
+	return o.watched(ctx, t)
+}
+
+// watched is the release as an optimistic transaction.
+func (o *Release) watched(ctx context.Context, t *Tx) Reply {
+	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
+		kind := redis.NewStatusCmd(ctx, "type", o.Key)
+		held, holds := holding(ctx, o.Key, o.Token, o.Reentrant)
+		count := redis.NewCmd(ctx, "hget", o.Key, o.Token)
+		queue, first := o.firstWaiter(ctx, t)
+		reads := append([]redis.Cmder{kind, count}, holds...)
+		if first != nil {
+			reads = append(reads, first)
+		}
+		if err := s.Read(ctx, []string{o.Key}, reads...); err != nil {
+			return Reply{}, err
+		}
+		switch {
+		case kind.Val() == "none":
+			return o.gone(ctx, s)
+		case !held():
+			return Reply{}, nil // another's, or another type
+		}
+		return o.free(ctx, s, queue, first, count)
+	})
+}
+
+// free deletes the key (or drops a reentrant hold) in MULTI ... EXEC, and
+// announces a release that frees the lock after it.
+func (o *Release) free(ctx context.Context, s *Step, queue string, first *redis.StringSliceCmd, count *redis.Cmd) (Reply, error) {
+	if o.Reentrant && o.Drop != DropAll {
+		return o.drop(ctx, s, count)
+	}
+	writes := [][]any{{"del", o.Key}}
+	waiter := ""
+	if first != nil && o.Channel != "" {
+		if w := first.Val(); len(w) > 0 {
+			waiter = w[0]
+			writes = append(writes, []any{"zrem", queue, waiter})
+		}
+	}
+	var after []redis.Cmder
+	var pub *redis.IntCmd
+	if o.Channel != "" {
+		id := o.Token
+		if o.Reentrant {
+			id = o.Notice
+		}
+		pub = announcement(ctx, o.Key, o.Channel, id, waiter)
+		after = append(after, pub)
+	}
+	if _, err := s.Exec(ctx, writes, after...); err != nil {
+		return Reply{}, err
+	}
+	return Reply{OK: true, Value: heard(pub, waiter)}, nil
+}
+
+// named reports whether an announcement names waiter: one of a process
+// ("process/waiter"), as announce.lua reads it.
+func named(waiter string) bool { return strings.Contains(waiter, "/") }
+
+// drop drops one hold of a reentrant lock (DropOne: never the last), or
+// the hold a failed attempt took (DropUndo: the key goes with the last).
+func (o *Release) drop(ctx context.Context, s *Step, count *redis.Cmd) (Reply, error) {
+	holds := int64(0)
+	if c, ok := text(count.Val()); ok {
+		holds = parseInt(c)
+	}
+	var writes [][]any
+	switch {
+	case o.Drop == DropUndo && holds <= 1:
+		writes = [][]any{{"del", o.Key}}
+	case holds > 1:
+		writes = [][]any{{"hincrby", o.Key, o.Token, -1}}
+	default:
+		return Reply{OK: true}, nil // one hold left: dropping one never frees the lock
+	}
+	if _, err := s.Exec(ctx, writes); err != nil {
+		return Reply{}, err
+	}
+	return Reply{OK: true}, nil
+}
+
+// firstWaiter returns the read of the oldest waiter in the name's queue,
+// for a release that announces itself; nil when there is none to read.
+func (o *Release) firstWaiter(ctx context.Context, t *Tx) (string, *redis.StringSliceCmd) {
+	if o.Channel == "" || o.QueueKey == "" || o.Reentrant && o.Drop != DropAll {
+		return "", nil
+	}
+	queue := t.layout.Beside(o.Key, o.QueueKey)
+	if queue == "" {
+		return "", nil
+	}
+	return queue, redis.NewStringSliceCmd(ctx, "zrange", queue, 0, 0)
+}
+
+// gone is a release's answer when the key was absent: the node's run id
+// for a release that announces (see release.lua), so that the caller can
+// tell its own resent release from a restart.
+func (o *Release) gone(ctx context.Context, s *Step) (Reply, error) {
+	last := o.Reentrant && o.Drop == DropAll || !o.Reentrant && o.Channel != ""
+	if !last {
+		return Reply{Value: Released{Gone: true}}, nil // an undo or one hold: no one reads whose server
+	}
+	info := redis.NewStringCmd(ctx, "info", "server")
+	if err := s.Read(ctx, nil, info); err != nil {
+		return Reply{}, err
+	}
+	id, _ := infoField(info.Result())("run_id") // a user without INFO: "", which matches no server
+	return Reply{Value: Released{Gone: true, Server: id}}, nil
+}
+
+// native is a plain release on a server with DELEX: one round trip, the
+// announcement to every waiter in it (a waiter hears it even when the
+// delete found another holder: it tries, and is refused). A delete that
+// found nothing to delete asks, in a second round trip, whether the key is
+// there at all, to answer as release.lua does.
+func (o *Release) native(ctx context.Context, t *Tx) Reply {
+	del := redis.NewIntCmd(ctx, "delex", o.Key, "ifeq", o.Token)
+	cmds := []redis.Cmder{del}
+	var pub *redis.IntCmd
+	if o.Channel != "" {
+		pub = announcement(ctx, o.Key, o.Channel, o.Token, "")
+		cmds = append(cmds, pub)
+	}
+	if err := t.Pipelined(ctx, o.Key, cmds...); err != nil {
+		return Reply{Err: err}
+	}
+	n, err := del.Result()
+	switch {
+	case err != nil && isReply(err):
+		// A key of another type (a reentrant lock) is refused with an
+		// error reply whose words differ between servers: the
+		// transaction reads what the key is.
+		return o.watched(ctx, t)
+	case err != nil:
+		return Reply{Err: err}
+	case n == 1:
+		return Reply{OK: true, Value: heard(pub, "")}
+	}
+	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
+		exists := redis.NewIntCmd(ctx, "exists", o.Key)
+		if err := s.Read(ctx, nil, exists); err != nil {
+			return Reply{}, err
+		}
+		if exists.Val() > 0 {
+			return Reply{}, nil
+		}
+		return o.gone(ctx, s)
+	})
+}
+
+// announcement is the PUBLISH that tells waiters a lock is free (see
+// announce.lua): to the named waiter's process on its own channel, or to
+// every waiter on the lock's channel when no waiter is named.
+func announcement(ctx context.Context, name, channel, id, waiter string) *redis.IntCmd {
+	if process, _, ok := strings.Cut(waiter, "/"); ok {
+		return redis.NewIntCmd(ctx, "publish", WakeChannel(process), id+"|"+waiter+"|"+name)
+	}
+	return redis.NewIntCmd(ctx, "publish", channel, id+"|")
+}
+
+// heard is what a release that announced itself with pub says: how many
+// clients heard it, and whether it named a waiter. A PUBLISH the node
+// refused (a user without the channel) reached no one.
+func heard(pub *redis.IntCmd, waiter string) Released {
+	if pub == nil {
+		return Released{}
+	}
+	n, _ := pub.Result()
+	return Released{Heard: int(n), Named: named(waiter)}
+}
+
+func parseInt(s string) int64 {
+	var n int64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}

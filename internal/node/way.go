@@ -1,0 +1,196 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Way is how a node is spoken to. A node starts with scripts; a node whose
+// user is refused scripts (an ACL without @scripting, EVAL renamed away)
+// switches by itself, once, to the server's own compare-and-delete where it
+// has one and to optimistic transactions for the rest.
+type Way uint32
+
+// The ways a node is spoken to.
+const (
+	// Scripts runs each operation as one Lua script (EVALSHA): one round
+	// trip, batched with other names' operations.
+	Scripts Way = iota
+	// Native is Transactions, except that a plain lock's release is the
+	// server's own DELEX key IFEQ token (Redis 8.4, Valkey 9.2): one round
+	// trip, but it names no queued waiter (every waiter hears it).
+	Native
+	// Transactions carries each operation without scripts: a single
+	// command where one does the job (SET NX GET PX), else WATCH of the
+	// keys, the reads, then MULTI ... EXEC, retried while a watched key
+	// changed, until the node timeout.
+	Transactions
+)
+
+// String names the way as Health reports it.
+func (w Way) String() string {
+	switch w {
+	case Scripts:
+		return "scripts"
+	case Native:
+		return "native"
+	case Transactions:
+		return "transactions"
+	}
+	return fmt.Sprintf("way(%d)", uint32(w))
+}
+
+// ErrNoScripts is the error of an operation that has no way without
+// scripts (a semaphore's, a reader-writer lock's, a multi-name lock's) on a
+// node that refuses them. It wraps ErrMisconfigured: no retry changes it.
+var ErrNoScripts = fmt.Errorf("%w: the node refuses Lua scripts", ErrMisconfigured)
+
+// noScripts is the error of op on a node that refuses scripts.
+func noScripts(what string, why error) error {
+	if why == nil {
+		return fmt.Errorf("%w, which %s needs: grant the user +@scripting (EVALSHA, EVAL), or use a Mutex", ErrNoScripts, what)
+	}
+	return fmt.Errorf("%w (%v), which %s needs: grant the user +@scripting (EVALSHA, EVAL), or use a Mutex", ErrNoScripts, why, what) //nolint:errorlint // the node's refusal is shown, not wrapped: it is not this operation's error
+}
+
+// ErrAborted is the error of an operation without scripts whose every
+// transaction found a watched key changed (EXEC answered nil) until the
+// node timeout: nothing was applied.
+var ErrAborted = errors.New("redlock: a watched key changed in every transaction until the node timeout")
+
+// scriptsRefused reports whether err is a node's refusal to run a script at
+// all (as opposed to a script that ran and failed): the user lacks
+// EVALSHA or EVAL, or the command is unknown (renamed away).
+func scriptsRefused(err error) bool {
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return false
+	}
+	msg := strings.ToLower(rerr.Error())
+	if !strings.HasPrefix(msg, "noperm") && !strings.HasPrefix(msg, "err unknown command") {
+		return false
+	}
+	return strings.Contains(msg, "'evalsha'") || strings.Contains(msg, "'eval'")
+}
+
+// Way returns how the node is spoken to now.
+func (n *Redis) Way() Way { return Way(n.way.Load()) }
+
+// SetWay makes the node speak w from its first request on, with no probe:
+// Transactions or Native for a node known to refuse scripts (or, in tests,
+// to have DELEX), Scripts to start as every node does. Call it before the
+// first Do.
+func (n *Redis) SetWay(w Way) {
+	n.forced.Store(w != Scripts)
+	n.way.Store(uint32(w))
+}
+
+// AvoidScripts makes the node speak without scripts from its first
+// request on, as if it had refused them: it asks once whether it has DELEX.
+// Call it before the first Do.
+func (n *Redis) AvoidScripts() { n.way.Store(uint32(Transactions)) }
+
+// OnWay sets what is told when the node stops speaking scripts because it
+// refused them (once, on the node's goroutine: it must not block), with
+// the refusal. Call it before the first Do.
+func (n *Redis) OnWay(f func(w Way, why error)) { n.onWay = f }
+
+// Refusal returns the node's refusal of scripts, nil when none was seen.
+func (n *Redis) Refusal() error {
+	if p := n.refusal.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// refuseScripts switches the node to speaking without scripts, once, for
+// the refusal err.
+func (n *Redis) refuseScripts(err error) {
+	if !n.refusal.CompareAndSwap(nil, &err) {
+		return
+	}
+	if n.way.CompareAndSwap(uint32(Scripts), uint32(Transactions)) {
+		n.probeNative()
+		if n.onWay != nil {
+			n.onWay(n.Way(), err)
+		}
+	}
+}
+
+// probeNative asks the node, once, whether it has DELEX key IFEQ value:
+// a DELEX of a key no lock uses answers 0 where it does, an error (an
+// unknown command, or one the user is refused) where it does not.
+func (n *Redis) probeNative() {
+	if n.forced.Load() {
+		return
+	}
+	n.probe.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if n.client.Do(ctx, "delex", "redlock:probe:delex", "ifeq", "-").Err() == nil {
+			n.way.CompareAndSwap(uint32(Transactions), uint32(Native))
+		}
+	})
+}
+
+// transactAll runs the calls of a batch without scripts, one after the
+// other in the batch's order (which keeps each name's order), each on its
+// own connection. Calls whose node timeout passed are not sent.
+func (n *Redis) transactAll(batch []*call) {
+	if len(batch) == 0 {
+		return
+	}
+	n.probeNative()
+	w := n.Way()
+	for _, c := range batch {
+		if time.Now().After(c.sendBy) {
+			c.finish(Reply{Err: fmt.Errorf("%w: the node timeout passed in the queue", ErrUnsent)})
+			continue
+		}
+		op, ok := c.op.(Transacted)
+		if err := WithoutScripts(c.op, n.Refusal()); err != nil || !ok {
+			c.finish(Reply{Err: err})
+			continue
+		}
+		c.finish(op.Transact(c.ctx, &Tx{c: n.client, layout: n.layout, way: w, until: c.sendBy}))
+	}
+}
+
+// WithoutScripts returns nil when op can be carried without scripts, and
+// otherwise the error that refuses it (wrapping ErrNoScripts), with why,
+// the node's refusal of scripts, when known.
+func WithoutScripts(op Op, why error) error {
+	var what string
+	switch o := op.(type) {
+	case *Acquire:
+		what = kindOf(len(o.Also) > 0, o.Intent != "")
+	case *Extend:
+		what = kindOf(len(o.Also) > 0, false)
+	case *Release:
+		what = kindOf(len(o.Also) > 0, o.Intent != "")
+	default:
+		if _, ok := op.(Transacted); !ok {
+			what = "the " + op.Name() + " operation"
+		}
+	}
+	if what == "" {
+		return nil
+	}
+	return noScripts(what, why)
+}
+
+// kindOf names the lock that needs scripts, "" for one that does not.
+func kindOf(multi, rw bool) string {
+	switch {
+	case multi:
+		return "a multi-name lock"
+	case rw:
+		return "a reader-writer lock"
+	}
+	return ""
+}

@@ -1,0 +1,150 @@
+package node_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+)
+
+// The ways without scripts answer as the scripts do: the lock's and the
+// operator's cases of TestFakeAnswersAsScripts run on the fake, on
+// transactions and on the server's DELEX (miniredis speaks DELEX ... IFEQ),
+// each against the answers the case expects.
+func TestTransactionsAnswerAsScripts(t *testing.T) {
+	sides := []*side{fakeSide(), waySide(t, node.Transactions), waySide(t, node.Native)}
+	cases := slices.Concat(lockCases(), operatorCases()[:1])
+	compare(t, "waycheck", sides, cases, func(s *side, st step) answer {
+		want := st.want
+		if r, ok := st.op.(*node.Release); ok && s.name == "native" && !r.Reentrant {
+			// DELEX pops no one from the queue: a plain release is
+			// announced to every waiter instead.
+			want.Named = false
+		}
+		return want
+	})
+}
+
+// What has no way without scripts is refused at once, as misconfigured,
+// naming scripting; the node changes nothing.
+func TestTransactionsRefuseWhatNeedsScripts(t *testing.T) {
+	for _, w := range []node.Way{node.Transactions, node.Native} {
+		t.Run(w.String(), func(t *testing.T) {
+			servers, clients := nodetest.Miniredis(t, 1)
+			n := node.NewRedis(clients[0])
+			n.SetWay(w)
+			t.Cleanup(n.Close)
+			k := "needs-scripts"
+			for _, op := range []node.Op{
+				sem(k, "a", 2), semExtend(k, "a"), semRelease(k, "a"),
+				read(k, "r"), readExtend(k, "r"), readRelease(k, "r"),
+				write(k, "w", "t"), writeRelease(k, "w", "t"),
+				multi(k, "a", k+"-b"), multiExtend(k, "a", k+"-b"), multiUnlock(k, "a", k+"-b"),
+			} {
+				rep := callOne(n, op)
+				require.Error(t, rep.Err, op.Name())
+				assert.ErrorIs(t, rep.Err, node.ErrNoScripts, op.Name())
+				assert.ErrorIs(t, rep.Err, node.ErrMisconfigured, op.Name())
+				assert.Contains(t, rep.Err.Error(), "+@scripting", op.Name())
+			}
+			assert.Empty(t, servers[0].Keys(), "nothing was written")
+		})
+	}
+}
+
+// A node whose user is refused scripts switches by itself to the way
+// without them, on the first refusal: the refused calls go again without
+// scripts (none is lost or answered with the refusal), the switch is told
+// once, and the server's DELEX is found by asking it.
+func TestNodeSwitchesWhenScriptsRefused(t *testing.T) {
+	_, clients := nodetest.Miniredis(t, 1)
+	c := clients[0].(*redis.Client)
+	nodetest.RefuseScripts(c)
+	n := node.NewRedis(c)
+	t.Cleanup(n.Close)
+	var told []string
+	n.OnWay(func(w node.Way, why error) { told = append(told, w.String()+": "+why.Error()) })
+	require.Equal(t, node.Scripts, n.Way())
+
+	a := &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, FenceKey: node.FenceKey("k")}
+	rep := callOne(n, a)
+	require.NoError(t, rep.Err)
+	assert.True(t, rep.OK, "the refused acquisition went again without scripts")
+	assert.Equal(t, node.Native, n.Way(), "miniredis answers DELEX")
+	require.Len(t, told, 1)
+	assert.Contains(t, told[0], "native: NOPERM")
+	require.ErrorContains(t, n.Refusal(), "'evalsha'")
+
+	rep = callOne(n, &node.Fence{Key: "k", Token: "a", FenceKey: node.FenceKey("k"), Fence: 7})
+	require.NoError(t, rep.Err)
+	assert.True(t, rep.OK)
+	rep = callOne(n, &node.Acquire{Key: "k", Token: "b", TTL: time.Minute, FenceKey: node.FenceKey("k")})
+	assert.Equal(t, node.Grant{Holder: "a", Counter: 7}, node.GrantOf(rep))
+	rep = callOne(n, &node.Release{Key: "k", Token: "a", Channel: node.ReleaseChannel("k")})
+	assert.True(t, rep.OK)
+	rep = callOne(n, sem("s", "a", 2))
+	require.ErrorIs(t, rep.Err, node.ErrNoScripts)
+	assert.Contains(t, rep.Err.Error(), "'evalsha'", "the refusal is named")
+	assert.Len(t, told, 1, "told once")
+}
+
+// interferer runs change before the first times MULTI ... EXEC pipelines
+// leave the client: a key the transaction watches changes between its
+// reads and its EXEC.
+type interferer struct {
+	times  int
+	change func()
+}
+
+func (*interferer) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*interferer) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *interferer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.times > 0 && len(cmds) > 0 && cmds[0].Name() == "multi" {
+			h.times--
+			h.change()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A transaction whose watched key changed is tried again on what the key
+// holds then, never applied to the changed key: a re-entry whose lock was
+// deleted between its reads and its EXEC is refused, not re-created; and
+// one that keeps losing the race until the node timeout is answered
+// ErrAborted, which says nothing was applied.
+func TestTransactionRetriesOnChange(t *testing.T) {
+	servers, clients := nodetest.Miniredis(t, 1)
+	c := clients[0].(*redis.Client)
+	h := &interferer{}
+	c.AddHook(h)
+	n := node.NewRedis(c)
+	n.SetWay(node.Transactions)
+	t.Cleanup(n.Close)
+	again := &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true, Reenter: true}
+
+	require.True(t, callOne(n, &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true}).OK)
+	h.times, h.change = 1, func() { servers[0].Del("k") }
+	rep := callOne(n, again)
+	require.NoError(t, rep.Err)
+	assert.False(t, rep.OK, "the lock was deleted before EXEC: the re-entry is refused")
+	assert.False(t, servers[0].Exists("k"), "and the key is not re-created")
+	assert.Zero(t, h.times)
+
+	require.True(t, callOne(n, &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true}).OK)
+	h.times, h.change = 1<<20, func() { servers[0].HSet("k", "a", "1") }
+	ch := make(chan node.Reply, 1)
+	n.Do(context.Background(), time.Now().Add(50*time.Millisecond), again, func(r node.Reply) { ch <- r })
+	rep = <-ch
+	require.ErrorIs(t, rep.Err, node.ErrAborted)
+	assert.True(t, node.Unsent(rep.Err), "an aborted operation was not applied")
+	assert.Equal(t, "1", servers[0].HGet("k", "a"), "no hold was added")
+}
