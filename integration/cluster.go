@@ -4,8 +4,10 @@
 // in its tests. The demo (integration/cmd/redlock-demo) uses the same harness.
 //
 // The image is $REDLOCK_REDIS_IMAGE, redlock-redis:7 when unset, which
-// scripts/build-redis-image.sh builds from Debian's redis-server package;
-// `make test` and `make demo` prepare the engine and image and set the
+// scripts/build-redis-image.sh builds from Debian's redis-server package.
+// Nodes whose wall clock a test moves (WithClocks) run
+// $REDLOCK_FAKETIME_IMAGE, built by scripts/build-faketime-image.sh.
+// `make test` and `make demo` prepare the engine and images and set the
 // environment testcontainers needs (scripts/with-redis-env.sh).
 package integration
 
@@ -46,16 +48,18 @@ type Cluster struct {
 }
 
 type node struct {
-	mu      sync.Mutex
-	port    int
-	persist bool
-	ctr     *testcontainers.DockerContainer
+	mu       sync.Mutex
+	port     int
+	persist  bool
+	image    string
+	clockDir string // host directory mounted at /clock; "" on the real clock
+	ctr      *testcontainers.DockerContainer
 }
 
 // An Option changes how Start runs the nodes.
 type Option func(*startConfig)
 
-type startConfig struct{ persist bool }
+type startConfig struct{ persist, clocks bool }
 
 // WithPersistence runs every node with appendonly yes and appendfsync
 // always: each write is on disk before it is acknowledged, so a node that
@@ -65,7 +69,8 @@ func WithPersistence() Option { return func(c *startConfig) { c.persist = true }
 
 // Start starts n Redis nodes in parallel and waits until each answers PING.
 // Without WithPersistence a node keeps nothing on disk: a restarted node has
-// forgotten every key. On error, the nodes already started are terminated.
+// forgotten every key. With WithClocks each node's wall clock can be moved
+// (SetClock). On error, the nodes already started are terminated.
 func Start(ctx context.Context, n int, opts ...Option) (*Cluster, error) {
 	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") != "true" || os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
 		// Without these testcontainers pulls its reaper image from a
@@ -77,6 +82,13 @@ func Start(ctx context.Context, n int, opts ...Option) (*Cluster, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	image := Image()
+	if cfg.clocks {
+		var err error
+		if image, err = FaketimeImage(); err != nil {
+			return nil, err
+		}
+	}
 	provider, err := testcontainers.NewDockerProvider()
 	if err != nil {
 		return nil, dockerMissing(err)
@@ -86,10 +98,18 @@ func Start(ctx context.Context, n int, opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i := range n {
+		c.nodes[i] = &node{port: ports[i], persist: cfg.persist, image: image}
+		if cfg.clocks {
+			if c.nodes[i].clockDir, err = newClockDir(); err != nil {
+				_ = c.Close(context.WithoutCancel(ctx))
+				return nil, err
+			}
+		}
+	}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		c.nodes[i] = &node{port: ports[i], persist: cfg.persist}
 		wg.Go(func() { errs[i] = c.nodes[i].run(ctx) })
 	}
 	wg.Wait()
@@ -118,16 +138,19 @@ func (n *node) run(ctx context.Context) error {
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
-	ctr, err := testcontainers.Run(ctx, Image(),
+	ctr, err := testcontainers.Run(ctx, n.image,
 		testcontainers.WithCmd(args...),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			hc.NetworkMode = "host"
+			if n.clockDir != "" {
+				hc.Binds = append(hc.Binds, n.clockDir+":"+clockMount+":ro")
+			}
 		}),
 		testcontainers.WithWaitStrategy(wait.ForLog("Ready to accept connections").WithStartupTimeout(30*time.Second)),
 	)
 	n.ctr = ctr
 	if err != nil {
-		return fmt.Errorf("integration: start redis on port %d (image %s): %w", n.port, Image(), err)
+		return fmt.Errorf("integration: start redis on port %d (image %s): %w", n.port, n.image, err)
 	}
 	return nil
 }
@@ -223,14 +246,19 @@ func (c *Cluster) Unpause(ctx context.Context, i int) error {
 	return c.wrap("unpause", i, err)
 }
 
-// Close terminates every node's container.
+// Close terminates every node's container and removes its clock directory.
 func (c *Cluster) Close(ctx context.Context) error {
 	var errs []error
 	for i, n := range c.nodes {
-		if n == nil || n.ctr == nil {
+		if n == nil {
 			continue
 		}
-		errs = append(errs, c.wrap("terminate", i, n.ctr.Terminate(ctx, testcontainers.StopTimeout(0))))
+		if n.ctr != nil {
+			errs = append(errs, c.wrap("terminate", i, n.ctr.Terminate(ctx, testcontainers.StopTimeout(0))))
+		}
+		if n.clockDir != "" {
+			errs = append(errs, c.wrap("remove clock directory of", i, os.RemoveAll(n.clockDir)))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,12 @@
 # - Redis image: $REDLOCK_REDIS_IMAGE when set (pulled if absent), else the
 #   local image redlock-redis:7, built from Debian's redis-server package
 #   when it does not exist yet (no registry is needed).
+# - Redis image with a movable clock (tests of clock jumps):
+#   $REDLOCK_FAKETIME_IMAGE, redlock-redis-faketime:7 when unset, built by
+#   scripts/build-faketime-image.sh when it does not exist yet (it compiles
+#   Redis once, about a minute, then reuses the binary). When it cannot be
+#   built the variable is left unset and the script carries on: only the
+#   tests that need it fail, saying so.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -79,8 +85,22 @@ ensure_image() {
 	"$here/build-redis-image.sh" "$REDLOCK_REDIS_IMAGE"
 }
 
+ensure_faketime_image() {
+	local img="${REDLOCK_FAKETIME_IMAGE:-redlock-redis-faketime:7}"
+	unset REDLOCK_FAKETIME_IMAGE
+	if ! docker image inspect "$img" >/dev/null 2>&1; then
+		log "building $img (scripts/build-faketime-image.sh)"
+		if ! "$here/build-faketime-image.sh" "$img"; then
+			log "could not build $img: tests that move a node's clock will fail"
+			return
+		fi
+	fi
+	export REDLOCK_FAKETIME_IMAGE="$img"
+}
+
 ensure_engine
 ensure_image
+ensure_faketime_image
 # The harness runs Redis with host networking on 127.0.0.1. The reaper image
 # cannot be pulled without a registry, and the override keeps testcontainers
 # from dialling the default gateway when it believes it runs in a container.
