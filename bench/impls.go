@@ -40,6 +40,12 @@ func newFencedImpl(clients []redis.UniversalClient) impl {
 	return redlockImpl("redlock-go fenced", clients, redlock.WithFencing())
 }
 
+// newNoScriptsImpl is the plain lock on nodes spoken to without Lua
+// scripts (transactions on Redis 7, see docs/DEPLOYMENTS.md).
+func newNoScriptsImpl(clients []redis.UniversalClient) impl {
+	return redlockImpl("redlock-go without scripts", clients, redlock.WithoutScripts())
+}
+
 func newRestartDelayImpl(clients []redis.UniversalClient) impl {
 	return redlockImpl("redlock-go restart-delay", clients, redlock.WithRestartDelay(ttl))
 }

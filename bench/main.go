@@ -90,7 +90,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 type factory func([]redis.UniversalClient) impl
 
-var factories = []factory{newRedlockImpl, newRedsyncImpl, newRawImpl, newBsmImpl, newMultiImpl, newReadImpl, newWriteImpl, newSemaphoreImpl}
+var factories = []factory{newRedlockImpl, newRedsyncImpl, newRawImpl, newBsmImpl, newMultiImpl, newReadImpl, newWriteImpl, newSemaphoreImpl, newNoScriptsImpl}
 
 func run() error {
 	ctx := context.Background()

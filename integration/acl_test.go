@@ -141,10 +141,17 @@ func TestACLTiers(t *testing.T) {
 // its own and follows the words "turns everything on".
 func fullACLLine(t *testing.T) string {
 	t.Helper()
+	return aclLineAfter(t, "this line turns everything on")
+}
+
+// aclLineAfter returns the first code block of docs/DEPLOYMENTS.md after
+// words, which must be one ACL line.
+func aclLineAfter(t *testing.T, words string) string {
+	t.Helper()
 	doc, err := os.ReadFile("../docs/DEPLOYMENTS.md")
 	require.NoError(t, err)
-	_, after, ok := strings.Cut(string(doc), "this line turns everything on")
-	require.True(t, ok, "docs/DEPLOYMENTS.md no longer introduces its full ACL line with the words this test looks for")
+	_, after, ok := strings.Cut(string(doc), words)
+	require.True(t, ok, "docs/DEPLOYMENTS.md no longer introduces its ACL line with the words %q", words)
 	_, after, ok = strings.Cut(after, "```\n")
 	require.True(t, ok)
 	line, _, ok := strings.Cut(after, "\n```")

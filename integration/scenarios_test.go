@@ -84,14 +84,7 @@ func TestContention(t *testing.T) {
 				if !assert.NoError(t, m.Lock(ctx)) {
 					return
 				}
-				start := time.Now()
-				v := counter.Load()
-				time.Sleep(2 * time.Millisecond)
-				counter.Store(v + 1)
-				end := time.Now()
-				if until := m.Until(); until.Before(end) {
-					end = until
-				}
+				start, end := section(m, &counter)
 				assert.True(t, time.Now().Before(m.Until()), "validity ran out inside a 2ms section")
 				mu.Lock()
 				windows = append(windows, window{w, start, end})
@@ -104,6 +97,21 @@ func TestContention(t *testing.T) {
 	assert.Equal(t, int64(workers*rounds), counter.Load(), "lost updates")
 	assert.Len(t, windows, workers*rounds)
 	assert.Empty(t, describe(overlaps(windows), origin), "two holders at once")
+}
+
+// section is a critical section around counter, read and written
+// separately (only the lock makes it safe), of about 2 ms; it returns the
+// window it ran in, cut at m's validity.
+func section(m *redlock.Mutex, counter *atomic.Int64) (start, end time.Time) {
+	start = time.Now()
+	v := counter.Load()
+	time.Sleep(2 * time.Millisecond)
+	counter.Store(v + 1)
+	end = time.Now()
+	if until := m.Until(); until.Before(end) {
+		end = until
+	}
+	return start, end
 }
 
 // TestMinorityKilledWhileHeld: the holder keeps the lock and releases it on

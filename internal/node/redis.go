@@ -48,6 +48,7 @@ type Redis struct {
 	refusal atomic.Pointer[error] // the node's refusal of scripts, once seen
 	probe   sync.Once             // asks once whether the node has DELEX
 	forced  atomic.Bool           // the way was set, not found: no probe
+	told    sync.Once             // onWay is called once
 	onWay   func(w Way, why error)
 }
 

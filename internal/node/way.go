@@ -109,30 +109,31 @@ func (n *Redis) Refusal() error {
 }
 
 // refuseScripts switches the node to speaking without scripts, once, for
-// the refusal err.
+// the refusal err (told by transactAll, once it asked for DELEX).
 func (n *Redis) refuseScripts(err error) {
 	if !n.refusal.CompareAndSwap(nil, &err) {
 		return
 	}
-	if n.way.CompareAndSwap(uint32(Scripts), uint32(Transactions)) {
-		n.probeNative()
-		if n.onWay != nil {
-			n.onWay(n.Way(), err)
-		}
-	}
+	n.way.CompareAndSwap(uint32(Scripts), uint32(Transactions))
 }
 
-// probeNative asks the node, once, whether it has DELEX key IFEQ value:
-// a DELEX of a key no lock uses answers 0 where it does, an error (an
-// unknown command, or one the user is refused) where it does not.
-func (n *Redis) probeNative() {
-	if n.forced.Load() {
+// probeNative asks the node, once, whether it has DELEX key IFEQ value,
+// with a key beside name (the first lock name it is asked about, so that
+// an ACL key pattern that lets the user lock the name lets it ask; "" for
+// none): a DELEX that matches no value answers 0 where the server has the
+// command, and an error where it does not (unknown) or the user lacks it.
+func (n *Redis) probeNative(name string) {
+	if n.forced.Load() || n.Way() == Scripts {
 		return
 	}
 	n.probe.Do(func() {
+		key := n.layout.Beside(name, name+":redlock:probe")
+		if key == "" {
+			key = "redlock:probe"
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if n.client.Do(ctx, "delex", "redlock:probe:delex", "ifeq", "-").Err() == nil {
+		if n.client.Do(ctx, "delex", key, "ifeq", "redlock:probe").Err() == nil {
 			n.way.CompareAndSwap(uint32(Transactions), uint32(Native))
 		}
 	})
@@ -145,8 +146,11 @@ func (n *Redis) transactAll(batch []*call) {
 	if len(batch) == 0 {
 		return
 	}
-	n.probeNative()
+	n.probeNative(LaneOf(batch[0].op))
 	w := n.Way()
+	if why := n.Refusal(); why != nil && n.onWay != nil {
+		n.told.Do(func() { n.onWay(w, why) }) // once the way is known
+	}
 	for _, c := range batch {
 		if time.Now().After(c.sendBy) {
 			c.finish(Reply{Err: fmt.Errorf("%w: the node timeout passed in the queue", ErrUnsent)})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -116,12 +117,10 @@ func (h *interferer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// A transaction whose watched key changed is tried again on what the key
-// holds then, never applied to the changed key: a re-entry whose lock was
-// deleted between its reads and its EXEC is refused, not re-created; and
-// one that keeps losing the race until the node timeout is answered
-// ErrAborted, which says nothing was applied.
-func TestTransactionRetriesOnChange(t *testing.T) {
+// interfered returns a miniredis server, spoken to by transactions
+// through a node whose client carries an interferer.
+func interfered(t *testing.T) (*miniredis.Miniredis, *interferer, *node.Redis) {
+	t.Helper()
 	servers, clients := nodetest.Miniredis(t, 1)
 	c := clients[0].(*redis.Client)
 	h := &interferer{}
@@ -129,22 +128,53 @@ func TestTransactionRetriesOnChange(t *testing.T) {
 	n := node.NewRedis(c)
 	n.SetWay(node.Transactions)
 	t.Cleanup(n.Close)
+	return servers[0], h, n
+}
+
+// A transaction whose watched key changed is tried again on what the key
+// holds then, never applied to the changed key: a re-entry whose lock was
+// deleted between its reads and its EXEC is refused, not re-created; and
+// one that keeps losing the race until the node timeout is answered
+// ErrAborted, which says nothing was applied.
+func TestTransactionRetriesOnChange(t *testing.T) {
+	server, h, n := interfered(t)
 	again := &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true, Reenter: true}
 
 	require.True(t, callOne(n, &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true}).OK)
-	h.times, h.change = 1, func() { servers[0].Del("k") }
+	h.times, h.change = 1, func() { server.Del("k") }
 	rep := callOne(n, again)
 	require.NoError(t, rep.Err)
 	assert.False(t, rep.OK, "the lock was deleted before EXEC: the re-entry is refused")
-	assert.False(t, servers[0].Exists("k"), "and the key is not re-created")
+	assert.False(t, server.Exists("k"), "and the key is not re-created")
 	assert.Zero(t, h.times)
 
 	require.True(t, callOne(n, &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true}).OK)
-	h.times, h.change = 1<<20, func() { servers[0].HSet("k", "a", "1") }
+	h.times, h.change = 1<<20, func() { server.HSet("k", "a", "1") }
 	ch := make(chan node.Reply, 1)
 	n.Do(context.Background(), time.Now().Add(50*time.Millisecond), again, func(r node.Reply) { ch <- r })
 	rep = <-ch
 	require.ErrorIs(t, rep.Err, node.ErrAborted)
 	assert.True(t, node.Unsent(rep.Err), "an aborted operation was not applied")
-	assert.Equal(t, "1", servers[0].HGet("k", "a"), "no hold was added")
+	assert.Equal(t, "1", server.HGet("k", "a"), "no hold was added")
+}
+
+// A release whose lock expired and was taken by the next holder between
+// its reads and its EXEC deletes nothing: the watched key changed, and the
+// release read again finds another token. Likewise an extension.
+func TestStaleReleaseInterleaved(t *testing.T) {
+	server, h, n := interfered(t)
+	require.True(t, callOne(n, lock("k", "a")).OK)
+	h.times, h.change = 1, func() { require.NoError(t, server.Set("k", "b")) } // a's expired; b's grant
+	rep := callOne(n, unlock("k", "a"))
+	require.NoError(t, rep.Err)
+	assert.False(t, rep.OK, "a's release found b's token")
+	assert.Zero(t, h.times, "the interleaving happened")
+	v, err := server.Get("k")
+	require.NoError(t, err)
+	assert.Equal(t, "b", v, "b's key stands")
+
+	h.times, h.change = 1, func() { require.NoError(t, server.Set("k", "c")) }
+	rep = callOne(n, extend("k", "b", ttl))
+	assert.False(t, rep.OK, "b's extension found c's token")
+	assert.Equal(t, time.Duration(0), server.TTL("k"), "c's key was not given b's time to live")
 }
