@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -139,9 +140,10 @@ func (n *Redis) probeNative(name string) {
 	})
 }
 
-// transactAll runs the calls of a batch without scripts, one after the
-// other in the batch's order (which keeps each name's order), each on its
-// own connection. Calls whose node timeout passed are not sent.
+// transactAll runs the calls of a batch without scripts: each name's calls
+// one after the other in the batch's order (which keeps the name's order),
+// the names side by side, each call on its own connection. Calls whose
+// node timeout passed are not sent.
 func (n *Redis) transactAll(batch []*call) {
 	if len(batch) == 0 {
 		return
@@ -151,7 +153,26 @@ func (n *Redis) transactAll(batch []*call) {
 	if why := n.Refusal(); why != nil && n.onWay != nil {
 		n.told.Do(func() { n.onWay(w, why) }) // once the way is known
 	}
+	byName := map[string][]*call{}
+	var names []string
 	for _, c := range batch {
+		name := LaneOf(c.op)
+		if _, ok := byName[name]; !ok {
+			names = append(names, name)
+		}
+		byName[name] = append(byName[name], c)
+	}
+	var wg sync.WaitGroup
+	for _, name := range names[1:] {
+		wg.Go(func() { n.transactEach(byName[name], w) })
+	}
+	n.transactEach(byName[names[0]], w)
+	wg.Wait()
+}
+
+// transactEach runs calls without scripts, one after the other.
+func (n *Redis) transactEach(calls []*call, w Way) {
+	for _, c := range calls {
 		if time.Now().After(c.sendBy) {
 			c.finish(Reply{Err: fmt.Errorf("%w: the node timeout passed in the queue", ErrUnsent)})
 			continue

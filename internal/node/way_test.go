@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,8 +101,23 @@ func TestNodeSwitchesWhenScriptsRefused(t *testing.T) {
 // leave the client: a key the transaction watches changes between its
 // reads and its EXEC.
 type interferer struct {
+	mu     sync.Mutex
 	times  int
 	change func()
+}
+
+// set arms the interferer: change runs before the next times EXECs.
+func (h *interferer) set(times int, change func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.times, h.change = times, change
+}
+
+// left is how many interferences are still armed.
+func (h *interferer) left() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.times
 }
 
 func (*interferer) DialHook(next redis.DialHook) redis.DialHook          { return next }
@@ -109,10 +125,12 @@ func (*interferer) ProcessHook(next redis.ProcessHook) redis.ProcessHook { retur
 
 func (h *interferer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
 		if h.times > 0 && len(cmds) > 0 && cmds[0].Name() == "multi" {
 			h.times--
 			h.change()
 		}
+		h.mu.Unlock()
 		return next(ctx, cmds)
 	}
 }
@@ -141,15 +159,15 @@ func TestTransactionRetriesOnChange(t *testing.T) {
 	again := &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true, Reenter: true}
 
 	require.True(t, callOne(n, &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true}).OK)
-	h.times, h.change = 1, func() { server.Del("k") }
+	h.set(1, func() { server.Del("k") })
 	rep := callOne(n, again)
 	require.NoError(t, rep.Err)
 	assert.False(t, rep.OK, "the lock was deleted before EXEC: the re-entry is refused")
 	assert.False(t, server.Exists("k"), "and the key is not re-created")
-	assert.Zero(t, h.times)
+	assert.Zero(t, h.left())
 
 	require.True(t, callOne(n, &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true}).OK)
-	h.times, h.change = 1<<20, func() { server.HSet("k", "a", "1") }
+	h.set(1<<20, func() { server.HSet("k", "a", "1") })
 	ch := make(chan node.Reply, 1)
 	n.Do(context.Background(), time.Now().Add(50*time.Millisecond), again, func(r node.Reply) { ch <- r })
 	rep = <-ch
@@ -164,16 +182,16 @@ func TestTransactionRetriesOnChange(t *testing.T) {
 func TestStaleReleaseInterleaved(t *testing.T) {
 	server, h, n := interfered(t)
 	require.True(t, callOne(n, lock("k", "a")).OK)
-	h.times, h.change = 1, func() { require.NoError(t, server.Set("k", "b")) } // a's expired; b's grant
+	h.set(1, func() { require.NoError(t, server.Set("k", "b")) }) // a's expired; b's grant
 	rep := callOne(n, unlock("k", "a"))
 	require.NoError(t, rep.Err)
 	assert.False(t, rep.OK, "a's release found b's token")
-	assert.Zero(t, h.times, "the interleaving happened")
+	assert.Zero(t, h.left(), "the interleaving happened")
 	v, err := server.Get("k")
 	require.NoError(t, err)
 	assert.Equal(t, "b", v, "b's key stands")
 
-	h.times, h.change = 1, func() { require.NoError(t, server.Set("k", "c")) }
+	h.set(1, func() { require.NoError(t, server.Set("k", "c")) })
 	rep = callOne(n, extend("k", "b", ttl))
 	assert.False(t, rep.OK, "b's extension found c's token")
 	assert.Equal(t, time.Duration(0), server.TTL("k"), "c's key was not given b's time to live")
