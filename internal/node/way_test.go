@@ -43,21 +43,35 @@ func TestTransactionsRefuseWhatNeedsScripts(t *testing.T) {
 			n := node.NewRedis(clients[0])
 			n.SetWay(w)
 			t.Cleanup(n.Close)
-			k := "needs-scripts"
-			for _, op := range []node.Op{
-				sem(k, "a", 2), semExtend(k, "a"), semRelease(k, "a"),
-				read(k, "r"), readExtend(k, "r"), readRelease(k, "r"),
-				write(k, "w", "t"), writeRelease(k, "w", "t"),
-				multi(k, "a", k+"-b"), multiExtend(k, "a", k+"-b"), multiUnlock(k, "a", k+"-b"),
-			} {
-				rep := callOne(n, op)
-				require.Error(t, rep.Err, op.Name())
-				assert.ErrorIs(t, rep.Err, node.ErrNoScripts, op.Name())
-				assert.ErrorIs(t, rep.Err, node.ErrMisconfigured, op.Name())
-				assert.Contains(t, rep.Err.Error(), "+@scripting", op.Name())
-			}
+			refusesWhatNeedsScripts(t, n)
 			assert.Empty(t, servers[0].Keys(), "nothing was written")
 		})
+	}
+	t.Run("fake", func(t *testing.T) {
+		f := nodetest.New("fake")
+		f.NoScripts = true
+		refusesWhatNeedsScripts(t, f)
+		assert.Empty(t, f.Data, "nothing was written")
+		assert.Equal(t, node.Transactions, f.Way())
+	})
+}
+
+// refusesWhatNeedsScripts checks that n refuses every operation of a
+// semaphore, a reader-writer lock and a multi-name lock, naming scripting.
+func refusesWhatNeedsScripts(t *testing.T, n node.Node) {
+	t.Helper()
+	k := "needs-scripts"
+	for _, op := range []node.Op{
+		sem(k, "a", 2), semExtend(k, "a"), semRelease(k, "a"),
+		read(k, "r"), readExtend(k, "r"), readRelease(k, "r"),
+		write(k, "w", "t"), writeRelease(k, "w", "t"),
+		multi(k, "a", k+"-b"), multiExtend(k, "a", k+"-b"), multiUnlock(k, "a", k+"-b"),
+	} {
+		rep := callOne(n, op)
+		require.Error(t, rep.Err, op.Name())
+		assert.ErrorIs(t, rep.Err, node.ErrNoScripts, op.Name())
+		assert.ErrorIs(t, rep.Err, node.ErrMisconfigured, op.Name())
+		assert.Contains(t, rep.Err.Error(), "+@scripting", op.Name())
 	}
 }
 
