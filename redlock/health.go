@@ -27,7 +27,8 @@ type NodeHealth struct {
 	// default), or, for a node that refuses them (see [FeatureScripts] and
 	// [WithoutScripts]), "native" (the server's own DELEX for plain
 	// releases, transactions for the rest) or "transactions" (WATCH,
-	// MULTI, EXEC).
+	// MULTI, EXEC; also the way of a node told to avoid scripts that has
+	// not been asked yet whether it has DELEX).
 	Way string
 }
 

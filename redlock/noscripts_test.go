@@ -105,7 +105,9 @@ func TestNeedsScriptsRefusedAtOnce(t *testing.T) {
 		assert.Empty(t, sv.Keys(), "nothing half-taken")
 	}
 	for _, h := range r.Health() {
-		assert.Equal(t, "native", h.Way)
+		// "native" once the node was asked whether it has DELEX: an
+		// attempt that was hopeless may have ended before a node's turn.
+		assert.Contains(t, []string{"native", "transactions"}, h.Way)
 		assert.NotContains(t, h.Off, FeatureScripts, "told up front: no refusal was seen")
 	}
 }

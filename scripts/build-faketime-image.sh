@@ -19,6 +19,8 @@ state="${REDLOCK_STATE_DIR:-/tmp/redlock-docker}"
 cache="$state/faketime-build"
 
 log() { printf 'build-faketime-image: %s\n' "$*" >&2; }
+# shellcheck source=scripts/image-lib.sh
+source "$(dirname "$0")/image-lib.sh"
 
 # ensure_packages PACKAGE...: installs those not installed yet (root only).
 ensure_packages() {
@@ -124,22 +126,8 @@ trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/usr/bin" "$ctx/usr/lib/faketime" "$ctx/etc/redis" "$ctx/data" "$ctx/tmp" "$ctx/clock"
 cp "$cache/bin/redis-server" "$cache/bin/redis-cli" "$ctx/usr/bin/"
 cp -L "$faketime_lib" "$ctx/usr/lib/faketime/libfaketime.so.1"
-for bin in "$ctx/usr/bin/redis-server" "$ctx/usr/bin/redis-cli" "$ctx/usr/lib/faketime/libfaketime.so.1"; do
-	ldd "$bin" | grep -o '/[^ ]*' | while read -r lib; do
-		mkdir -p "$ctx$(dirname "$lib")"
-		cp -L "$lib" "$ctx$lib"
-	done
-done
-cat >"$ctx/etc/redis/redis.conf" <<'CONF'
-# Test nodes: no persistence unless a test asks for it on the command line.
-bind 127.0.0.1
-protected-mode no
-daemonize no
-dir /data
-save ""
-appendonly no
-logfile ""
-CONF
+stage_binaries "$ctx" "$ctx/usr/bin/redis-server" "$ctx/usr/bin/redis-cli" "$ctx/usr/lib/faketime/libfaketime.so.1"
+write_redis_conf "$ctx"
 cat >"$ctx/Dockerfile" <<'DOCKER'
 FROM scratch
 COPY . /

@@ -6,6 +6,8 @@ set -euo pipefail
 tag="${1:?usage: build-redis-image.sh TAG}"
 
 log() { printf 'build-redis-image: %s\n' "$*" >&2; }
+# shellcheck source=scripts/image-lib.sh
+source "$(dirname "$0")/image-lib.sh"
 
 if ! command -v redis-server >/dev/null 2>&1; then
 	if [[ "$(id -u)" != 0 ]]; then
@@ -22,22 +24,8 @@ trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/usr/bin" "$ctx/etc/redis" "$ctx/data" "$ctx/tmp"
 cp -L "$(command -v redis-server)" "$ctx/usr/bin/redis-server"
 cp -L "$(command -v redis-cli)" "$ctx/usr/bin/redis-cli"
-for bin in "$ctx/usr/bin/redis-server" "$ctx/usr/bin/redis-cli"; do
-	ldd "$bin" | grep -o '/[^ ]*' | while read -r lib; do
-		mkdir -p "$ctx$(dirname "$lib")"
-		cp -L "$lib" "$ctx$lib"
-	done
-done
-cat >"$ctx/etc/redis/redis.conf" <<'CONF'
-# Test nodes: no persistence unless a test asks for it on the command line.
-bind 127.0.0.1
-protected-mode no
-daemonize no
-dir /data
-save ""
-appendonly no
-logfile ""
-CONF
+stage_binaries "$ctx" "$ctx/usr/bin/redis-server" "$ctx/usr/bin/redis-cli"
+write_redis_conf "$ctx"
 cat >"$ctx/Dockerfile" <<'DOCKER'
 FROM scratch
 COPY . /
