@@ -68,8 +68,14 @@ var ErrAborted = errors.New("redlock: a watched key changed in every transaction
 // all (as opposed to a script that ran and failed): the user lacks
 // EVALSHA or EVAL, or the command is unknown (renamed away).
 func scriptsRefused(err error) bool {
+	// Checked on every reply: nil first, before errors.As's target (which
+	// escapes to the heap) is made.
+	return err != nil && refusedScripts(err)
+}
+
+func refusedScripts(err error) bool {
 	var rerr redis.Error
-	if err == nil || !errors.As(err, &rerr) {
+	if !errors.As(err, &rerr) {
 		return false
 	}
 	msg := strings.ToLower(rerr.Error())

@@ -1,0 +1,12 @@
+package node
+
+import "testing"
+
+// Every reply is checked for a refusal of scripts: a reply without an
+// error must cost nothing (errors.As's target escapes, so it is made only
+// for an error).
+func TestScriptsRefusedCostsNothingWithoutError(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = scriptsRefused(nil) }); n != 0 {
+		t.Fatalf("scriptsRefused(nil) allocates %v times", n)
+	}
+}
