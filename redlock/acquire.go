@@ -16,6 +16,9 @@ import (
 type grant struct {
 	start, until time.Time
 	fence        uint64
+	// voters are the nodes whose grants counted, and jumps the clock
+	// jumps found on each node by then (see clockJumped).
+	voters, jumps []int
 }
 
 // refusal is what a failed attempt says of itself, for the wait before
@@ -89,6 +92,9 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 		return grant{}, refusal{}, err
 	}
 	defer e.wg.Done()
+	if e.guard != nil {
+		e.guard.inUse(s.cfg.ttl)
+	}
 	gates := newGates(e.pool.size())
 	rd := newRound(ctx, e.pool, s.cfg.nodeTimeout, s.report, e.pool.size()*(1+maxReasks)).needs(s.quorum)
 	a := newAttempt(rd, s.op, s.token, gates, s.split, s.reentrant, s.released, s.reasks)
@@ -99,6 +105,9 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 	until := validUntil(rd.start, s.cfg.ttl, s.cfg.driftFactor)
 	if won && idErr == nil && e.now().Before(until) {
 		g := grant{start: rd.start, until: until}
+		if e.guard != nil {
+			g.voters, g.jumps = t.grantedNodes(), e.guard.jumpsOf()
+		}
 		if s.fence == nil {
 			return g, refusal{}, nil
 		}
@@ -109,7 +118,20 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 	if idErr != nil {
 		return grant{}, failed, idErr
 	}
-	return grant{}, failed, e.fail(ErrNotAcquired, notAcquired(t, a, failed.took, s.cfg.ttl), ctxErr, t)
+	return grant{}, failed, e.fail(ErrNotAcquired, notAcquired(t, a, failed.took, s.cfg.ttl)+e.skewed(), ctxErr, t)
+}
+
+// skewed says, when this process's own wall clock is the one off (every
+// node's agrees with the others', none with it), why its nodes refuse to
+// vote; "" otherwise.
+func (e *engine) skewed() string {
+	if e.guard == nil {
+		return ""
+	}
+	if off, ok := e.guard.processSkew(); ok {
+		return fmt.Sprintf("; this process's wall clock is %v from every node's, so none votes: fix this machine's clock", (-off).Round(time.Millisecond))
+	}
+	return ""
 }
 
 // enter starts an acquisition: it counts it in (see track; the caller

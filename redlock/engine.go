@@ -44,11 +44,14 @@ type engine struct {
 	courtesy courtesy // see courtesy.go
 
 	features *features // the optional features each node refused (see features.go)
+
+	guard    *clockGuard // the nodes' clocks (see clockguard.go); nil: no check
+	watching bool        // the clock watcher runs; guarded by leasesMu
 }
 
 // newEngine returns the engine of nodes, reporting background node
 // failures to o (nil: none).
-func newEngine(nodes []node.Node, o Observer) *engine {
+func newEngine(nodes []node.Node, o Observer, tolerance time.Duration) *engine {
 	e := &engine{now: time.Now, done: make(chan struct{}), leases: map[*lease]*holder{}}
 	e.pool = newPool(nodes, e.now)
 	e.report = e.reporter(o)
@@ -56,6 +59,16 @@ func newEngine(nodes []node.Node, o Observer) *engine {
 	e.ids = newIdentifier(e.pool, e.now, e.featureOff)
 	e.pool.report, e.pool.back = e.report, e.ids.again
 	e.waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })
+	if tolerance > 0 {
+		e.guard = newClockGuard(len(nodes), tolerance)
+		e.guard.tell = func(i int, err error) {
+			if e.report != nil {
+				e.report(context.Background(), i, fmt.Errorf("redlock: the node does not vote until its clock agrees again: %w", err), false)
+			}
+		}
+		e.guard.jumped = e.clockJumped
+		e.pool.guard = e.guard
+	}
 	for i, n := range nodes {
 		e.sharded = e.sharded || n.Layout().Sharded
 		if s, ok := n.(interface{ OnWay(func(node.Way, error)) }); ok {
@@ -100,7 +113,13 @@ func (e *engine) record(l *lease, h *holder) bool {
 	}
 	e.leasesMu.Lock()
 	e.leases[l] = h
+	watch := e.guard != nil && !e.watching
+	e.watching = e.watching || watch
 	e.leasesMu.Unlock()
+	if watch {
+		e.wg.Add(1) // under mu, not closed: see track
+		go e.watchClocks()
+	}
 	return true
 }
 

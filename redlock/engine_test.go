@@ -21,7 +21,7 @@ import (
 func newFakeEngine(t *testing.T, n int) (*engine, []*nodetest.Fake) {
 	t.Helper()
 	fs := nodetest.Fakes(n)
-	e := newEngine(nodetest.Nodes(fs), nil)
+	e := newEngine(nodetest.Nodes(fs), nil, DefaultClockTolerance)
 	t.Cleanup(func() {
 		for _, f := range fs {
 			f.Unhang()

@@ -30,6 +30,10 @@ type NodeHealth struct {
 	// MULTI, EXEC; also the way of a node told to avoid scripts that has
 	// not been asked yet whether it has DELEX).
 	Way string
+	// Clock is why the node does not vote now because of its clock (an
+	// error wrapping [ErrClockJump]; see [WithClockTolerance]), nil while
+	// it votes.
+	Clock error
 }
 
 // Health returns what the Redlock knows of each node's health, in the order
@@ -41,6 +45,9 @@ func (r *Redlock) Health() []NodeHealth {
 		h.Down, h.Since, h.Owed, h.Err = r.e.pool.health(i)
 		h.Off = r.e.features.of(i)
 		h.Way = r.e.pool.way(i).String()
+		if r.e.guard != nil {
+			h.Clock = r.e.guard.refused(i)
+		}
 		out[i] = h
 	}
 	return out

@@ -17,7 +17,7 @@ import (
 // on each other: each uses only the files before it (and internal/), and
 // every other file of the package (the facade) may use all of them, never
 // the reverse. docs/ARCHITECTURE.md explains the layers.
-var engineFiles = []string{"clock.go", "gate.go", "quorum.go", "report.go", "pool.go", "round.go", "attempt.go"}
+var engineFiles = []string{"clock.go", "gate.go", "quorum.go", "report.go", "clockguard.go", "pool.go", "round.go", "attempt.go"}
 
 // TestLayers checks that the engine's files reach neither into the facade
 // nor into engine files after them: no name declared at top level there

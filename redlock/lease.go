@@ -28,6 +28,10 @@ type lease struct {
 	fence  uint64    // the fencing token; 0 when not fenced
 	done   chan struct{}
 
+	// voters and jumps are the grant's (see grant): the nodes that hold
+	// the lease, as far as their clocks are known to have kept it.
+	voters, jumps []int
+
 	until time.Time   // the validity's end; moves with every extension
 	holds int         // holds taken on a reentrant lock; 1 otherwise
 	err   error       // why the lease ended; set before done is closed
@@ -96,7 +100,7 @@ func (h *holder) holding() bool {
 // lease of the same token (a reentrant lock's, taken meanwhile by another
 // goroutine's first TryLock) gets one more hold instead.
 func (h *holder) take(ctx context.Context, token, notice string, g grant, join bool) {
-	l := &lease{token: token, notice: notice, start: g.start, fence: g.fence, done: make(chan struct{}), until: g.until, holds: 1}
+	l := &lease{token: token, notice: notice, start: g.start, fence: g.fence, done: make(chan struct{}), until: g.until, holds: 1, voters: g.voters, jumps: g.jumps}
 	h.mu.Lock()
 	old := h.lease
 	if join && old.live() {

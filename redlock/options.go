@@ -53,16 +53,19 @@ type config struct {
 	ack         node.Ack      // replicas that must acknowledge a write; zero: none
 	quorum      int           // a semaphore's quorum; 0: its default
 	noScripts   bool          // New's nodes speak without scripts from the start
+	// clockTolerance is the clock guard's (see clockguard.go); 0: off.
+	clockTolerance time.Duration
 }
 
 func defaultConfig() config {
 	return config{
-		ttl:         DefaultTTL,
-		nodeTimeout: DefaultNodeTimeout,
-		driftFactor: DefaultDriftFactor,
-		delayMin:    DefaultRetryDelayMin,
-		delayMax:    DefaultRetryDelayMax,
-		notify:      true,
+		ttl:            DefaultTTL,
+		nodeTimeout:    DefaultNodeTimeout,
+		driftFactor:    DefaultDriftFactor,
+		delayMin:       DefaultRetryDelayMin,
+		delayMax:       DefaultRetryDelayMax,
+		notify:         true,
+		clockTolerance: DefaultClockTolerance,
 	}
 }
 
@@ -338,6 +341,28 @@ func WithQuorum(q int) Option {
 func WithoutScripts() Option {
 	return optionFunc(func(c *config) error {
 		c.noScripts = true
+		return nil
+	})
+}
+
+// WithClockTolerance sets how far a node's clock may be from this
+// process's wall clock, or move against its monotonic clock between two
+// replies of the node, and the node still vote. Every grant and extension
+// arrives with the node's time (TIME, in the same round trip): a node
+// outside the tolerance does not vote, for grants or extensions, until it
+// has agreed again for the longest TTL in use; each such episode is
+// reported once to the Observer and shown in [NodeHealth.Clock], and a
+// lease that counted a node whose clock then jumped is lost when too few
+// of the nodes that granted it are left ([Mutex.Done] closes, the cause
+// wrapping [ErrClockJump]). While a lease is held, each node's clock is
+// read once a second. 0 turns the guard off. Only [New] accepts it.
+// Default: 1s ([DefaultClockTolerance]); see docs/ALGORITHM.md.
+func WithClockTolerance(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return invalid("clock tolerance must not be negative, got %v", d)
+		}
+		c.clockTolerance = d
 		return nil
 	})
 }

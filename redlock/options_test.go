@@ -55,6 +55,7 @@ func TestOptionsValidated(t *testing.T) {
 		"negative tries":            {WithTries(-1)},
 		"zero retry delay":          {WithRetryDelay(0, time.Second)},
 		"retry delay max below min": {WithRetryDelay(time.Second, time.Millisecond)},
+		"negative clock tolerance":  {WithClockTolerance(-time.Second)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ns := nodetest.Nodes(nodetest.Fakes(3))
@@ -79,7 +80,7 @@ func TestOptionsApply(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, config{
 		ttl: time.Minute, nodeTimeout: time.Second, driftFactor: 0, tries: 3,
-		delayMin: time.Millisecond, delayMax: 2 * time.Millisecond, notify: true,
+		delayMin: time.Millisecond, delayMax: 2 * time.Millisecond, notify: true, clockTolerance: DefaultClockTolerance,
 	}, m.h.cfg)
 	d, err := r.NewMutex("j")
 	require.NoError(t, err)

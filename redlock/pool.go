@@ -69,6 +69,8 @@ type pool struct {
 	// back is called when a down node answers again. Both may be nil.
 	report reportFunc
 	back   func(i int)
+	// guard reads the clock evidence of every reply (nil: no check).
+	guard *clockGuard
 
 	// slowest is the longest node timeout a request was sent with, in
 	// nanoseconds: how long close may still wait for a reply.
@@ -166,14 +168,14 @@ func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.O
 		// Apart from the reported one below, so that its closure holds no
 		// more than without a report.
 		p.nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-			done(p.received(i, rep))
+			done(p.clocked(i, now, p.received(i, rep)))
 			p.wg.Done()
 		})
 		return
 	}
 	w := watchAfter(ctx, &p.wg, p, i, now, timeout, report)
 	p.nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-		rep = p.received(i, rep)
+		rep = p.clocked(i, now, p.received(i, rep))
 		w.replied(rep, p.now().After(sendBy))
 		done(rep)
 		p.wg.Done()
@@ -485,4 +487,17 @@ func (p *pool) way(i int) node.Way {
 		return w.Way()
 	}
 	return node.Scripts
+}
+
+// clocked passes node i's reply to a request sent at sent through the
+// guard: a vote from a node that may not vote becomes an error wrapping
+// ErrClockJump (the node may hold the token: an attempt undoes it there).
+func (p *pool) clocked(i int, sent time.Time, rep node.Reply) node.Reply {
+	if p.guard == nil || rep.Time.IsZero() || rep.Err != nil {
+		return rep
+	}
+	if why := p.guard.check(i, sent, p.now(), rep.Time); why != nil && rep.OK {
+		return node.Reply{Err: why, Value: rep.Value, Time: rep.Time}
+	}
+	return rep
 }

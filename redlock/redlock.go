@@ -78,7 +78,7 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 			}
 		}
 	}
-	r := &Redlock{e: newEngine(nodes, cfg.observer), cfg: cfg}
+	r := &Redlock{e: newEngine(nodes, cfg.observer, cfg.clockTolerance), cfg: cfg}
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}
@@ -106,8 +106,8 @@ func (r *Redlock) mutexWith(name string, cfg config) (*Mutex, error) {
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}
-	if cfg.noScripts != r.cfg.noScripts {
-		return nil, errScriptsOption
+	if err := r.newOnly(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.quorum != 0 {
 		return nil, errQuorumOption
@@ -130,8 +130,17 @@ func (r *Redlock) mutexWith(name string, cfg config) (*Mutex, error) {
 	return &Mutex{h: holder{e: r.e, name: name, cfg: cfg, report: r.e.reporter(cfg.observer), kind: kind}, lock: kind}, nil
 }
 
-// errScriptsOption is the error of WithoutScripts given to anything but New.
-var errScriptsOption = invalid("WithoutScripts applies to New only: how a node is spoken to is the node's, not one lock's")
+// newOnly refuses, in the options of a primitive, those only New takes.
+func (r *Redlock) newOnly(cfg config) error {
+	if cfg.noScripts != r.cfg.noScripts || cfg.clockTolerance != r.cfg.clockTolerance {
+		return errNewOnlyOption
+	}
+	return nil
+}
+
+// errNewOnlyOption is the error of WithoutScripts or WithClockTolerance
+// given to anything but New.
+var errNewOnlyOption = invalid("WithoutScripts and WithClockTolerance apply to New only: how a node is spoken to, and whether its clock is trusted, are the node's, not one lock's")
 
 // errQuorumOption is the error of WithQuorum given to New or NewMutex.
 var errQuorumOption = invalid("WithQuorum applies to semaphores only: a lock's quorum is a majority")
@@ -278,11 +287,11 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
+	if err := r.newOnly(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.reentrant || cfg.fencing {
 		return nil, invalid("semaphores support neither WithReentrant nor WithFencing")
-	}
-	if cfg.noScripts != r.cfg.noScripts {
-		return nil, errScriptsOption
 	}
 	n := r.e.pool.size()
 	q := cfg.quorum

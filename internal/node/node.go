@@ -78,6 +78,9 @@ type Reply struct {
 	OK    bool
 	Err   error
 	Value any
+	// Time is the node's clock right after the operation, for a Timed one
+	// (see clock.go); zero otherwise, or when the node did not say.
+	Time time.Time
 }
 
 // Laned is an Op about one lock name. A transport applies a node's Laned

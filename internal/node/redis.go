@@ -121,7 +121,7 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 		}
 		return
 	}
-	c.cmds = op.Encode(ctx, n.layout, c.buf[:0])
+	c.cmds = timed(ctx, op, n.layout, op.Encode(ctx, n.layout, c.buf[:0]))
 	if len(c.cmds) == 0 {
 		c.finish(op.Decode(nil)) // nothing to send
 		return
@@ -242,7 +242,10 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 			again = append(again, c)
 			continue
 		}
-		c.finish(c.op.Decode(c.cmds))
+		cmds, at := untimed(c.op, n.layout, c.cmds)
+		rep := c.op.Decode(cmds)
+		rep.Time = at
+		c.finish(rep)
 	}
 	n.transactAll(again)
 }

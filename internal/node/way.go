@@ -188,7 +188,11 @@ func (n *Redis) transactEach(calls []*call, w Way) {
 			c.finish(Reply{Err: err})
 			continue
 		}
-		c.finish(op.Transact(c.ctx, &Tx{c: n.client, layout: n.layout, way: w, until: c.sendBy}))
+		rep := op.Transact(c.ctx, &Tx{c: n.client, layout: n.layout, way: w, until: c.sendBy})
+		if rep.Err == nil {
+			rep.Time = clockOf(c.ctx, c.op, n.layout, n.client)
+		}
+		c.finish(rep)
 	}
 }
 

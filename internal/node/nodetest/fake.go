@@ -49,6 +49,10 @@ type Fake struct {
 	// speaks transactions (node.Transactions), and refuses what needs
 	// scripts as such a node does (node.WithoutScripts).
 	NoScripts bool
+	// ClockOffset moves the node's wall clock (the time its Timed replies
+	// carry) away from this process's. It does not expire keys: move the
+	// keys' time with Age, as a jump would.
+	ClockOffset time.Duration
 	// Readers are the readers of reader-writer locks by name: each
 	// reader's token and when its hold expires, as rw.lua keeps them. A
 	// waiting writer's mark is an Entry of Data (see node.IntentKey).
@@ -130,6 +134,19 @@ func (n *Fake) Restart() {
 	n.Readers = map[string]map[string]time.Time{}
 	n.UpSince = time.Now()
 	n.Restarts++ // another server process: another run id
+}
+
+// Jump steps the node's wall clock by d, as an NTP step or an operator's
+// date does to a Redis server: the time its replies carry moves by d, and
+// a forward step brings every expiry d closer (Redis expires by its wall
+// clock).
+func (n *Fake) Jump(d time.Duration) {
+	n.mu.Lock()
+	n.ClockOffset += d
+	n.mu.Unlock()
+	if d > 0 {
+		n.Age(d)
+	}
 }
 
 // Age moves every expiry of the node d closer, as if d had passed on its
@@ -294,8 +311,25 @@ func (n *Fake) Way() node.Way {
 	return node.Scripts
 }
 
-// answer applies op and returns the node's reply.
+// answer applies op and returns the node's reply, with the node's time
+// when op is Timed (see ClockOffset).
 func (n *Fake) answer(op node.Op) node.Reply {
+	rep := n.apply1(op)
+	if _, ok := op.(node.Timed); ok && rep.Err == nil && !n.Sharded {
+		rep.Time = n.Now()
+	}
+	return rep
+}
+
+// Now is the node's wall clock: this process's, moved by ClockOffset.
+func (n *Fake) Now() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return time.Now().Add(n.ClockOffset)
+}
+
+// apply1 applies op and returns the node's reply.
+func (n *Fake) apply1(op node.Op) node.Reply {
 	if n.Way() != node.Scripts {
 		if err := node.WithoutScripts(op, errRefused); err != nil {
 			return node.Reply{Err: err}
@@ -318,6 +352,8 @@ func (n *Fake) answer(op node.Op) node.Reply {
 		return n.forceRelease(o)
 	case node.Identify:
 		return n.identifyOp()
+	case node.Clock:
+		return node.Reply{OK: true}
 	}
 	return n.answerSemaphore(op)
 }

@@ -1,0 +1,92 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Clock evidence. Redis expires keys by its own wall clock, so a node whose
+// clock jumped forgets the locks it granted. An operation that votes (a
+// grant, an extension) is Timed: the transport sends TIME right after it,
+// on the same connection in the same round trip, and its Reply carries the
+// node's time, so that a vote and the clock it was given under arrive
+// together. A node laid out as a Redis Cluster or Ring carries none (TIME
+// has no key, and would be answered by any of its masters).
+
+// Timed is an Op whose reply carries the node's time (Reply.Time).
+type Timed interface {
+	Op
+	// Timed marks the operation.
+	Timed()
+}
+
+// Timed implements Timed: a grant is a vote.
+func (*Acquire) Timed() {}
+
+// Timed implements Timed: an extension is a vote.
+func (*Extend) Timed() {}
+
+// Timed implements Timed: a permit's grant is a vote.
+func (*SemAcquire) Timed() {}
+
+// Timed implements Timed: a permit's extension is a vote.
+func (*SemExtend) Timed() {}
+
+// Timed implements Timed: a read lock's grant is a vote.
+func (*ReadAcquire) Timed() {}
+
+// Timed implements Timed: a read lock's extension is a vote.
+func (*ReadExtend) Timed() {}
+
+// Clock asks a node its time and nothing else: TIME. Its Reply is OK with
+// Time set.
+type Clock struct{}
+
+// Name implements Op.
+func (Clock) Name() string { return "clock" }
+
+// Timed implements Timed.
+func (Clock) Timed() {}
+
+// Encode implements Op: nothing but the TIME the transport adds.
+func (Clock) Encode(_ context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder { return cmds }
+
+// Decode implements Op.
+func (Clock) Decode([]redis.Cmder) Reply { return Reply{OK: true} }
+
+// Transact implements Transacted.
+func (Clock) Transact(context.Context, *Tx) Reply { return Reply{OK: true} }
+
+// timed appends TIME to cmds when op is Timed and the layout has one
+// server.
+func timed(ctx context.Context, op Op, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	if _, ok := op.(Timed); !ok || l.Sharded {
+		return cmds
+	}
+	return append(cmds, redis.NewTimeCmd(ctx, "time"))
+}
+
+// untimed splits cmds into the operation's own commands and the node's
+// time read by the TIME timed added (zero when none, or it failed).
+func untimed(op Op, l Layout, cmds []redis.Cmder) ([]redis.Cmder, time.Time) {
+	if _, ok := op.(Timed); !ok || l.Sharded || len(cmds) == 0 {
+		return cmds, time.Time{}
+	}
+	t, _ := cmds[len(cmds)-1].(*redis.TimeCmd)
+	if t == nil {
+		return cmds, time.Time{}
+	}
+	return cmds[:len(cmds)-1], t.Val()
+}
+
+// clockOf asks c for its time, for an operation carried without scripts
+// (its own round trip).
+func clockOf(ctx context.Context, op Op, l Layout, c redis.UniversalClient) time.Time {
+	if _, ok := op.(Timed); !ok || l.Sharded {
+		return time.Time{}
+	}
+	t, _ := c.Time(ctx).Result()
+	return t
+}

@@ -1,0 +1,185 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+)
+
+// The clock guard on fake nodes whose wall clocks jump (nodetest.Fake.Jump:
+// the time their replies carry moves, and their keys expire early).
+
+// twoProcesses returns two Redlocks over the same five fakes, as two
+// processes would have, with opts.
+func twoProcesses(t *testing.T, opts ...Option) ([]*nodetest.Fake, *Redlock, *Redlock, *recorder) {
+	t.Helper()
+	fs := nodetest.Fakes(5)
+	obs := &recorder{}
+	first, err := newRedlock(nodetest.Nodes(fs), append(opts, WithObserver(obs))...)
+	require.NoError(t, err)
+	second, err := newRedlock(nodetest.Nodes(fs), opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, first.Close(context.Background()))
+		assert.NoError(t, second.Close(context.Background()))
+	})
+	return fs, first, second, obs
+}
+
+// A lock held on all five nodes; three of them jump a minute ahead (they
+// forget it). The second process's grants from them do not count: it is
+// refused. The first holder finds out from the nodes' clocks alone, and
+// its Done closes with a cause that names the clock. With the guard off,
+// the second process takes the lock while the first still holds it.
+func TestClockJumpOnThreeNodes(t *testing.T) {
+	for _, guard := range []bool{true, false} {
+		t.Run(map[bool]string{true: "guarded", false: "unguarded"}[guard], func(t *testing.T) {
+			var opts []Option
+			if !guard {
+				opts = append(opts, WithClockTolerance(0))
+			}
+			fs, first, second, obs := twoProcesses(t, opts...)
+			ctx := t.Context()
+			m1, err := first.NewMutex("k", WithTTL(20*time.Second))
+			require.NoError(t, err)
+			require.NoError(t, m1.Lock(ctx))
+			heldEverywhere(t, fs, "k")
+			for _, f := range fs[:3] {
+				f.Jump(time.Minute)
+			}
+			m2, err := second.NewMutex("k", WithTTL(20*time.Second), WithRetryDelay(time.Millisecond, 2*time.Millisecond))
+			require.NoError(t, err)
+			err = m2.TryLock(ctx)
+			if !guard {
+				require.NoError(t, err, "without the guard, the jumped nodes' grants count")
+				assert.NoError(t, m1.Err(), "and the first holder knows nothing")
+				return
+			}
+			require.ErrorIs(t, err, ErrNotAcquired, "the jumped nodes do not vote")
+			assert.ErrorIs(t, err, ErrClockJump)
+			assert.Eventually(t, func() bool { // the replies after the decision are read too
+				for _, h := range second.Health() {
+					if (h.Index < 3) != errors.Is(h.Clock, ErrClockJump) {
+						return false
+					}
+				}
+				return true
+			}, time.Second, time.Millisecond, "the jumped nodes, and only they, do not vote")
+			select {
+			case <-m1.Done():
+			case <-time.After(5 * clockWatchEvery):
+				t.Fatal("the first holder did not find out")
+			}
+			require.ErrorIs(t, m1.Err(), ErrLockLost)
+			assert.ErrorIs(t, m1.Err(), ErrClockJump)
+			assert.Contains(t, m1.Err().Error(), "nodes that granted it still may hold it")
+			told := func() map[int]int {
+				out := map[int]int{}
+				obs.mu.Lock()
+				defer obs.mu.Unlock()
+				for _, f := range obs.nodes {
+					if strings.Contains(f.err.Error(), "does not vote until its clock agrees") {
+						out[f.err.Index]++
+					}
+				}
+				return out
+			}
+			assert.Eventually(t, func() bool { return len(told()) == 3 }, 5*clockWatchEvery, 10*time.Millisecond, "every jumped node told")
+			time.Sleep(2 * clockWatchEvery) // more replies: still the same episodes
+			assert.Equal(t, map[int]int{0: 1, 1: 1, 2: 1}, told(), "each episode told once")
+		})
+	}
+}
+
+// Kleppmann's case: the first holder got the lock on a bare quorum (two
+// nodes were cut off from it), then one of its three nodes jumps. The
+// second process gets the jumped node's grant and the two others': the
+// jumped one does not count, so it is refused; the first holder's Done
+// closes.
+func TestClockJumpOnBareQuorum(t *testing.T) {
+	fs, first, second, _ := twoProcesses(t)
+	ctx := t.Context()
+	for _, f := range fs[3:] {
+		f.Faults(func(n *nodetest.Fake) { n.Err = errCutOff })
+	}
+	m1, err := first.NewMutex("k", WithTTL(20*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, m1.Lock(ctx))
+	heldEverywhere(t, fs[:3], "k")
+	for _, f := range fs[3:] {
+		f.Faults(func(n *nodetest.Fake) { n.Err = nil })
+	}
+	fs[2].Jump(time.Minute)
+	m2, err := second.NewMutex("k", WithTTL(20*time.Second))
+	require.NoError(t, err)
+	require.ErrorIs(t, m2.TryLock(ctx), ErrNotAcquired)
+	select {
+	case <-m1.Done():
+	case <-time.After(5 * clockWatchEvery):
+		t.Fatal("the first holder did not find out")
+	}
+	assert.ErrorIs(t, m1.Err(), ErrClockJump)
+}
+
+var errCutOff = context.DeadlineExceeded
+
+// heldEverywhere waits until every fake holds key: an acquisition returns
+// at a quorum, the others' grants land after.
+func heldEverywhere(t *testing.T, fs []*nodetest.Fake, key string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, f := range fs {
+			if _, ok := f.Get(key); !ok {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond)
+}
+
+// A node whose clock jumped votes again only once it has agreed for the
+// longest TTL in use.
+func TestClockQuarantineLastsTheLongestTTL(t *testing.T) {
+	fs, _, second, _ := twoProcesses(t)
+	ctx := t.Context()
+	m, err := second.NewMutex("k", WithTTL(time.Second))
+	require.NoError(t, err)
+	require.NoError(t, m.Lock(ctx))
+	require.NoError(t, m.Unlock(ctx))
+	fs[0].Jump(10 * time.Second)
+	require.NoError(t, m.Lock(ctx), "a quorum of the others")
+	require.ErrorIs(t, second.Health()[0].Clock, ErrClockJump, "seen ahead")
+	require.NoError(t, m.Unlock(ctx))
+	fs[0].Jump(-10 * time.Second) // back: it agrees again, but may have forgotten keys
+	for range 2 {                 // the step back is a jump too; the next reply agrees
+		require.NoError(t, m.Lock(ctx))
+		require.NoError(t, m.Unlock(ctx))
+	}
+	require.Eventually(t, func() bool { return strings.Contains(fmt.Sprint(second.Health()[0].Clock), "agrees again since") },
+		time.Second, time.Millisecond, "refused while the keys it may have dropped could still matter: %v", second.Health()[0].Clock)
+	time.Sleep(1100 * time.Millisecond)
+	require.NoError(t, m.Lock(ctx)) // a reply a TTL after the first that agreed
+	assert.Eventually(t, func() bool { return second.Health()[0].Clock == nil }, time.Second, time.Millisecond, "it votes again")
+	require.NoError(t, m.Unlock(ctx))
+}
+
+// A process whose own clock is off says so, instead of refusing silently.
+func TestProcessClockOff(t *testing.T) {
+	fs, _, second, _ := twoProcesses(t)
+	for _, f := range fs {
+		f.Jump(-30 * time.Second) // every node agrees with the others, none with this process
+	}
+	m, err := second.NewMutex("k")
+	require.NoError(t, err)
+	err = m.TryLock(t.Context())
+	require.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorContains(t, err, "this process's wall clock is 30s from every node's")
+}
