@@ -1,0 +1,117 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// The clock guard against real Redis servers whose wall clocks jump
+// (libfaketime, see WithClocks): the two scenarios in which a jump lets a
+// second client take a lock the first still holds. Each runs guarded (the
+// default) and with the guard off, where the second client gets the lock:
+// that is what the guard prevents.
+
+// holdFor is the TTL of the first holder: long enough that its validity
+// runs through the whole scenario.
+const clockTTL = 20 * time.Second
+
+// TestClockJumpThreeNodes: a lock held on all five nodes; three of them
+// jump a minute ahead and forget it.
+func TestClockJumpThreeNodes(t *testing.T) {
+	for _, guarded := range []bool{true, false} {
+		t.Run(map[bool]string{true: "guarded", false: "unguarded"}[guarded], func(t *testing.T) {
+			c := startCluster(t, 5, WithClocks())
+			opts := guardOpts(guarded)
+			ctx := timeout(t, time.Minute)
+			name := "clock:" + t.Name()
+			first := newMutex(t, newRedlock(t, c, opts...), name, redlock.WithTTL(clockTTL))
+			require.NoError(t, first.Lock(ctx))
+			admin := inspector(t, c)
+			require.Eventually(t, func() bool {
+				for _, a := range admin {
+					if a.Exists(ctx, name).Val() != 1 {
+						return false
+					}
+				}
+				return true
+			}, time.Second, 5*time.Millisecond, "held on every node")
+			for _, i := range []int{0, 1, 2} {
+				require.NoError(t, c.SetClock(i, time.Minute))
+			}
+			secondRL := newRedlock(t, c, opts...)
+			second := newMutex(t, secondRL, name, redlock.WithTTL(clockTTL))
+			err := second.TryLock(ctx)
+			if !guarded {
+				require.NoError(t, err, "without the guard the jumped nodes' grants count: two holders")
+				assert.True(t, time.Now().Before(first.Until()), "while the first's validity still runs")
+				return
+			}
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			assert.ErrorIs(t, err, redlock.ErrClockJump)
+			requireLostToClock(t, first)
+		})
+	}
+}
+
+// TestClockJumpBareQuorum is Kleppmann's case: the first client holds the
+// lock on a bare quorum (it cannot reach nodes 3 and 4), then one of its
+// three nodes jumps.
+func TestClockJumpBareQuorum(t *testing.T) {
+	for _, guarded := range []bool{true, false} {
+		t.Run(map[bool]string{true: "guarded", false: "unguarded"}[guarded], func(t *testing.T) {
+			c := startCluster(t, 5, WithClocks())
+			opts := guardOpts(guarded)
+			ctx := timeout(t, time.Minute)
+			name := "clock:" + t.Name()
+			// The first client is cut off from nodes 3 and 4: its clients
+			// for them dial a loopback port nothing listens on.
+			clients := c.Clients(nil)
+			for _, i := range []int{3, 4} {
+				_ = clients[i].Close()
+				clients[i] = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.%d:1", i)})
+			}
+			firstRL := redlockOver(t, clients, opts...)
+			first := newMutex(t, firstRL, name, redlock.WithTTL(clockTTL))
+			require.NoError(t, first.Lock(ctx), "on nodes 0, 1, 2")
+			require.NoError(t, c.SetClock(2, time.Minute))
+			second := newMutex(t, newRedlock(t, c, opts...), name, redlock.WithTTL(clockTTL))
+			err := second.TryLock(ctx)
+			if !guarded {
+				require.NoError(t, err, "without the guard: nodes 2, 3, 4 grant, two holders")
+				assert.True(t, time.Now().Before(first.Until()), "while the first's validity still runs")
+				return
+			}
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			assert.ErrorIs(t, err, redlock.ErrClockJump)
+			requireLostToClock(t, first)
+		})
+	}
+}
+
+func guardOpts(guarded bool) []redlock.Option {
+	if guarded {
+		return nil
+	}
+	return []redlock.Option{redlock.WithClockTolerance(0)}
+}
+
+// requireLostToClock waits for m's Done and checks its cause names the
+// clock.
+func requireLostToClock(t *testing.T, m *redlock.Mutex) {
+	t.Helper()
+	select {
+	case <-m.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first holder did not find out that nodes it counted jumped")
+	}
+	require.ErrorIs(t, m.Err(), redlock.ErrLockLost)
+	assert.ErrorIs(t, m.Err(), redlock.ErrClockJump)
+	assert.True(t, time.Now().Before(m.Until()), "found out while its validity still ran")
+}
