@@ -57,6 +57,7 @@ func TestACLTiers(t *testing.T) {
 		{"no queue", []string{"zadd", "zrem", "zpopmin"}, redlock.FeatureQueue},
 		{"no zpopmin", []string{"zpopmin"}, ""},
 		{"no info", []string{"info"}, redlock.FeatureIdentify},
+		{"no time", []string{"time"}, redlock.FeatureClock},
 		{"no channels", []string{"channels"}, ""},
 		{"core only", []string{"zadd", "zrem", "zpopmin", "info", "channels", "publish", "subscribe", "unsubscribe"}, redlock.FeatureQueue},
 	} {

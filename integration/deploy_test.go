@@ -234,7 +234,7 @@ func leastPrivilegeACL(user, pass, prefix string) []any {
 		"resetkeys", "~" + prefix + "*", "~{" + prefix + "*",
 		"resetchannels", "&redlock:*",
 		"-@all", "+@connection"}
-	for _, cmd := range strings.Fields("ping info set get del pexpire pttl type hset hincrby hexists " +
+	for _, cmd := range strings.Fields("ping info time set get del pexpire pttl type hset hincrby hexists " +
 		"zadd zrem zpopmin evalsha eval script|load publish subscribe unsubscribe") {
 		args = append(args, "+"+cmd)
 	}

@@ -74,6 +74,9 @@ func newEngine(nodes []node.Node, o Observer, tolerance time.Duration) *engine {
 		if s, ok := n.(interface{ OnWay(func(node.Way, error)) }); ok {
 			s.OnWay(func(w node.Way, why error) { e.scriptsOff(i, w, why) })
 		}
+		if s, ok := n.(interface{ OnNoClock(func(error)) }); ok && tolerance > 0 {
+			s.OnNoClock(func(why error) { e.featureOff(i, FeatureClock, why) })
+		}
 	}
 	return e
 }

@@ -32,6 +32,9 @@ const (
 	// and [WithoutScripts]): a Mutex works in full, semaphores,
 	// reader-writer and multi-name locks are refused there.
 	FeatureScripts = "scripts"
+	// FeatureClock is TIME, read with every vote for the clock guard (see
+	// [WithClockTolerance]): without it, the node's clock is not checked.
+	FeatureClock = "clock"
 )
 
 // features records the optional features each node refused.

@@ -69,24 +69,39 @@ func timed(ctx context.Context, op Op, l Layout, cmds []redis.Cmder) []redis.Cmd
 }
 
 // untimed splits cmds into the operation's own commands and the node's
-// time read by the TIME timed added (zero when none, or it failed).
-func untimed(op Op, l Layout, cmds []redis.Cmder) ([]redis.Cmder, time.Time) {
+// time read by the TIME timed added (zero when none, or it failed, with
+// its error).
+func untimed(op Op, l Layout, cmds []redis.Cmder) ([]redis.Cmder, time.Time, error) {
 	if _, ok := op.(Timed); !ok || l.Sharded || len(cmds) == 0 {
-		return cmds, time.Time{}
+		return cmds, time.Time{}, nil
 	}
 	t, _ := cmds[len(cmds)-1].(*redis.TimeCmd)
 	if t == nil {
-		return cmds, time.Time{}
+		return cmds, time.Time{}, nil
 	}
-	return cmds[:len(cmds)-1], t.Val()
+	at, err := t.Result()
+	return cmds[:len(cmds)-1], at, err
 }
 
-// clockOf asks c for its time, for an operation carried without scripts
-// (its own round trip).
-func clockOf(ctx context.Context, op Op, l Layout, c redis.UniversalClient) time.Time {
-	if _, ok := op.(Timed); !ok || l.Sharded {
+// OnNoClock sets what is told, once, when the node refuses TIME for good
+// (an ACL user without it): its votes then carry no clock, and the clock
+// guard cannot check it. Call it before the first Do.
+func (n *Redis) OnNoClock(f func(why error)) { n.onNoClock = f }
+
+// noClock tells, once, that the node refused TIME with err.
+func (n *Redis) noClock(err error) {
+	if err != nil && Misconfigured(err) && n.onNoClock != nil {
+		n.clockOff.Do(func() { n.onNoClock(Classify(err)) })
+	}
+}
+
+// clockOf asks the node for its time, for an operation carried without
+// scripts (its own round trip).
+func (n *Redis) clockOf(ctx context.Context, op Op) time.Time {
+	if _, ok := op.(Timed); !ok || n.layout.Sharded {
 		return time.Time{}
 	}
-	t, _ := c.Time(ctx).Result()
+	t, err := n.client.Time(ctx).Result()
+	n.noClock(err)
 	return t
 }

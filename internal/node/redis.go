@@ -49,7 +49,10 @@ type Redis struct {
 	probe   sync.Once             // asks once whether the node has DELEX
 	forced  atomic.Bool           // the way was set, not found: no probe
 	told    sync.Once             // onWay is called once
-	onWay   func(w Way, why error)
+
+	onNoClock func(why error)
+	clockOff  sync.Once // onNoClock is called once
+	onWay     func(w Way, why error)
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -242,7 +245,8 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 			again = append(again, c)
 			continue
 		}
-		cmds, at := untimed(c.op, n.layout, c.cmds)
+		cmds, at, err := untimed(c.op, n.layout, c.cmds)
+		n.noClock(err)
 		rep := c.op.Decode(cmds)
 		rep.Time = at
 		c.finish(rep)

@@ -190,7 +190,7 @@ func (n *Redis) transactEach(calls []*call, w Way) {
 		}
 		rep := op.Transact(c.ctx, &Tx{c: n.client, layout: n.layout, way: w, until: c.sendBy})
 		if rep.Err == nil {
-			rep.Time = clockOf(c.ctx, c.op, n.layout, n.client)
+			rep.Time = n.clockOf(c.ctx, c.op)
 		}
 		c.finish(rep)
 	}
