@@ -65,8 +65,11 @@ func timed(ctx context.Context, op Op, l Layout, cmds []redis.Cmder) []redis.Cmd
 	if _, ok := op.(Timed); !ok || l.Sharded {
 		return cmds
 	}
-	return append(cmds, redis.NewTimeCmd(ctx, "time"))
+	return append(cmds, redis.NewTimeCmd(ctx, timeArgs...))
 }
+
+// timeArgs are TIME's arguments, shared: go-redis only reads them.
+var timeArgs = []any{"time"}
 
 // untimed splits cmds into the operation's own commands and the node's
 // time read by the TIME timed added (zero when none, or it failed, with
