@@ -183,3 +183,37 @@ func TestProcessClockOff(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotAcquired)
 	assert.ErrorContains(t, err, "this process's wall clock is 30s from every node's")
 }
+
+// The same guard for a semaphore's permits, through the shared
+// acquisition: permits held on all five nodes, three jump and forget
+// them; a second process is refused the permit they would admit it to,
+// and the first holder's Done closes.
+func TestClockJumpSemaphore(t *testing.T) {
+	fs, first, second, _ := twoProcesses(t)
+	ctx := t.Context()
+	s1, err := first.NewSemaphore("pool", 1, WithTTL(20*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, s1.TryAcquire(ctx))
+	require.Eventually(t, func() bool {
+		for _, f := range fs {
+			if f.Count("sem acquire") == 0 {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond, "admitted everywhere")
+	for _, f := range fs[:3] {
+		f.Jump(time.Minute)
+	}
+	s2, err := second.NewSemaphore("pool", 1, WithTTL(20*time.Second))
+	require.NoError(t, err)
+	err = s2.TryAcquire(ctx)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorIs(t, err, ErrClockJump)
+	select {
+	case <-s1.Done():
+	case <-time.After(5 * clockWatchEvery):
+		t.Fatal("the first holder did not find out")
+	}
+	assert.ErrorIs(t, s1.Err(), ErrClockJump)
+}
