@@ -9,10 +9,10 @@ import (
 
 // Clock evidence. Redis expires keys by its own wall clock, so a node whose
 // clock jumped forgets the locks it granted. An operation that votes (a
-// grant, an extension) is Timed: the transport sends TIME right after it,
-// on the same connection in the same round trip, and its Reply carries the
-// node's time, so that a vote and the clock it was given under arrive
-// together. A node laid out as a Redis Cluster or Ring carries none (TIME
+// grant, an extension) is Timed: the transport ends the pipeline that
+// carries it with TIME, on the same connection in the same round trip (one
+// TIME for the whole batch), and its Reply carries the node's time, so
+// that a vote and the clock it was given under arrive together. A node laid out as a Redis Cluster or Ring carries none (TIME
 // has no key, and would be answered by any of its masters).
 
 // Timed is an Op whose reply carries the node's time (Reply.Time).
@@ -59,31 +59,39 @@ func (Clock) Decode([]redis.Cmder) Reply { return Reply{OK: true} }
 // Transact implements Transacted.
 func (Clock) Transact(context.Context, *Tx) Reply { return Reply{OK: true} }
 
-// timed appends TIME to cmds when op is Timed and the layout has one
-// server.
-func timed(ctx context.Context, op Op, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	if _, ok := op.(Timed); !ok || l.Sharded {
-		return cmds
+// clockFor returns the TIME to send at the end of a batch's pipeline when
+// a call of the batch is Timed and the layout has one server; nil
+// otherwise. One TIME serves the whole batch: its operations were applied
+// in that round trip, on that connection, just before it.
+func (n *Redis) clockFor(ctx context.Context, batch []*call) *redis.TimeCmd {
+	if n.layout.Sharded {
+		return nil
 	}
-	return append(cmds, redis.NewTimeCmd(ctx, timeArgs...))
+	for _, c := range batch {
+		if isTimed(c.op) {
+			return redis.NewTimeCmd(ctx, timeArgs...)
+		}
+	}
+	return nil
 }
 
 // timeArgs are TIME's arguments, shared: go-redis only reads them.
 var timeArgs = []any{"time"}
 
-// untimed splits cmds into the operation's own commands and the node's
-// time read by the TIME timed added (zero when none, or it failed, with
-// its error).
-func untimed(op Op, l Layout, cmds []redis.Cmder) ([]redis.Cmder, time.Time, error) {
-	if _, ok := op.(Timed); !ok || l.Sharded || len(cmds) == 0 {
-		return cmds, time.Time{}, nil
+func isTimed(op Op) bool {
+	_, ok := op.(Timed)
+	return ok
+}
+
+// readClock returns the time clock read, zero when none (or it failed:
+// a refusal for good is told once, see OnNoClock).
+func (n *Redis) readClock(clock *redis.TimeCmd) time.Time {
+	if clock == nil {
+		return time.Time{}
 	}
-	t, _ := cmds[len(cmds)-1].(*redis.TimeCmd)
-	if t == nil {
-		return cmds, time.Time{}, nil
-	}
-	at, err := t.Result()
-	return cmds[:len(cmds)-1], at, err
+	at, err := clock.Result()
+	n.noClock(err)
+	return at
 }
 
 // OnNoClock sets what is told, once, when the node refuses TIME for good

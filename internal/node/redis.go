@@ -124,7 +124,7 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 		}
 		return
 	}
-	c.cmds = timed(ctx, op, n.layout, op.Encode(ctx, n.layout, c.buf[:0]))
+	c.cmds = op.Encode(ctx, n.layout, c.buf[:0])
 	if len(c.cmds) == 0 {
 		c.finish(op.Decode(nil)) // nothing to send
 		return
@@ -214,7 +214,8 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	// passes (with ContextTimeoutEnabled), and re-dial for the next call:
 	// to a far node, on nearly every call.
 	ctx := batch[0].ctx
-	if cmds == 1 {
+	clock := n.clockFor(ctx, batch)
+	if cmds == 1 && clock == nil {
 		_ = n.client.Process(ctx, batch[0].cmds[0])
 	} else {
 		for _, c := range batch {
@@ -222,8 +223,12 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 				_ = pipe.Process(ctx, cmd)
 			}
 		}
+		if clock != nil {
+			_ = pipe.Process(ctx, clock)
+		}
 		_, _ = pipe.Exec(ctx) // each command keeps its own error
 	}
+	at := n.readClock(clock)
 	refused := false
 	for _, c := range batch {
 		for i, cmd := range c.cmds {
@@ -245,10 +250,10 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 			again = append(again, c)
 			continue
 		}
-		cmds, at, err := untimed(c.op, n.layout, c.cmds)
-		n.noClock(err)
-		rep := c.op.Decode(cmds)
-		rep.Time = at
+		rep := c.op.Decode(c.cmds)
+		if isTimed(c.op) {
+			rep.Time = at
+		}
 		c.finish(rep)
 	}
 	n.transactAll(again)
