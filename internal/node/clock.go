@@ -50,7 +50,8 @@ func (Clock) Name() string { return "clock" }
 // Timed implements Timed.
 func (Clock) Timed() {}
 
-// Encode implements Op: nothing but the TIME the transport adds.
+// Encode implements Op: nothing but the TIME the transport ends the
+// batch with (it sends a Timed call even with no command of its own).
 func (Clock) Encode(_ context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder { return cmds }
 
 // Decode implements Op.

@@ -125,7 +125,7 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 		return
 	}
 	c.cmds = op.Encode(ctx, n.layout, c.buf[:0])
-	if len(c.cmds) == 0 {
+	if len(c.cmds) == 0 && !isTimed(op) {
 		c.finish(op.Decode(nil)) // nothing to send
 		return
 	}
@@ -207,6 +207,27 @@ func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 	}
 }
 
+// exchange sends the commands of batch, cmds in all, in one round trip,
+// ended by TIME when a call is Timed, and returns the node's time then
+// (zero when not asked).
+func (n *Redis) exchange(ctx context.Context, pipe redis.Pipeliner, batch []*call, cmds int) time.Time {
+	clock := n.clockFor(ctx, batch)
+	if cmds == 1 && clock == nil {
+		_ = n.client.Process(ctx, batch[0].cmds[0])
+		return time.Time{}
+	}
+	for _, c := range batch {
+		for _, cmd := range c.cmds {
+			_ = pipe.Process(ctx, cmd)
+		}
+	}
+	if clock != nil {
+		_ = pipe.Process(ctx, clock)
+	}
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	return n.readClock(clock)
+}
+
 // roundTrip sends the commands of batch, cmds in all, in one round trip.
 func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	// No deadline: the client's own timeouts bound the round trip. A
@@ -214,21 +235,7 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	// passes (with ContextTimeoutEnabled), and re-dial for the next call:
 	// to a far node, on nearly every call.
 	ctx := batch[0].ctx
-	clock := n.clockFor(ctx, batch)
-	if cmds == 1 && clock == nil {
-		_ = n.client.Process(ctx, batch[0].cmds[0])
-	} else {
-		for _, c := range batch {
-			for _, cmd := range c.cmds {
-				_ = pipe.Process(ctx, cmd)
-			}
-		}
-		if clock != nil {
-			_ = pipe.Process(ctx, clock)
-		}
-		_, _ = pipe.Exec(ctx) // each command keeps its own error
-	}
-	at := n.readClock(clock)
+	at := n.exchange(ctx, pipe, batch, cmds)
 	refused := false
 	for _, c := range batch {
 		for i, cmd := range c.cmds {

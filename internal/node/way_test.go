@@ -210,3 +210,25 @@ func TestStaleReleaseInterleaved(t *testing.T) {
 	assert.False(t, rep.OK, "b's extension found c's token")
 	assert.Equal(t, time.Duration(0), server.TTL("k"), "c's key was not given b's time to live")
 }
+
+// A vote's reply carries the node's time, one TIME per batch; so does a
+// Clock, which has no command of its own; without scripts too.
+func TestRepliesCarryTheNodesClock(t *testing.T) {
+	for _, w := range []node.Way{node.Scripts, node.Transactions} {
+		t.Run(w.String(), func(t *testing.T) {
+			servers, clients := nodetest.Miniredis(t, 1)
+			at := time.Now().Add(time.Hour).Truncate(time.Second)
+			servers[0].SetTime(at)
+			n := node.NewRedis(clients[0])
+			n.SetWay(w)
+			t.Cleanup(n.Close)
+			for _, op := range []node.Op{node.Clock{}, lock("k", "a"), extend("k", "a", ttl)} {
+				rep := callOne(n, op)
+				require.NoError(t, rep.Err, op.Name())
+				assert.True(t, rep.OK, op.Name())
+				assert.WithinDuration(t, at, rep.Time, time.Second, "%s: the node's clock, not this process's", op.Name())
+			}
+			assert.True(t, callOne(n, unlock("k", "a")).Time.IsZero(), "a release is no vote")
+		})
+	}
+}
