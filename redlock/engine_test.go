@@ -61,6 +61,9 @@ func TestEngineAcquirePlainCountUndoes(t *testing.T) {
 		cfg := defaultConfig()
 		for _, f := range fs[2:] {
 			f.Set("k", "other", time.Minute)
+			// The refusals come after both grants, so the decision has
+			// seen them (replies without delay arrive in any order).
+			f.Faults(func(n *nodetest.Fake) { n.Delay = time.Millisecond })
 		}
 		_, failed, err := e.acquire(t.Context(), lockSpec(&cfg, "k", "t", false))
 		require.ErrorIs(t, err, ErrNotAcquired)
