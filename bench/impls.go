@@ -238,3 +238,15 @@ func newRawImpl(clients []redis.UniversalClient) impl {
 		close: func() {},
 	}
 }
+
+// newReadOneNameImpl takes read locks of one name whatever the key, so
+// that the readers of a run hold it together.
+func newReadOneNameImpl(clients []redis.UniversalClient) impl {
+	im := newReadImpl(clients)
+	im.name = "redlock-go RWMutex read one name"
+	lock := im.lock
+	im.lock = func(ctx context.Context, _ string) (func(context.Context) error, error) {
+		return lock(ctx, "readers:one")
+	}
+	return im
+}

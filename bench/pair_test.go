@@ -33,7 +33,7 @@ func BenchmarkPair(b *testing.B) {
 			addrs = append(addrs, c.Addr(i))
 		}
 	}
-	for _, f := range append(factories[:len(factories):len(factories)], newFencedImpl, newRestartDelayImpl) {
+	for _, f := range append(factories[:len(factories):len(factories)], newFencedImpl, newRestartDelayImpl, newReadOneNameImpl) {
 		for _, par := range []int{1, 64} {
 			clients := make([]redis.UniversalClient, len(addrs))
 			for i, a := range addrs {

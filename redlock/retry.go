@@ -56,6 +56,7 @@ type waiting struct {
 	// an attempt that ranked first among contenders that split the nodes
 	// (see delay). Both are a lock's.
 	courteous, split bool
+	reader           bool          // a reader-writer lock's reader: woken with the others
 	w                *waitq.Waiter // queued and subscribed; nil until the first wait
 	released         string        // the token whose announced release woke it
 	woken            bool          // the last wait ended with an announced release
@@ -119,7 +120,7 @@ func (wt *waiting) courtesy(ctx context.Context) error {
 	}
 	var wake <-chan string
 	if h.cfg.notify {
-		wt.w = h.e.waiters.Join(h.name, h.cfg.nodeTimeout)
+		wt.w = wt.join()
 		wake = wt.w.Wake()
 		d += h.cfg.delayMin
 	}
@@ -143,7 +144,7 @@ func (wt *waiting) pause(ctx context.Context, attempt int, failed refusal, local
 		// Queued and subscribed from now on (in the background): a
 		// release announced before that took effect is missed, and costs
 		// one back-off.
-		wt.w = wt.h.e.waiters.Join(wt.h.name, cfg.nodeTimeout)
+		wt.w = wt.join()
 	}
 	var wake <-chan string
 	if wt.w != nil {
@@ -187,6 +188,15 @@ func (wt *waiting) delay(attempt int, failed refusal) time.Duration {
 	}
 	wt.splits = 0
 	return delay
+}
+
+// join puts the wait in the queue of waiters, as a reader's when it is
+// one.
+func (wt *waiting) join() *waitq.Waiter {
+	if wt.reader {
+		return wt.h.e.waiters.JoinReader(wt.h.name, wt.h.cfg.nodeTimeout)
+	}
+	return wt.h.e.waiters.Join(wt.h.name, wt.h.cfg.nodeTimeout)
 }
 
 // leave takes the wait out of the queue of waiters.

@@ -56,7 +56,8 @@ func (s *shared) wait(ctx context.Context) error {
 		if ctx == nil {
 			return 0, invalid("nil context")
 		}
-		attempts, _, err := (&waiting{h: &s.h}).wait(ctx, s.try)
+		_, reader := s.kind.(reading)
+		attempts, _, err := (&waiting{h: &s.h, reader: reader}).wait(ctx, s.try)
 		return attempts, err
 	})
 }

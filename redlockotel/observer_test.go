@@ -130,7 +130,9 @@ func TestObserverMetrics(t *testing.T) {
 	require.NoError(t, holder.Unlock(ctx))
 
 	// A lock never extended is lost TTL/20 before its validity ends.
-	brief, err := s.rl.NewMutex("metrics:b", redlock.WithTTL(200*time.Millisecond), redlock.WithNodeTimeout(50*time.Millisecond))
+	// The node timeout is far above a loaded machine's round trips: the
+	// test asserts below that no node failed.
+	brief, err := s.rl.NewMutex("metrics:b", redlock.WithTTL(time.Second), redlock.WithNodeTimeout(250*time.Millisecond))
 	require.NoError(t, err)
 	require.NoError(t, brief.Lock(ctx))
 	<-brief.Done()
@@ -167,7 +169,8 @@ func TestObserverMetrics(t *testing.T) {
 	assert.Equal(t, uint64(2), hold["unlocked"].Count)
 	assert.GreaterOrEqual(t, hold["unlocked"].Sum, 0.020, "held from the attempt to Unlock")
 	assert.Equal(t, uint64(1), hold["lost"].Count)
-	assert.InDelta(t, 0.19, hold["lost"].Sum, 0.02, "lost at the validity's end minus TTL/20")
+	// 1 s - drift (1% + 2 ms) - TTL/20
+	assert.InDelta(t, 0.938, hold["lost"].Sum, 0.03, "lost at the validity's end minus TTL/20")
 
 	lost := sums(t, got["redlock.lost"])
 	require.Len(t, lost, 1)

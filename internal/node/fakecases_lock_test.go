@@ -187,6 +187,18 @@ func lockCases() []fakeCase {
 				{op: unlock(k, "a"), want: granted}, // none left
 			}
 		}},
+		{"waiters' queue: a reader's turn is everyone's", func(k string) []step {
+			q := &node.Queue{Changes: []node.QueueChange{
+				{Lock: k, Member: "p/" + node.ReaderMark + "1", Score: 1, TTL: ttl},
+				{Lock: k, Member: "p/w2", Score: 2, TTL: ttl},
+			}}
+			return []step{
+				{listen: true},
+				{op: q, want: granted},
+				{op: lock(k, "a"), want: granted},
+				{op: unlock(k, "a"), want: answer{OK: true, Heard: 1}}, // on the name's channel, naming no one
+			}
+		}},
 		{"a release is heard", func(k string) []step {
 			return []step{
 				{listen: true},

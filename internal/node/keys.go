@@ -78,3 +78,16 @@ func (l Layout) keys(name, other string) []string {
 	}
 	return []string{name}
 }
+
+// ReaderMark starts the waiter part of a waiting reader's queue member
+// ("process/r-..."): a release whose turn is a reader's is announced to
+// every waiter, as all readers may go.
+const ReaderMark = "r-"
+
+// Named reports whether a release whose turn is waiter (a queue member,
+// "" for none) names it, and so is announced to its process only: a
+// member of a process's that is not a reader's.
+func Named(waiter string) bool {
+	_, w, ok := strings.Cut(waiter, "/")
+	return ok && !strings.HasPrefix(w, ReaderMark)
+}

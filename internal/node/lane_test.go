@@ -93,3 +93,65 @@ func TestLaneIsTheNames(t *testing.T) {
 		}
 	}
 }
+
+// sharedStall is a stall that is Concurrent, as a reader's operation is.
+type sharedStall struct{ stall }
+
+func (*sharedStall) Concurrent() string { return "stall" }
+
+// Readers' operations of one name leave while only other readers'
+// operations of the name are in flight, and nothing else does: a release
+// of the name, or the stalled reader's own release, waits for them, and a
+// reader's grant waits for a release in flight.
+func TestLaneLetsReadersPass(t *testing.T) {
+	s := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	n := NewRedis(c)
+	t.Cleanup(n.Close)
+	require.NoError(t, s.Set("k", "t1"))
+	do := func(op Op) chan Reply {
+		done := make(chan Reply, 1)
+		n.Do(t.Context(), time.Now().Add(time.Minute), op, func(r Reply) { done <- r })
+		return done
+	}
+
+	reader := &sharedStall{stall{lane: "k", decoded: make(chan struct{}), release: make(chan struct{})}}
+	readerDone := do(reader)
+	<-reader.decoded // one worker is busy with a reader's operation of k
+	select {
+	case <-do(&ReadRelease{Key: "k", Token: "r"}): // answered (k holds a plain lock: refused)
+	case <-time.After(10 * time.Second):
+		close(reader.release)
+		t.Fatal("a reader's operation waited for another reader's")
+	}
+	own := do(&ReadRelease{Key: "k", Token: "stall"}) // the stalled holder's own
+	released := do(&Release{Key: "k", Token: "t1"})
+	time.Sleep(50 * time.Millisecond)
+	assert.True(t, s.Exists("k"), "a release went while a reader's operation of its name was in flight")
+	passed := false
+	select {
+	case <-own:
+		passed = true
+	default:
+	}
+	close(reader.release)
+	<-readerDone
+	if !passed {
+		<-own
+	}
+	assert.False(t, passed, "a reader's operation passed one of its own in flight")
+	require.True(t, (<-released).OK)
+
+	writer := &stall{lane: "k", decoded: make(chan struct{}), release: make(chan struct{})}
+	writerDone := do(writer)
+	<-writer.decoded
+	read := do(&ReadAcquire{Key: "k", Token: "r", TTL: time.Minute})
+	time.Sleep(50 * time.Millisecond)
+	assert.False(t, s.Exists("k"), "a reader's grant went while another operation of its name was in flight")
+	close(writer.release)
+	<-writerDone
+	r := <-read
+	require.NoError(t, r.Err)
+	assert.True(t, r.OK)
+}

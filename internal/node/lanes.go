@@ -9,14 +9,21 @@ import "sync"
 // called for them (see Laned), while a worker stuck on one lane's round
 // trip (a silent node, a lost reply) holds back only that lane's names.
 // A worker takes the calls of every idle lane at once, up to MaxBatch, so
-// that names share round trips as before.
+// that names share round trips as before. Calls that commute (see
+// Concurrent) at the head of a lane whose batches in flight hold only such
+// calls go too: the readers of one name use every worker, not one.
 type lanes struct {
-	mu      sync.Mutex
-	ready   sync.Cond // signalled when calls are queued or a lane turns idle
-	queued  [Lanes][]*call
-	busy    [Lanes]bool // a batch with calls of the lane is in flight
-	n       int         // calls queued in all lanes
-	next    int         // the lane a worker looks at first: turns rotate
+	mu     sync.Mutex
+	ready  sync.Cond // signalled when calls are queued or a lane turns idle
+	queued [Lanes][]*call
+	busy   [Lanes]int  // batches with calls of the lane in flight
+	excl   [Lanes]bool // one of them holds a call that is not Concurrent
+	// flying counts, per lane, the Concurrent calls in flight by the
+	// token whose own order they keep: one holder's calls never pass one
+	// another.
+	flying  [Lanes]map[string]int
+	n       int // calls queued in all lanes
+	next    int // the lane a worker looks at first: turns rotate
 	stopped bool
 }
 
@@ -44,41 +51,97 @@ func (ls *lanes) put(i int, c *call) error {
 }
 
 // take waits until some idle lane has calls, then appends to batch the
-// calls of every idle lane, up to MaxBatch, marks those lanes busy and
-// appends them to taken. It returns false once stopped.
-func (ls *lanes) take(batch []*call, taken []int) ([]*call, []int, bool) {
+// calls of every idle lane, up to MaxBatch (and those that may pass the
+// batches in flight, see leaving), marks those lanes busy and appends them
+// to taken, and the tokens of the Concurrent calls taken to toks (for
+// done). It returns false once stopped.
+func (ls *lanes) take(batch []*call, taken []int, toks []laneToken) ([]*call, []int, []laneToken, bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	for {
 		if ls.stopped {
-			return batch, taken, false
+			return batch, taken, toks, false
 		}
 		for k := 0; k < Lanes && len(batch) < MaxBatch; k++ {
 			i := (ls.next + k) % Lanes
 			q := ls.queued[i]
-			if ls.busy[i] || len(q) == 0 {
+			m, excl := ls.leaving(i, MaxBatch-len(batch))
+			if m == 0 {
 				continue
 			}
-			m := min(len(q), MaxBatch-len(batch))
+			for _, c := range q[:m] {
+				if tok, ok := concurrent(c.op); ok {
+					if ls.flying[i] == nil {
+						ls.flying[i] = map[string]int{}
+					}
+					ls.flying[i][tok]++
+					toks = append(toks, laneToken{i, tok})
+				}
+			}
 			batch = append(batch, q[:m]...)
 			ls.queued[i] = append(q[:0], q[m:]...)
-			ls.busy[i] = true
+			ls.busy[i]++
+			ls.excl[i] = ls.excl[i] || excl
 			taken = append(taken, i)
 		}
 		if len(batch) > 0 {
 			ls.n -= len(batch)
 			ls.next = (ls.next + 1) % Lanes
-			return batch, taken, true
+			return batch, taken, toks, true
 		}
 		ls.ready.Wait()
 	}
 }
 
-// done marks the lanes of a batch that returned idle again.
-func (ls *lanes) done(taken []int) {
+// laneToken is a Concurrent call in flight: its lane and its token.
+type laneToken struct {
+	lane  int
+	token string
+}
+
+// leaving returns how many of lane i's queued calls may leave now, at most
+// room, and whether one of them is not Concurrent: all of them (up to
+// room) when the lane is idle; while only Concurrent calls are in flight,
+// the Concurrent ones at its head, up to the first whose token has a call
+// in flight; otherwise none.
+func (ls *lanes) leaving(i, room int) (int, bool) {
+	q := ls.queued[i]
+	m := min(len(q), room)
+	if ls.busy[i] == 0 {
+		excl := false
+		for _, c := range q[:m] {
+			_, ok := concurrent(c.op)
+			excl = excl || !ok
+		}
+		return m, excl
+	}
+	if ls.excl[i] {
+		return 0, false
+	}
+	k := 0
+	for ; k < m; k++ {
+		tok, ok := concurrent(q[k].op)
+		if !ok || ls.flying[i][tok] > 0 {
+			break
+		}
+	}
+	return k, false
+}
+
+// done marks the lanes of a batch that returned: idle again once none of
+// their batches is in flight; toks are its Concurrent calls.
+func (ls *lanes) done(taken []int, toks []laneToken) {
 	ls.mu.Lock()
+	for _, t := range toks {
+		if ls.flying[t.lane][t.token]--; ls.flying[t.lane][t.token] == 0 {
+			delete(ls.flying[t.lane], t.token)
+		}
+	}
 	for _, i := range taken {
-		ls.busy[i] = false
+		ls.busy[i]--
+		if ls.busy[i] == 0 {
+			ls.excl[i] = false
+		}
 	}
 	ls.mu.Unlock()
 	ls.ready.Broadcast()

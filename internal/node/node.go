@@ -96,6 +96,27 @@ type Laned interface {
 	Lane() string
 }
 
+// Concurrent is a Laned operation that a node may apply in either order
+// with the other Concurrent operations of its lane that are not its
+// holder's: the grants, extensions and releases of a reader-writer lock's
+// readers, which never refuse one another. One holder's operations keep
+// their order (a release sent while its grant is in flight lands after
+// it), and against every other operation of the name its lane keeps the
+// order.
+type Concurrent interface {
+	Laned
+	// Concurrent returns the token of the holder whose order it keeps.
+	Concurrent() string
+}
+
+// concurrent returns op's holder's token, and whether op is Concurrent.
+func concurrent(op Op) (string, bool) {
+	if c, ok := op.(Concurrent); ok {
+		return c.Concurrent(), true
+	}
+	return "", false
+}
+
 // LaneOf returns the name whose lane op travels, "" when it has none.
 func LaneOf(op Op) string {
 	if l, ok := op.(Laned); ok {

@@ -172,15 +172,16 @@ func (n *Redis) run() {
 func (n *Redis) work() {
 	batch := make([]*call, 0, MaxBatch)
 	taken := make([]int, 0, Lanes)
+	var toks []laneToken
 	pipe := n.client.Pipeline()
 	for {
 		var ok bool
-		batch, taken, ok = n.lanes.take(batch[:0], taken[:0])
+		batch, taken, toks, ok = n.lanes.take(batch[:0], taken[:0], toks[:0])
 		if !ok {
 			return
 		}
 		n.send(pipe, batch)
-		n.lanes.done(taken)
+		n.lanes.done(taken, toks)
 	}
 }
 

@@ -79,8 +79,9 @@ func (o *Release) free(ctx context.Context, s *Step, queue string, first *redis.
 }
 
 // named reports whether an announcement names waiter: one of a process
-// ("process/waiter"), as announce.lua reads it.
-func named(waiter string) bool { return strings.Contains(waiter, "/") }
+// ("process/waiter") that is not a reader ("process/r-..."), as
+// announce.lua reads it.
+func named(waiter string) bool { return Named(waiter) }
 
 // drop drops one hold of a reentrant lock (DropOne: never the last), or
 // the hold a failed attempt took (DropUndo: the key goes with the last).
@@ -177,7 +178,7 @@ func (o *Release) native(ctx context.Context, t *Tx) Reply {
 // announce.lua): to the named waiter's process on its own channel, or to
 // every waiter on the lock's channel when no waiter is named.
 func announcement(ctx context.Context, name, channel, id, waiter string) *redis.IntCmd {
-	if process, _, ok := strings.Cut(waiter, "/"); ok {
+	if process, _, ok := strings.Cut(waiter, "/"); ok && Named(waiter) {
 		return redis.NewIntCmd(ctx, "publish", WakeChannel(process), id+"|"+waiter+"|"+name)
 	}
 	return redis.NewIntCmd(ctx, "publish", channel, id+"|")

@@ -45,6 +45,9 @@ func (*ReadAcquire) Name() string { return "read acquire" }
 // Lane implements Laned: the lock's name.
 func (o *ReadAcquire) Lane() string { return o.Key }
 
+// Concurrent implements Concurrent: readers commute.
+func (o *ReadAcquire) Concurrent() string { return o.Token }
+
 // Encode implements Op.
 func (o *ReadAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	return append(cmds, script(ctx, scripts.ReadAcquire, l.keys(o.Key, IntentKey(o.Key)), o.Token, o.TTL.Milliseconds(), o.MinUptime))
@@ -83,6 +86,9 @@ func (*ReadExtend) Name() string { return "read extend" }
 // Lane implements Laned: the lock's name.
 func (o *ReadExtend) Lane() string { return o.Key }
 
+// Concurrent implements Concurrent: readers commute.
+func (o *ReadExtend) Concurrent() string { return o.Token }
+
 // Encode implements Op.
 func (o *ReadExtend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
 	return append(cmds, script(ctx, scripts.ReadExtend, []string{o.Key}, o.Token, o.TTL.Milliseconds()))
@@ -106,6 +112,9 @@ func (*ReadRelease) Name() string { return "read release" }
 
 // Lane implements Laned: the lock's name.
 func (o *ReadRelease) Lane() string { return o.Key }
+
+// Concurrent implements Concurrent: readers commute.
+func (o *ReadRelease) Concurrent() string { return o.Token }
 
 // Encode implements Op.
 func (o *ReadRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {

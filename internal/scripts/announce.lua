@@ -19,10 +19,12 @@ end
 -- ids, scored by when each started waiting), "" when there is none. A
 -- waiter's id is "process/waiter": the release is announced on that
 -- process's own channel, "redlock:wake:process", as "id|waiter|name", so
--- that only the process whose turn it is wakes. With no waiter queued, it
--- is announced to every process waiting on the lock's channel, as "id|".
+-- that only the process whose turn it is wakes. With no waiter queued, or
+-- when the turn is a reader's ("process/r-..."; readers do not exclude one
+-- another, so all of them may go), it is announced to every process
+-- waiting on the lock's channel, as "id|".
 local function announce(channel, id, waiter)
-	if waiter ~= "" then
+	if waiter ~= "" and not string.find(waiter, "/r-", 1, true) then
 		local process = string.match(waiter, "^([^/]*)/")
 		if process then
 			return 2 * publish("redlock:wake:" .. process, id .. "|" .. waiter .. "|" .. KEYS[1]) + 1

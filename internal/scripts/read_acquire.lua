@@ -1,5 +1,5 @@
 -- read_acquire takes a read hold of a reader-writer lock on this node: it
--- drops the readers that expired, then admits the caller unless a writer
+-- admits the caller unless a writer
 -- holds the lock, or a writer waits (writers are not starved: while one
 -- waits, no new reader gets in). A caller that is already a reader (the
 -- client resent this request after losing the reply of a try that was
@@ -25,16 +25,20 @@ local up = recovering(ARGV[3])
 if up then
 	return {-1, up}
 end
-local state, t = readers(KEYS[1])
+local t = now()
+local state = kind(KEYS[1])
 if type(state) == "table" then
 	return state
 end
 if state == "lock" then
 	return {0, 0}
 end
-local again = state == "readers" and redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1
+if state == "readers" and not prune(KEYS[1], t) then
+	state = "none"
+end
+local again = state == "readers" and live(KEYS[1], ARGV[1], t)
 if not again and #KEYS > 1 and redis.call("EXISTS", KEYS[2]) == 1 then
 	return {0, 1}
 end
-hold(KEYS[1], ARGV[1], t, ARGV[2])
+hold(KEYS[1], ARGV[1], t, ARGV[2], state == "none")
 return {1, 0}

@@ -11,12 +11,13 @@
 -- Returns 1 when the caller was a reader and now is until ARGV[2] ms from
 -- now, 0 otherwise, or an error reply when KEYS[1] holds what no lock
 -- leaves.
-local state, t = readers(KEYS[1])
+local t = now()
+local state = kind(KEYS[1])
 if type(state) == "table" then
 	return state
 end
-if state ~= "readers" or redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then
+if state ~= "readers" or not live(KEYS[1], ARGV[1], t) then
 	return 0
 end
-hold(KEYS[1], ARGV[1], t, ARGV[2])
+hold(KEYS[1], ARGV[1], t, ARGV[2], false)
 return 1

@@ -17,18 +17,23 @@
 -- plus, when it was the last reader and ARGV[2] is set, announce(...): 2 ×
 -- the clients the announcement reached, + 1 when it named a waiter (the
 -- oldest, popped from the queue, goes first, as for a lock).
-local state, t = readers(KEYS[1])
+local t = now()
+local state = kind(KEYS[1])
 if type(state) == "table" then
 	return state
 end
-if state ~= "readers" or redis.call("HDEL", KEYS[1], ARGV[1]) == 0 then
+local was = state == "readers" and live(KEYS[1], ARGV[1], t)
+if state == "readers" then
+	redis.call("HDEL", KEYS[1], ARGV[1]) -- also a hold that expired
+end
+if not was then
 	if ARGV[2] ~= "" then
 		return server()
 	end
 	return 0
 end
-if keep(KEYS[1], t) then
-	return 1 -- other readers hold it (the key now expires with the last of them): no one waits for this release
+if redis.call("HLEN", KEYS[1]) > SMALL or keep(KEYS[1], t) then
+	return 1 -- other readers hold it (or may: many fields are left): no one waits for this release
 end
 if ARGV[2] == "" then
 	return 1

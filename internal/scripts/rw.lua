@@ -8,8 +8,22 @@
 -- is when its hold expires, in Unix milliseconds by this node's clock. The
 -- hash expires with its last reader. A Mutex that meets the readers' hash
 -- sees a lock held (a hash with an expiry), so it waits as for any holder.
+--
+-- A reader's grant, extension and release cost the same however many
+-- readers hold the name: they touch their own field, not the others'. A
+-- reader that expired without a release keeps its field until the hash
+-- is pruned: by a writer's attempt, by a release that leaves few fields,
+-- and by a grant once the hash has grown to twice its size after the last
+-- pruning (MARK's value is that size, so the work is constant per grant on
+-- average). Every script reads a field's expiry, never its presence alone.
 
 local MARK = "redlock:readers"
+
+-- PRUNE_MIN is the least size at which a grant prunes the hash; a release
+-- that leaves at most SMALL fields prunes it, so that the last live
+-- reader's release is seen as the last and announced.
+local PRUNE_MIN = 16
+local SMALL = 8
 
 -- keep drops the expired readers of key (at t, the node's time in ms),
 -- and makes key expire with the last live one; with none left it deletes
@@ -35,37 +49,67 @@ local function keep(key, t)
 	return true
 end
 
--- readers drops the expired readers of key and says what key holds:
---   "none"     nothing, or only readers that expired (key is then deleted)
---   "readers"  readers, at least one of them live
+-- kind says what key holds, without looking at its readers:
+--   "none"     nothing
+--   "readers"  a readers' hash (whose readers may all have expired)
 --   "lock"     a lock: a string (a writer, or a Mutex) or a hash without
 --              MARK (a reentrant Mutex)
 --   an error reply when key holds what no lock leaves (see alien in
 --              stored.lua)
--- It also returns the node's time, in Unix milliseconds.
+local function kind(key)
+	local k = redis.call("TYPE", key).ok
+	if k == "none" then
+		return "none"
+	end
+	if k ~= "hash" or redis.call("HEXISTS", key, MARK) == 0 then
+		return alien(key) or "lock"
+	end
+	return "readers"
+end
+
+-- readers drops the expired readers of key and says what key holds, as
+-- kind does, except that a hash whose readers all expired is deleted and
+-- reads "none". It also returns the node's time, in Unix milliseconds.
 local function readers(key)
 	local t = now()
-	local kind = redis.call("TYPE", key).ok
-	if kind == "none" then
+	local state = kind(key)
+	if state == "readers" and not keep(key, t) then
 		return "none", t
 	end
-	if kind ~= "hash" or redis.call("HEXISTS", key, MARK) == 0 then
-		local bad = alien(key)
-		if bad then
-			return bad, t
-		end
-		return "lock", t
+	return state, t
+end
+
+-- live reports whether token is a reader of key whose hold has not
+-- expired at t.
+local function live(key, token, t)
+	local expiry = redis.call("HGET", key, token)
+	return expiry and tonumber(expiry) > t
+end
+
+-- prune drops the expired readers of the readers' hash key once it has
+-- grown to twice its size after the last pruning, and then says whether
+-- a live reader is left (true when it did not prune).
+local function prune(key, t)
+	local size = redis.call("HLEN", key)
+	if size < (tonumber(redis.call("HGET", key, MARK)) or 0) then
+		return true
 	end
-	if keep(key, t) then
-		return "readers", t
+	if not keep(key, t) then
+		return false
 	end
-	return "none", t
+	redis.call("HSET", key, MARK, math.max(PRUNE_MIN, 2 * redis.call("HLEN", key)))
+	return true
 end
 
 -- hold makes token a reader of key until ttl (text, in ms) from t, and
--- keeps key at least until then.
-local function hold(key, token, t, ttl)
-	redis.call("HSET", key, MARK, "1", token, t + tonumber(ttl))
+-- keeps key at least until then; fresh says that key holds nothing yet.
+local function hold(key, token, t, ttl, fresh)
+	if fresh then
+		redis.call("HSET", key, MARK, PRUNE_MIN, token, t + tonumber(ttl))
+		redis.call("PEXPIRE", key, ttl)
+		return
+	end
+	redis.call("HSET", key, token, t + tonumber(ttl))
 	if redis.call("PTTL", key) < tonumber(ttl) then
 		redis.call("PEXPIRE", key, ttl)
 	end

@@ -102,7 +102,7 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "e314ff6731ae799b8e2158733ac0ca16a50eb6f1"}
+var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "abbf0420858ce59650e882e57de0c3983b940da3"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6bed70d196e9294876ef068103ab"}
@@ -134,7 +134,7 @@ var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReent
 // returns the node's run id when the key was absent (for ARGV[2] "1"; 0
 // otherwise), -1 when it held something else, else 1 + 2 × the clients the
 // announcement reached (+ 1 when it named a waiter).
-var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "f97a61ee2a29c9bdc05f10f7b550711759dee92c"}
+var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "c3e6cc2f86934b62a5b42b4256e5297b1ab6bdbc"}
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.
@@ -162,7 +162,7 @@ var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: 
 // absent, else {1 + 2 × the clients that heard it (+ 1 when it named a
 // waiter), holder, kind}, or an error reply, deleting nothing, when KEYS[1]
 // holds something that is not a lock. It never touches the fencing counter.
-var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "4408fe09375f29d731849c229e2770c535ea65a5"}
+var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "aa42c3b752aaf6002dd7f35f3894256e19447f91"}
 
 // AcquireMulti sets every key of KEYS to ARGV[1] with ttl ARGV[2] ms if
 // each is absent or holds ARGV[1] already, else sets none, unless the node
@@ -193,7 +193,7 @@ var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + s
 // node's run id when no live permit was held (0 when ARGV[2] is ""), else
 // 1 + 2 × the clients the announcement reached (+ 1 when it named a
 // waiter); an error reply when KEYS[1] is not a semaphore.
-var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "fa34edb5ce3aa6e66b8b9527cb548c6112b77186"}
+var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "8aa53947d35c180c449d91d32098eaecf032b859"}
 
 // SemExtend re-arms ARGV[1]'s live permit of the semaphore KEYS[1] for
 // ARGV[2] ms; it returns 1 or 0, or an error reply when KEYS[1] is not a
@@ -201,16 +201,16 @@ var SemRelease = &Script{Source: storedSource + announceSource + clockSource + s
 var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "29c3652d7170c8298cddddfa58e9bdef2526ac3c"}
 
 // ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
-var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "82408aec4d7e0625b3754d447072ff46a13c619e"}
+var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "18dd5ce4cdf823b47405fe08e2024ad7531e9961"}
 
 // ReadExtend re-arms a read hold (read_extend.lua).
-var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "4e3c8e5af189b08b91177ffd8e7fb9ef1fcd5d14"}
+var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "b411ae4a76e8d95cf1365f04295e2f5f78e35bb7"}
 
 // ReadRelease drops a read hold (read_release.lua).
-var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "894192ca8fe5747d99cfdb9b629d6cf54d18d907"}
+var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "eb63bf1e7d18687cb058c18dc3b641350c5aee8f"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
-var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "0efdf74f84464f233555383157b72b55e2e2b5bf"}
+var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "c7012db301f73b778a9340862e71fe70b327a483"}
 
 // All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,

@@ -123,11 +123,14 @@ func (q *Queue) Self() string { return q.self }
 
 // Waiter is one waiting caller.
 type Waiter struct {
-	q     *Queue
-	name  string
-	id    string // its member in the nodes' queues
-	since int64  // when it started waiting, Unix ms: its place in the queues
-	wake  chan string
+	q    *Queue
+	name string
+	id   string // its member in the nodes' queues
+	// reader says that it is a reader of a reader-writer lock: woken with
+	// the other readers (see JoinReader).
+	reader bool
+	since  int64 // when it started waiting, Unix ms: its place in the queues
+	wake   chan string
 	// Guarded by q.mu:
 	gen   int    // bumped when it must be queued again
 	woken string // the release that last woke it
@@ -143,7 +146,23 @@ func (w *Waiter) Wake() <-chan string { return w.wake }
 // node bounded by timeout: a down node costs nothing but its
 // announcements. After Close, the waiter is never woken: it polls.
 func (q *Queue) Join(name string, timeout time.Duration) *Waiter {
-	w := &Waiter{q: q, name: name, id: q.self + "/" + uuid.NewString(), since: time.Now().UnixMilli(),
+	return q.join(name, timeout, false)
+}
+
+// JoinReader is Join for a reader of a reader-writer lock. Readers do not
+// exclude one another: a release whose turn is a reader's wakes every
+// reader waiting on the name, here and, through the name's channel, in
+// every process (see announce.lua).
+func (q *Queue) JoinReader(name string, timeout time.Duration) *Waiter {
+	return q.join(name, timeout, true)
+}
+
+func (q *Queue) join(name string, timeout time.Duration, reader bool) *Waiter {
+	id := q.self + "/" + uuid.NewString()
+	if reader {
+		id = q.self + "/" + node.ReaderMark + uuid.NewString()
+	}
+	w := &Waiter{q: q, name: name, id: id, reader: reader, since: time.Now().UnixMilli(),
 		wake: make(chan string, 1), gen: 1}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -324,8 +343,10 @@ func (q *Queue) start() bool {
 
 // announce handles the announcement of the release of token on name.
 // When next names a waiter of this process, that waiter is woken; when it
-// is "" (the node's queue was empty), the oldest waiter here is. Each
-// waiter is woken once per release however many nodes announce it.
+// is "" (the node's queue was empty, or its turn was a reader's), the
+// oldest waiter here is. When the one woken is a reader, every reader here
+// is. Each waiter is woken once per release however many nodes announce
+// it.
 func (q *Queue) announce(name, token, next string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -333,17 +354,27 @@ func (q *Queue) announce(name, token, next string) {
 	if l == nil || len(l.list) == 0 {
 		return
 	}
-	if next == "" {
-		l.list[0].signal(token)
-		return
-	}
-	for _, w := range l.list {
-		if w.id == next {
-			w.signal(token)
-			return
+	woken := l.list[0]
+	if next != "" {
+		woken = nil
+		for _, w := range l.list {
+			if w.id == next {
+				woken = w
+				break
+			}
 		}
 	}
-	// another process's waiter goes first
+	if woken == nil {
+		return // another process's waiter goes first
+	}
+	woken.signal(token)
+	if woken.reader {
+		for _, w := range l.list {
+			if w.reader {
+				w.signal(token)
+			}
+		}
+	}
 }
 
 // signal wakes w for the release of token, once however many nodes

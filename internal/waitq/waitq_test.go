@@ -54,6 +54,37 @@ func TestWakeOrder(t *testing.T) {
 	w2.Leave(time.Second)
 }
 
+// A reader's turn wakes every reader of the name, and no writer; a
+// writer's turn wakes that writer alone.
+func TestReadersWakeTogether(t *testing.T) {
+	ws := New(nodetest.Nodes(nodetest.Fakes(1)), func([]node.Op, time.Duration) []node.Reply { return nil }, nil)
+	t.Cleanup(ws.Close)
+	r0 := ws.JoinReader("k", time.Second)
+	w := ws.Join("k", time.Second)
+	r1 := ws.JoinReader("k", time.Second)
+	assert.False(t, node.Named(r0.id), "a reader's turn is announced to all")
+	assert.True(t, node.Named(w.id))
+	woken := func(w *Waiter) bool {
+		select {
+		case <-w.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	ws.announce("k", "release-1", "") // the oldest is a reader
+	assert.True(t, woken(r0))
+	assert.True(t, woken(r1), "readers go together")
+	assert.False(t, woken(w))
+	ws.announce("k", "release-2", w.id)
+	assert.True(t, woken(w))
+	assert.False(t, woken(r0))
+	assert.False(t, woken(r1))
+	for _, x := range []*Waiter{r0, w, r1} {
+		x.Leave(time.Second)
+	}
+}
+
 // A node that refuses the queue's commands is told no more queue changes,
 // and off hears of it once; the other nodes keep their queues.
 func TestQueueRefused(t *testing.T) {

@@ -127,7 +127,7 @@ func (n *Fake) forceDelete(r *node.Force) (node.Forced, string, bool) {
 
 // announce is announce.lua. Called with n.mu held.
 func (n *Fake) announce(key, channel, id, waiter string) int {
-	if process, _, ok := strings.Cut(waiter, "/"); ok {
+	if process, _, ok := strings.Cut(waiter, "/"); ok && node.Named(waiter) {
 		return 2*n.publish(node.WakePrefix+process, id+"|"+waiter+"|"+key) + 1
 	}
 	return 2 * n.publish(channel, id+"|")

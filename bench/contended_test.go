@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The contended benchmarks: one name, many contenders, one op per
+// acquisition, for benchstat comparisons as BenchmarkPair is.
+//
+//	go test -run '^$' -bench 'Contended|Handoff' -count 6
+
+// benchAddrs are the nodes of REDLOCK_BENCH_ADDRS; these benchmarks skip
+// without them (BenchmarkPair starts containers instead).
+func benchAddrs(b *testing.B) []string {
+	addrs := strings.Split(os.Getenv("REDLOCK_BENCH_ADDRS"), ",")
+	if addrs[0] == "" {
+		b.Skip("REDLOCK_BENCH_ADDRS not set")
+	}
+	return addrs
+}
+
+func benchClients(addrs []string) []redis.UniversalClient {
+	clients := make([]redis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		o := clientOptions()
+		o.Addr = a
+		clients[i] = redis.NewClient(o)
+	}
+	return clients
+}
+
+// BenchmarkContended is make bench's contended row: 8 goroutines of one
+// process making single attempts on one name, releasing at once when they
+// get it. An op is one acquisition; attempts/op is how many attempts each
+// took.
+func BenchmarkContended(b *testing.B) {
+	addrs := benchAddrs(b)
+	for _, f := range []factory{newRedlockImpl, newRedsyncImpl} {
+		clients := benchClients(addrs)
+		im := f(clients)
+		b.Run(strings.ReplaceAll(im.name, " ", "_"), func(b *testing.B) {
+			ctx := context.Background()
+			key := fmt.Sprint("contended:", time.Now().UnixNano())
+			var acq, att atomic.Int64
+			target := int64(b.N)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range 8 {
+				wg.Go(func() {
+					for acq.Load() < target {
+						att.Add(1)
+						rel, err := im.lock(ctx, key)
+						if err != nil {
+							continue
+						}
+						acq.Add(1)
+						_ = rel(ctx)
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(att.Load())/float64(acq.Load()), "attempts/op")
+		})
+		im.close()
+		closeAll(clients)
+	}
+}
+
+// BenchmarkHandoff is the availability benchmark's contended run without
+// faults: 8 clients, each with its own lock client and node clients as a
+// process has, looping Lock, a 2 ms hold, Unlock on one name. An op is one
+// acquisition. max-share is the largest share of one client in the
+// acquisitions (1/8 is fair), max-wait-ms the longest successful Lock.
+func BenchmarkHandoff(b *testing.B) {
+	addrs := benchAddrs(b)
+	for _, im := range implementations {
+		b.Run(im.name, func(b *testing.B) {
+			ctx := context.Background()
+			key := fmt.Sprint("handoff:", time.Now().UnixNano())
+			var all [][]redis.UniversalClient
+			var lcs []lockClient
+			for range contenders {
+				cs := benchClients(addrs)
+				lc, err := im.new(cs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				all, lcs = append(all, cs), append(lcs, lc)
+				m, _ := lc.mutex(key + ":warm")
+				if m.Lock(ctx) == nil {
+					_ = m.Unlock(ctx)
+				}
+			}
+			defer func() {
+				for i, lc := range lcs {
+					_ = lc.close(ctx)
+					closeAll(all[i])
+				}
+			}()
+			var acq atomic.Int64
+			target := int64(b.N)
+			shares := make([]int, len(lcs))
+			waits := make([][]time.Duration, len(lcs))
+			var inside atomic.Int32
+			var overlaps atomic.Int32
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for i, lc := range lcs {
+				wg.Go(func() {
+					for acq.Load() < target {
+						m, err := lc.mutex(key)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						lctx, cancel := context.WithTimeout(ctx, lockWait)
+						start := time.Now()
+						err = m.Lock(lctx)
+						cancel()
+						if err != nil {
+							if !errors.Is(err, context.DeadlineExceeded) {
+								b.Error(err)
+								return
+							}
+							continue
+						}
+						waits[i] = append(waits[i], time.Since(start))
+						if inside.Add(1) != 1 {
+							overlaps.Add(1)
+						}
+						time.Sleep(2 * time.Millisecond)
+						inside.Add(-1)
+						shares[i]++
+						acq.Add(1)
+						_ = m.Unlock(ctx)
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			if n := overlaps.Load(); n > 0 {
+				b.Fatalf("%d overlapping holds", n)
+			}
+			var all2 []time.Duration
+			for _, w := range waits {
+				all2 = append(all2, w...)
+			}
+			slices.Sort(all2)
+			b.ReportMetric(float64(slices.Max(shares))/float64(acq.Load()), "max-share")
+			b.ReportMetric(float64(all2[len(all2)-1])/1e6, "max-wait-ms")
+			b.ReportMetric(float64(all2[len(all2)*99/100])/1e6, "p99-wait-ms")
+		})
+	}
+}
