@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -191,18 +192,26 @@ func (ml *multiLock) extend(name, token string, cfg *config) node.Op {
 // and that marks itself waiting where they hold the name (see RWMutex).
 type writeLock struct {
 	lockBase
+	once           sync.Once
 	intent, writer string // where the waiting writer's mark is kept, and its value
+}
+
+// ids returns the mark's key and the writer's id, made at the first call.
+func (w *writeLock) ids(name string) (intent, writer string) {
+	w.once.Do(func() { w.intent, w.writer = node.IntentKey(name), uuid.NewString() })
+	return w.intent, w.writer
 }
 
 func (w *writeLock) acquire(name, token string, cfg *config, _ bool) *node.Acquire {
 	op := newAcquire(name, token, cfg)
-	op.Intent, op.Writer, op.IntentTTL = w.intent, w.writer, markTTL(cfg)
+	op.Intent, op.Writer = w.ids(name)
+	op.IntentTTL = markTTL(cfg)
 	return op
 }
 
 func (w *writeLock) release(name string, l *lease) node.Op {
 	op := announced(name, l)
-	op.Intent, op.Writer = w.intent, w.writer
+	op.Intent, op.Writer = w.ids(name)
 	return op
 }
 

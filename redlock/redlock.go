@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -103,31 +102,46 @@ func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 
 // mutexWith returns a Mutex called name with the options cfg.
 func (r *Redlock) mutexWith(name string, cfg config) (*Mutex, error) {
-	if err := r.checkAck(cfg); err != nil {
+	m := new(Mutex)
+	if err := r.initMutex(m, name, cfg, nil); err != nil {
 		return nil, err
+	}
+	return m, nil
+}
+
+// initMutex makes m a lock of name with cfg, of kind (nil: plain, or
+// reentrant as cfg says), in place.
+func (r *Redlock) initMutex(m *Mutex, name string, cfg config, kind lockKind) error {
+	if err := r.checkAck(cfg); err != nil {
+		return err
 	}
 	if err := r.newOnly(cfg); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.quorum != 0 {
-		return nil, errQuorumOption
+		return errQuorumOption
 	}
 	if cfg.fencing && r.e.sharded && node.Slotted(name, node.FenceKey(name)) == "" {
-		return nil, invalid("lock name %q has braces but no hash tag, so no other key can share its Redis Cluster slot: "+
+		return invalid("lock name %q has braces but no hash tag, so no other key can share its Redis Cluster slot: "+
 			"a fenced lock keeps its counter beside it; give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
 	}
 	if err := r.e.open(); err != nil {
-		return nil, err
+		return err
 	}
-	var kind lockKind = plainLock{}
-	if cfg.reentrant {
+	switch {
+	case kind != nil:
+	case cfg.reentrant:
 		re, err := newReentrant()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		kind = re
+	default:
+		kind = plainLock{}
 	}
-	return &Mutex{h: holder{e: r.e, name: name, cfg: cfg, report: r.e.reporter(cfg.observer), kind: kind}, lock: kind}, nil
+	m.h = holder{e: r.e, name: name, cfg: cfg, report: r.e.reporter(cfg.observer), kind: kind}
+	m.lock = kind
+	return nil
 }
 
 // newOnly refuses, in the options of a primitive, those only New takes.
@@ -339,14 +353,14 @@ func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
 		return nil, invalid("lock name %q has braces but no hash tag, so a waiting writer's mark cannot share its Redis Cluster slot; "+
 			"give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
 	}
-	w, err := r.mutexWith(name, cfg)
-	if err != nil {
+	// One allocation: the write lock's writer id and mark key are made at
+	// its first use, and a value only ever read takes none.
+	rw := &RWMutex{}
+	if err := r.initMutex(&rw.w, name, cfg, &rw.wl); err != nil {
 		return nil, err
 	}
-	w.lock = &writeLock{intent: node.IntentKey(name), writer: uuid.NewString()}
-	w.h.kind = w.lock
 	rcfg := cfg
 	rcfg.fencing, rcfg.ack = false, node.Ack{}
-	rd := newShared(r.e, name, rcfg, quorum(r.e.pool.size()), reading{})
-	return &RWMutex{w: w, rd: &rd}, nil
+	rw.rd = newShared(r.e, name, rcfg, quorum(r.e.pool.size()), reading{})
+	return rw, nil
 }

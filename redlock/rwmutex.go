@@ -40,8 +40,9 @@ import (
 // the lock it took last. Like a Mutex, it is safe for use by several
 // goroutines.
 type RWMutex struct {
-	w  *Mutex  // the write lock
-	rd *shared // the read lock: shared holds, on a majority
+	w  Mutex     // the write lock
+	wl writeLock // its kind
+	rd shared    // the read lock: shared holds, on a majority
 
 	mu      sync.Mutex // guards reading
 	reading bool       // the lock taken last is the read lock

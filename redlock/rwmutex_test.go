@@ -246,7 +246,7 @@ func TestForceUnlockReadersAndPermits(t *testing.T) {
 		require.NoError(t, fr.Err)
 		if fr.Deleted {
 			deleted++
-			assert.Contains(t, []string{tokenOfLease(a.rd), tokenOfLease(b.rd)}, fr.Holder, "a reader, not the marker")
+			assert.Contains(t, []string{tokenOfLease(&a.rd), tokenOfLease(&b.rd)}, fr.Holder, "a reader, not the marker")
 			assert.False(t, fr.Reentrant, "readers are not a reentrant lock")
 		}
 	}
@@ -288,7 +288,7 @@ func TestInspectRWMutex(t *testing.T) {
 	assert.Nil(t, st.Semaphore)
 	assert.False(t, st.Locked())
 	assert.Equal(t, 2, st.Readers.Quorum)
-	assert.ElementsMatch(t, []string{tokenOfLease(a.rd), tokenOfLease(b.rd)}, []string{st.Readers.Holders[0].Token, st.Readers.Holders[1].Token})
+	assert.ElementsMatch(t, []string{tokenOfLease(&a.rd), tokenOfLease(&b.rd)}, []string{st.Readers.Holders[0].Token, st.Readers.Holders[1].Token})
 	for _, n := range st.Nodes {
 		assert.Equal(t, KindReaders, n.Kind)
 		assert.Len(t, n.Permits, 2)

@@ -84,6 +84,15 @@ func (o *Acquire) Decode(cmds []redis.Cmder) Reply {
 
 // encode appends the acquisition's command.
 func (o *Acquire) encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	if len(o.Also) > 0 {
+		return append(cmds, o.encodeMulti(ctx))
+	}
+	args := o.enc.args(l, func() []any { return o.scriptArgs(l) })
+	return append(cmds, shared(ctx, args))
+}
+
+// scriptArgs is the acquisition's script command for layout l.
+func (o *Acquire) scriptArgs(l Layout) []any {
 	ttl := o.TTL.Milliseconds()
 	switch {
 	case o.Reentrant:
@@ -91,20 +100,17 @@ func (o *Acquire) encode(ctx context.Context, l Layout, cmds []redis.Cmder) []re
 		if o.Reenter {
 			again = "1"
 		}
-		return append(cmds, script(ctx, scripts.AcquireReentrant, l.keys(o.Key, o.FenceKey), o.Token, ttl, again, o.MinUptime))
-	case len(o.Also) > 0:
-		return append(cmds, o.encodeMulti(ctx))
+		return evalArgs(scripts.AcquireReentrant, l.keys(o.Key, o.FenceKey), o.Token, ttl, again, o.MinUptime)
 	case o.Intent != "":
 		keys := append(l.keys(o.Key, o.Intent), l.keys(o.Key, o.FenceKey)[1:]...)
-		return append(cmds, script(ctx, scripts.WriteAcquire, keys, o.Token, ttl, o.MinUptime, o.Writer, o.IntentTTL.Milliseconds()))
+		return evalArgs(scripts.WriteAcquire, keys, o.Token, ttl, o.MinUptime, o.Writer, o.IntentTTL.Milliseconds())
 	case o.FenceKey != "" || o.MinUptime > 0:
-		return append(cmds, script(ctx, scripts.Acquire, l.keys(o.Key, o.FenceKey), o.Token, ttl, o.MinUptime))
+		return evalArgs(scripts.Acquire, l.keys(o.Key, o.FenceKey), o.Token, ttl, o.MinUptime)
 	}
 	// A script rather than SET key token NX GET PX ttl, which does the
 	// same: its reply is nil on a grant, which go-redis turns into an
 	// error that costs the client far more than the script costs the node.
-	args := o.enc.args(Layout{}, func() []any { return evalArgs(scripts.AcquirePlain, []string{o.Key}, o.Token, ttl) })
-	return append(cmds, shared(ctx, args))
+	return evalArgs(scripts.AcquirePlain, []string{o.Key}, o.Token, ttl)
 }
 
 // decode reads the acquisition's reply.
@@ -132,6 +138,9 @@ func (o *Acquire) decode(cmds []redis.Cmder) Reply {
 
 // decodeScript reads an acquire script's {status, counter[, holder]}.
 func (o *Acquire) decodeScript(cmd *redis.Cmd) Reply {
+	if v, ok := cmd.Val().(int64); ok && v == 1 {
+		return Reply{OK: true, Value: Grant{}} // write_acquire.lua's grant without fencing
+	}
 	r, err := slice(cmd, 2)
 	if err != nil {
 		return Reply{Err: fmt.Errorf("redlock: unexpected acquire reply: %w", err)}

@@ -31,6 +31,8 @@ type ReadAcquire struct {
 	// which a node may grant; a node up for less changes nothing and
 	// answers an error wrapping ErrNodeRecovering.
 	MinUptime int64
+
+	enc encoding
 }
 
 // ReadRefusal is why a node refused a ReadAcquire: a writer waits (true),
@@ -50,7 +52,10 @@ func (o *ReadAcquire) Concurrent() string { return o.Token }
 
 // Encode implements Op.
 func (o *ReadAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return append(cmds, script(ctx, scripts.ReadAcquire, l.keys(o.Key, IntentKey(o.Key)), o.Token, o.TTL.Milliseconds(), o.MinUptime))
+	args := o.enc.args(l, func() []any {
+		return evalArgs(scripts.ReadAcquire, l.keys(o.Key, IntentKey(o.Key)), o.Token, o.TTL.Milliseconds(), o.MinUptime)
+	})
+	return append(cmds, shared(ctx, args))
 }
 
 // Decode implements Op: read_acquire.lua's {status, n}.
@@ -105,6 +110,8 @@ func (*ReadExtend) Decode(cmds []redis.Cmder) Reply { return one(cmds) }
 type ReadRelease struct {
 	Key, Token        string
 	Channel, QueueKey string
+
+	enc encoding
 }
 
 // Name implements Op.
@@ -118,11 +125,15 @@ func (o *ReadRelease) Concurrent() string { return o.Token }
 
 // Encode implements Op.
 func (o *ReadRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	keys := []string{o.Key}
-	if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" {
-		keys = append(keys, q)
-	}
-	return append(cmds, script(ctx, scripts.ReadRelease, keys, o.Token, o.Channel))
+	args := o.enc.args(l, func() []any {
+		var kb [2]string // on the stack: evalArgs copies the keys
+		keys := append(kb[:0], o.Key)
+		if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" {
+			keys = append(keys, q)
+		}
+		return evalArgs(scripts.ReadRelease, keys, o.Token, o.Channel)
+	})
+	return append(cmds, shared(ctx, args))
 }
 
 // Decode implements Op: read_release.lua's replies are release.lua's.

@@ -28,6 +28,8 @@ type SemAcquire struct {
 	// which a node may grant; a node up for less changes nothing and
 	// answers an error wrapping ErrNodeRecovering.
 	MinUptime int64
+
+	enc encoding
 }
 
 // SemGrant is what a SemAcquire's reply says beyond OK: how many holders
@@ -50,8 +52,10 @@ func (o *SemAcquire) Lane() string { return o.Key }
 
 // Encode implements Op.
 func (o *SemAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return append(cmds, script(ctx, scripts.SemAcquire, l.keys(o.Key, PermitsKey(o.Key)),
-		o.Token, o.TTL.Milliseconds(), o.Permits, o.MinUptime))
+	args := o.enc.args(l, func() []any {
+		return evalArgs(scripts.SemAcquire, l.keys(o.Key, PermitsKey(o.Key)), o.Token, o.TTL.Milliseconds(), o.Permits, o.MinUptime)
+	})
+	return append(cmds, shared(ctx, args))
 }
 
 // Decode implements Op: sem_acquire.lua's {status, n}.
@@ -117,6 +121,8 @@ type SemRelease struct {
 	// again at once; "" announces nothing (an undo). The announcement
 	// names the oldest waiter of QueueKey, popped from it.
 	Channel, QueueKey string
+
+	enc encoding
 }
 
 // Name implements Op.
@@ -127,11 +133,14 @@ func (o *SemRelease) Lane() string { return o.Key }
 
 // Encode implements Op.
 func (o *SemRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	keys := l.keys(o.Key, PermitsKey(o.Key))
-	if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" && len(keys) > 1 {
-		keys = append(keys, q)
-	}
-	return append(cmds, script(ctx, scripts.SemRelease, keys, o.Token, o.Channel))
+	args := o.enc.args(l, func() []any {
+		keys := l.keys(o.Key, PermitsKey(o.Key))
+		if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" && len(keys) > 1 {
+			keys = append(keys, q)
+		}
+		return evalArgs(scripts.SemRelease, keys, o.Token, o.Channel)
+	})
+	return append(cmds, shared(ctx, args))
 }
 
 // Decode implements Op: sem_release.lua's replies are release.lua's.

@@ -210,7 +210,7 @@ var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExt
 var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "eb63bf1e7d18687cb058c18dc3b641350c5aee8f"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
-var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "c7012db301f73b778a9340862e71fe70b327a483"}
+var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "75b533873027ff44a03134e946d469cc8fbaee20"}
 
 // All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,

@@ -21,7 +21,8 @@
 -- Returns acquire.lua's replies: {1, counter} granted, {0, counter, holder}
 -- held by another writer or a Mutex, {0, counter} held by readers (or a
 -- reentrant Mutex), {-1, uptime} refused while the node recovers, or an
--- error reply when KEYS[1] holds what no lock leaves.
+-- error reply when KEYS[1] holds what no lock leaves; a grant without
+-- fencing (no KEYS[3]) is the integer 1, which costs the client less.
 local up = recovering(ARGV[3])
 if up then
 	return {-1, up}
@@ -38,6 +39,9 @@ if state == "none" then
 	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
 	if redis.call("GET", KEYS[2]) == ARGV[4] then
 		redis.call("DEL", KEYS[2])
+	end
+	if #KEYS < 3 then
+		return 1
 	end
 	return {1, n}
 end
