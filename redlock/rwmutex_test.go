@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
@@ -449,4 +451,62 @@ func TestRWMutexHashExpiresWithLastReader(t *testing.T) {
 		}
 		return true
 	}, time.Second, time.Millisecond, "every node keeps the name only as long as the short reader")
+}
+
+// A writer's release whose turn is a reader's wakes every waiting reader
+// at once, in this process and in another: with a back-off of seconds,
+// all four get in at the announcement, not one at it and the others at
+// their back-off.
+func TestRWMutexReadersWokenTogether(t *testing.T) {
+	slow := WithRetryDelay(5*time.Second, 10*time.Second)
+	r, servers, _ := newRW(t, slow)
+	// A second process on the same nodes: its reader hears the release on
+	// the name's channel.
+	var clients []redis.UniversalClient
+	for _, s := range servers {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	other, err := New(clients, WithTTL(5*time.Second), slow)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, other.Close(context.Background())) })
+	ctx := t.Context()
+	w := newRWMutex(t, r, "doc")
+	require.NoError(t, w.Lock(ctx))
+	readers := make([]*RWMutex, 4)
+	got := make(chan error, len(readers))
+	for i := range readers {
+		owner := r
+		if i == len(readers)-1 {
+			owner = other
+		}
+		readers[i] = newRWMutex(t, owner, "doc")
+		go func() { got <- readers[i].RLock(ctx) }()
+	}
+	require.Eventually(t, func() bool {
+		for i, s := range servers {
+			if n, err := s.ZMembers(node.QueueKey("doc")); err != nil || len(n) != len(readers) {
+				return false
+			}
+			if !r.e.waiters.Listening(i, "doc") || !other.e.waiters.Listening(i, "doc") {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "the readers queued and listening on every node")
+	start := time.Now()
+	require.NoError(t, w.Unlock(ctx))
+	for range readers {
+		select {
+		case err := <-got:
+			require.NoError(t, err)
+		case <-time.After(4 * time.Second): // a queued waiter's back-off is at least 5 s
+			t.Fatal("a reader waited for its back-off, not for the announcement")
+		}
+	}
+	assert.Less(t, time.Since(start), 4*time.Second)
+	for _, rd := range readers {
+		require.NoError(t, rd.RUnlock(ctx))
+	}
 }
