@@ -67,6 +67,16 @@ func TestMultiMutexOnMiniredis(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, plainB.TryLock(ctx))
+	// TryLock returns at the quorum: the last node's grant follows, and a
+	// multi-name attempt (another lane) could be granted there first.
+	require.Eventually(t, func() bool {
+		for _, s := range servers {
+			if !s.Exists("b") {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond)
 	require.ErrorIs(t, abc.TryLock(ctx), ErrNotAcquired, "b is held by a plain lock")
 	for _, s := range servers {
 		assert.False(t, s.Exists("a") || s.Exists("c"), "no node keeps part of the lock")
