@@ -21,13 +21,18 @@ import (
 func TestRelockHoldsEveryNode(t *testing.T) {
 	c := startCluster(t, 5)
 	nodes := inspector(t, c)
-	rl := newRedlock(t, c)
+	// A node call that failed (a reply lost, a call dropped unsent after
+	// the node timeout on a loaded machine) can leave a node without the
+	// key too: such a re-lock is logged, not counted as overtaking.
+	failed := &failures{}
+	rl := newRedlock(t, c, redlock.WithObserver(failed))
 	m := newMutex(t, rl, "relock:"+t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, m.TryLock(ctx))
 	missed := 0
 	for range 300 {
+		since := time.Now()
 		require.NoError(t, m.Unlock(ctx))
 		require.NoError(t, m.TryLock(ctx), "this process's own release refused its re-lock")
 		// TryLock returns at the quorum: give the other nodes' SETs a
@@ -43,8 +48,14 @@ func TestRelockHoldsEveryNode(t *testing.T) {
 			}
 		}
 		if got[0] == "" || slices.ContainsFunc(got, func(v string) bool { return v != got[0] }) {
-			missed++
-			t.Logf("after a re-lock: %v", got)
+			var calls []failure
+			for i := range got {
+				calls = append(calls, failed.of(i, since)...)
+			}
+			if len(calls) == 0 {
+				missed++
+			}
+			t.Logf("after a re-lock: %v; node calls failed meanwhile: %d", got, len(calls))
 		}
 	}
 	require.NoError(t, m.Unlock(ctx))
