@@ -17,6 +17,17 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// woken reports whether w was woken since the last call, and takes the
+// signal.
+func woken(w *Waiter) bool {
+	select {
+	case <-w.wake:
+		return true
+	default:
+		return false
+	}
+}
+
 // TestWakeOrder: announcements wake the waiters of a name oldest first, one
 // per release, and copies of one release from other nodes wake no one.
 func TestWakeOrder(t *testing.T) {
@@ -24,14 +35,6 @@ func TestWakeOrder(t *testing.T) {
 	t.Cleanup(ws.Close)
 	w0 := ws.Join("k", time.Second)
 	w1 := ws.Join("k", time.Second)
-	woken := func(w *Waiter) bool {
-		select {
-		case <-w.wake:
-			return true
-		default:
-			return false
-		}
-	}
 	ws.announce("k", "release-1", "")
 	assert.True(t, woken(w0))
 	ws.announce("k", "release-1", "") // the same release, from another node
@@ -64,14 +67,6 @@ func TestReadersWakeTogether(t *testing.T) {
 	r1 := ws.JoinReader("k", time.Second)
 	assert.False(t, node.Named(r0.id), "a reader's turn is announced to all")
 	assert.True(t, node.Named(w.id))
-	woken := func(w *Waiter) bool {
-		select {
-		case <-w.wake:
-			return true
-		default:
-			return false
-		}
-	}
 	ws.announce("k", "release-1", "") // the oldest is a reader
 	assert.True(t, woken(r0))
 	assert.True(t, woken(r1), "readers go together")
