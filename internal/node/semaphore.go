@@ -58,8 +58,14 @@ func (o *SemAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) [
 	return append(cmds, shared(ctx, args))
 }
 
-// Decode implements Op: sem_acquire.lua's {status, n}.
+// Decode implements Op: sem_acquire.lua's {status, n}, or the holders of
+// a grant.
 func (o *SemAcquire) Decode(cmds []redis.Cmder) Reply {
+	if cmd, ok := cmds[0].(*redis.Cmd); ok && cmd.Err() == nil {
+		if n, ok := cmd.Val().(int64); ok {
+			return Reply{OK: true, Value: SemGrant{Holders: int(n)}}
+		}
+	}
 	r, err := slice(cmds[0], 2)
 	if err != nil {
 		return Reply{Err: err}

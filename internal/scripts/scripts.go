@@ -186,7 +186,7 @@ var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "e0925
 // permit count. It returns {1, holders} granted, {0, holders} full,
 // {-1, uptime} recovering, {-2, permits} live holders have another count;
 // an error reply when KEYS[1] is not a semaphore.
-var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + semAcquireSource, Hash: "b3c5eba0ad6a0aa3b0fcb4095f5cc4e08b17f10b"}
+var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + semAcquireSource, Hash: "6ba8f5d95c86596d301f08a810f030b61d86da64"}
 
 // SemRelease drops ARGV[1]'s permit of the semaphore KEYS[1] and announces
 // it on ARGV[2], naming the next waiter popped from KEYS[3]; it returns the

@@ -13,8 +13,9 @@
 -- ARGV[4]  the least uptime, in whole seconds, at which this node may grant;
 --          "0" for no check (see recovering in guard.lua)
 --
--- Returns {status, n}:
---   { 1, holders}  granted: the caller holds a permit that expires ARGV[2]
+-- Returns {status, n}, except for a grant:
+--   holders        granted (an integer, which costs the client less than
+--                  an array): the caller holds a permit that expires ARGV[2]
 --                  ms from now (re-armed when it already held one); holders
 --                  counts the caller
 --   { 0, holders}  refused: ARGV[3] holders hold a permit
@@ -52,4 +53,4 @@ if #KEYS > 1 then
 	redis.call("SET", KEYS[2], ARGV[3])
 end
 keep(t)
-return {1, n}
+return n
