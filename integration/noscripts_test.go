@@ -150,10 +150,21 @@ func TestWithoutScriptsStaleRelease(t *testing.T) {
 	require.NoError(t, first.Lock(ctx))
 	<-first.Done()
 	require.NoError(t, second.Lock(ctx))
+	// Lock returns at the quorum: the stale release must meet the second
+	// holder's key on every node, so wait for the last grant.
+	nodes := inspector(t, c)
+	require.Eventually(t, func() bool {
+		for _, a := range nodes {
+			if a.Exists(context.Background(), name).Val() != 1 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "the second holder's key on every node")
 	err := first.Unlock(ctx)
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, redlock.ErrNotHeld) || errors.Is(err, redlock.ErrLockLost), "%v", err)
-	for i, a := range inspector(t, c) {
+	for i, a := range nodes {
 		v, err := a.Get(context.Background(), name).Result()
 		require.NoError(t, err, "node %d", i)
 		assert.NotEmpty(t, v, "node %d: the second holder's key stands", i)
