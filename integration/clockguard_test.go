@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -47,17 +48,7 @@ func TestClockJumpThreeNodes(t *testing.T) {
 			for _, i := range []int{0, 1, 2} {
 				require.NoError(t, c.SetClock(i, time.Minute))
 			}
-			secondRL := newRedlock(t, c, opts...)
-			second := newMutex(t, secondRL, name, redlock.WithTTL(clockTTL))
-			err := second.TryLock(ctx)
-			if !guarded {
-				require.NoError(t, lockUnguarded(t, second, err), "without the guard the jumped nodes' grants count: two holders")
-				assert.True(t, time.Now().Before(first.Until()), "while the first's validity still runs")
-				return
-			}
-			require.ErrorIs(t, err, redlock.ErrNotAcquired)
-			requireRefusedByClock(t, secondRL, 0, 1, 2)
-			requireLostToClock(t, first)
+			secondAfterJump(ctx, t, c, opts, name, first, guarded, "without the guard the jumped nodes' grants count: two holders", 0, 1, 2)
 		})
 	}
 }
@@ -83,17 +74,7 @@ func TestClockJumpBareQuorum(t *testing.T) {
 			first := newMutex(t, firstRL, name, redlock.WithTTL(clockTTL))
 			require.NoError(t, first.Lock(ctx), "on nodes 0, 1, 2")
 			require.NoError(t, c.SetClock(2, time.Minute))
-			secondRL := newRedlock(t, c, opts...)
-			second := newMutex(t, secondRL, name, redlock.WithTTL(clockTTL))
-			err := second.TryLock(ctx)
-			if !guarded {
-				require.NoError(t, lockUnguarded(t, second, err), "without the guard: nodes 2, 3, 4 grant, two holders")
-				assert.True(t, time.Now().Before(first.Until()), "while the first's validity still runs")
-				return
-			}
-			require.ErrorIs(t, err, redlock.ErrNotAcquired)
-			requireRefusedByClock(t, secondRL, 2)
-			requireLostToClock(t, first)
+			secondAfterJump(ctx, t, c, opts, name, first, guarded, "without the guard: nodes 2, 3, 4 grant, two holders", 2)
 		})
 	}
 }
@@ -145,4 +126,24 @@ func requireLostToClock(t *testing.T, m *redlock.Mutex) {
 	require.ErrorIs(t, m.Err(), redlock.ErrLockLost)
 	assert.ErrorIs(t, m.Err(), redlock.ErrClockJump)
 	assert.True(t, time.Now().Before(m.Until()), "found out while its validity still ran")
+}
+
+// secondAfterJump has a second client try name once clocks jumped on the
+// nodes jumped. Unguarded, it gets the lock while the first's validity
+// still runs (unguarded says why); guarded, it is refused, the jumped
+// nodes do not vote, and the first holder's lease ends for the clock.
+func secondAfterJump(ctx context.Context, t *testing.T, c *Cluster, opts []redlock.Option, name string, first *redlock.Mutex,
+	guarded bool, unguarded string, jumped ...int) {
+	t.Helper()
+	secondRL := newRedlock(t, c, opts...)
+	second := newMutex(t, secondRL, name, redlock.WithTTL(clockTTL))
+	err := second.TryLock(ctx)
+	if !guarded {
+		require.NoError(t, lockUnguarded(t, second, err), unguarded)
+		assert.True(t, time.Now().Before(first.Until()), "while the first's validity still runs")
+		return
+	}
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	requireRefusedByClock(t, secondRL, jumped...)
+	requireLostToClock(t, first)
 }

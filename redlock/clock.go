@@ -65,3 +65,11 @@ func sleepUnless(d time.Duration, done <-chan struct{}) bool {
 		return false
 	}
 }
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

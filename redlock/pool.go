@@ -472,14 +472,6 @@ func (p *pool) abandon() int {
 	return left
 }
 
-// later returns the later of a and b.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // way returns how node i is spoken to (see node.Way): scripts for a node
 // that does not say.
 func (p *pool) way(i int) node.Way {
