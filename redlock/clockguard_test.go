@@ -220,3 +220,50 @@ func TestClockJumpSemaphore(t *testing.T) {
 	}
 	assert.ErrorIs(t, s1.Err(), ErrClockJump)
 }
+
+// The same guard for a reader-writer lock, both ways: read locks held on
+// all five nodes, three jump and forget them, and a writer of the second
+// process is refused; then a write lock held everywhere, three jump, and a
+// reader is refused. Each time the first holder's Done closes naming the
+// clock.
+func TestClockJumpRWMutex(t *testing.T) {
+	for _, firstReads := range []bool{true, false} {
+		t.Run(map[bool]string{true: "readers then writer", false: "writer then reader"}[firstReads], func(t *testing.T) {
+			fs, first, second, _ := twoProcesses(t)
+			ctx := t.Context()
+			rw1, err := first.NewRWMutex("rw", WithTTL(20*time.Second))
+			require.NoError(t, err)
+			rw2, err := second.NewRWMutex("rw", WithTTL(20*time.Second))
+			require.NoError(t, err)
+			take, op := rw1.TryLock, "acquire"
+			if firstReads {
+				take, op = rw1.TryRLock, "read acquire"
+			}
+			require.NoError(t, take(ctx))
+			require.Eventually(t, func() bool {
+				for _, f := range fs {
+					if f.Count(op) == 0 {
+						return false
+					}
+				}
+				return true
+			}, time.Second, time.Millisecond, "held everywhere")
+			for _, f := range fs[:3] {
+				f.Jump(time.Minute)
+			}
+			other := rw2.TryRLock
+			if firstReads {
+				other = rw2.TryLock
+			}
+			err = other(ctx)
+			require.ErrorIs(t, err, ErrNotAcquired, "the jumped nodes do not vote")
+			assert.ErrorIs(t, err, ErrClockJump)
+			select {
+			case <-rw1.Done():
+			case <-time.After(5 * clockWatchEvery):
+				t.Fatal("the first holder did not find out")
+			}
+			assert.ErrorIs(t, rw1.Err(), ErrClockJump)
+		})
+	}
+}
