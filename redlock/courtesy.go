@@ -7,12 +7,14 @@ import (
 
 // The handoff courtesy. When an Unlock's announcement reached waiters (the
 // release script says how many clients heard it), the next Lock of this
-// Redlock on that name waits a moment before its first attempt: a holder
-// that releases and locks again in a loop would otherwise always win, since
-// its attempt starts before the waiters have even heard the release. The
-// moment is a few times what the release took, at least courtesyMin and at
-// most courtesyMax: enough for a woken waiter to make its attempt. TryLock,
-// a single attempt, does not wait.
+// Redlock on that name does not try at once: a holder that releases and
+// locks again in a loop would otherwise always win, since its attempt
+// starts before the waiters have even heard the release. With notification
+// on it queues behind them and tries when its turn is announced (see
+// waiting.courtesy); with it off it waits a moment, a few times what the
+// release took, at least courtesyMin and at most courtesyMax: enough for a
+// woken waiter to make its attempt. TryLock, a single attempt, does not
+// wait.
 const (
 	courtesyMin = time.Millisecond
 	courtesyMax = 20 * time.Millisecond

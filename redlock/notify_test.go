@@ -210,24 +210,33 @@ func TestReleaseWakesOldestQueuedWaiterOnly(t *testing.T) {
 	})
 }
 
+// releasedToWaiter runs, on five fake nodes 100 µs away, a holder's
+// release to a waiter queued and subscribed for a second; got closes when
+// the waiter's Lock returns.
+func releasedToWaiter(t *testing.T) (fs []*nodetest.Fake, holder, waiter *Mutex, got chan struct{}) {
+	t.Helper()
+	r, fs := newFakeRedlock(t, 5)
+	for _, f := range fs {
+		f.Faults(func(n *nodetest.Fake) { n.Delay = 100 * time.Microsecond })
+	}
+	holder = newFakeMutex(t, r, "k")
+	waiter = newFakeMutex(t, r, "k")
+	require.NoError(t, holder.Lock(t.Context()))
+	got = make(chan struct{})
+	go func() {
+		assert.NoError(t, waiter.Lock(t.Context()))
+		close(got)
+	}()
+	time.Sleep(time.Second)
+	require.NoError(t, holder.Unlock(t.Context()))
+	return fs, holder, waiter, got
+}
+
 // A holder that releases and locks again lets the waiter that heard the
 // release go first, instead of taking the lock back at once.
 func TestReleaseCourtesyLetsWaiterFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, fs := newFakeRedlock(t, 5)
-		for _, f := range fs {
-			f.Faults(func(n *nodetest.Fake) { n.Delay = 100 * time.Microsecond })
-		}
-		holder := newFakeMutex(t, r, "k")
-		waiter := newFakeMutex(t, r, "k")
-		require.NoError(t, holder.Lock(t.Context()))
-		got := make(chan struct{})
-		go func() {
-			assert.NoError(t, waiter.Lock(t.Context()))
-			close(got)
-		}()
-		time.Sleep(time.Second) // the waiter waits, subscribed
-		require.NoError(t, holder.Unlock(t.Context()))
+		_, holder, waiter, got := releasedToWaiter(t)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		err := holder.Lock(ctx) // at once: the releaser wants it back
@@ -279,5 +288,28 @@ func TestNoCourtesyForOwnSubscription(t *testing.T) {
 			assert.Equal(t, 100*time.Microsecond, time.Since(start), "one round trip, no courtesy")
 			require.NoError(t, m.Unlock(t.Context()))
 		}
+	})
+}
+
+// A releaser that locks again at once, with notification on, waits for
+// its turn behind the waiter it released to: it makes no attempt while
+// that waiter holds the lock (an attempt out of turn would land in one of
+// the handoffs that follow), and its turn comes with the waiter's release.
+func TestCourtesyWaitsForTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs, holder, waiter, got := releasedToWaiter(t)
+		again := make(chan time.Time)
+		go func() {
+			assert.NoError(t, holder.Lock(t.Context()))
+			again <- time.Now()
+		}()
+		<-got
+		before := fs[0].Count("acquire")
+		time.Sleep(50 * time.Millisecond) // the waiter's hold, past the courtesy and a back-off's minimum
+		assert.Equal(t, before, fs[0].Count("acquire"), "the releaser tried out of turn")
+		require.NoError(t, waiter.Unlock(t.Context()))
+		released := time.Now()
+		assert.Less(t, (<-again).Sub(released), 5*time.Millisecond, "its turn was announced")
+		require.NoError(t, holder.Unlock(t.Context()))
 	})
 }

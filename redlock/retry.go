@@ -110,8 +110,12 @@ func final(ctx context.Context, tries, attempt int, failed refusal, err error) (
 
 // courtesy lets the waiters go first when this process just released the
 // name to them (see courtesy.go). With notification on, the wait joins the
-// queue behind them at once, and tries when its turn is announced or, if
-// no announcement comes, after the courtesy and one back-off.
+// queue behind them at once and tries when its turn is announced, as
+// theirs was; a queued waiter's back-off (see queued) is only the fallback
+// for an announcement that does not come. It does not try when the
+// courtesy ends: that attempt would be out of turn, and would land in one
+// of the handoffs that follow, splitting the nodes with the waiter whose
+// turn it is.
 func (wt *waiting) courtesy(ctx context.Context) error {
 	h := wt.h
 	d := h.e.courtesy.left(h.name, h.e.now())
@@ -122,13 +126,14 @@ func (wt *waiting) courtesy(ctx context.Context) error {
 	if h.cfg.notify {
 		wt.w = wt.join()
 		wake = wt.w.Wake()
-		d += h.cfg.delayMin
+		d = h.cfg.retry().queued(d)
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-	case <-wake:
+	case wt.released = <-wake:
+		wt.woken = true
 	case <-ctx.Done():
 		return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), ctx.Err())
 	}
