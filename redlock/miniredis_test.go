@@ -193,3 +193,26 @@ func TestInspectSemaphoreOnMiniredis(t *testing.T) {
 	assert.Empty(t, s.Kind)
 	assert.Nil(t, s.Semaphore)
 }
+
+// Another program's sorted set (no expiry) at a semaphore's name is no
+// semaphore: an acquisition is refused as misconfigured and leaves its
+// members alone, even those scored like expired permits; a release or an
+// extension of a token it does not hold is refused the same way.
+func TestSemaphoreLeavesAlienSortedSet(t *testing.T) {
+	_, clients := nodetest.Miniredis(t, 3)
+	r, err := New(clients)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, r.Close(context.Background())) })
+	for _, c := range clients {
+		require.NoError(t, c.ZAdd(t.Context(), "scores", redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 2, Member: "b"}).Err())
+	}
+	s, err := r.NewSemaphore("scores", 3)
+	require.NoError(t, err)
+	err = s.TryAcquire(t.Context())
+	require.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorIs(t, err, ErrMisconfigured)
+	for i, c := range clients {
+		assert.Equal(t, []string{"a", "b"}, c.ZRange(t.Context(), "scores", 0, -1).Val(), "node %d", i)
+		assert.Equal(t, time.Duration(-1), c.PTTL(t.Context(), "scores").Val(), "node %d", i)
+	}
+}

@@ -18,13 +18,20 @@
 -- the clients the announcement reached, + 1 when it named a waiter (the
 -- oldest, popped from the queue, goes first, as for a lock).
 local t = now()
-local state = kind(KEYS[1])
-if type(state) == "table" then
-	return state
-end
-local was = state == "readers" and live(KEYS[1], ARGV[1], t)
-if state == "readers" then
+-- The caller's own field first: only a readers' hash holds a reader's
+-- token as a field (a plain lock is a string, whose HGET fails; a
+-- reentrant lock's hash is keyed by its own token), so when it is there
+-- the key's kind need not be asked.
+local was = false
+local expiry = redis.pcall("HGET", KEYS[1], ARGV[1])
+if type(expiry) == "string" then
 	redis.call("HDEL", KEYS[1], ARGV[1]) -- also a hold that expired
+	was = tonumber(expiry) > t
+else
+	local state = kind(KEYS[1])
+	if type(state) == "table" then
+		return state
+	end
 end
 if not was then
 	if ARGV[2] ~= "" then
@@ -32,8 +39,12 @@ if not was then
 	end
 	return 0
 end
-if redis.call("HLEN", KEYS[1]) > SMALL or keep(KEYS[1], t) then
+local left = redis.call("HLEN", KEYS[1])
+if left > SMALL or left > 1 and keep(KEYS[1], t) then
 	return 1 -- other readers hold it (or may: many fields are left): no one waits for this release
+end
+if left == 1 then
+	redis.call("DEL", KEYS[1]) -- the mark alone is left
 end
 if ARGV[2] == "" then
 	return 1

@@ -186,19 +186,19 @@ var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "e0925
 // permit count. It returns {1, holders} granted, {0, holders} full,
 // {-1, uptime} recovering, {-2, permits} live holders have another count;
 // an error reply when KEYS[1] is not a semaphore.
-var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + semAcquireSource, Hash: "6ba8f5d95c86596d301f08a810f030b61d86da64"}
+var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + semAcquireSource, Hash: "dad2ccbb2851a4a555d66e1a8cc9ca4623ac6c0f"}
 
 // SemRelease drops ARGV[1]'s permit of the semaphore KEYS[1] and announces
 // it on ARGV[2], naming the next waiter popped from KEYS[3]; it returns the
 // node's run id when no live permit was held (0 when ARGV[2] is ""), else
 // 1 + 2 × the clients the announcement reached (+ 1 when it named a
 // waiter); an error reply when KEYS[1] is not a semaphore.
-var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "8aa53947d35c180c449d91d32098eaecf032b859"}
+var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "2726347e231904e066f97c833bacbaf5fced466e"}
 
 // SemExtend re-arms ARGV[1]'s live permit of the semaphore KEYS[1] for
 // ARGV[2] ms; it returns 1 or 0, or an error reply when KEYS[1] is not a
 // semaphore.
-var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "29c3652d7170c8298cddddfa58e9bdef2526ac3c"}
+var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "279e35e416a177fc2866114c29ee7f1d0301d1b6"}
 
 // ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
 var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "18dd5ce4cdf823b47405fe08e2024ad7531e9961"}
@@ -207,7 +207,7 @@ var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwS
 var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "b411ae4a76e8d95cf1365f04295e2f5f78e35bb7"}
 
 // ReadRelease drops a read hold (read_release.lua).
-var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "eb63bf1e7d18687cb058c18dc3b641350c5aee8f"}
+var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "d4d285d4747e59b2731aa0ccd11144d1fe78f292"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
 var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "75b533873027ff44a03134e946d469cc8fbaee20"}

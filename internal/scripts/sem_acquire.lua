@@ -29,11 +29,22 @@ local up = recovering(ARGV[4])
 if up then
 	return {-1, up}
 end
+local t = now()
+if redis.call("PTTL", KEYS[1]) == -2 then
+	-- No semaphore yet (or its last permit expired and the key with it):
+	-- the caller's permit is the only one, and the last to expire.
+	local ttl = tonumber(ARGV[2])
+	redis.call("ZADD", KEYS[1], t + ttl, ARGV[1])
+	redis.call("PEXPIRE", KEYS[1], ttl)
+	if #KEYS > 1 then
+		redis.call("SET", KEYS[2], ARGV[3], "PX", ttl)
+	end
+	return 1
+end
 local bad = alienSemaphore(KEYS[1])
 if bad then
 	return bad
 end
-local t = now()
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", t)
 local n = redis.call("ZCARD", KEYS[1])
 if n > 0 and #KEYS > 1 then

@@ -34,7 +34,8 @@ end
 local function keep(at)
 	local last = redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")
 	if #last == 0 then
-		redis.call("DEL", KEYS[1])
+		-- KEYS[1] is gone already: Redis deletes a sorted set with its
+		-- last member.
 		if #KEYS > 1 then
 			redis.call("DEL", KEYS[2])
 		end
@@ -49,12 +50,17 @@ end
 
 -- permit returns the expiry of token's permit on KEYS[1] (false when it
 -- holds none) and the node's time, or an error reply when KEYS[1] is not a
--- semaphore.
+-- semaphore. The token's score is read first: only a semaphore holds a
+-- permit's token, so when it is there the key's type need not be asked.
 local function permit(token)
+	local t = now()
+	local expiry = redis.pcall("ZSCORE", KEYS[1], token)
+	if type(expiry) == "string" then
+		return expiry, t
+	end
 	local bad = alienSemaphore(KEYS[1])
 	if bad then
 		return bad
 	end
-	local t = now()
-	return redis.call("ZSCORE", KEYS[1], token), t
+	return false, t
 end
