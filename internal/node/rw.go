@@ -58,8 +58,13 @@ func (o *ReadAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) 
 	return append(cmds, shared(ctx, args))
 }
 
-// Decode implements Op: read_acquire.lua's {status, n}.
+// Decode implements Op: read_acquire.lua's 1 (granted) or {status, n}.
 func (o *ReadAcquire) Decode(cmds []redis.Cmder) Reply {
+	if cmd, ok := cmds[0].(*redis.Cmd); ok && cmd.Err() == nil {
+		if n, ok := cmd.Val().(int64); ok && n == 1 {
+			return Reply{OK: true}
+		}
+	}
 	r, err := slice(cmds[0], 2)
 	if err != nil {
 		return Reply{Err: err}

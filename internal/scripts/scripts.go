@@ -201,7 +201,7 @@ var SemRelease = &Script{Source: storedSource + announceSource + clockSource + s
 var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "279e35e416a177fc2866114c29ee7f1d0301d1b6"}
 
 // ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
-var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "18dd5ce4cdf823b47405fe08e2024ad7531e9961"}
+var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "58f31a7b0f3c93ef0baaa381b8b35d64c91a39c8"}
 
 // ReadExtend re-arms a read hold (read_extend.lua).
 var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "b411ae4a76e8d95cf1365f04295e2f5f78e35bb7"}
