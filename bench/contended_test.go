@@ -81,7 +81,10 @@ func BenchmarkContended(b *testing.B) {
 // faults: 8 clients, each with its own lock client and node clients as a
 // process has, looping Lock, a 2 ms hold, Unlock on one name. An op is one
 // acquisition. max-share is the largest share of one client in the
-// acquisitions (1/8 is fair), max-wait-ms the longest successful Lock.
+// acquisitions (1/8 is fair), max-wait-ms the longest successful Lock;
+// handoff-p50-us the median time from a holder's Unlock call to the next
+// holder's Lock returning, hold-p50-us the median hold (the sleep and what
+// a loaded machine adds to it): ns/op is about their sum.
 func BenchmarkHandoff(b *testing.B) {
 	addrs := benchAddrs(b)
 	for _, im := range implementations {
@@ -114,6 +117,7 @@ func BenchmarkHandoff(b *testing.B) {
 			waits := make([][]time.Duration, len(lcs))
 			var inside atomic.Int32
 			var overlaps atomic.Int32
+			var gaps handoffGaps
 			var wg sync.WaitGroup
 			b.ResetTimer()
 			for i, lc := range lcs {
@@ -135,14 +139,17 @@ func BenchmarkHandoff(b *testing.B) {
 							}
 							continue
 						}
-						waits[i] = append(waits[i], time.Since(start))
+						locked := time.Now()
+						waits[i] = append(waits[i], locked.Sub(start))
 						if inside.Add(1) != 1 {
 							overlaps.Add(1)
 						}
+						gaps.locked(locked)
 						time.Sleep(2 * time.Millisecond)
 						inside.Add(-1)
 						shares[i]++
 						acq.Add(1)
+						gaps.unlocking(locked)
 						_ = m.Unlock(ctx)
 					}
 				})
@@ -160,6 +167,50 @@ func BenchmarkHandoff(b *testing.B) {
 			b.ReportMetric(float64(slices.Max(shares))/float64(acq.Load()), "max-share")
 			b.ReportMetric(float64(all2[len(all2)-1])/1e6, "max-wait-ms")
 			b.ReportMetric(float64(all2[len(all2)*99/100])/1e6, "p99-wait-ms")
+			gap, hold := gaps.medians()
+			b.ReportMetric(float64(gap)/1e3, "handoff-p50-us")
+			b.ReportMetric(float64(hold)/1e3, "hold-p50-us")
 		})
 	}
+}
+
+// handoffGaps records, across contenders, each handoff (from a holder's
+// Unlock call to the next holder's Lock returning) and each hold (from its
+// Lock returning to its Unlock call: the 2 ms sleep, and what the loaded
+// machine adds to it).
+type handoffGaps struct {
+	mu          sync.Mutex
+	unlockedAt  time.Time
+	gaps, holds []time.Duration
+}
+
+func (g *handoffGaps) locked(at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.unlockedAt.IsZero() {
+		g.gaps = append(g.gaps, at.Sub(g.unlockedAt))
+	}
+}
+
+func (g *handoffGaps) unlocking(lockedAt time.Time) {
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.unlockedAt = now
+	g.holds = append(g.holds, now.Sub(lockedAt))
+}
+
+// medians returns the median handoff and the median hold.
+func (g *handoffGaps) medians() (gap, hold time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	median := func(ds []time.Duration) time.Duration {
+		if len(ds) == 0 {
+			return 0
+		}
+		ds = slices.Clone(ds)
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	return median(g.gaps), median(g.holds)
 }
