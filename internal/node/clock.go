@@ -69,11 +69,19 @@ func (n *Redis) clockFor(ctx context.Context, batch []*call) *redis.TimeCmd {
 		return nil
 	}
 	for _, c := range batch {
-		if isTimed(c.op) {
+		if isTimed(c.op) && !ownsClock(c.op) {
 			return redis.NewTimeCmd(ctx, timeArgs...)
 		}
 	}
 	return nil
+}
+
+// ownsClock reports whether op's own script answers with the node's time
+// (a plain lock's grant): its Reply carries it without the batch's TIME. A
+// refusal then carries no time, which is no loss: it is no vote.
+func ownsClock(op Op) bool {
+	a, ok := op.(*Acquire)
+	return ok && a.ownClock()
 }
 
 // timeArgs are TIME's arguments, shared: go-redis only reads them.

@@ -113,6 +113,13 @@ func (o *Acquire) scriptArgs(l Layout) []any {
 	return evalArgs(scripts.AcquirePlain, []string{o.Key}, o.Token, ttl)
 }
 
+// ownClock reports whether the acquisition's script answers a grant with
+// the node's time (acquire_plain.lua): the batch that carries it needs no
+// TIME of its own for it (see clockFor).
+func (o *Acquire) ownClock() bool {
+	return len(o.Also) == 0 && !o.Reentrant && o.Intent == "" && o.FenceKey == "" && o.MinUptime == 0
+}
+
 // decode reads the acquisition's reply.
 func (o *Acquire) decode(cmds []redis.Cmder) Reply {
 	cmd := cmds[0].(*redis.Cmd)
@@ -122,11 +129,15 @@ func (o *Acquire) decode(cmds []redis.Cmder) Reply {
 	if o.Reentrant || o.FenceKey != "" || o.Intent != "" || (o.MinUptime > 0 && len(o.Also) == 0) {
 		return o.decodeScript(cmd)
 	}
-	// acquire_plain.lua and acquire_multi.lua: 1 granted, a competitor's
-	// token, or 0 for a reentrant lock; acquire_multi.lua answers a node
-	// that restarted too recently as acquire.lua does.
+	// acquire_plain.lua: the node's time (Unix ms) granted, and
+	// acquire_multi.lua: 1 granted; either: a competitor's token, or 0 for
+	// a reentrant lock. acquire_multi.lua answers a node that restarted too
+	// recently as acquire.lua does.
 	switch v := cmd.Val().(type) {
 	case int64:
+		if v > 1 {
+			return Reply{OK: true, Time: time.UnixMilli(v)}
+		}
 		return Reply{OK: v == 1}
 	case string:
 		return Reply{Value: Grant{Holder: v}} // the script answers 1 for this token's own

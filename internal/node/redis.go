@@ -259,8 +259,8 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 			continue
 		}
 		rep := c.op.Decode(c.cmds)
-		if isTimed(c.op) {
-			rep.Time = at
+		if isTimed(c.op) && (rep.Time.IsZero() || n.layout.Sharded) {
+			rep.Time = at // a sharded layout's carries none (see clockFor)
 		}
 		c.finish(rep)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,4 +232,52 @@ func TestRepliesCarryTheNodesClock(t *testing.T) {
 			assert.True(t, callOne(n, unlock("k", "a")).Time.IsZero(), "a release is no vote")
 		})
 	}
+}
+
+// timeCounter counts the TIME commands a client sends.
+type timeCounter struct{ n atomic.Int32 }
+
+func (*timeCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *timeCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *timeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (c *timeCounter) count(cmd redis.Cmder) {
+	if cmd.Name() == "time" {
+		c.n.Add(1)
+	}
+}
+
+// A plain lock's grant carries the node's time in its own reply (its
+// script reads TIME): no TIME travels beside it. A fenced grant's script
+// does not, and the batch ends with one.
+func TestPlainGrantCarriesItsOwnClock(t *testing.T) {
+	servers, clients := nodetest.Miniredis(t, 1)
+	at := time.Now().Add(time.Hour).Truncate(time.Second)
+	servers[0].SetTime(at)
+	times := &timeCounter{}
+	clients[0].AddHook(times)
+	n := node.NewRedis(clients[0])
+	t.Cleanup(n.Close)
+	rep := callOne(n, lock("k", "a"))
+	require.True(t, rep.OK)
+	assert.WithinDuration(t, at, rep.Time, time.Second, "the node's clock, from the grant's own reply")
+	assert.Zero(t, times.n.Load(), "no TIME beside a plain grant")
+	rep = callOne(n, fenced("f", "a"))
+	require.True(t, rep.OK)
+	assert.WithinDuration(t, at, rep.Time, time.Second)
+	assert.Equal(t, int32(1), times.n.Load(), "a fenced grant's batch ends with TIME")
 }

@@ -8,9 +8,13 @@
 -- ARGV[2]  the time to live, in milliseconds
 --
 -- Returns:
---   1             granted: the key was absent and now holds ARGV[1], or it
+--   time          granted: the key was absent and now holds ARGV[1], or it
 --                 already held ARGV[1] (the client resent this request
---                 after losing the reply of a try that was applied)
+--                 after losing the reply of a try that was applied); the
+--                 node's time in Unix milliseconds (see now in clock.lua,
+--                 which scripts.go puts in front of this file), the clock
+--                 evidence the vote carries (see internal/node/clock.go),
+--                 so that a lone grant needs no TIME beside it
 --   holder        the key is held by another value, returned
 --   0             the key is a reentrant lock (a hash with an expiry)
 --   an error      the key holds something that is not a lock (see alien in
@@ -21,7 +25,7 @@
 -- (about a seventh of the script's cost on Redis 7.0).
 local v = redis.pcall("SET", KEYS[1], ARGV[1], "NX", "GET", "PX", ARGV[2])
 if v == false then
-	return 1
+	return now()
 end
 if type(v) == "table" then
 	if string.sub(v.err, 1, 10) == "WRONGTYPE " then
@@ -30,6 +34,6 @@ if type(v) == "table" then
 	return v
 end
 if v == ARGV[1] then
-	return 1
+	return now()
 end
 return v
