@@ -68,8 +68,9 @@ func (n *Redis) clockFor(ctx context.Context, batch []*call) *redis.TimeCmd {
 	if n.layout.Sharded {
 		return nil
 	}
+	mine := n.clockOn.Load() // until a TIME was answered, a refusal is found out here
 	for _, c := range batch {
-		if isTimed(c.op) && !ownsClock(c.op) {
+		if isTimed(c.op) && !(mine && ownsClock(c.op)) {
 			return redis.NewTimeCmd(ctx, timeArgs...)
 		}
 	}
@@ -77,7 +78,9 @@ func (n *Redis) clockFor(ctx context.Context, batch []*call) *redis.TimeCmd {
 }
 
 // ownsClock reports whether op's own script answers with the node's time
-// (a plain lock's grant): its Reply carries it without the batch's TIME. A
+// (a plain lock's grant): its Reply carries it without the batch's TIME,
+// once the node has answered one TIME (before that, the batch's TIME is
+// how a user without it is found out and reported, see OnNoClock). A
 // refusal then carries no time, which is no loss: it is no vote.
 func ownsClock(op Op) bool {
 	a, ok := op.(*Acquire)
@@ -100,6 +103,9 @@ func (n *Redis) readClock(clock *redis.TimeCmd) time.Time {
 	}
 	at, err := clock.Result()
 	n.noClock(err)
+	if err == nil {
+		n.clockOn.Store(true)
+	}
 	return at
 }
 

@@ -52,7 +52,10 @@ type Redis struct {
 
 	onNoClock func(why error)
 	clockOff  sync.Once // onNoClock is called once
-	onWay     func(w Way, why error)
+	// clockOn is set once a batch's TIME was answered: the node's user may
+	// run it, and a plain grant's script reads it itself (see clockFor).
+	clockOn atomic.Bool
+	onWay   func(w Way, why error)
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and

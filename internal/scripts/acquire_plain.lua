@@ -11,10 +11,11 @@
 --   time          granted: the key was absent and now holds ARGV[1], or it
 --                 already held ARGV[1] (the client resent this request
 --                 after losing the reply of a try that was applied); the
---                 node's time in Unix milliseconds (see now in clock.lua,
---                 which scripts.go puts in front of this file), the clock
---                 evidence the vote carries (see internal/node/clock.go),
---                 so that a lone grant needs no TIME beside it
+--                 node's time in Unix milliseconds, the clock evidence the
+--                 vote carries (see internal/node/clock.go), so that a
+--                 lone grant needs no TIME beside it; 1 when the node's
+--                 user may not run TIME (the vote then carries no clock,
+--                 as the batch's refused TIME gave none)
 --   holder        the key is held by another value, returned
 --   0             the key is a reentrant lock (a hash with an expiry)
 --   an error      the key holds something that is not a lock (see alien in
@@ -23,9 +24,19 @@
 --
 -- One SET ... NX GET rather than GET then SET: a command fewer per call
 -- (about a seventh of the script's cost on Redis 7.0).
+-- granted is a grant's reply: the node's time in Unix milliseconds, or 1
+-- when the user may not run TIME.
+local function granted()
+	local t = redis.pcall("TIME")
+	if t.err then
+		return 1
+	end
+	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 local v = redis.pcall("SET", KEYS[1], ARGV[1], "NX", "GET", "PX", ARGV[2])
 if v == false then
-	return now()
+	return granted()
 end
 if type(v) == "table" then
 	if string.sub(v.err, 1, 10) == "WRONGTYPE " then
@@ -34,6 +45,6 @@ if type(v) == "table" then
 	return v
 end
 if v == ARGV[1] then
-	return now()
+	return granted()
 end
 return v

@@ -108,10 +108,10 @@ var Release = &Script{Source: storedSource + announceSource + releaseSource, Has
 var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6bed70d196e9294876ef068103ab"}
 
 // AcquirePlain sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent; it
-// returns the node's time in Unix ms when KEYS[1] holds ARGV[1] (now, or
-// already), the value holding it otherwise, 0 when a reentrant lock holds
+// returns the node's time in Unix ms (1 when the user may not run TIME)
+// when KEYS[1] holds ARGV[1] (now, or already), the value holding it otherwise, 0 when a reentrant lock holds
 // it, and an error reply when KEYS[1] holds something that is not a lock.
-var AcquirePlain = &Script{Source: storedSource + clockSource + acquirePlainSource, Hash: "d1bb3228f2fac1d703d7c88e2c902f484cccba5b"}
+var AcquirePlain = &Script{Source: storedSource + acquirePlainSource, Hash: "6439067fbff2cbfb301bbe43174dc5ea8e19a334"}
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
