@@ -70,7 +70,7 @@ func (n *Redis) clockFor(ctx context.Context, batch []*call) *redis.TimeCmd {
 	}
 	mine := n.clockOn.Load() // until a TIME was answered, a refusal is found out here
 	for _, c := range batch {
-		if isTimed(c.op) && !(mine && ownsClock(c.op)) {
+		if isTimed(c.op) && (!mine || !ownsClock(c.op)) {
 			return redis.NewTimeCmd(ctx, timeArgs...)
 		}
 	}
