@@ -42,6 +42,31 @@ func otherLane(t *testing.T, name string) string {
 	return ""
 }
 
+// sendTo returns what hands an operation to n, with a channel of its reply.
+func sendTo(t *testing.T, n *Redis) func(Op) chan Reply {
+	return func(op Op) chan Reply {
+		done := make(chan Reply, 1)
+		n.Do(t.Context(), time.Now().Add(time.Minute), op, func(r Reply) { done <- r })
+		return done
+	}
+}
+
+// newStall returns a stall in lane.
+func newStall(lane string) *stall {
+	return &stall{lane: lane, decoded: make(chan struct{}), release: make(chan struct{})}
+}
+
+// unstall lets st (its reply due on done) return, then checks that the
+// operation held back behind it was applied (its reply due on behind).
+func unstall(t *testing.T, st *stall, done, behind chan Reply) {
+	t.Helper()
+	close(st.release)
+	<-done
+	r := <-behind
+	require.NoError(t, r.Err)
+	assert.True(t, r.OK)
+}
+
 // A name's operations are applied in the order they were handed over: a
 // release handed over while an earlier operation of the name is still in
 // its round trip waits for it, even though another lane is free; an
@@ -56,29 +81,23 @@ func TestLaneKeepsANamesOrder(t *testing.T) {
 	require.NoError(t, s.Set("k", "t1"))
 	require.NoError(t, s.Set(other, "t1"))
 
-	first := &stall{lane: "k", decoded: make(chan struct{}), release: make(chan struct{})}
-	firstDone := make(chan Reply, 1)
-	n.Do(t.Context(), time.Now().Add(time.Minute), first, func(r Reply) { firstDone <- r })
+	do := sendTo(t, n)
+	first := newStall("k")
+	firstDone := do(first)
 	<-first.decoded // the lane of "k" is busy until first.release closes
 
-	released := make(chan Reply, 2)
-	n.Do(t.Context(), time.Now().Add(time.Minute), &Release{Key: other, Token: "t1"}, func(r Reply) { released <- r })
 	select {
-	case r := <-released:
+	case r := <-do(&Release{Key: other, Token: "t1"}):
 		require.NoError(t, r.Err)
 		assert.True(t, r.OK, "the other lane's release")
 	case <-time.After(10 * time.Second):
 		t.Fatal("a name in the other lane waited for a busy lane")
 	}
 
-	n.Do(t.Context(), time.Now().Add(time.Minute), &Release{Key: "k", Token: "t1"}, func(r Reply) { released <- r })
+	released := do(&Release{Key: "k", Token: "t1"})
 	time.Sleep(50 * time.Millisecond)
 	assert.True(t, s.Exists("k"), "a release of k was applied before the earlier operation of k had returned")
-	close(first.release)
-	<-firstDone
-	r := <-released
-	require.NoError(t, r.Err)
-	assert.True(t, r.OK)
+	unstall(t, first, firstDone, released)
 	assert.False(t, s.Exists("k"))
 }
 
@@ -110,13 +129,9 @@ func TestLaneLetsReadersPass(t *testing.T) {
 	n := NewRedis(c)
 	t.Cleanup(n.Close)
 	require.NoError(t, s.Set("k", "t1"))
-	do := func(op Op) chan Reply {
-		done := make(chan Reply, 1)
-		n.Do(t.Context(), time.Now().Add(time.Minute), op, func(r Reply) { done <- r })
-		return done
-	}
+	do := sendTo(t, n)
 
-	reader := &sharedStall{stall{lane: "k", decoded: make(chan struct{}), release: make(chan struct{})}}
+	reader := &sharedStall{*newStall("k")}
 	readerDone := do(reader)
 	<-reader.decoded // one worker is busy with a reader's operation of k
 	select {
@@ -143,15 +158,11 @@ func TestLaneLetsReadersPass(t *testing.T) {
 	assert.False(t, passed, "a reader's operation passed one of its own in flight")
 	require.True(t, (<-released).OK)
 
-	writer := &stall{lane: "k", decoded: make(chan struct{}), release: make(chan struct{})}
+	writer := newStall("k")
 	writerDone := do(writer)
 	<-writer.decoded
 	read := do(&ReadAcquire{Key: "k", Token: "r", TTL: time.Minute})
 	time.Sleep(50 * time.Millisecond)
 	assert.False(t, s.Exists("k"), "a reader's grant went while another operation of its name was in flight")
-	close(writer.release)
-	<-writerDone
-	r := <-read
-	require.NoError(t, r.Err)
-	assert.True(t, r.OK)
+	unstall(t, writer, writerDone, read)
 }
