@@ -167,9 +167,9 @@ func BenchmarkHandoff(b *testing.B) {
 			b.ReportMetric(float64(slices.Max(shares))/float64(acq.Load()), "max-share")
 			b.ReportMetric(float64(all2[len(all2)-1])/1e6, "max-wait-ms")
 			b.ReportMetric(float64(all2[len(all2)*99/100])/1e6, "p99-wait-ms")
-			gap, hold := gaps.medians()
-			b.ReportMetric(float64(gap)/1e3, "handoff-p50-us")
-			b.ReportMetric(float64(hold)/1e3, "hold-p50-us")
+			gapMs, holdMs := gaps.medians()
+			b.ReportMetric(gapMs*1e3, "handoff-p50-us")
+			b.ReportMetric(holdMs*1e3, "hold-p50-us")
 		})
 	}
 }
@@ -200,17 +200,9 @@ func (g *handoffGaps) unlocking(lockedAt time.Time) {
 	g.holds = append(g.holds, now.Sub(lockedAt))
 }
 
-// medians returns the median handoff and the median hold.
-func (g *handoffGaps) medians() (gap, hold time.Duration) {
+// medians returns the median handoff and the median hold, in ms.
+func (g *handoffGaps) medians() (gapMs, holdMs float64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	median := func(ds []time.Duration) time.Duration {
-		if len(ds) == 0 {
-			return 0
-		}
-		ds = slices.Clone(ds)
-		slices.Sort(ds)
-		return ds[len(ds)/2]
-	}
-	return median(g.gaps), median(g.holds)
+	return quantileMs(g.gaps, 0.5), quantileMs(g.holds, 0.5)
 }
