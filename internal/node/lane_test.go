@@ -44,6 +44,7 @@ func otherLane(t *testing.T, name string) string {
 
 // sendTo returns what hands an operation to n, with a channel of its reply.
 func sendTo(t *testing.T, n *Redis) func(Op) chan Reply {
+	t.Helper()
 	return func(op Op) chan Reply {
 		done := make(chan Reply, 1)
 		n.Do(t.Context(), time.Now().Add(time.Minute), op, func(r Reply) { done <- r })
