@@ -316,7 +316,7 @@ func TestCLI(t *testing.T) {
 		waiter := newMutex(t, other, "cli:wake")
 		got := make(chan error, 1)
 		go func() { got <- waiter.Lock(t.Context()) }()
-		time.Sleep(500 * time.Millisecond) // queued and subscribed
+		awaitQueued(t, t.Context(), inspector(t, c), "cli:wake")
 		code, _, stderr := cli.run(t, "unlock", "--force", "cli:wake")
 		require.Equal(t, 0, code, stderr)
 		select {

@@ -72,6 +72,27 @@ func await(t *testing.T, res <-chan lockResult, d time.Duration) lockResult {
 	}
 }
 
+// awaitQueued waits until a waiter for name is queued and listening on
+// every node the admins reach: its entry is in the name's queue and the
+// name's release channel has a subscriber. Both are sent in the
+// background after its first failed attempt, so a fixed sleep may end
+// before they are (on a busy machine), and a release announced then is
+// missed and costs the waiter a full back-off.
+func awaitQueued(t *testing.T, ctx context.Context, admins []*redis.Client, name string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, a := range admins {
+			if a.ZCard(ctx, name+":redlock:waiters").Val() == 0 {
+				return false
+			}
+			if a.PubSubNumSub(ctx, "redlock:released:"+name).Val()["redlock:released:"+name] == 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "a waiter for %s queued and subscribed on every node", name)
+}
+
 // requireMisconfigured checks a Lock that must fail at once, without
 // waiting for its context, because no retry can change the nodes' answer.
 func requireMisconfigured(t *testing.T, err error, took, within time.Duration) {
@@ -324,15 +345,7 @@ func TestDeployACL(t *testing.T) {
 		other := redlockOver(t, userClients(c, "locker", "pw"))
 		wm := newMutex(t, other, name, redlock.WithRetryDelay(2*time.Second, 4*time.Second))
 		waiter := lockInBackground(ctx, wm)
-		require.Eventually(t, func() bool { // it failed once, and listens on every node
-			for _, a := range admin {
-				if len(a.PubSubChannels(ctx, "redlock:*").Val()) == 0 {
-					return false
-				}
-			}
-			return true
-		}, 1500*time.Millisecond, 10*time.Millisecond, "the waiter subscribed on every node")
-		time.Sleep(100 * time.Millisecond) // its queue entry (ZADD, in the background)
+		awaitQueued(t, ctx, admin, name)
 		unlocked := time.Now()
 		require.NoError(t, holder.Unlock(ctx))
 		r := await(t, waiter, 5*time.Second)
