@@ -59,6 +59,7 @@ func newEngine(nodes []node.Node, o Observer, tolerance time.Duration) *engine {
 	e.ids = newIdentifier(e.pool, e.now, e.featureOff)
 	e.pool.report, e.pool.back = e.report, e.ids.again
 	e.waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })
+	e.waiters.OnOrphan(e.orphan)
 	if tolerance > 0 {
 		e.guard = newClockGuard(len(nodes), tolerance)
 		e.guard.tell = func(i int, err error) {

@@ -49,7 +49,7 @@ func TestNotifiedHandoffIsImmediate(t *testing.T) {
 		notified := handoff(t, r, fs, WithRetryDelay(70*time.Millisecond, 70*time.Millisecond))
 		polled := handoff(t, r, fs, WithRetryDelay(70*time.Millisecond, 70*time.Millisecond), WithNotification(false))
 		t.Logf("handoff: notified %v, polling %v", notified, polled)
-		assert.Equal(t, time.Millisecond, notified, "one round trip after the release")
+		assert.Equal(t, time.Duration(0), notified, "handed over by the release: no attempt after it")
 		assert.Greater(t, polled, 10*time.Millisecond, "the next poll")
 	})
 }
@@ -64,7 +64,10 @@ func TestLostNotificationsFallBackToPolling(t *testing.T) {
 		assert.Greater(t, d, time.Duration(0))
 		assert.LessOrEqual(t, d, DefaultRetryDelayMax, "bounded by the back-off")
 		synctest.Wait()
-		assert.Equal(t, 2, fs[0].PublishedCount(), "both releases were announced, and lost")
+		// The first release named its waiter, whose process heard nothing
+		// (no handoff), then told every waiter; the second, with no one
+		// queued, told every waiter.
+		assert.Equal(t, 3, fs[0].PublishedCount(), "both releases were announced, and lost")
 	})
 }
 
@@ -162,7 +165,8 @@ func TestSubscriptionsFollowWaiters(t *testing.T) {
 }
 
 // A release hands the lock to the oldest waiter queued on the nodes: only
-// its process is told, and the waiters of other processes keep waiting.
+// its process is told, it makes no attempt, and the waiters of other
+// processes keep waiting.
 func TestReleaseWakesOldestQueuedWaiterOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := nodetest.Fakes(3)
@@ -199,10 +203,19 @@ func TestReleaseWakesOldestQueuedWaiterOnly(t *testing.T) {
 			time.Sleep(time.Second) // process 1 waits longer than process 2
 		}
 		assert.Len(t, fs[0].Waiting(node.QueueKey("k")), 2, "both waiters queued")
-		before := fs[0].Count("acquire")
+		acquires := func() (n int) {
+			for _, f := range fs {
+				n += f.Count("acquire")
+			}
+			return n
+		}
+		before := acquires()
 		require.NoError(t, holder.Unlock(t.Context()))
 		assert.Equal(t, 1, <-order, "the oldest waiter goes first")
-		assert.Equal(t, before+1, fs[0].Count("acquire"), "only its process tried")
+		// An attempt would ask all three nodes; the lock handed over by a
+		// quorum costs at most the fill-in of the third node, when its
+		// handoff had not been heard yet.
+		assert.LessOrEqual(t, acquires(), before+1, "handed the lock over: no one tried")
 		assert.Equal(t, 2, <-order, "then the next, on the next release")
 		wg.Wait()
 		synctest.Wait()

@@ -58,9 +58,13 @@ type waiting struct {
 	courteous, split bool
 	reader           bool          // a reader-writer lock's reader: woken with the others
 	w                *waitq.Waiter // queued and subscribed; nil until the first wait
-	released         string        // the token whose announced release woke it
-	woken            bool          // the last wait ended with an announced release
-	splits           int           // consecutive short waits after split votes
+	// handoff queues a plain lock's wait as one that takes the lock handed
+	// over (see handoff.go); ho is what it was handed with its token.
+	handoff  bool
+	ho       *handoffOf
+	released string // the token whose announced release woke it
+	woken    bool   // the last wait ended with an announced release
+	splits   int    // consecutive short waits after split votes
 }
 
 // wait makes attempts with try until one succeeds, ctx ends, the attempts
@@ -123,9 +127,10 @@ func (wt *waiting) courtesy(ctx context.Context) error {
 		return nil
 	}
 	var wake <-chan string
+	var handed <-chan waitq.Handed
 	if h.cfg.notify {
 		wt.w = wt.join()
-		wake = wt.w.Wake()
+		wake, handed = wt.w.Wake(), wt.w.Handed()
 		d = h.cfg.retry().queued(d)
 	}
 	timer := time.NewTimer(d)
@@ -134,6 +139,10 @@ func (wt *waiting) courtesy(ctx context.Context) error {
 	case <-timer.C:
 	case wt.released = <-wake:
 		wt.woken = true
+	case ho := <-handed:
+		if err := wt.collect(ctx, ho); err != nil {
+			return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
+		}
 	case <-ctx.Done():
 		return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), ctx.Err())
 	}
@@ -152,11 +161,15 @@ func (wt *waiting) pause(ctx context.Context, attempt int, failed refusal, local
 		wt.w = wt.join()
 	}
 	var wake <-chan string
+	var handed <-chan waitq.Handed
 	if wt.w != nil {
-		if wt.woken {
+		switch {
+		case wt.ho != nil && wt.ho.used:
+			wt.register() // a new token, at the same place
+		case wt.woken:
 			wt.w.Requeue(cfg.nodeTimeout) // named by the release, popped, and failed
 		}
-		wake = wt.w.Wake()
+		wake, handed = wt.w.Wake(), wt.w.Handed()
 	}
 	wt.released, wt.woken = "", false
 	timer := time.NewTimer(wt.delay(attempt, failed))
@@ -165,6 +178,8 @@ func (wt *waiting) pause(ctx context.Context, attempt int, failed refusal, local
 	case <-timer.C:
 	case wt.released = <-wake:
 		wt.woken = true
+	case ho := <-handed:
+		return wt.collect(ctx, ho)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -198,6 +213,10 @@ func (wt *waiting) delay(attempt int, failed refusal) time.Duration {
 // join puts the wait in the queue of waiters, as a reader's when it is
 // one.
 func (wt *waiting) join() *waitq.Waiter {
+	if wt.handoff {
+		wt.register()
+		return wt.w
+	}
 	if wt.reader {
 		return wt.h.e.waiters.JoinReader(wt.h.name, wt.h.cfg.nodeTimeout)
 	}
@@ -206,8 +225,16 @@ func (wt *waiting) join() *waitq.Waiter {
 
 // leave takes the wait out of the queue of waiters.
 func (wt *waiting) leave() {
-	if wt.w != nil {
-		wt.w.Leave(wt.h.cfg.nodeTimeout)
+	if wt.w == nil {
+		return
+	}
+	wt.w.Leave(wt.h.cfg.nodeTimeout)
+	if ho := wt.ho; ho != nil && !ho.used {
+		// Handed the lock by some nodes, and gave up before an attempt
+		// with the token could undo it there.
+		for i := range ho.heard {
+			wt.h.e.orphan(i, wt.h.name, ho.token, wt.h.cfg.nodeTimeout)
+		}
 	}
 }
 

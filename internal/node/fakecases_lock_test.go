@@ -187,6 +187,30 @@ func lockCases() []fakeCase {
 				{op: unlock(k, "a"), want: granted}, // none left
 			}
 		}},
+		{"waiters' queue: a plain lock is handed over to a listening waiter", func(k string) []step {
+			process := "hand-" + k // a wake channel of its own, whatever key the side gives
+			q := &node.Queue{Changes: []node.QueueChange{
+				{Lock: k, Member: node.HandoffMember(process, ttl, "t1"), Score: 1, TTL: ttl},
+				{Lock: k, Member: node.HandoffMember("gone-"+k, ttl, "t2"), Score: 2, TTL: ttl},
+				{Lock: k, Member: process + "/w3", Score: 3, TTL: ttl},
+				{Lock: k, Member: node.HandoffMember(process, ttl, "t4"), Score: 4, TTL: ttl},
+			}}
+			handed := answer{OK: true, Named: true, Heard: 1}
+			return []step{
+				{wake: process},
+				{op: q, want: granted},
+				{op: lock(k, "a"), want: granted},
+				{op: unlock(k, "a"), want: handed},             // to t1
+				{op: lock(k, "b"), want: answer{Holder: "t1"}}, // no gap to take it in
+				{op: lock(k, "t1"), want: granted},             // the waiter's own
+				{op: unlock(k, "t1"), want: handed},            // t2's process is gone: w3 is named
+				{op: lock(k, "b"), want: granted},              // named, not handed
+				{op: undo(k, "b"), want: granted},              // an undo hands nothing over
+				{op: fenced(k, "f"), want: granted},
+				{op: unlock(k, "f"), want: handed},   // to t4
+				{op: unlock(k, "t4"), want: granted}, // the queue is empty
+			}
+		}},
 		{"waiters' queue: a reader's turn is everyone's", func(k string) []step {
 			q := &node.Queue{Changes: []node.QueueChange{
 				{Lock: k, Member: "p/" + node.ReaderMark + "1", Score: 1, TTL: ttl},

@@ -42,6 +42,7 @@ type step struct {
 	op     node.Op
 	wait   time.Duration
 	listen bool
+	wake   string // subscribe to this process's wake channel
 	want   answer
 }
 
@@ -192,11 +193,15 @@ func (s *side) run(t *testing.T, key string, steps []step) []answer {
 		switch {
 		case st.op != nil:
 			out[i] = answerOf(callOne(s.n, st.op))
-		case st.listen:
+		case st.listen || st.wake != "":
+			channel := node.ReleaseChannel(key)
+			if st.wake != "" {
+				channel = node.WakeChannel(st.wake)
+			}
 			sub := s.n.Subscribe()
 			t.Cleanup(func() { _ = sub.Close() })
-			require.NoError(t, sub.Subscribe(context.Background(), node.ReleaseChannel(key)))
-			s.listening(t, node.ReleaseChannel(key))
+			require.NoError(t, sub.Subscribe(context.Background(), channel))
+			s.listening(t, channel)
 		default:
 			s.pass(st.wait)
 		}

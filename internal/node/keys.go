@@ -1,6 +1,10 @@
 package node
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // The keys and channels a lock keeps beside its name, in one place. Every
 // key is the name plus a suffix, so that an ACL key pattern that covers the
@@ -90,4 +94,39 @@ const ReaderMark = "r-"
 func Named(waiter string) bool {
 	_, w, ok := strings.Cut(waiter, "/")
 	return ok && !strings.HasPrefix(w, ReaderMark)
+}
+
+// HandoffMark starts the waiter part of a queue member that takes the lock
+// handed over ("process/h-<ttl ms>-<token>"): a plain lock's release sets
+// the key to the member's token for the member's TTL in the step that
+// deletes it, when the member's process hears the announcement (see
+// release.lua).
+const HandoffMark = "h-"
+
+// HandedMark follows the member in the announcement of a release that
+// handed the lock over, then the node's time in Unix milliseconds (0 when
+// the node's user may not read it): "id|member#h<ms>|name".
+const HandedMark = "#h"
+
+// HandoffMember is the queue member of a waiter of process self that takes
+// the lock handed over: token for ttl (rounded up to a millisecond).
+func HandoffMember(self string, ttl time.Duration, token string) string {
+	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	return self + "/" + HandoffMark + strconv.FormatInt(int64(ms), 10) + "-" + token
+}
+
+// Handoff parses a member made by HandoffMember; ok is false for any other
+// member.
+func Handoff(member string) (process string, ttl time.Duration, token string, ok bool) {
+	process, w, found := strings.Cut(member, "/")
+	rest, isHandoff := strings.CutPrefix(w, HandoffMark)
+	if !found || !isHandoff || process == "" {
+		return "", 0, "", false
+	}
+	ms, token, found := strings.Cut(rest, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !found || err != nil || n <= 0 || token == "" {
+		return "", 0, "", false
+	}
+	return process, time.Duration(n) * time.Millisecond, token, true
 }

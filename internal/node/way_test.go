@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +24,11 @@ import (
 // each against the answers the case expects.
 func TestTransactionsAnswerAsScripts(t *testing.T) {
 	sides := []*side{fakeSide(), waySide(t, node.Transactions), waySide(t, node.Native)}
-	cases := slices.Concat(lockCases(), operatorCases()[:1])
+	// Without scripts a release names the waiter and never hands the lock
+	// over: that case is the scripts' alone.
+	cases := slices.DeleteFunc(slices.Concat(lockCases(), operatorCases()[:1]), func(c fakeCase) bool {
+		return strings.Contains(c.name, "handed over")
+	})
 	compare(t, "waycheck", sides, cases, func(s *side, st step) answer {
 		want := st.want
 		if r, ok := st.op.(*node.Release); ok && s.name == "native" && !r.Reentrant {

@@ -10,7 +10,8 @@
 -- Returns:
 --   time          granted: the key was absent and now holds ARGV[1], or it
 --                 already held ARGV[1] (the client resent this request
---                 after losing the reply of a try that was applied); the
+--                 after losing the reply of a try that was applied, or a
+--                 release handed the lock over to it), re-armed; the
 --                 node's time in Unix milliseconds, the clock evidence the
 --                 vote carries (see internal/node/clock.go), so that a
 --                 lone grant needs no TIME beside it; 1 when the node's
@@ -45,6 +46,11 @@ if type(v) == "table" then
 	return v
 end
 if v == ARGV[1] then
+	-- Held already by this token: a resent request, or a release that
+	-- handed the lock over to this waiter (see hand_over in announce.lua).
+	-- The TTL is re-armed, so that the grant's validity counts from this
+	-- attempt.
+	redis.call("PEXPIRE", KEYS[1], ARGV[2])
 	return granted()
 end
 return v

@@ -15,7 +15,10 @@
 -- The oldest waiter, popped from the queue, goes first: the release is
 -- announced to its process only (see announce.lua, which scripts.go puts in
 -- front of this file); the other waiters keep waiting. With the queue
--- empty, every waiter may try.
+-- empty, every waiter may try. A plain lock's release (two keys) hands the
+-- lock over to a waiter that takes it so (see hand_over): the key holds
+-- the waiter's token from the same atomic step on, and no one can take it
+-- in between.
 --
 -- Returns, when the key was absent (it expired, or an earlier try of this
 -- same release, resent by the client, deleted it), the node's run id (see
@@ -25,6 +28,35 @@
 -- When the key held ARGV[1] it was deleted, and the script returns
 -- 1 + announce(...): 1 + 2 × the clients the announcement reached, + 1 when
 -- it named a waiter (the releaser then lets it go first).
+-- hand_over hands the lock KEYS[1], just deleted by the release of id, to
+-- waiter when it is a waiter that takes the lock so: a member
+-- "process/h-<ttl ms>-<token>". It tells the waiter's process, on its own
+-- channel, as "id|waiter#h<node time ms>|name", and sets the key to the
+-- waiter's token for its TTL only when the process heard it (a process
+-- that is gone gets nothing: the next such waiter is popped, three at
+-- most). It returns the waiter still to announce ("" once handed) and 2 ×
+-- the clients told + 1 once handed, 0 otherwise.
+local function hand_over(id, waiter)
+	for _ = 1, 3 do
+		local process, ttl, token = string.match(waiter, "^([^/]+)/h%-(%d+)%-(.+)$")
+		if not process then
+			return waiter, 0
+		end
+		local now = 0
+		local t = redis.pcall("TIME")
+		if not t.err then
+			now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+		end
+		local n = publish("redlock:wake:" .. process, id .. "|" .. waiter .. "#h" .. now .. "|" .. KEYS[1])
+		if n > 0 then
+			redis.call("SET", KEYS[1], token, "PX", ttl)
+			return "", 2 * n + 1
+		end
+		waiter = next_waiter()
+	end
+	return waiter, 0
+end
+
 if #KEYS > 2 and redis.call("GET", KEYS[3]) == ARGV[3] then
 	-- A reader-writer lock's writer drops its waiting mark (see
 	-- write_acquire.lua) on every node, also where its grant did not land.
@@ -39,7 +71,12 @@ if v == ARGV[1] then
 	local heard = 0
 	if ARGV[2] ~= "" then
 		local waiter = next_waiter()
-		heard = announce(ARGV[2], ARGV[1], waiter)
+		if #KEYS == 2 then
+			waiter, heard = hand_over(ARGV[1], waiter)
+		end
+		if heard == 0 then
+			heard = announce(ARGV[2], ARGV[1], waiter)
+		end
 	end
 	return 1 + heard
 end

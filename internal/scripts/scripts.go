@@ -102,7 +102,7 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "abbf0420858ce59650e882e57de0c3983b940da3"}
+var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "6464eb4cbb19dd0a0e7373ba9af38ee5a9bc90b8"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6bed70d196e9294876ef068103ab"}
@@ -111,7 +111,7 @@ var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6be
 // returns the node's time in Unix ms (1 when the user may not run TIME)
 // when KEYS[1] holds ARGV[1] (now, or already), the value holding it otherwise, 0 when a reentrant lock holds
 // it, and an error reply when KEYS[1] holds something that is not a lock.
-var AcquirePlain = &Script{Source: storedSource + acquirePlainSource, Hash: "6439067fbff2cbfb301bbe43174dc5ea8e19a334"}
+var AcquirePlain = &Script{Source: storedSource + acquirePlainSource, Hash: "6418de419a0ba969abf6bf97c552d6c7c6ebde14"}
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns

@@ -75,7 +75,9 @@ func (q *Queue) changes(ns *nodeSub) []node.QueueChange {
 	for id, got := range ns.queued {
 		if !current[id] {
 			delete(ns.queued, id)
-			out = append(out, node.QueueChange{Lock: got.name, Member: id, Remove: true})
+			if !got.popped {
+				out = append(out, node.QueueChange{Lock: got.name, Member: id, Remove: true})
+			}
 		}
 	}
 	return out

@@ -77,6 +77,7 @@ type Queue struct {
 	off     Off
 	done    chan struct{}
 	wg      sync.WaitGroup
+	orphan  Orphan
 
 	mu       sync.Mutex
 	closed   bool
@@ -100,8 +101,9 @@ type nodeSub struct {
 
 // queued is a waiter as one node's queue has it.
 type queued struct {
-	name string
-	gen  int
+	name   string
+	gen    int
+	popped bool // a release popped it: nothing to remove
 }
 
 // waitList is the callers of this process waiting on one name, oldest
@@ -131,9 +133,15 @@ type Waiter struct {
 	reader bool
 	since  int64 // when it started waiting, Unix ms: its place in the queues
 	wake   chan string
+	// ttl is set for a waiter that takes the lock handed over (see
+	// JoinHandoff), and handed receives each node's handoff.
+	ttl    time.Duration
+	handed chan Handed
 	// Guarded by q.mu:
 	gen   int    // bumped when it must be queued again
 	woken string // the release that last woke it
+	// token is what a handoff sets the key to (the member carries it).
+	token string
 }
 
 // Wake receives the released token (or, for a reentrant lock, the
@@ -146,7 +154,7 @@ func (w *Waiter) Wake() <-chan string { return w.wake }
 // node bounded by timeout: a down node costs nothing but its
 // announcements. After Close, the waiter is never woken: it polls.
 func (q *Queue) Join(name string, timeout time.Duration) *Waiter {
-	return q.join(name, timeout, false)
+	return q.join(name, timeout, false, 0)
 }
 
 // JoinReader is Join for a reader of a reader-writer lock. Readers do not
@@ -154,16 +162,20 @@ func (q *Queue) Join(name string, timeout time.Duration) *Waiter {
 // reader waiting on the name, here and, through the name's channel, in
 // every process (see announce.lua).
 func (q *Queue) JoinReader(name string, timeout time.Duration) *Waiter {
-	return q.join(name, timeout, true)
+	return q.join(name, timeout, true, 0)
 }
 
-func (q *Queue) join(name string, timeout time.Duration, reader bool) *Waiter {
+func (q *Queue) join(name string, timeout time.Duration, reader bool, ttl time.Duration) *Waiter {
 	id := q.self + "/" + uuid.NewString()
 	if reader {
 		id = q.self + "/" + node.ReaderMark + uuid.NewString()
 	}
 	w := &Waiter{q: q, name: name, id: id, reader: reader, since: time.Now().UnixMilli(),
 		wake: make(chan string, 1), gen: 1}
+	if ttl > 0 {
+		w.ttl, w.handed = ttl, make(chan Handed, 2*len(q.nodes))
+		w.renew()
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.subs == nil && !q.start() {
@@ -190,6 +202,10 @@ func (w *Waiter) Requeue(timeout time.Duration) {
 		return
 	}
 	w.gen++
+	if w.ttl > 0 {
+		q.retire(w)
+		w.renew()
+	}
 	q.sync(timeout)
 }
 
@@ -208,6 +224,9 @@ func (w *Waiter) Leave(timeout time.Duration) {
 			l.list = append(l.list[:i], l.list[i+1:]...)
 			break
 		}
+	}
+	if w.ttl > 0 {
+		q.retire(w)
 	}
 	if q.subs != nil {
 		q.sync(timeout) // out of the nodes' queues
@@ -327,9 +346,15 @@ func (q *Queue) start() bool {
 		msgs := s.Messages()
 		q.wg.Go(func() {
 			for m := range msgs {
-				if m.Channel == wake { // "token|waiter|name"
+				if m.Channel == wake { // "token|waiter|name", or "token|waiter#h<ms>|name"
 					token, rest, _ := strings.Cut(m.Payload, "|")
 					next, name, _ := strings.Cut(rest, "|")
+					next, handed, isHandoff := strings.Cut(next, node.HandedMark)
+					q.popped(i, next)
+					if isHandoff {
+						q.handOver(i, name, next, handed)
+						continue
+					}
 					q.announce(name, token, next)
 					continue
 				}

@@ -2,11 +2,13 @@ package waitq
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -138,4 +140,77 @@ func waitSynced(t *testing.T, q *Queue) {
 		}
 		return true
 	}, time.Second, time.Millisecond)
+}
+
+// A node's handoff reaches the waiter whose member it names; a handoff of
+// a token retired (by Requeue) or of a waiter gone is an orphan, told to
+// the layer above so that it releases the key, and so is one the waiter
+// had not read when its token was retired.
+func TestHandoffReachesItsWaiterOrIsOrphaned(t *testing.T) {
+	var mu sync.Mutex
+	var orphans []string
+	ws := New(nodetest.Nodes(nodetest.Fakes(2)), func([]node.Op, time.Duration) []node.Reply { return nil }, nil)
+	ws.OnOrphan(func(i int, name, token string, _ time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		orphans = append(orphans, fmt.Sprint(i, " ", name, " ", token))
+	})
+	t.Cleanup(ws.Close)
+	orphaned := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(orphans)
+	}
+	w := ws.JoinHandoff("k", time.Second, 10*time.Second)
+	first := w.Handoff()
+	require.NotEmpty(t, first)
+	assert.Equal(t, node.HandoffMember(ws.Self(), 10*time.Second, first), w.id)
+	ws.handOver(1, "k", w.id, "1700000000123")
+	h := <-w.Handed()
+	assert.Equal(t, 1, h.Node)
+	assert.Equal(t, first, h.Token)
+	assert.Equal(t, time.UnixMilli(1700000000123), h.NodeTime)
+	ws.handOver(0, "k", w.id, "0") // not read before the token is retired
+	w.Requeue(time.Second)
+	second := w.Handoff()
+	assert.NotEqual(t, first, second, "a new token")
+	assert.Equal(t, []string{"0 k " + first}, orphaned())
+	ws.handOver(1, "k", node.HandoffMember(ws.Self(), 10*time.Second, first), "5")
+	assert.Equal(t, []string{"0 k " + first, "1 k " + first}, orphaned())
+	w.Leave(time.Second)
+	ws.handOver(0, "k", node.HandoffMember(ws.Self(), 10*time.Second, second), "5")
+	assert.Equal(t, []string{"0 k " + first, "1 k " + first, "0 k " + second}, orphaned())
+	ws.handOver(0, "k", ws.Self()+"/plain-waiter", "5")
+	assert.Len(t, orphaned(), 3, "not a member that takes the lock handed over")
+}
+
+// A member a release popped is not removed from the node's queue again
+// when its waiter leaves.
+func TestPoppedMemberIsNotRemoved(t *testing.T) {
+	sent := make(chan node.QueueChange, 16)
+	deliver := func(ops []node.Op, _ time.Duration) []node.Reply {
+		for _, op := range ops {
+			if q, ok := op.(*node.Queue); ok {
+				for _, c := range q.Changes {
+					sent <- c
+				}
+			}
+		}
+		return make([]node.Reply, len(ops))
+	}
+	ws := New(nodetest.Nodes(nodetest.Fakes(1)), deliver, nil)
+	t.Cleanup(ws.Close)
+	w := ws.JoinHandoff("k", time.Second, 10*time.Second)
+	c := <-sent
+	require.Equal(t, w.id, c.Member)
+	require.False(t, c.Remove)
+	ws.popped(0, w.id)
+	w.Leave(time.Second)
+	other := ws.Join("k", time.Second) // a change the sync must send
+	c = <-sent
+	assert.Equal(t, other.id, c.Member, "the popped member's removal is not sent")
+	other.Leave(time.Second)
+	c = <-sent
+	assert.True(t, c.Remove)
+	assert.Equal(t, other.id, c.Member, "a member not popped is removed")
 }

@@ -70,8 +70,15 @@ func (n *Fake) grantPlain(r *node.Acquire) (bool, string, error) {
 		n.Data[r.Key] = Entry{Value: r.Token, Expires: time.Now().Add(r.TTL), Holds: 1}
 		return true, "", nil
 	case kindString:
-		if v := n.Data[r.Key].Value; v != r.Token {
-			return false, v, nil // SET NX GET names the holder
+		e := n.Data[r.Key]
+		if e.Value != r.Token {
+			return false, e.Value, nil // SET NX GET names the holder
+		}
+		if r.FenceKey == "" && r.MinUptime == 0 {
+			// acquire_plain.lua re-arms the TTL of a key that holds the
+			// token already: a retried request, or a lock handed over.
+			e.Expires = time.Now().Add(r.TTL)
+			n.Data[r.Key] = e
 		}
 		return true, "", nil // a retried SET NX GET that had been applied
 	case kindZset:
@@ -231,13 +238,49 @@ func (n *Fake) releaseOne(r *node.Release) (ok bool, heard int, gone bool) {
 	}
 	delete(n.Data, r.Key)
 	if r.Channel != "" {
-		payload := r.Token
-		if r.Reentrant {
-			payload = r.Notice
-		}
-		heard = n.announce(r.Key, r.Channel, payload, n.popWaiter(n.beside(r.Key, r.QueueKey)))
+		heard = n.announceRelease(r)
 	}
 	return true, heard, false
+}
+
+// announceRelease announces the release r that freed the lock, handing it over
+// to the oldest waiter when r is a plain lock's release (two keys in
+// release.lua), and returns what the announcement returned. Called with
+// n.mu held.
+func (n *Fake) announceRelease(r *node.Release) int {
+	payload := r.Token
+	if r.Reentrant {
+		payload = r.Notice
+	}
+	queue := n.beside(r.Key, r.QueueKey)
+	waiter, heard := n.popWaiter(queue), 0
+	if !r.Reentrant && r.Intent == "" && queue != "" {
+		waiter, heard = n.handOver(r.Key, payload, waiter, queue)
+	}
+	if heard == 0 {
+		heard = n.announce(r.Key, r.Channel, payload, waiter)
+	}
+	return heard
+}
+
+// handOver is hand_over in release.lua: it hands the lock key over to
+// waiter when its member says it takes it so and its process hears it,
+// and returns the waiter still to announce and what the announcement
+// returned (0: not handed). Called with n.mu held.
+func (n *Fake) handOver(key, id, waiter, queue string) (string, int) {
+	for range 3 {
+		process, ttl, token, ok := node.Handoff(waiter)
+		if !ok {
+			return waiter, 0
+		}
+		now := time.Now().UnixMilli()
+		if h := n.publish(node.WakePrefix+process, fmt.Sprintf("%s|%s%s%d|%s", id, waiter, node.HandedMark, now, key)); h > 0 {
+			n.Data[key] = Entry{Value: token, Expires: time.Now().Add(ttl), Holds: 1}
+			return "", 2*h + 1
+		}
+		waiter = n.popWaiter(queue)
+	}
+	return waiter, 0
 }
 
 // dropMark is release.lua's KEYS[3]: a reader-writer lock's writer drops

@@ -1,0 +1,135 @@
+package waitq
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// Handing the lock over. A waiter of a plain lock may be queued as one
+// that takes the lock handed over (JoinHandoff): its member carries a
+// token of its own and the lock's TTL, and a release that pops it sets the
+// key to that token in the same step that deletes its own, when this
+// process hears the announcement (see release.lua). Each node's handoff
+// reaches the waiter on Handed: the layer above counts them as votes.
+//
+// A token is registered once. After an attempt with it fails, Requeue
+// retires it and registers a new one at the same place in the queues (the
+// score is the waiter's start). A handoff of a token no waiter holds any
+// more (retired, or its waiter gone) is an orphan: the key it set must be
+// released, or the lock would stay held there until the TTL. Orphan is
+// told of each, except the handoffs of a token that the layer above keeps
+// (it won the lock with that token).
+
+// Handed is one node's handoff of the lock to a waiter.
+type Handed struct {
+	Node  int
+	Token string
+	// NodeTime is the node's clock when it handed the lock over; zero
+	// when the node did not say.
+	NodeTime time.Time
+	// At is when this process heard it.
+	At time.Time
+}
+
+// Orphan is told that node i handed lock name over to token, which no
+// waiter of this process waits with any more; timeout bounds the release
+// it calls for. It must not block.
+type Orphan func(i int, name, token string, timeout time.Duration)
+
+// OnOrphan sets what is told of orphan handoffs (nil: no one, the keys
+// stay until their TTL).
+func (q *Queue) OnOrphan(f Orphan) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.orphan = f
+}
+
+// JoinHandoff is Join for a waiter of a plain lock of ttl that takes the
+// lock handed over.
+func (q *Queue) JoinHandoff(name string, timeout, ttl time.Duration) *Waiter {
+	return q.join(name, timeout, false, ttl)
+}
+
+// Handoff returns the token a handoff sets for w ("" for a waiter that
+// does not take the lock handed over). It changes at each Requeue.
+func (w *Waiter) Handoff() string {
+	w.q.mu.Lock()
+	defer w.q.mu.Unlock()
+	return w.token
+}
+
+// Handed receives each node's handoff to w; nil for a waiter that does not
+// take the lock handed over.
+func (w *Waiter) Handed() <-chan Handed { return w.handed }
+
+// renew gives w a new token and member. Called with q.mu held, or before
+// w is shared.
+func (w *Waiter) renew() {
+	w.token = uuid.NewString()
+	w.id = node.HandoffMember(w.q.self, w.ttl, w.token)
+}
+
+// retire gives up w's token: the handoffs of it not yet read are orphans.
+// Called with q.mu held.
+func (q *Queue) retire(w *Waiter) {
+	for {
+		select {
+		case h := <-w.handed:
+			q.orphaned(h.Node, w.name, h.Token)
+		default:
+			return
+		}
+	}
+}
+
+// orphaned tells Orphan, in the background of the caller's lock. Called
+// with q.mu held.
+func (q *Queue) orphaned(i int, name, token string) {
+	if q.orphan != nil {
+		q.orphan(i, name, token, q.timeout)
+	}
+}
+
+// popped notes that node i popped member from its queue: it is not there
+// to remove any more. Called by node i's dispatcher.
+func (q *Queue) popped(i int, member string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.subs == nil {
+		return
+	}
+	if got := q.subs[i].queued[member]; got != nil {
+		got.popped = true
+	}
+}
+
+// handOver passes node i's handoff of name to member on to its waiter, or
+// calls it an orphan; at is the node's time in Unix milliseconds.
+func (q *Queue) handOver(i int, name, member, at string) {
+	_, _, token, ok := node.Handoff(member)
+	if !ok {
+		return
+	}
+	h := Handed{Node: i, Token: token, At: time.Now()}
+	if ms, err := strconv.ParseInt(at, 10, 64); err == nil && ms > 0 {
+		h.NodeTime = time.UnixMilli(ms)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l := q.names[name]; l != nil {
+		for _, w := range l.list {
+			if w.id == member {
+				select {
+				case w.handed <- h:
+					return
+				default: // cannot happen: one handoff per node and token
+				}
+			}
+		}
+	}
+	q.orphaned(i, name, token)
+}

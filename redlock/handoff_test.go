@@ -1,0 +1,144 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+)
+
+// acquires counts the acquisitions the fakes were sent.
+func acquires(fs []*nodetest.Fake) (n int) {
+	for _, f := range fs {
+		n += f.Count("acquire")
+	}
+	return n
+}
+
+// handedOver runs a holder's Unlock to a waiter of its own process that
+// has waited for wait; it returns when the release was sent, the waiter's
+// Mutex and its Lock's error.
+func handedOver(ctx context.Context, t *testing.T, r *Redlock, wait time.Duration, opts ...Option) (time.Time, *Mutex, error) {
+	t.Helper()
+	holder := newFakeMutex(t, r, "k")
+	require.NoError(t, holder.Lock(t.Context()))
+	synctest.Wait() // held on every node
+	waiter := newFakeMutex(t, r, "k", opts...)
+	got := make(chan error, 1)
+	go func() { got <- waiter.Lock(ctx) }()
+	time.Sleep(wait)
+	synctest.Wait() // queued and subscribed
+	unlocked := time.Now()
+	require.NoError(t, holder.Unlock(t.Context()))
+	err := <-got
+	synctest.Wait()
+	return unlocked, waiter, err
+}
+
+// A waiter handed the lock by every node takes it with no attempt, and
+// its validity counts from its registration, before the release: the keys
+// handed to it were set after that.
+func TestHandoffValidityCountsFromRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		unlocked, w, err := handedOver(t.Context(), t, r, time.Second, WithRetryDelay(time.Hour, time.Hour))
+		require.NoError(t, err)
+		// 5 for the holder's attempt, 5 for the waiter's first; another
+		// attempt would be 5 more, a fill-in of nodes not yet heard fewer.
+		assert.Less(t, acquires(fs), 15, "no attempt after the handoff")
+		assert.True(t, w.Until().Before(unlocked.Add(DefaultTTL-time.Second/2)), "validity from the registration, a second before the release: %v", w.Until().Sub(unlocked))
+		assert.True(t, w.Until().After(unlocked.Add(DefaultTTL-2*time.Second)), "%v", w.Until().Sub(unlocked))
+		for _, f := range fs {
+			v, ok := f.Get("k")
+			assert.True(t, ok && v == tokenOf(w), "%s holds the waiter's token", f.Name)
+		}
+		require.NoError(t, w.Unlock(t.Context()))
+	})
+}
+
+// A waiter that has waited longer than half the TTL without polling makes
+// an attempt with the token it was handed: the keys are re-armed, and the
+// validity counts from the attempt.
+func TestHandoffAfterLongWaitAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		unlocked, w, err := handedOver(t.Context(), t, r, DefaultTTL*3/5, WithRetryDelay(time.Hour, time.Hour))
+		require.NoError(t, err)
+		assert.Equal(t, 15, acquires(fs), "an attempt on every node after the handoff")
+		assert.False(t, w.Until().Before(unlocked.Add(DefaultTTL-time.Second)), "validity from the attempt: %v", w.Until().Sub(unlocked))
+		require.NoError(t, w.Unlock(t.Context()))
+	})
+}
+
+// Handed the lock by fewer nodes than a quorum, a waiter makes an attempt
+// with the token: those nodes grant it, the others are asked.
+func TestHandoffBelowQuorumAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs[2:] {
+			f.Faults(func(n *nodetest.Fake) { n.Mute = true }) // their handoffs are never heard
+		}
+		_, w, err := handedOver(t.Context(), t, r, time.Second, WithRetryDelay(time.Hour, time.Hour))
+		require.NoError(t, err)
+		assert.Equal(t, 15, acquires(fs), "an attempt after the two handoffs")
+		for _, f := range fs {
+			v, _ := f.Get("k")
+			assert.Equal(t, tokenOf(w), v, "%s", f.Name)
+		}
+		require.NoError(t, w.Unlock(t.Context()))
+	})
+}
+
+// A waiter that gives up after some nodes handed it the lock, before an
+// attempt with the token, releases it there: nothing stays held until the
+// TTL.
+func TestHandoffGivenUpIsReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs[2:] {
+			f.Faults(func(n *nodetest.Fake) { n.Mute = true })
+		}
+		// It gives up within the window in which it waits for more
+		// handoffs after the first.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second+handoffWindow/2)
+		defer cancel()
+		_, _, err := handedOver(ctx, t, r, time.Second, WithRetryDelay(time.Hour, time.Hour))
+		require.ErrorIs(t, err, ErrNotAcquired)
+		for _, f := range fs {
+			_, held := f.Get("k")
+			assert.False(t, held, "%s: released", f.Name)
+		}
+	})
+}
+
+// A node whose key was gone when the holder released (it expired there,
+// or the node lost it) hands nothing over; the waiter that took the lock
+// from the others fills it in, or that node would be left out of every
+// later handoff.
+func TestHandoffFillsInNodeLeftOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		holder := newFakeMutex(t, r, "k")
+		require.NoError(t, holder.Lock(t.Context()))
+		synctest.Wait()
+		fs[0].Faults(func(n *nodetest.Fake) { delete(n.Data, "k") })
+		waiter := newFakeMutex(t, r, "k", WithRetryDelay(time.Hour, time.Hour))
+		got := make(chan error, 1)
+		go func() { got <- waiter.Lock(t.Context()) }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		_, held := fs[0].Get("k")
+		require.False(t, held, "free on node 0: the waiter's failed first attempt was undone there")
+		require.NoError(t, holder.Unlock(t.Context()))
+		require.NoError(t, <-got)
+		synctest.Wait()
+		v, _ := fs[0].Get("k")
+		assert.Equal(t, tokenOf(waiter), v, "filled in")
+		require.NoError(t, waiter.Unlock(t.Context()))
+	})
+}
