@@ -88,10 +88,8 @@ func (wt *waiting) count(h waitq.Handed) {
 		return
 	}
 	ho.heard[h.Node] = true
-	if g := wt.h.e.guard; g != nil && !h.NodeTime.IsZero() {
-		if g.check(h.Node, ho.registered, h.At, h.NodeTime) != nil {
-			return // it holds the token: the attempt, if one follows, undoes it
-		}
+	if g := wt.h.e.guard; g != nil && refusedVote(g, h, ho.registered) {
+		return // it holds the token: the attempt, if one follows, undoes it
 	}
 	ho.votes = append(ho.votes, h.Node)
 }
@@ -106,6 +104,26 @@ func (wt *waiting) drain() {
 			return
 		}
 	}
+}
+
+// refusedVote reports whether the clock guard refuses node h.Node's
+// handoff as a vote. The announcement carries the node's time, read when
+// it handed the lock over, somewhere between the waiter's registration
+// and h.At: within a window no wider than the tolerance it is checked as
+// a reply is. A wider one (a long wait) would widen the node's allowance
+// for its next reply too: the node must then be voting, and its time
+// agree with this process's wall clock within the tolerance plus the
+// window, without being recorded.
+func refusedVote(g *clockGuard, h waitq.Handed, registered time.Time) bool {
+	if h.NodeTime.IsZero() {
+		return g.refused(h.Node) != nil
+	}
+	window := h.At.Sub(registered)
+	if window <= g.tolerance {
+		return g.check(h.Node, registered, h.At, h.NodeTime) != nil
+	}
+	mid := registered.Add(window / 2).Round(0) // the wall clock reading
+	return g.refused(h.Node) != nil || abs(h.NodeTime.Sub(mid)) > g.tolerance+window/2
 }
 
 // handed returns the grant of the votes collected with the current token,

@@ -142,3 +142,38 @@ func TestHandoffFillsInNodeLeftOut(t *testing.T) {
 		require.NoError(t, waiter.Unlock(t.Context()))
 	})
 }
+
+// The clock guard judges a handoff as it judges a reply: the handoffs of
+// nodes whose clocks are a minute off do not count, and the attempt that
+// follows is refused by them too, after a short wait (the node's time
+// checked as a reply's) and after a long one (checked without being
+// recorded).
+func TestHandoffFromSkewedNodesDoesNotCount(t *testing.T) {
+	for _, wait := range []time.Duration{500 * time.Millisecond, 3 * time.Second} {
+		t.Run(wait.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, fs := newFakeRedlock(t, 5)
+				holder := newFakeMutex(t, r, "k")
+				require.NoError(t, holder.Lock(t.Context()))
+				synctest.Wait()
+				waiter := newFakeMutex(t, r, "k", WithRetryDelay(time.Hour, time.Hour))
+				ctx, cancel := context.WithTimeout(t.Context(), wait+2*time.Second)
+				defer cancel()
+				got := make(chan error, 1)
+				go func() { got <- waiter.Lock(ctx) }()
+				time.Sleep(wait)
+				synctest.Wait()
+				for _, f := range fs[:3] {
+					f.Faults(func(n *nodetest.Fake) { n.ClockOffset = time.Minute })
+				}
+				require.NoError(t, holder.Unlock(t.Context()))
+				require.ErrorIs(t, <-got, ErrNotAcquired, "three votes refused: no quorum")
+				synctest.Wait()
+				for _, f := range fs {
+					_, held := f.Get("k")
+					assert.False(t, held, "%s: the waiter's token undone", f.Name)
+				}
+			})
+		})
+	}
+}

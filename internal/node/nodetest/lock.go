@@ -273,7 +273,7 @@ func (n *Fake) handOver(key, id, waiter, queue string) (string, int) {
 		if !ok {
 			return waiter, 0
 		}
-		now := time.Now().UnixMilli()
+		now := time.Now().Add(n.ClockOffset).UnixMilli() // the node's clock
 		if h := n.publish(node.WakePrefix+process, fmt.Sprintf("%s|%s%s%d|%s", id, waiter, node.HandedMark, now, key)); h > 0 {
 			n.Data[key] = Entry{Value: token, Expires: time.Now().Add(ttl), Holds: 1}
 			return "", 2*h + 1
