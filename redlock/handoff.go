@@ -94,18 +94,6 @@ func (wt *waiting) count(h waitq.Handed) {
 	ho.votes = append(ho.votes, h.Node)
 }
 
-// drain notes the handoffs already heard, without waiting.
-func (wt *waiting) drain() {
-	for {
-		select {
-		case h := <-wt.w.Handed():
-			wt.count(h)
-		default:
-			return
-		}
-	}
-}
-
 // refusedVote reports whether the clock guard refuses node h.Node's
 // handoff as a vote. The announcement carries the node's time, read when
 // it handed the lock over, somewhere between the waiter's registration
@@ -178,23 +166,4 @@ func (e *engine) orphan(i int, name, token string, timeout time.Duration) {
 		ops[i] = announced(name, &lease{token: token, notice: token})
 		e.deliver(ops, timeout)
 	}()
-}
-
-// fillIn asks the nodes that did not hand the lock over to token (their
-// release is late, or found no key to release) to grant it too, without
-// waiting for their answers: a release hands the lock over only where it
-// deletes its holder's key, so a node left out of one handoff would be
-// left out of every later one, and the lock would be held on fewer nodes
-// than it could be. It is sent before Lock returns, so that the holder's
-// release, later, follows it on each node (see lanes). A node whose
-// release comes after it refuses it, then hands the lock over to the
-// waiter still queued there, or to the next one.
-func (m *Mutex) fillIn(ctx context.Context, token string, heard map[int]bool) {
-	e := m.h.e
-	n := e.pool.size()
-	if len(heard) >= n {
-		return
-	}
-	rd := newRound(ctx, e.pool, m.h.cfg.nodeTimeout, nil, n)
-	rd.sendAll(m.spec(token, false).op, nil, func(i int) bool { return !heard[i] })
 }

@@ -117,10 +117,10 @@ func TestHandoffGivenUpIsReleased(t *testing.T) {
 }
 
 // A node whose key was gone when the holder released (it expired there,
-// or the node lost it) hands nothing over; the waiter that took the lock
-// from the others fills it in, or that node would be left out of every
+// or the node missed the handoff that gave the holder the lock) hands the
+// free lock over all the same: otherwise it would be left out of every
 // later handoff.
-func TestHandoffFillsInNodeLeftOut(t *testing.T) {
+func TestHandoffIncludesNodeLeftOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
 		holder := newFakeMutex(t, r, "k")
@@ -138,7 +138,7 @@ func TestHandoffFillsInNodeLeftOut(t *testing.T) {
 		require.NoError(t, <-got)
 		synctest.Wait()
 		v, _ := fs[0].Get("k")
-		assert.Equal(t, tokenOf(waiter), v, "filled in")
+		assert.Equal(t, tokenOf(waiter), v, "handed over where the holder had no key")
 		require.NoError(t, waiter.Unlock(t.Context()))
 	})
 }

@@ -151,8 +151,6 @@ func (m *Mutex) tryHandedOver(ctx context.Context, wt *waiting, released string)
 	ho.used = true
 	if ok {
 		m.h.take(ctx, ho.token, ho.token, g, false)
-		wt.drain()
-		m.fillIn(ctx, ho.token, ho.heard)
 		return refusal{}, nil
 	}
 	return m.tryWith(ctx, ho.token, ho.token, released, maxReasks)

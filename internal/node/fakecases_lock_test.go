@@ -209,6 +209,16 @@ func lockCases() []fakeCase {
 				{op: fenced(k, "f"), want: granted},
 				{op: unlock(k, "f"), want: handed},   // to t4
 				{op: unlock(k, "t4"), want: granted}, // the queue is empty
+				{op: &node.Queue{Changes: []node.QueueChange{
+					{Lock: k, Member: process + "/w5", Score: 5, TTL: ttl},
+				}}, want: granted},
+				{op: unlock(k, "t4"), want: gone}, // free here: a plain waiter is left to its turn
+				{op: &node.Queue{Changes: []node.QueueChange{
+					{Lock: k, Member: process + "/w5", Remove: true},
+					{Lock: k, Member: node.HandoffMember(process, ttl, "t6"), Score: 6, TTL: ttl},
+				}}, want: granted},
+				{op: unlock(k, "t4"), want: gone},              // free here: handed over all the same
+				{op: lock(k, "b"), want: answer{Holder: "t6"}}, // to t6
 			}
 		}},
 		{"waiters' queue: a reader's turn is everyone's", func(k string) []step {

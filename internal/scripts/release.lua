@@ -82,6 +82,17 @@ if v == ARGV[1] then
 end
 if v == false then
 	if ARGV[2] ~= "" then
+		if #KEYS == 2 then
+			-- Not held here (the key expired, or this node missed the
+			-- handoff that gave the caller the lock): the lock is free on
+			-- this node, and a waiter that takes it handed over gets it, so
+			-- that a node left out of one handoff is not left out of every
+			-- later one. Any other waiter is left to its turn.
+			local head = redis.pcall("ZRANGE", KEYS[2], 0, 0)
+			if type(head) == "table" and head[1] and string.find(head[1], "/h-", 1, true) then
+				hand_over(ARGV[1], next_waiter())
+			end
+		end
 		return server()
 	end
 	return 0

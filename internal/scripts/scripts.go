@@ -102,7 +102,7 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "6464eb4cbb19dd0a0e7373ba9af38ee5a9bc90b8"}
+var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "023eed411835fa60c6ed40b39cda5a28fac0f641"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6bed70d196e9294876ef068103ab"}

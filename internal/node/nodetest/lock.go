@@ -221,7 +221,11 @@ func (n *Fake) releaseOne(r *node.Release) (ok bool, heard int, gone bool) {
 	e, held := n.entry(r.Key)
 	if !held {
 		// A semaphore's or the readers' key is held, by another kind.
-		return false, 0, n.kind(r.Key) == kindNone
+		free := n.kind(r.Key) == kindNone
+		if free && r.Channel != "" && !r.Reentrant && r.Intent == "" {
+			n.handOverFree(r)
+		}
+		return false, 0, free
 	}
 	if e.Value != r.Token || e.Hash != r.Reentrant {
 		return false, 0, false
@@ -261,6 +265,21 @@ func (n *Fake) announceRelease(r *node.Release) int {
 		heard = n.announce(r.Key, r.Channel, payload, waiter)
 	}
 	return heard
+}
+
+// handOverFree is release.lua's plain release of a key that is absent:
+// the oldest waiter gets it handed over when it takes it so. Called with
+// n.mu held.
+func (n *Fake) handOverFree(r *node.Release) {
+	queue := n.beside(r.Key, r.QueueKey)
+	if queue == "" {
+		return
+	}
+	if head := n.headWaiter(queue); head != "" {
+		if _, _, _, ok := node.Handoff(head); ok {
+			n.handOver(r.Key, r.Token, n.popWaiter(queue), queue)
+		}
+	}
 }
 
 // handOver is hand_over in release.lua: it hands the lock key over to

@@ -136,14 +136,21 @@ func (n *Fake) announce(key, channel, id, waiter string) int {
 // popWaiter removes and returns the oldest waiter of queue key ("" when
 // none). Called with n.mu held.
 func (n *Fake) popWaiter(key string) string {
+	best := n.headWaiter(key)
+	if best != "" {
+		delete(n.Queues[key], best)
+	}
+	return best
+}
+
+// headWaiter returns the oldest waiter of queue key ("" when none).
+// Called with n.mu held.
+func (n *Fake) headWaiter(key string) string {
 	best, score := "", int64(0)
 	for m, s := range n.Queues[key] {
 		if best == "" || s < score || s == score && m < best {
 			best, score = m, s
 		}
-	}
-	if best != "" {
-		delete(n.Queues[key], best)
 	}
 	return best
 }
