@@ -133,6 +133,7 @@ func TestUnlockResentRelease(t *testing.T) {
 		// Another server answered (a restart without persistence, a
 		// failover to a replica that lacked the key): lost, not resent.
 		require.NoError(t, m.Lock(t.Context()))
+		synctest.Wait() // the grants still on their way have landed
 		for _, f := range fs[:2] {
 			f.Faults(func(n *nodetest.Fake) { n.IDs = []string{n.Name + "-restarted"} })
 			f.Set("k", "", -time.Second)

@@ -83,8 +83,13 @@ func (n *Redis) clockFor(ctx context.Context, batch []*call) *redis.TimeCmd {
 // how a user without it is found out and reported, see OnNoClock). A
 // refusal then carries no time, which is no loss: it is no vote.
 func ownsClock(op Op) bool {
-	a, ok := op.(*Acquire)
-	return ok && a.ownClock()
+	switch o := op.(type) {
+	case *Acquire:
+		return o.ownClock()
+	case *ReadAcquire, *SemAcquire:
+		return true
+	}
+	return false
 }
 
 // timeArgs are TIME's arguments, shared: go-redis only reads them.

@@ -28,54 +28,52 @@ func semRelease(k, token string) *node.SemRelease {
 	return &node.SemRelease{Key: k, Token: token, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k)}
 }
 
-func admitted(holders int) answer { return answer{OK: true, Holders: holders} }
-
 func full(holders int) answer { return answer{Holders: holders} }
 
 func semCases() []fakeCase {
 	return []fakeCase{
 		{"semaphore: admit up to the permits", func(k string) []step {
 			return []step{
-				{op: sem(k, "a", 2), want: admitted(1)},
-				{op: sem(k, "b", 2), want: admitted(2)},
+				{op: sem(k, "a", 2), want: granted},
+				{op: sem(k, "b", 2), want: granted},
 				{op: sem(k, "c", 2), want: full(2)},
-				{op: sem(k, "a", 2), want: admitted(2)}, // resent: no second place
-				{op: sem(k, "c", 3), want: wrong},       // another permit count
+				{op: sem(k, "a", 2), want: granted}, // resent: no second place
+				{op: sem(k, "c", 3), want: wrong},   // another permit count
 				{op: semRelease(k, "a"), want: granted},
 				{op: semRelease(k, "a"), want: gone},
 				{op: semExtend(k, "a"), want: refused},
 				{op: semExtend(k, "b"), want: granted},
-				{op: sem(k, "c", 2), want: admitted(2)},
+				{op: sem(k, "c", 2), want: granted},
 				{op: &node.SemRelease{Key: k, Token: "d"}, want: gone}, // an undo
 			}
 		}},
 		{"semaphore: expired permits are dropped", func(k string) []step {
 			return []step{
 				{listen: true},
-				{op: semShort(k, "a", 2), want: admitted(1)},
-				{op: sem(k, "b", 2), want: admitted(2)},
+				{op: semShort(k, "a", 2), want: granted},
+				{op: sem(k, "b", 2), want: granted},
 				{op: sem(k, "c", 2), want: full(2)},
 				wait(2 * time.Second),
 				{op: semExtend(k, "a"), want: refused},
-				{op: sem(k, "c", 2), want: admitted(2)},
+				{op: sem(k, "c", 2), want: granted},
 				{op: semRelease(k, "a"), want: gone},
 				{op: semRelease(k, "b"), want: answer{OK: true, Heard: 1}},
 				{op: semRelease(k, "c"), want: answer{OK: true, Heard: 1}},
-				{op: sem(k, "d", 1), want: admitted(1)}, // no holder left: a new count
+				{op: sem(k, "d", 1), want: granted}, // no holder left: a new count
 			}
 		}},
 		{"semaphore: the last permit expires with its count", func(k string) []step {
 			return []step{
-				{op: semShort(k, "a", 1), want: admitted(1)},
+				{op: semShort(k, "a", 1), want: granted},
 				{op: sem(k, "b", 3), want: wrong},
 				wait(2 * time.Second),
 				{op: semRelease(k, "a"), want: gone},
-				{op: sem(k, "b", 3), want: admitted(1)},
+				{op: sem(k, "b", 3), want: granted},
 			}
 		}},
 		{"a Mutex on a semaphore's name", func(k string) []step {
 			return []step{
-				{op: sem(k, "a", 2), want: admitted(1)},
+				{op: sem(k, "a", 2), want: granted},
 				{op: lock(k, "a"), want: wrong},
 				{op: fenced(k, "a"), want: wrong},
 				{op: reentrant(k, "a", false), want: wrong},
@@ -84,7 +82,7 @@ func semCases() []fakeCase {
 				{op: fence(k, "a", 1), want: refused},
 				{op: unlock(k, "a"), want: refused}, // held, by another kind: not gone
 				{op: drop(k, "a", node.DropAll), want: refused},
-				{op: sem(k, "b", 2), want: admitted(2)},
+				{op: sem(k, "b", 2), want: granted},
 			}
 		}},
 		{"a semaphore on a Mutex's name", func(k string) []step {
@@ -201,7 +199,7 @@ func rwCases() []fakeCase {
 				{op: reentrant(k, "o", false), want: granted},
 				{op: read(k, "r1"), want: refused},
 				{op: write(k, "w", "t"), want: refused},
-				{op: sem(k2, "s", 1), want: admitted(1)},
+				{op: sem(k2, "s", 1), want: granted},
 				{op: read(k2, "r1"), want: wrong},
 				{op: write(k2, "w", "t"), want: wrong},
 			}

@@ -117,7 +117,19 @@ func (o *Acquire) scriptArgs(l Layout) []any {
 // the node's time (acquire_plain.lua): the batch that carries it needs no
 // TIME of its own for it (see clockFor).
 func (o *Acquire) ownClock() bool {
-	return len(o.Also) == 0 && !o.Reentrant && o.Intent == "" && o.FenceKey == "" && o.MinUptime == 0
+	if o.Intent != "" { // write_acquire.lua
+		return o.FenceKey == "" && !o.Reentrant
+	}
+	return len(o.Also) == 0 && !o.Reentrant && o.FenceKey == "" && o.MinUptime == 0
+}
+
+// granted is the Reply of a script's grant that answers with the node's
+// time in Unix milliseconds, or 1 when the user may not run TIME.
+func granted(ms int64) Reply {
+	if ms > 1 {
+		return Reply{OK: true, Time: time.UnixMilli(ms)}
+	}
+	return Reply{OK: ms == 1}
 }
 
 // decode reads the acquisition's reply.
@@ -135,10 +147,10 @@ func (o *Acquire) decode(cmds []redis.Cmder) Reply {
 	// recently as acquire.lua does.
 	switch v := cmd.Val().(type) {
 	case int64:
-		if v > 1 {
-			return Reply{OK: true, Time: time.UnixMilli(v)}
+		if v >= 1 {
+			return granted(v)
 		}
-		return Reply{OK: v == 1}
+		return Reply{}
 	case string:
 		return Reply{Value: Grant{Holder: v}} // the script answers 1 for this token's own
 	case []any:
@@ -149,8 +161,10 @@ func (o *Acquire) decode(cmds []redis.Cmder) Reply {
 
 // decodeScript reads an acquire script's {status, counter[, holder]}.
 func (o *Acquire) decodeScript(cmd *redis.Cmd) Reply {
-	if v, ok := cmd.Val().(int64); ok && v == 1 {
-		return Reply{OK: true, Value: Grant{}} // write_acquire.lua's grant without fencing
+	if v, ok := cmd.Val().(int64); ok && v >= 1 {
+		rep := granted(v) // write_acquire.lua's grant without fencing
+		rep.Value = Grant{}
+		return rep
 	}
 	r, err := slice(cmd, 2)
 	if err != nil {

@@ -58,11 +58,12 @@ func (o *ReadAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) 
 	return append(cmds, shared(ctx, args))
 }
 
-// Decode implements Op: read_acquire.lua's 1 (granted) or {status, n}.
+// Decode implements Op: read_acquire.lua's grant (the node's time) or
+// {status, n}.
 func (o *ReadAcquire) Decode(cmds []redis.Cmder) Reply {
 	if cmd, ok := cmds[0].(*redis.Cmd); ok && cmd.Err() == nil {
-		if n, ok := cmd.Val().(int64); ok && n == 1 {
-			return Reply{OK: true}
+		if ms, ok := cmd.Val().(int64); ok {
+			return granted(ms)
 		}
 	}
 	r, err := slice(cmds[0], 2)

@@ -32,8 +32,9 @@ type SemAcquire struct {
 	enc encoding
 }
 
-// SemGrant is what a SemAcquire's reply says beyond OK: how many holders
-// the node counts, the caller included when it granted.
+// SemGrant is what a refused SemAcquire's reply says beyond OK: how many
+// holders the node counts. A grant says the node's time instead (in
+// Reply.Time): the clock evidence of the vote.
 type SemGrant struct {
 	Holders int
 }
@@ -58,12 +59,12 @@ func (o *SemAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) [
 	return append(cmds, shared(ctx, args))
 }
 
-// Decode implements Op: sem_acquire.lua's {status, n}, or the holders of
-// a grant.
+// Decode implements Op: sem_acquire.lua's {status, n}, or a grant's
+// node time.
 func (o *SemAcquire) Decode(cmds []redis.Cmder) Reply {
 	if cmd, ok := cmds[0].(*redis.Cmd); ok && cmd.Err() == nil {
-		if n, ok := cmd.Val().(int64); ok {
-			return Reply{OK: true, Value: SemGrant{Holders: int(n)}}
+		if ms, ok := cmd.Val().(int64); ok {
+			return granted(ms)
 		}
 	}
 	r, err := slice(cmds[0], 2)

@@ -16,8 +16,10 @@
 --          "0" for no check (see recovering in guard.lua)
 --
 -- Returns {status, n}, except for a grant:
---   1             granted (an integer, which costs the client less than an
---                 array): the caller is a reader until ARGV[2] ms from now
+--   time          granted (an integer, which costs the client less than an
+--                 array): the caller is a reader until ARGV[2] ms from now;
+--                 the node's time in Unix milliseconds, the clock evidence
+--                 the vote carries (see internal/node/clock.go)
 --   { 0, 0}       refused: a writer (or a Mutex) holds the lock
 --   { 0, 1}       refused: a writer waits
 --   {-1, uptime}  refused: the node has been up only `uptime` seconds
@@ -42,4 +44,4 @@ if not again and #KEYS > 1 and redis.call("EXISTS", KEYS[2]) == 1 then
 	return {0, 1}
 end
 hold(KEYS[1], ARGV[1], t, ARGV[2], state == "none")
-return 1
+return t

@@ -186,7 +186,7 @@ var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "e0925
 // permit count. It returns {1, holders} granted, {0, holders} full,
 // {-1, uptime} recovering, {-2, permits} live holders have another count;
 // an error reply when KEYS[1] is not a semaphore.
-var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + semAcquireSource, Hash: "dad2ccbb2851a4a555d66e1a8cc9ca4623ac6c0f"}
+var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + semAcquireSource, Hash: "694951300c522c0fe8df80103a4c17972a445d22"}
 
 // SemRelease drops ARGV[1]'s permit of the semaphore KEYS[1] and announces
 // it on ARGV[2], naming the next waiter popped from KEYS[3]; it returns the
@@ -201,7 +201,7 @@ var SemRelease = &Script{Source: storedSource + announceSource + clockSource + s
 var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "279e35e416a177fc2866114c29ee7f1d0301d1b6"}
 
 // ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
-var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "58f31a7b0f3c93ef0baaa381b8b35d64c91a39c8"}
+var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "e5b1f3f31bbfe194cc6e0f66f5c54dfb9726dc25"}
 
 // ReadExtend re-arms a read hold (read_extend.lua).
 var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "b411ae4a76e8d95cf1365f04295e2f5f78e35bb7"}
@@ -210,7 +210,7 @@ var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExt
 var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "d4d285d4747e59b2731aa0ccd11144d1fe78f292"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
-var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "75b533873027ff44a03134e946d469cc8fbaee20"}
+var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "f17304d01ac75199956f623efddf77371e5f4f3c"}
 
 // All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,

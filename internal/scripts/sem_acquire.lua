@@ -14,10 +14,11 @@
 --          "0" for no check (see recovering in guard.lua)
 --
 -- Returns {status, n}, except for a grant:
---   holders        granted (an integer, which costs the client less than
+--   time           granted (an integer, which costs the client less than
 --                  an array): the caller holds a permit that expires ARGV[2]
---                  ms from now (re-armed when it already held one); holders
---                  counts the caller
+--                  ms from now (re-armed when it already held one); the
+--                  node's time in Unix milliseconds, the clock evidence the
+--                  vote carries (see internal/node/clock.go)
 --   { 0, holders}  refused: ARGV[3] holders hold a permit
 --   {-1, uptime}   refused: the node has been up only `uptime` seconds
 --   {-2, permits}  refused: live holders were admitted with another permit
@@ -39,7 +40,7 @@ if redis.call("PTTL", KEYS[1]) == -2 then
 	if #KEYS > 1 then
 		redis.call("SET", KEYS[2], ARGV[3], "PX", ttl)
 	end
-	return 1
+	return t
 end
 local bad = alienSemaphore(KEYS[1])
 if bad then
@@ -64,4 +65,4 @@ if #KEYS > 1 then
 	redis.call("SET", KEYS[2], ARGV[3])
 end
 keep(t)
-return n
+return t

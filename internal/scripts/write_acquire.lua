@@ -22,7 +22,9 @@
 -- held by another writer or a Mutex, {0, counter} held by readers (or a
 -- reentrant Mutex), {-1, uptime} refused while the node recovers, or an
 -- error reply when KEYS[1] holds what no lock leaves; a grant without
--- fencing (no KEYS[3]) is the integer 1, which costs the client less.
+-- fencing (no KEYS[3]) is an integer, which costs the client less: the
+-- node's time in Unix milliseconds, the clock evidence the vote carries
+-- (see internal/node/clock.go), or 1 when the user may not run TIME.
 local up = recovering(ARGV[3])
 if up then
 	return {-1, up}
@@ -41,7 +43,11 @@ if state == "none" then
 		redis.call("DEL", KEYS[2])
 	end
 	if #KEYS < 3 then
-		return 1
+		local t = redis.pcall("TIME")
+		if t.err then
+			return 1
+		end
+		return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 	end
 	return {1, n}
 end

@@ -83,7 +83,6 @@ func (n *Fake) semAcquire(r *node.SemAcquire) node.Reply {
 			return false
 		}
 		s.Holders[r.Token] = time.Now().Add(r.TTL)
-		held = len(s.Holders)
 		return true
 	})
 	if err == nil && refusal != nil {
