@@ -95,7 +95,10 @@ func TestCloseTLSClientOnPlainPort(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	require.NoError(t, r.Close(ctx))
-	assert.Less(t, time.Since(start), 3*time.Second, "Close waited for a dial its client holds")
+	// About 1.1 s here (a probe's timeout and a node timeout); under the
+	// parallel -race unit suite it once took 3.8 s. Waiting for the dials
+	// would take their 5 s.
+	assert.Less(t, time.Since(start), 4500*time.Millisecond, "Close waited for a dial its client holds")
 	// The dials end at the client's timeout (five of a second), with the
 	// workers that were stopped behind them.
 	assert.Eventually(t, func() bool {
