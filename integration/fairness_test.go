@@ -105,8 +105,15 @@ func contend(t *testing.T, c *Cluster, notify bool) ([]time.Duration, []int) {
 					mu.Unlock()
 				}
 				if err := m.Unlock(ctx); err != nil {
-					t.Errorf("contender %d: %v", i, err)
-					return
+					// A loaded machine may let nodes pass the 100 ms node
+					// timeout: the release still lands (or the key
+					// expires), and the overlap check stays. Any other
+					// error fails the test.
+					if !errors.Is(err, redlock.ErrNodeTimeout) {
+						t.Errorf("contender %d: %v", i, err)
+						return
+					}
+					t.Logf("contender %d: %v", i, err)
 				}
 				if n == 1 {
 					once.Do(warm.Done)
