@@ -220,12 +220,7 @@ func (n *Fake) releaseHeard(r *node.Release) (bool, int, bool, error) {
 func (n *Fake) releaseOne(r *node.Release) (ok bool, heard int, gone bool) {
 	e, held := n.entry(r.Key)
 	if !held {
-		// A semaphore's or the readers' key is held, by another kind.
-		free := n.kind(r.Key) == kindNone
-		if free && r.Channel != "" && !r.Reentrant && r.Intent == "" {
-			n.handOverFree(r)
-		}
-		return false, 0, free
+		return false, 0, n.notHeld(r)
 	}
 	if e.Value != r.Token || e.Hash != r.Reentrant {
 		return false, 0, false
@@ -265,6 +260,18 @@ func (n *Fake) announceRelease(r *node.Release) int {
 		heard = n.announce(r.Key, r.Channel, payload, waiter)
 	}
 	return heard
+}
+
+// notHeld is a release of a key that holds no lock: it reports whether
+// the key is absent, which a plain lock's release hands over (see
+// handOverFree); otherwise a semaphore's or the readers' key is there.
+// Called with n.mu held.
+func (n *Fake) notHeld(r *node.Release) bool {
+	free := n.kind(r.Key) == kindNone
+	if free && r.Channel != "" && !r.Reentrant && r.Intent == "" {
+		n.handOverFree(r)
+	}
+	return free
 }
 
 // handOverFree is release.lua's plain release of a key that is absent:
