@@ -288,4 +288,17 @@ func TestPlainGrantCarriesItsOwnClock(t *testing.T) {
 	require.True(t, rep.OK)
 	assert.WithinDuration(t, at, rep.Time, time.Second)
 	assert.Equal(t, int32(1), times.n.Load(), "a fenced grant's batch ends with TIME")
+	// Read, write (without fencing) and permit grants answer with the
+	// node's time too, with no TIME beside them.
+	for _, op := range []node.Op{
+		&node.ReadAcquire{Key: "r", Token: "a", TTL: ttl},
+		&node.Acquire{Key: "w", Token: "a", TTL: ttl, Intent: node.IntentKey("w"), Writer: "wr"},
+		&node.SemAcquire{Key: "s", Token: "a", TTL: ttl, Permits: 2},
+	} {
+		times.n.Store(0)
+		rep = callOne(n, op)
+		require.True(t, rep.OK, op.Name())
+		assert.WithinDuration(t, at, rep.Time, time.Second, op.Name())
+		assert.Zero(t, times.n.Load(), "no TIME beside a %s grant", op.Name())
+	}
 }

@@ -25,14 +25,11 @@
 --
 -- One SET ... NX GET rather than GET then SET: a command fewer per call
 -- (about a seventh of the script's cost on Redis 7.0).
--- granted is a grant's reply: the node's time in Unix milliseconds, or 1
--- when the user may not run TIME.
+-- granted is a grant's reply: the node's time in Unix milliseconds (see
+-- granted.lua, which scripts.go puts in front of this file), or 1 when the
+-- user may not run TIME.
 local function granted()
-	local t = redis.pcall("TIME")
-	if t.err then
-		return 1
-	end
-	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+	return node_time() or 1
 end
 
 local v = redis.pcall("SET", KEYS[1], ARGV[1], "NX", "GET", "PX", ARGV[2])

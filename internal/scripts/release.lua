@@ -42,11 +42,7 @@ local function hand_over(id, waiter)
 		if not process then
 			return waiter, 0
 		end
-		local now = 0
-		local t = redis.pcall("TIME")
-		if not t.err then
-			now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-		end
+		local now = node_time() or 0 -- see granted.lua
 		local n = publish("redlock:wake:" .. process, id .. "|" .. waiter .. "#h" .. now .. "|" .. KEYS[1])
 		if n > 0 then
 			redis.call("SET", KEYS[1], token, "PX", ttl)

@@ -3,7 +3,7 @@
 // its KEYS, ARGV and return values; it is embedded at build time and run by
 // its digest (EVALSHA, falling back to EVAL when a node does not have the
 // script cached yet).
-// guard.lua, stored.lua and announce.lua are the exceptions: not scripts,
+// guard.lua, stored.lua, granted.lua and announce.lua are the exceptions: not scripts,
 // but functions that several scripts share, put in front of each.
 //
 // The digests are constants, never computed here: a process in FIPS 140
@@ -65,6 +65,8 @@ var (
 	announceSource string
 	//go:embed stored.lua
 	storedSource string
+	//go:embed granted.lua
+	grantedSource string
 	//go:embed inspect.lua
 	inspectSource string
 	//go:embed force_release.lua
@@ -102,7 +104,7 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: storedSource + announceSource + releaseSource, Hash: "023eed411835fa60c6ed40b39cda5a28fac0f641"}
+var Release = &Script{Source: storedSource + grantedSource + announceSource + releaseSource, Hash: "1c9c03df20d6d35d41b0ad785ac859a27cfc1e85"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6bed70d196e9294876ef068103ab"}
@@ -111,7 +113,7 @@ var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6be
 // returns the node's time in Unix ms (1 when the user may not run TIME)
 // when KEYS[1] holds ARGV[1] (now, or already), the value holding it otherwise, 0 when a reentrant lock holds
 // it, and an error reply when KEYS[1] holds something that is not a lock.
-var AcquirePlain = &Script{Source: storedSource + acquirePlainSource, Hash: "6418de419a0ba969abf6bf97c552d6c7c6ebde14"}
+var AcquirePlain = &Script{Source: storedSource + grantedSource + acquirePlainSource, Hash: "9057fd2a6217de1044268952df90bdd027cf7d2c"}
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
@@ -210,7 +212,7 @@ var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExt
 var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "d4d285d4747e59b2731aa0ccd11144d1fe78f292"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
-var WriteAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + writeAcquireSource, Hash: "f17304d01ac75199956f623efddf77371e5f4f3c"}
+var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "57846104661983719add7e67157b24a9b691b0bc"}
 
 // All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,

@@ -43,11 +43,7 @@ if state == "none" then
 		redis.call("DEL", KEYS[2])
 	end
 	if #KEYS < 3 then
-		local t = redis.pcall("TIME")
-		if t.err then
-			return 1
-		end
-		return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+		return node_time() or 1 -- see granted.lua
 	end
 	return {1, n}
 end
