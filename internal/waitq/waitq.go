@@ -211,7 +211,17 @@ func (w *Waiter) Requeue(timeout time.Duration) {
 
 // Leave unregisters w. When it was the last waiter on its name, the name's
 // subscription lingers for Linger, then goes.
-func (w *Waiter) Leave(timeout time.Duration) {
+func (w *Waiter) Leave(timeout time.Duration) { w.leave(timeout, false) }
+
+// LeaveHanded is Leave for a waiter that holds the lock handed over to
+// its token by a quorum of nodes (see JoinHandoff): the other nodes' pops
+// of its member are on their way with the same release, so it is not
+// removed from their queues. A node whose queue put someone else first
+// pops it at a later release, and hands the lock to the token: an orphan
+// once the lock is released (see Orphan).
+func (w *Waiter) LeaveHanded(timeout time.Duration) { w.leave(timeout, true) }
+
+func (w *Waiter) leave(timeout time.Duration, handed bool) {
 	q := w.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -227,6 +237,13 @@ func (w *Waiter) Leave(timeout time.Duration) {
 	}
 	if w.ttl > 0 {
 		q.retire(w)
+		if handed && q.subs != nil {
+			for _, ns := range q.subs {
+				if got := ns.queued[w.id]; got != nil {
+					got.popped = true
+				}
+			}
+		}
 	}
 	if q.subs != nil {
 		q.sync(timeout) // out of the nodes' queues
@@ -416,42 +433,48 @@ func (w *Waiter) signal(token string) {
 	}
 }
 
-// sync starts each node's sync goroutine unless it runs; each brings its
-// node to the waiters of now. Called with q.mu held.
+// sync starts the sync goroutine of each node that has something to be
+// told (a goroutine that runs already plans again after its pass); each
+// brings its node to the waiters of now. Called with q.mu held.
 func (q *Queue) sync(timeout time.Duration) {
 	q.timeout = max(q.timeout, timeout)
 	if q.closed {
 		return
 	}
 	for i := range q.subs {
-		if !q.syncing[i] {
+		if q.syncing[i] {
+			continue // its loop plans again after its pass
+		}
+		if p := q.plan(i); !p.empty() {
 			q.syncing[i] = true
-			q.wg.Go(func() { q.syncLoop(i) })
+			timeout := q.timeout
+			q.wg.Go(func() { q.syncLoop(i, p, timeout) })
 		}
 	}
 }
 
 // syncLoop brings node i's subscription and queues to the waiters of now,
-// pass after pass, until a pass finds nothing to change. Each node has its
+// pass after pass (the first, plan, planned by sync), until a pass finds
+// nothing to change. Each node has its
 // own, so that a silent node delays only its own passes. A failure only
 // loses announcements (waiters poll); the client re-subscribes to what it
 // was told when it reconnects.
-func (q *Queue) syncLoop(i int) {
+func (q *Queue) syncLoop(i int, plan *plan, timeout time.Duration) {
 	for {
-		q.mu.Lock()
-		plan, timeout := q.plan(i), q.timeout
-		if plan.empty() || q.closed {
-			q.syncing[i] = false
-			q.mu.Unlock()
-			return
-		}
-		q.mu.Unlock()
 		plan.subscribe(q.subs[i].s, timeout)
 		if plan.op != nil {
 			ops := make([]node.Op, len(q.nodes))
 			ops[i] = plan.op
 			q.refusedBy(i, q.deliver(ops, timeout))
 		}
+		q.mu.Lock()
+		plan, timeout = q.plan(i), q.timeout
+		if plan.empty() || q.closed {
+			q.syncing[i] = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
 	}
 }
 
