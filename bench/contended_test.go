@@ -88,7 +88,7 @@ func BenchmarkContended(b *testing.B) {
 // a loaded machine adds to it): ns/op is about their sum.
 func BenchmarkHandoff(b *testing.B) {
 	addrs := benchAddrs(b)
-	for _, im := range implementations {
+	for _, im := range handoffImpls {
 		b.Run(im.name, func(b *testing.B) {
 			ctx := context.Background()
 			key := fmt.Sprint("handoff:", time.Now().UnixNano())
@@ -124,33 +124,22 @@ func BenchmarkHandoff(b *testing.B) {
 			for i, lc := range lcs {
 				wg.Go(func() {
 					for acq.Load() < target {
-						m, err := lc.mutex(key)
+						m, waited, gave, err := lockOnce(ctx, lc, key)
 						if err != nil {
 							b.Error(err)
 							return
 						}
-						lctx, cancel := context.WithTimeout(ctx, lockWait)
-						start := time.Now()
-						err = m.Lock(lctx)
-						cancel()
-						if err != nil {
-							// A Lock that gave up (its wait bound, or its
-							// own bound on attempts: redsync's 32 tries)
-							// is a failed Lock, counted, not a failed run.
-							if !gaveUp(err) {
-								b.Error(err)
-								return
-							}
+						if gave {
 							failed.Add(1)
 							continue
 						}
 						locked := time.Now()
-						waits[i] = append(waits[i], locked.Sub(start))
+						waits[i] = append(waits[i], waited)
 						if inside.Add(1) != 1 {
 							overlaps.Add(1)
 						}
 						gaps.locked(locked)
-						time.Sleep(2 * time.Millisecond)
+						time.Sleep(holdFor)
 						inside.Add(-1)
 						shares[i]++
 						acq.Add(1)
@@ -176,6 +165,9 @@ func BenchmarkHandoff(b *testing.B) {
 			gapMs, holdMs := gaps.medians()
 			b.ReportMetric(gapMs*1e3, "handoff-p50-us")
 			b.ReportMetric(holdMs*1e3, "hold-p50-us")
+			gapMs, holdMs = gaps.means()
+			b.ReportMetric(gapMs*1e3, "handoff-mean-us")
+			b.ReportMetric(holdMs*1e3, "hold-mean-us")
 		})
 	}
 }
@@ -211,6 +203,45 @@ func (g *handoffGaps) medians() (gapMs, holdMs float64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return quantileMs(g.gaps, 0.5), quantileMs(g.holds, 0.5)
+}
+
+// means returns the mean handoff and the mean hold, in ms: ns/op is
+// about their sum, where the medians leave the tails out.
+func (g *handoffGaps) means() (gapMs, holdMs float64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return meanMs(g.gaps), meanMs(g.holds)
+}
+
+func meanMs(ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return float64(sum) / float64(len(ds)) / 1e6
+}
+
+// lockOnce makes one Lock of key, bounded by lockWait, with a new value
+// of lc: the value, how long its Lock took, and whether it gave up. A Lock
+// that gave up (its wait bound, or its own bound on attempts: redsync's 32
+// tries) is a failed Lock, counted, not a failed run: err is nil then.
+func lockOnce(ctx context.Context, lc lockClient, key string) (m mutex, waited time.Duration, gave bool, err error) {
+	m, err = lc.mutex(key)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, lockWait)
+	defer cancel()
+	start := time.Now()
+	err = m.Lock(lctx)
+	waited = time.Since(start)
+	if err != nil && gaveUp(err) {
+		return m, waited, true, nil
+	}
+	return m, waited, false, err
 }
 
 // gaveUp reports whether a Lock's error says it gave up waiting: its

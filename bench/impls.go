@@ -198,20 +198,7 @@ func newRawImpl(clients []redis.UniversalClient) impl {
 		_ = rawRelease.Load(context.Background(), c).Err()
 	}
 	all := func(ctx context.Context, f func(context.Context, redis.UniversalClient) bool) int {
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		n := 0
-		for _, c := range clients {
-			wg.Go(func() {
-				if f(ctx, c) {
-					mu.Lock()
-					n++
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		return n
+		return eachNode(clients, func(_ int, c redis.UniversalClient) bool { return f(ctx, c) })
 	}
 	return impl{
 		name:  "raw floor",
@@ -249,4 +236,22 @@ func newReadOneNameImpl(clients []redis.UniversalClient) impl {
 		return lock(ctx, "readers:one")
 	}
 	return im
+}
+
+// eachNode runs f on every node at once and returns how many said yes.
+func eachNode(clients []redis.UniversalClient, f func(i int, c redis.UniversalClient) bool) int {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	for i, c := range clients {
+		wg.Go(func() {
+			if f(i, c) {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return n
 }

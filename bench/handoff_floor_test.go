@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The handoff floor: the least a five-node lock that hands itself over by
+// its release can do per acquisition, for BenchmarkHandoff's third row.
+// It is no lock to use: no validity, no clock, no undo, no fault handling,
+// no fallback but a fixed re-try. A waiter queues its member (its
+// process's channel and a token) on every node and waits; a release that
+// deletes the holder's key pops the head, publishes to its process and,
+// if heard, sets the key to its token; the waiter holds the lock once
+// three nodes said so. The holder's own next Lock goes straight to the
+// queue when its release handed the lock over.
+
+// handoffImpls are BenchmarkHandoff's rows: the two libraries and the
+// floor.
+var handoffImpls = append(slices.Clone(implementations), implementation{"handoff floor", newFloorClient})
+
+// floorRelease: KEYS[1] the lock, KEYS[2] its queue; ARGV[1] the token.
+// Returns 2 when it handed the lock over, 1 when it freed it, 0 when the
+// key held another value.
+var floorRelease = redis.NewScript(`
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call("DEL", KEYS[1])
+local head = redis.call("ZPOPMIN", KEYS[2])
+if head[1] then
+	local ch, token = string.match(head[1], "^([^|]+)|(.+)$")
+	if redis.call("PUBLISH", ch, KEYS[1] .. "|" .. token) > 0 then
+		redis.call("SET", KEYS[1], token, "PX", 10000)
+		return 2
+	end
+end
+return 1`)
+
+// floorClient is one process of the floor: its node clients and one
+// subscription per node to its own channel.
+type floorClient struct {
+	clients []redis.UniversalClient
+	subs    []*redis.PubSub
+	channel string
+	mu      sync.Mutex
+	waiting map[string]chan int // token → the nodes that handed it the lock
+	handed  bool                // its last release handed the lock over
+	wg      sync.WaitGroup
+}
+
+func newFloorClient(clients []redis.UniversalClient) (lockClient, error) {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	fc := &floorClient{clients: clients, channel: "floor:" + hex.EncodeToString(b), waiting: map[string]chan int{}}
+	ctx := context.Background()
+	for i, c := range clients {
+		if err := floorRelease.Load(ctx, c).Err(); err != nil {
+			return nil, err
+		}
+		ps := c.Subscribe(ctx, fc.channel)
+		if _, err := ps.Receive(ctx); err != nil {
+			return nil, err
+		}
+		fc.subs = append(fc.subs, ps)
+		fc.wg.Go(func() {
+			for msg := range ps.Channel() {
+				_, token, _ := strings.Cut(msg.Payload, "|")
+				fc.mu.Lock()
+				if ch := fc.waiting[token]; ch != nil {
+					ch <- i
+				}
+				fc.mu.Unlock()
+			}
+		})
+	}
+	return fc, nil
+}
+
+func (fc *floorClient) mutex(key string) (mutex, error) { return &floorMutex{fc: fc, key: key}, nil }
+
+func (fc *floorClient) close(context.Context) error {
+	for _, ps := range fc.subs {
+		_ = ps.Close()
+	}
+	fc.wg.Wait()
+	return nil
+}
+
+// each runs f on every node at once and returns how many said yes.
+func (fc *floorClient) each(f func(i int, c redis.UniversalClient) bool) int {
+	return eachNode(fc.clients, f)
+}
+
+type floorMutex struct {
+	fc    *floorClient
+	key   string
+	token string
+}
+
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (m *floorMutex) Lock(ctx context.Context) error {
+	fc := m.fc
+	q := len(fc.clients)/2 + 1
+	for {
+		m.token = newToken()
+		fc.mu.Lock()
+		handed := fc.handed
+		fc.mu.Unlock()
+		if !handed && m.TryLock(ctx) == nil {
+			return nil
+		}
+		heard := make(chan int, len(fc.clients))
+		fc.mu.Lock()
+		fc.waiting[m.token] = heard
+		fc.handed = false
+		fc.mu.Unlock()
+		member := fc.channel + "|" + m.token
+		fc.each(func(_ int, c redis.UniversalClient) bool {
+			return c.ZAdd(ctx, m.key+":q", redis.Z{Score: float64(time.Now().UnixNano()), Member: member}).Err() == nil
+		})
+		got := 0
+		retry := time.NewTimer(200 * time.Millisecond)
+		for got < q {
+			select {
+			case <-heard:
+				got++
+			case <-retry.C:
+				got = -1
+			case <-ctx.Done():
+				got = -1
+			}
+			if got < 0 {
+				break
+			}
+		}
+		retry.Stop()
+		fc.mu.Lock()
+		delete(fc.waiting, m.token)
+		fc.mu.Unlock()
+		if got >= q {
+			return nil
+		}
+		fc.each(func(_ int, c redis.UniversalClient) bool {
+			_ = c.ZRem(context.Background(), m.key+":q", member).Err()
+			_ = floorRelease.Run(context.Background(), c, []string{m.key, m.key + ":q"}, m.token).Err()
+			return true
+		})
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (m *floorMutex) TryLock(ctx context.Context) error {
+	fc := m.fc
+	n := fc.each(func(_ int, c redis.UniversalClient) bool { return c.SetNX(ctx, m.key, m.token, ttl).Val() })
+	if n >= len(fc.clients)/2+1 {
+		return nil
+	}
+	_ = m.Unlock(ctx)
+	return errors.New("floor: not acquired")
+}
+
+func (m *floorMutex) Unlock(ctx context.Context) error {
+	fc := m.fc
+	var mu sync.Mutex
+	handed := 0
+	fc.each(func(_ int, c redis.UniversalClient) bool {
+		r, err := floorRelease.Run(ctx, c, []string{m.key, m.key + ":q"}, m.token).Int()
+		if err == nil && r == 2 {
+			mu.Lock()
+			handed++
+			mu.Unlock()
+		}
+		return err == nil
+	})
+	fc.mu.Lock()
+	fc.handed = handed > 0
+	fc.mu.Unlock()
+	return nil
+}
+
+func (m *floorMutex) Until() time.Time { return time.Time{} }
