@@ -53,7 +53,6 @@ type handoffOf struct {
 	token      string
 	registered time.Time // before the token's member was sent anywhere
 	used       bool      // an attempt was made with the token
-	won        bool      // the lock is held by the votes of a quorum of handoffs
 	votes      []int     // the nodes whose handoffs count
 	heard      map[int]bool
 }

@@ -177,39 +177,3 @@ func TestHandoffFromSkewedNodesDoesNotCount(t *testing.T) {
 		})
 	}
 }
-
-// The nodes whose release reaches them after the waiter won on a quorum
-// of handoffs pop its member and hand the lock to it too: leaving the
-// queue does not remove the member there first, and the lock ends up held
-// on every node.
-func TestHandoffLateNodesHandOverToo(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r, fs := newFakeRedlock(t, 5)
-		holder := newFakeMutex(t, r, "k")
-		require.NoError(t, holder.Lock(t.Context()))
-		synctest.Wait()
-		waiter := newFakeMutex(t, r, "k", WithRetryDelay(time.Hour, time.Hour))
-		got := make(chan error, 1)
-		go func() { got <- waiter.Lock(t.Context()) }()
-		time.Sleep(time.Second)
-		synctest.Wait() // queued and subscribed
-		for _, f := range fs[3:] {
-			f.Faults(func(n *nodetest.Fake) { n.OpDelay = map[string]time.Duration{"release": 50 * time.Millisecond} })
-		}
-		require.NoError(t, holder.Unlock(t.Context()))
-		require.NoError(t, <-got)
-		time.Sleep(100 * time.Millisecond)
-		synctest.Wait()
-		for i, f := range fs {
-			v, _ := f.Get("k")
-			assert.Equal(t, tokenOf(waiter), v, "node %d", i)
-		}
-		require.NoError(t, waiter.Unlock(t.Context()))
-		time.Sleep(100 * time.Millisecond) // the slow nodes' releases
-		synctest.Wait()
-		for i, f := range fs {
-			_, held := f.Get("k")
-			assert.False(t, held, "node %d", i)
-		}
-	})
-}

@@ -151,7 +151,6 @@ func (m *Mutex) tryHandedOver(ctx context.Context, wt *waiting, released string)
 	ho.used = true
 	if ok {
 		m.h.take(ctx, ho.token, ho.token, g, false)
-		ho.won = true
 		return refusal{}, nil
 	}
 	return m.tryWith(ctx, ho.token, ho.token, released, maxReasks)

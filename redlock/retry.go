@@ -228,10 +228,6 @@ func (wt *waiting) leave() {
 	if wt.w == nil {
 		return
 	}
-	if ho := wt.ho; ho != nil && ho.won {
-		wt.w.LeaveHanded(wt.h.cfg.nodeTimeout)
-		return
-	}
 	wt.w.Leave(wt.h.cfg.nodeTimeout)
 	if ho := wt.ho; ho != nil && !ho.used {
 		// Handed the lock by some nodes, and gave up before an attempt

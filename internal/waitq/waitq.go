@@ -211,17 +211,7 @@ func (w *Waiter) Requeue(timeout time.Duration) {
 
 // Leave unregisters w. When it was the last waiter on its name, the name's
 // subscription lingers for Linger, then goes.
-func (w *Waiter) Leave(timeout time.Duration) { w.leave(timeout, false) }
-
-// LeaveHanded is Leave for a waiter that holds the lock handed over to
-// its token by a quorum of nodes (see JoinHandoff): the other nodes' pops
-// of its member are on their way with the same release, so it is not
-// removed from their queues. A node whose queue put someone else first
-// pops it at a later release, and hands the lock to the token: an orphan
-// once the lock is released (see Orphan).
-func (w *Waiter) LeaveHanded(timeout time.Duration) { w.leave(timeout, true) }
-
-func (w *Waiter) leave(timeout time.Duration, handed bool) {
+func (w *Waiter) Leave(timeout time.Duration) {
 	q := w.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -237,13 +227,6 @@ func (w *Waiter) leave(timeout time.Duration, handed bool) {
 	}
 	if w.ttl > 0 {
 		q.retire(w)
-		if handed && q.subs != nil {
-			for _, ns := range q.subs {
-				if got := ns.queued[w.id]; got != nil {
-					got.popped = true
-				}
-			}
-		}
 	}
 	if q.subs != nil {
 		q.sync(timeout) // out of the nodes' queues
@@ -455,10 +438,9 @@ func (q *Queue) sync(timeout time.Duration) {
 
 // syncLoop brings node i's subscription and queues to the waiters of now,
 // pass after pass (the first, plan, planned by sync), until a pass finds
-// nothing to change. Each node has its
-// own, so that a silent node delays only its own passes. A failure only
-// loses announcements (waiters poll); the client re-subscribes to what it
-// was told when it reconnects.
+// nothing to change. Each node has its own, so that a silent node delays
+// only its own passes. A failure only loses announcements (waiters poll);
+// the client re-subscribes to what it was told when it reconnects.
 func (q *Queue) syncLoop(i int, plan *plan, timeout time.Duration) {
 	for {
 		plan.subscribe(q.subs[i].s, timeout)

@@ -214,34 +214,3 @@ func TestPoppedMemberIsNotRemoved(t *testing.T) {
 	assert.True(t, c.Remove)
 	assert.Equal(t, other.id, c.Member, "a member not popped is removed")
 }
-
-// A waiter that holds the lock handed over by a quorum of nodes leaves
-// the other nodes' queues alone: their releases, on the way, pop its
-// member and hand the lock to its token as well.
-func TestHandedMemberIsNotRemoved(t *testing.T) {
-	sent := make(chan node.QueueChange, 16)
-	deliver := func(ops []node.Op, _ time.Duration) []node.Reply {
-		for _, op := range ops {
-			if q, ok := op.(*node.Queue); ok {
-				for _, c := range q.Changes {
-					sent <- c
-				}
-			}
-		}
-		return make([]node.Reply, len(ops))
-	}
-	ws := New(nodetest.Nodes(nodetest.Fakes(1)), deliver, nil)
-	t.Cleanup(ws.Close)
-	w := ws.JoinHandoff("k", time.Second, 10*time.Second)
-	c := <-sent
-	require.Equal(t, w.id, c.Member)
-	w.LeaveHanded(time.Second)
-	other := ws.Join("k", time.Second) // a change the sync must send
-	c = <-sent
-	assert.Equal(t, other.id, c.Member, "the handed member's removal is not sent")
-	assert.False(t, c.Remove)
-	other.Leave(time.Second)
-	c = <-sent
-	assert.True(t, c.Remove, "a member that leaves otherwise is removed")
-	assert.Equal(t, other.id, c.Member)
-}
