@@ -279,8 +279,22 @@ func TestDeployCluster(t *testing.T) {
 			rc.ClientSeeded(nil, addrs[0]), rc.ClientSeeded(nil, addrs[1]), redis.NewClient(&redis.Options{Addr: plain.Addr(0)}),
 		})
 		start := time.Now()
-		err := newMutex(t, twice, "deploy:twice").Lock(timeout(t, 10*time.Second))
+		m := newMutex(t, twice, "deploy:twice")
+		err := m.Lock(timeout(t, 10*time.Second))
 		took := time.Since(start)
+		for tries := 0; err == nil && tries < 50; tries++ {
+			// The window identify.go states: nodes too slow for the first
+			// acquisition's wait (a cluster client asks every master,
+			// under the loaded -race suite) can still count twice in it.
+			// Their answers come in the background, and from then on
+			// every acquisition fails.
+			t.Logf("Lock granted before the identities were in (try %d)", tries)
+			require.NoError(t, m.Unlock(timeout(t, 10*time.Second)))
+			time.Sleep(100 * time.Millisecond)
+			start = time.Now()
+			err = m.Lock(timeout(t, 10*time.Second))
+			took = time.Since(start)
+		}
 		require.ErrorIs(t, err, redlock.ErrInvalidArgument, "two clients of the same servers would count twice")
 		assert.Contains(t, err.Error(), "same")
 		assert.Less(t, took, 2*time.Second)
