@@ -25,7 +25,9 @@ import (
 
 // handoffImpls are BenchmarkHandoff's rows: the two libraries and the
 // floor.
-var handoffImpls = append(slices.Clone(implementations), implementation{"handoff floor", newFloorClient})
+var handoffImpls = append(slices.Clone(implementations),
+	implementation{"handoff floor", newFloorClient},
+	implementation{"retention floor K3", newRetentionClient})
 
 // floorRelease: KEYS[1] the lock, KEYS[2] its queue; ARGV[1] the token.
 // Returns 2 when it handed the lock over, 1 when it freed it, 0 when the
@@ -53,7 +55,22 @@ type floorClient struct {
 	waiting map[string]chan int // token → the nodes that handed it the lock
 	handed  bool                // its last release handed the lock over
 	wg      sync.WaitGroup
+	// With retention (see newRetentionClient): the lock kept after an
+	// Unlock, by name, and how many holds in a row the process had.
+	keep     int
+	retained map[string]*retainedLock
 }
+
+// retainedLock is a lock kept across its Unlock for a while.
+type retainedLock struct {
+	token string
+	holds int
+	timer *time.Timer
+}
+
+// retentionWindow is how long a retained lock waits for this process's
+// next Lock before it is released.
+const retentionWindow = time.Millisecond
 
 func newFloorClient(clients []redis.UniversalClient) (lockClient, error) {
 	b := make([]byte, 8)
@@ -83,9 +100,44 @@ func newFloorClient(clients []redis.UniversalClient) (lockClient, error) {
 	return fc, nil
 }
 
+// newRetentionClient is the floor with the one design that could make a
+// fair lock's cycle shorter than a handoff (not this library's; its API
+// would have to allow it): an Unlock keeps the lock for retentionWindow,
+// for keep holds in a row at most, and a Lock of the same process in that
+// window takes it back with no round trip. It measures what that would
+// give; the window also delays every release that no Lock takes back.
+func newRetentionClient(clients []redis.UniversalClient) (lockClient, error) {
+	lc, err := newFloorClient(clients)
+	if err != nil {
+		return nil, err
+	}
+	fc := lc.(*floorClient)
+	fc.keep, fc.retained = 3, map[string]*retainedLock{}
+	return fc, nil
+}
+
+// takeBack returns the token of the lock on key this process retained,
+// and its holds in a row, or "" when it has none or its window closed
+// (the timer's function then releases it).
+func (fc *floorClient) takeBack(key string) (string, int) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	r := fc.retained[key]
+	if r == nil || !r.timer.Stop() {
+		return "", 0
+	}
+	delete(fc.retained, key)
+	return r.token, r.holds
+}
+
 func (fc *floorClient) mutex(key string) (mutex, error) { return &floorMutex{fc: fc, key: key}, nil }
 
-func (fc *floorClient) close(context.Context) error {
+func (fc *floorClient) close(ctx context.Context) error {
+	for key := range fc.retained {
+		if token, _ := fc.takeBack(key); token != "" {
+			_ = (&floorMutex{fc: fc, key: key, token: token}).release(ctx)
+		}
+	}
 	for _, ps := range fc.subs {
 		_ = ps.Close()
 	}
@@ -102,6 +154,7 @@ type floorMutex struct {
 	fc    *floorClient
 	key   string
 	token string
+	holds int // holds in a row by this process, retention only
 }
 
 func newToken() string {
@@ -113,6 +166,11 @@ func newToken() string {
 func (m *floorMutex) Lock(ctx context.Context) error {
 	fc := m.fc
 	q := len(fc.clients)/2 + 1
+	if token, holds := fc.takeBack(m.key); token != "" {
+		m.token, m.holds = token, holds+1
+		return nil
+	}
+	m.holds = 1
 	for {
 		m.token = newToken()
 		fc.mu.Lock()
@@ -169,11 +227,35 @@ func (m *floorMutex) TryLock(ctx context.Context) error {
 	if n >= len(fc.clients)/2+1 {
 		return nil
 	}
-	_ = m.Unlock(ctx)
+	_ = m.release(ctx) // the undo: never retained
 	return errors.New("floor: not acquired")
 }
 
 func (m *floorMutex) Unlock(ctx context.Context) error {
+	fc := m.fc
+	if fc.keep > 0 && m.holds < fc.keep+1 {
+		fc.mu.Lock()
+		r := &retainedLock{token: m.token, holds: m.holds}
+		r.timer = time.AfterFunc(retentionWindow, func() {
+			fc.mu.Lock()
+			mine := fc.retained[m.key] == r
+			if mine {
+				delete(fc.retained, m.key)
+			}
+			fc.mu.Unlock()
+			if mine {
+				_ = (&floorMutex{fc: fc, key: m.key, token: r.token}).release(context.Background())
+			}
+		})
+		fc.retained[m.key] = r
+		fc.mu.Unlock()
+		return nil
+	}
+	return m.release(ctx)
+}
+
+// release releases the lock on every node.
+func (m *floorMutex) release(ctx context.Context) error {
 	fc := m.fc
 	var mu sync.Mutex
 	handed := 0
