@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -54,11 +55,12 @@ type floorClient struct {
 	mu      sync.Mutex
 	waiting map[string]chan int // token → the nodes that handed it the lock
 	handed  bool                // its last release handed the lock over
-	wg      sync.WaitGroup
+	wg      sync.WaitGroup      // the subscriptions' readers
 	// With retention (see newRetentionClient): the lock kept after an
 	// Unlock, by name, and how many holds in a row the process had.
 	keep     int
 	retained map[string]*retainedLock
+	timers   sync.WaitGroup // the retained locks' timers not yet stopped or done
 }
 
 // retainedLock is a lock kept across its Unlock for a while.
@@ -126,6 +128,7 @@ func (fc *floorClient) takeBack(key string) (string, int) {
 	if r == nil || !r.timer.Stop() {
 		return "", 0
 	}
+	fc.timers.Done() // stopped: its function will not run
 	delete(fc.retained, key)
 	return r.token, r.holds
 }
@@ -133,11 +136,15 @@ func (fc *floorClient) takeBack(key string) (string, int) {
 func (fc *floorClient) mutex(key string) (mutex, error) { return &floorMutex{fc: fc, key: key}, nil }
 
 func (fc *floorClient) close(ctx context.Context) error {
-	for key := range fc.retained {
+	fc.mu.Lock()
+	keys := slices.Collect(maps.Keys(fc.retained))
+	fc.mu.Unlock()
+	for _, key := range keys {
 		if token, _ := fc.takeBack(key); token != "" {
 			_ = (&floorMutex{fc: fc, key: key, token: token}).release(ctx)
 		}
 	}
+	fc.timers.Wait() // the timers' releases that began meanwhile
 	for _, ps := range fc.subs {
 		_ = ps.Close()
 	}
@@ -155,12 +162,6 @@ type floorMutex struct {
 	key   string
 	token string
 	holds int // holds in a row by this process, retention only
-}
-
-func newToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func (m *floorMutex) Lock(ctx context.Context) error {
@@ -236,7 +237,9 @@ func (m *floorMutex) Unlock(ctx context.Context) error {
 	if fc.keep > 0 && m.holds < fc.keep+1 {
 		fc.mu.Lock()
 		r := &retainedLock{token: m.token, holds: m.holds}
+		fc.timers.Add(1)
 		r.timer = time.AfterFunc(retentionWindow, func() {
+			defer fc.timers.Done()
 			fc.mu.Lock()
 			mine := fc.retained[m.key] == r
 			if mine {

@@ -204,9 +204,7 @@ func newRawImpl(clients []redis.UniversalClient) impl {
 		name:  "raw floor",
 		nodes: len(clients),
 		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
-			b := make([]byte, 16)
-			_, _ = rand.Read(b)
-			token := hex.EncodeToString(b)
+			token := newToken()
 			release := func(ctx context.Context) error {
 				all(ctx, func(ctx context.Context, c redis.UniversalClient) bool {
 					return rawRelease.Run(ctx, c, []string{key}, token).Err() == nil
@@ -254,4 +252,11 @@ func eachNode(clients []redis.UniversalClient, f func(i int, c redis.UniversalCl
 	}
 	wg.Wait()
 	return n
+}
+
+// newToken is a random lock value.
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
