@@ -203,12 +203,17 @@ func lockCases() []fakeCase {
 				{op: unlock(k, "a"), want: handed},             // to t1
 				{op: lock(k, "b"), want: answer{Holder: "t1"}}, // no gap to take it in
 				{op: lock(k, "t1"), want: granted},             // the waiter's own
-				{op: unlock(k, "t1"), want: handed},            // t2's process is gone: w3 is named
-				{op: lock(k, "b"), want: granted},              // named, not handed
-				{op: undo(k, "b"), want: granted},              // an undo hands nothing over
+				// t2's process does not subscribe here: it is named, as
+				// any waiter, and makes its own attempt (no one hears it).
+				{op: unlock(k, "t1"), want: answer{OK: true, Named: true}},
+				{op: lock(k, "b"), want: granted}, // named, not handed
+				{op: undo(k, "b"), want: granted}, // an undo hands nothing over
 				{op: fenced(k, "f"), want: granted},
-				{op: unlock(k, "f"), want: handed},   // to t4
-				{op: unlock(k, "t4"), want: granted}, // the queue is empty
+				{op: unlock(k, "f"), want: handed},             // w3 is named
+				{op: lock(k, "b"), want: granted},              // named, not handed
+				{op: unlock(k, "b"), want: handed},             // to t4
+				{op: lock(k, "c"), want: answer{Holder: "t4"}}, // no gap to take it in
+				{op: unlock(k, "t4"), want: granted},           // the queue is empty
 				{op: &node.Queue{Changes: []node.QueueChange{
 					{Lock: k, Member: process + "/w5", Score: 5, TTL: ttl},
 				}}, want: granted},

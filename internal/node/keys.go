@@ -99,8 +99,8 @@ func Named(waiter string) bool {
 // HandoffMark starts the waiter part of a queue member that takes the lock
 // handed over ("process/h-<ttl ms>-<token>"): a plain lock's release sets
 // the key to the member's token for the member's TTL in the step that
-// deletes it, when the member's process hears the announcement (see
-// release.lua).
+// deletes it, when the member's process subscribes on the server that runs
+// the release (see taker in release.lua).
 const HandoffMark = "h-"
 
 // HandedMark follows the member in the announcement of a release that

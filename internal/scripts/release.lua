@@ -28,29 +28,48 @@
 -- When the key held ARGV[1] it was deleted, and the script returns
 -- 1 + announce(...): 1 + 2 × the clients the announcement reached, + 1 when
 -- it named a waiter (the releaser then lets it go first).
--- hand_over hands the lock KEYS[1], just deleted by the release of id, to
--- waiter when it is a waiter that takes the lock so: a member
--- "process/h-<ttl ms>-<token>". It tells the waiter's process, on its own
--- channel, as "id|waiter#h<node time ms>|name", and sets the key to the
--- waiter's token for its TTL only when the process heard it (a process
--- that is gone gets nothing: the next such waiter is popped, three at
--- most). It returns the waiter still to announce ("" once handed) and 2 ×
--- the clients told + 1 once handed, 0 otherwise.
-local function hand_over(id, waiter)
-	for _ = 1, 3 do
-		local process, ttl, token = string.match(waiter, "^([^/]+)/h%-(%d+)%-(.+)$")
-		if not process then
-			return waiter, 0
-		end
-		local now = node_time() or 0 -- see granted.lua
-		local n = publish("redlock:wake:" .. process, id .. "|" .. waiter .. "#h" .. now .. "|" .. KEYS[1])
-		if n > 0 then
-			redis.call("SET", KEYS[1], token, "PX", ttl)
-			return "", 2 * n + 1
-		end
-		waiter = next_waiter()
+
+-- taker returns what hands the lock over to waiter: the channel of its
+-- process, its TTL and its token, when waiter is a member
+-- "process/h-<ttl ms>-<token>" (a waiter that takes the lock handed over)
+-- and its process subscribes on this server; nil otherwise.
+--
+-- The waiter counts the handoff's announcement as this node's vote (see
+-- redlock/turn.go), so the announcement must come only from the step that
+-- set the key to its token. Whether the process listens is asked before
+-- the key is set, of this server alone (PUBSUB NUMSUB): a PUBLISH count
+-- cannot decide it after the fact, since on a Redis Cluster it counts the
+-- subscribers of one master while the message reaches every master's. A
+-- user refused PUBSUB hands nothing over.
+local function taker(waiter)
+	local process, ttl, token = string.match(waiter, "^([^/]+)/h%-(%d+)%-(.+)$")
+	if not process then
+		return nil
 	end
-	return waiter, 0
+	local channel = "redlock:wake:" .. process
+	local n = redis.pcall("PUBSUB", "NUMSUB", channel)
+	if type(n) ~= "table" or n.err or tonumber(n[2]) == 0 then
+		return nil
+	end
+	return channel, ttl, token
+end
+
+-- hand_over hands the lock KEYS[1], free on this node, to waiter when
+-- taker says it takes it so: the key holds the waiter's token for its TTL
+-- from this atomic step on, and no one can take it in between; then it
+-- tells the waiter's process, on its own channel, as
+-- "id|waiter#h<node time ms>|name" (id: the releaser's token). It returns
+-- 2 × the clients told + 1 once handed; 0 when it handed nothing (the
+-- waiter is then to be named as any other: its process is gone, or listens
+-- on another server of a Cluster or a Ring, and makes its own attempt).
+local function hand_over(id, waiter)
+	local channel, ttl, token = taker(waiter)
+	if not channel then
+		return 0
+	end
+	local now = node_time() or 0 -- see granted.lua
+	redis.call("SET", KEYS[1], token, "PX", ttl)
+	return 2 * publish(channel, id .. "|" .. waiter .. "#h" .. now .. "|" .. KEYS[1]) + 1
 end
 
 if #KEYS > 2 and redis.call("GET", KEYS[3]) == ARGV[3] then
@@ -68,7 +87,7 @@ if v == ARGV[1] then
 	if ARGV[2] ~= "" then
 		local waiter = next_waiter()
 		if #KEYS == 2 then
-			waiter, heard = hand_over(ARGV[1], waiter)
+			heard = hand_over(ARGV[1], waiter)
 		end
 		if heard == 0 then
 			heard = announce(ARGV[2], ARGV[1], waiter)
@@ -85,7 +104,7 @@ if v == false then
 			-- that a node left out of one handoff is not left out of every
 			-- later one. Any other waiter is left to its turn.
 			local head = redis.pcall("ZRANGE", KEYS[2], 0, 0)
-			if type(head) == "table" and head[1] and string.find(head[1], "/h-", 1, true) then
+			if type(head) == "table" and head[1] and taker(head[1]) then
 				hand_over(ARGV[1], next_waiter())
 			end
 		end

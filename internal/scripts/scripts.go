@@ -104,7 +104,7 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: storedSource + grantedSource + announceSource + releaseSource, Hash: "1c9c03df20d6d35d41b0ad785ac859a27cfc1e85"}
+var Release = &Script{Source: storedSource + grantedSource + announceSource + releaseSource, Hash: "fc40532a4e7937e7a6767d775ecb4ef6bdbe9bb6"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6bed70d196e9294876ef068103ab"}

@@ -37,7 +37,15 @@ type Fake struct {
 	Calls     map[string]int
 	Applied   []string // ops applied, in order: "acquire", "release", ...
 	Subs      []*Sub
-	Mute      bool                        // publish delivers nothing
+	Mute      bool                        // publish delivers nothing, and no one subscribes
+	// Lost makes publish count the subscribers and deliver nothing, as
+	// when a subscriber drops after it was counted.
+	Lost bool
+	// Elsewhere puts the node's subscriptions on other servers of a Redis
+	// Cluster than the one that runs its scripts: they hear every message
+	// (over the cluster bus), but PUBLISH and PUBSUB NUMSUB count none of
+	// them, since each counts the subscribers of one server.
+	Elsewhere bool
 	Published int                         // releases announced
 	Counters  map[string]uint64           // fencing counters: no expiry
 	Queues    map[string]map[string]int64 // waiters' queues: member → score

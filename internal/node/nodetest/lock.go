@@ -254,7 +254,7 @@ func (n *Fake) announceRelease(r *node.Release) int {
 	queue := n.beside(r.Key, r.QueueKey)
 	waiter, heard := n.popWaiter(queue), 0
 	if !r.Reentrant && r.Intent == "" && queue != "" {
-		waiter, heard = n.handOver(r.Key, payload, waiter, queue)
+		heard = n.handOver(r.Key, payload, waiter)
 	}
 	if heard == 0 {
 		heard = n.announce(r.Key, r.Channel, payload, waiter)
@@ -282,31 +282,29 @@ func (n *Fake) handOverFree(r *node.Release) {
 	if queue == "" {
 		return
 	}
-	if head := n.headWaiter(queue); head != "" {
-		if _, _, _, ok := node.Handoff(head); ok {
-			n.handOver(r.Key, r.Token, n.popWaiter(queue), queue)
-		}
+	if head := n.headWaiter(queue); head != "" && n.taker(head) {
+		n.handOver(r.Key, r.Token, n.popWaiter(queue))
 	}
 }
 
+// taker is taker in release.lua: whether waiter takes the lock handed
+// over and its process subscribes on this server. Called with n.mu held.
+func (n *Fake) taker(waiter string) bool {
+	process, _, _, ok := node.Handoff(waiter)
+	return ok && n.subscribers(node.WakePrefix+process) > 0
+}
+
 // handOver is hand_over in release.lua: it hands the lock key over to
-// waiter when its member says it takes it so and its process hears it,
-// and returns the waiter still to announce and what the announcement
-// returned (0: not handed). Called with n.mu held.
-func (n *Fake) handOver(key, id, waiter, queue string) (string, int) {
-	for range 3 {
-		process, ttl, token, ok := node.Handoff(waiter)
-		if !ok {
-			return waiter, 0
-		}
-		now := time.Now().Add(n.ClockOffset).UnixMilli() // the node's clock
-		if h := n.publish(node.WakePrefix+process, fmt.Sprintf("%s|%s%s%d|%s", id, waiter, node.HandedMark, now, key)); h > 0 {
-			n.Data[key] = Entry{Value: token, Expires: time.Now().Add(ttl), Holds: 1}
-			return "", 2*h + 1
-		}
-		waiter = n.popWaiter(queue)
+// waiter when taker says so, and returns what the announcement returned
+// (0: not handed). Called with n.mu held.
+func (n *Fake) handOver(key, id, waiter string) int {
+	if !n.taker(waiter) {
+		return 0
 	}
-	return waiter, 0
+	process, ttl, token, _ := node.Handoff(waiter)
+	now := time.Now().Add(n.ClockOffset).UnixMilli() // the node's clock
+	n.Data[key] = Entry{Value: token, Expires: time.Now().Add(ttl), Holds: 1}
+	return 2*n.publish(node.WakePrefix+process, fmt.Sprintf("%s|%s%s%d|%s", id, waiter, node.HandedMark, now, key)) + 1
 }
 
 // dropMark is release.lua's KEYS[3]: a reader-writer lock's writer drops

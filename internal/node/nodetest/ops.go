@@ -162,17 +162,33 @@ func (n *Fake) publish(channel, payload string) int {
 	if n.Mute {
 		return 0 // announcements lost
 	}
-	heard := 0
+	if n.Lost {
+		return n.subscribers(channel)
+	}
 	for _, s := range n.Subs {
 		if s.Channels[channel] {
-			heard++
 			select {
 			case s.ch <- &redis.Message{Channel: channel, Payload: payload}:
 			default:
 			}
 		}
 	}
-	return heard
+	return n.subscribers(channel)
+}
+
+// subscribers is PUBSUB NUMSUB channel: the subscriptions to channel that
+// this server counts. Called with n.mu held.
+func (n *Fake) subscribers(channel string) int {
+	if n.Elsewhere || n.Mute {
+		return 0
+	}
+	count := 0
+	for _, s := range n.Subs {
+		if s.Channels[channel] {
+			count++
+		}
+	}
+	return count
 }
 
 // Publish announces payload on channel, as another client would, and
