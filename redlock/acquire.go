@@ -25,12 +25,15 @@ type grant struct {
 // the next: how many nodes granted it when it was decided, how long it
 // took, and whether it gave way to a competitor that ranks higher (see
 // outranks); hopeless is set when so many nodes failed with errors no
-// retry can change (ErrMisconfigured) that no quorum is left to grant.
+// retry can change (ErrMisconfigured) that no quorum is left to grant, and
+// local when the value's own state refused it, without I/O (it waits for
+// its own release, without taking a turn in the nodes' queues).
 type refusal struct {
 	granted  int
 	took     time.Duration
 	yielded  bool
 	hopeless bool
+	local    bool
 }
 
 // spec is one acquisition to make: the operation, its undo, the rule and
@@ -102,12 +105,7 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 	t := rd.t
 	won := ctxErr == nil && t.won()
 	idErr := e.ids.distinct(idr, won, rd.start, rd.start.Add(s.cfg.nodeTimeout))
-	until := validUntil(rd.start, s.cfg.ttl, s.cfg.driftFactor)
-	if won && idErr == nil && e.now().Before(until) {
-		g := grant{start: rd.start, until: until}
-		if e.guard != nil {
-			g.voters, g.jumps = t.grantedNodes(), e.guard.jumpsOf()
-		}
+	if g, ok := e.granted(rd.start, s.cfg, t.grantedNodes); won && idErr == nil && ok {
 		if s.fence == nil {
 			return g, refusal{}, nil
 		}
@@ -119,6 +117,24 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 		return grant{}, failed, idErr
 	}
 	return grant{}, failed, e.fail(ErrNotAcquired, notAcquired(t, a, failed.took, s.cfg.ttl)+e.skewed(), ctxErr, t)
+}
+
+// granted returns the grant of votes counted from start (an attempt's,
+// or the registration of a waiter handed the lock over): every voter holds
+// the token until at least start + TTL on its own clock, so the validity
+// ends at start + TTL - drift. False when none of it is left. voters are
+// the nodes whose votes counted, for the clock guard. Every grant is made
+// here.
+func (e *engine) granted(start time.Time, cfg *config, voters func() []int) (grant, bool) {
+	until := validUntil(start, cfg.ttl, cfg.driftFactor)
+	if !e.now().Before(until) {
+		return grant{}, false
+	}
+	g := grant{start: start, until: until}
+	if e.guard != nil {
+		g.voters, g.jumps = voters(), e.guard.jumpsOf()
+	}
+	return g, true
 }
 
 // skewed says, when this process's own wall clock is the one off (every

@@ -41,8 +41,6 @@ type engine struct {
 	// lock keeps beside its name must hash to the name's slot there.
 	sharded bool
 
-	courtesy courtesy // see courtesy.go
-
 	features *features // the optional features each node refused (see features.go)
 
 	guard    *clockGuard // the nodes' clocks (see clockguard.go); nil: no check
@@ -207,4 +205,26 @@ func (e *engine) abandon(ctx context.Context, what string) error {
 		err = errors.Join(err, fmt.Errorf("redlock: close: %d node calls still in flight end at their client's timeout", left))
 	}
 	return err
+}
+
+// deliver sends the waiters' queue changes, ops[i] to node i (nil:
+// nothing), every node at once, and returns once each answered or timeout
+// passed, with each node's reply: the fan-out internal/waitq is handed.
+func (e *engine) deliver(ops []node.Op, timeout time.Duration) []node.Reply {
+	report := e.report
+	if report != nil {
+		// A refusal for good turns the queue off on the node, which
+		// reports it once (see featureOff).
+		report = func(ctx context.Context, i int, err error, late bool) {
+			if !errors.Is(err, ErrMisconfigured) {
+				e.report(ctx, i, err, late)
+			}
+		}
+	}
+	rd := newRound(context.Background(), e.pool, timeout, report, e.pool.size()).keepReplies()
+	for i, op := range ops {
+		rd.post(i, op, nil, func(int) bool { return op != nil }, false, false)
+	}
+	_ = rd.gather(context.Background())
+	return rd.replies
 }

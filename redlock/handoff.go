@@ -2,38 +2,40 @@ package redlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
-	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/waitq"
 )
 
-// The lock handed over. A waiting Lock of a plain lock (no fencing, no
-// restart delay, no replica acknowledgement) queues itself with a token
-// of its own (see waitq.JoinHandoff): a release that pops it sets the key
-// to that token in the step that deletes its own, when this process hears
-// the announcement. Nothing can take the lock in between, and the waiter
-// needs no attempt of its own: each node's announcement is that node's
-// vote.
+// The lock handed over (see turn.go for the policy and the invariant). A
+// waiting Lock of a plain lock queues itself with a token of its own (see
+// waitq.JoinHandoff); a release that pops it where the node's server
+// counts this process's subscription sets the key to that token in the
+// step that deletes its own, then announces it (release.lua). Each such
+// announcement is that node's vote.
 //
-// The validity of such votes: a node hands the lock over only after it
-// popped the waiter's member, which no node had before registered (this
-// process's clock, read before the member was sent anywhere); the key it
-// sets lives for the TTL from then on the node's clock. A quorum of
-// handoffs therefore holds the lock until registered + TTL - drift, as a
-// grant to an attempt started at registered would. Handoffs are counted
-// only while half the TTL or more of that is left; otherwise (a long
-// wait) the waiter makes an attempt with the token, which finds the keys
-// handed to it already its own and re-arms them (acquire_plain.lua), so
-// that its validity counts from the attempt.
+// Validity: a node hands the lock over only after it popped the waiter's
+// member, which no node had before it was registered (this process's
+// clock, read before the member was sent anywhere); the key it sets lives
+// for the TTL from then on the node's clock. A quorum of handoffs
+// therefore holds the lock until registered + TTL - drift, as a grant to
+// an attempt started at registered would. Handoffs are counted only while
+// half the TTL or more of that is left; otherwise (a long wait) the
+// waiter makes an attempt with the token, which finds the keys handed to
+// it already its own and re-arms them (acquire_plain.lua), so that its
+// validity counts from the attempt.
 //
 // With fewer handoffs than a quorum within handoffWindow of the first (the
-// nodes' queues differ, a release is slow to reach a node), the waiter
-// makes the same attempt: the nodes that handed the lock over grant it,
-// the others are asked as usual. After an attempt with a token fails, the
-// token is retired (its keys released by the attempt's undo, or as
-// orphans: see waitq) and a new one registered at the same place in the
-// queues.
+// nodes' queues differ, a release is slow to reach a node, a node named
+// the waiter instead), the waiter makes the same attempt: the nodes that
+// handed the lock over grant it, the others are asked as usual. After an
+// attempt with a token fails, the token is retired (its keys released by
+// the attempt's undo, or as orphans: see waitq) and a new one registered
+// at the same place in the queues. A waiter that gives up before an
+// attempt with its token releases the token on every node: a node may
+// have handed it the lock without the announcement reaching it.
 
 // handoffWindow is how long a waiter that heard one node hand it the lock
 // waits for a quorum of them before it makes an attempt. The releases were
@@ -41,10 +43,10 @@ import (
 // round trip of one another.
 const handoffWindow = 5 * time.Millisecond
 
-// handsOver reports whether a Lock of m may take the lock handed over.
-func (m *Mutex) handsOver() bool {
-	cfg := &m.h.cfg
-	_, plain := m.lock.(plainLock)
+// handsOver reports whether a Lock of a lock of cfg, plain or not, may
+// take the lock handed over: a plain lock's grant is its key alone (no
+// fencing token, restart delay or replica acknowledgement to add).
+func handsOver(plain bool, cfg *config) bool {
 	return plain && cfg.notify && !cfg.fencing && cfg.restart == 0 && cfg.ack.Replicas == 0
 }
 
@@ -125,11 +127,24 @@ func (wt *waiting) handed() (grant, bool) {
 	if e.now().After(ho.registered.Add(cfg.ttl / 2)) {
 		return grant{}, false
 	}
-	g := grant{start: ho.registered, until: validUntil(ho.registered, cfg.ttl, cfg.driftFactor)}
-	if e.guard != nil {
-		g.voters, g.jumps = ho.votes, e.guard.jumpsOf()
+	return e.granted(ho.registered, cfg, func() []int { return ho.votes })
+}
+
+// tryHanded is an attempt of a Lock queued to be handed the lock: it takes
+// the lock with the handoffs counted when they make a quorum, and
+// otherwise makes an attempt with their token (try).
+func (wt *waiting) tryHanded(ctx context.Context, try func(ctx context.Context, token string) (refusal, error)) (refusal, error) {
+	if err := ctx.Err(); err != nil {
+		return refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
 	}
-	return g, true
+	ho := wt.ho
+	g, ok := wt.handed()
+	ho.used = true
+	if ok {
+		wt.h.take(ctx, ho.token, ho.token, g, false)
+		return refusal{}, nil
+	}
+	return try(ctx, ho.token)
 }
 
 // register queues the wait with a new token to be handed the lock with,
@@ -143,27 +158,4 @@ func (wt *waiting) register() {
 		wt.w.Requeue(h.cfg.nodeTimeout)
 	}
 	wt.ho = &handoffOf{token: wt.w.Handoff(), registered: registered, heard: map[int]bool{}}
-}
-
-// orphan releases, on node i, the lock name that was handed over to token
-// after its waiter stopped waiting with it, unless a lease of this
-// process holds the token (the waiter won with it).
-func (e *engine) orphan(i int, name, token string, timeout time.Duration) {
-	e.leasesMu.Lock()
-	for l := range e.leases {
-		if l.token == token {
-			e.leasesMu.Unlock()
-			return
-		}
-	}
-	e.leasesMu.Unlock()
-	if e.track(1) != nil {
-		return // closed: the key expires with its TTL
-	}
-	go func() {
-		defer e.wg.Done()
-		ops := make([]node.Op, e.pool.size())
-		ops[i] = announced(name, &lease{token: token, notice: token})
-		e.deliver(ops, timeout)
-	}()
 }

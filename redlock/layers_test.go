@@ -13,44 +13,94 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// engine is the package's lower layer, in the order its files may depend
-// on each other: each uses only the files before it (and internal/), and
-// every other file of the package (the facade) may use all of them, never
-// the reverse. docs/ARCHITECTURE.md explains the layers.
-var engineFiles = []string{"clock.go", "gate.go", "quorum.go", "report.go", "clockguard.go", "pool.go", "round.go", "attempt.go"}
+// The package's files in layers, lowest first: a file uses only the
+// files of its own layer and of the layers below it (and internal/). The
+// engine's files are also ordered among themselves: each uses only the
+// files before it. Every non-test file is in exactly one layer.
+// docs/ARCHITECTURE.md explains the layers.
+var (
+	engineFiles = []string{"clock.go", "gate.go", "quorum.go", "report.go", "clockguard.go", "pool.go", "round.go", "attempt.go"}
+	layers      = [][]string{
+		engineFiles,
+		// The lease: the engine as a whole, acquisitions, releases and
+		// extensions of any kind, the holder, renewal and the back-off.
+		{"errors.go", "observer.go", "options.go", "engine.go", "features.go", "identify.go", "clockwatch.go",
+			"acquire.go", "fence.go", "release.go", "lease.go", "renew.go", "retry.go"},
+		// The turn: waiting for a release, and the lock handed over.
+		{"turn.go", "handoff.go"},
+		// The facade: the primitives and the public API.
+		{"lockkind.go", "mutex.go", "shared.go", "rwmutex.go", "semaphore.go", "multi.go", "do.go", "locker.go",
+			"wait.go", "redlock.go", "health.go", "inspect.go", "doc.go"},
+	}
+)
 
-// TestLayers checks that the engine's files reach neither into the facade
-// nor into engine files after them: no name declared at top level there
-// (a type, function, variable or constant) is used in them, nor any method
-// declared only there.
+// TestLayers checks that no file reaches into a layer above its own, and
+// that the engine's files reach no engine file after them: no name
+// declared at top level there (a type, function, variable or constant) is
+// used in them, nor any method declared only there.
 func TestLayers(t *testing.T) {
 	files := parseFiles(t)
-	for i, name := range engineFiles {
-		f, ok := files[name]
-		require.True(t, ok, "%s is missing", name)
-		below := map[string]bool{}
-		for _, lower := range engineFiles[:i+1] {
-			for id := range declared(files[lower]) {
-				below[id] = true
-			}
+	var listed []string
+	for _, l := range layers {
+		listed = append(listed, l...)
+	}
+	for name := range files {
+		assert.Equal(t, 1, count(listed, name), "%s is in %d layers, not one", name, count(listed, name))
+	}
+	for li, layer := range layers {
+		var upTo []string // the files a file of this layer may use
+		for _, l := range layers[:li+1] {
+			upTo = append(upTo, l...)
 		}
-		above := map[string]string{} // name → the file that declares it
-		for other, of := range files {
-			if slices.Contains(engineFiles[:i+1], other) {
-				continue
+		for i, name := range layer {
+			allowed := upTo
+			if li == 0 {
+				allowed = engineFiles[:i+1]
 			}
-			for id := range declared(of) {
-				if !below[id] {
-					above[id] = other
-				}
-			}
+			f, ok := files[name]
+			require.True(t, ok, "%s is missing", name)
+			checkUses(t, files, name, f, allowed)
 		}
-		for _, use := range uses(f) {
-			if from, ok := above[use]; ok {
-				assert.Failf(t, "layering", "%s uses %s, declared in %s above it", name, use, from)
+	}
+}
+
+// checkUses fails for each name f uses that only a file outside allowed
+// declares.
+func checkUses(t *testing.T, files map[string]*ast.File, name string, f *ast.File, allowed []string) {
+	t.Helper()
+	below := map[string]bool{}
+	for _, lower := range allowed {
+		for id := range declared(files[lower]) {
+			below[id] = true
+		}
+	}
+	above := map[string]string{} // name → the file that declares it
+	for other, of := range files {
+		if slices.Contains(allowed, other) {
+			continue
+		}
+		for id := range declared(of) {
+			if !below[id] {
+				above[id] = other
 			}
 		}
 	}
+	for _, use := range uses(f) {
+		if from, ok := above[use]; ok {
+			assert.Failf(t, "layering", "%s uses %s, declared in %s above it", name, use, from)
+		}
+	}
+}
+
+// count is how many times s holds x.
+func count(s []string, x string) int {
+	n := 0
+	for _, y := range s {
+		if y == x {
+			n++
+		}
+	}
+	return n
 }
 
 // parseFiles parses the package's non-test files.

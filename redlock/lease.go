@@ -287,3 +287,23 @@ func (h *holder) observe(ctx context.Context, op Op, run func(context.Context) (
 
 // op is the Observer's Op for the call of index k in the kind's names.
 func (h *holder) op(k int) Op { return Op{Kind: h.kind.kinds()[k], Name: h.name} }
+
+// Bounding the wait for a lock apart from the hold. The context given to
+// Lock bounds both: the attempts, and with WithRenewal the renewal of the
+// lock once acquired. LockWithin bounds the attempts by a context of their
+// own, which carries the caller's context as a value: the acquisition
+// starts renewal under that one instead (see holdContext).
+
+// holdKey is the context key under which LockWithin's wait context
+// carries the context that bounds the hold.
+type holdKey struct{}
+
+// holdContext returns the context that bounds the hold of a lock acquired
+// under ctx: the caller's own when ctx is LockWithin's wait context, ctx
+// itself otherwise.
+func holdContext(ctx context.Context) context.Context {
+	if hold, ok := ctx.Value(holdKey{}).(context.Context); ok {
+		return hold
+	}
+	return ctx
+}

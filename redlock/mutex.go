@@ -72,10 +72,13 @@ func (m *Mutex) Lock(ctx context.Context) error {
 // many nodes misconfigured that no quorum is left (see tally.hopeless).
 func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 	err = m.h.observe(ctx, m.h.op(0), func(ctx context.Context) (int, error) {
-		wt := &waiting{h: &m.h, courteous: true, split: true, handoff: m.handsOver()}
+		_, plain := m.lock.(plainLock)
+		wt := &waiting{h: &m.h, courteous: true, split: true, handoff: handsOver(plain, &m.h.cfg)}
 		attempts, failed, err := wt.wait(ctx, func(ctx context.Context, released string) (refusal, error) {
 			if wt.ho != nil {
-				return m.tryHandedOver(ctx, wt, released)
+				return wt.tryHanded(ctx, func(ctx context.Context, token string) (refusal, error) {
+					return m.tryWith(ctx, token, token, released, maxReasks)
+				})
 			}
 			return m.tryLock(ctx, released, maxReasks)
 		})
@@ -137,23 +140,6 @@ func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (refus
 		return refusal{}, err
 	}
 	return m.tryWith(ctx, token, notice, released, reasks)
-}
-
-// tryHandedOver is an attempt of a Lock queued to be handed the lock over
-// (see handoff.go): it takes the lock with the handoffs it counted when
-// they make a quorum, and otherwise makes an attempt with their token.
-func (m *Mutex) tryHandedOver(ctx context.Context, wt *waiting, released string) (refusal, error) {
-	if err := ctx.Err(); err != nil {
-		return refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
-	}
-	ho := wt.ho
-	g, ok := wt.handed()
-	ho.used = true
-	if ok {
-		m.h.take(ctx, ho.token, ho.token, g, false)
-		return refusal{}, nil
-	}
-	return m.tryWith(ctx, ho.token, ho.token, released, maxReasks)
 }
 
 // tryWith is an attempt with token, whose release is announced with

@@ -65,8 +65,8 @@ func (e *engine) free(ctx context.Context, op node.Op, name string, announced bo
 	waited := announced && (rule.heardBy.Load() || e.waiters.Waiting(name))
 	if waited {
 		// Waiters heard the release: this process's next Lock on the
-		// name lets them go first (see courtesy.go).
-		e.courtesy.yield(name, e.now().Sub(rd.start), e.now())
+		// name lets them go first (the courtesy, see turn.go).
+		e.waiters.Released(name, e.now().Sub(rd.start), e.now())
 	}
 	if ctxErr == nil && t.won() {
 		if waited {
@@ -150,4 +150,42 @@ func (e *engine) extend(ctx context.Context, op node.Op, c lapse) error {
 		err = errors.Join(err, ErrLockLost)
 	}
 	return err
+}
+
+// orphan releases, on node i, the lock name that was handed over to token
+// after its waiter stopped waiting with it (see orphans).
+func (e *engine) orphan(i int, name, token string, timeout time.Duration) {
+	e.orphans([]int{i}, name, token, timeout)
+}
+
+// orphans releases the lock name handed over to token on the nodes given
+// (nil: every node), in the background, unless a lease of this process
+// holds the token (the waiter won with it).
+func (e *engine) orphans(nodes []int, name, token string, timeout time.Duration) {
+	e.leasesMu.Lock()
+	for l := range e.leases {
+		if l.token == token {
+			e.leasesMu.Unlock()
+			return
+		}
+	}
+	e.leasesMu.Unlock()
+	if e.track(1) != nil {
+		return // closed: the keys expire with their TTL
+	}
+	ops := make([]node.Op, e.pool.size())
+	op := &node.Release{Key: name, Token: token, Channel: node.ReleaseChannel(name), Notice: token,
+		Drop: node.DropAll, QueueKey: node.QueueKey(name)}
+	if nodes == nil {
+		for i := range ops {
+			ops[i] = op
+		}
+	}
+	for _, i := range nodes {
+		ops[i] = op
+	}
+	go func() {
+		defer e.wg.Done()
+		e.deliver(ops, timeout)
+	}()
 }

@@ -71,7 +71,7 @@ func (s *shared) try(ctx context.Context, _ string) (refusal, error) {
 		return refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
 	}
 	if err := s.begin(); err != nil {
-		return refusal{}, err
+		return refusal{local: true}, err
 	}
 	defer s.finish()
 	token, err := newToken()

@@ -86,6 +86,7 @@ type Queue struct {
 	syncing  []bool // per node: its sync goroutine runs
 	sweeping bool   // the sweep goroutine runs
 	timeout  time.Duration
+	released map[string]released // see courtesy.go
 }
 
 // nodeSub is one node's subscription, the channels it should have, and

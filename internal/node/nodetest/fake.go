@@ -23,21 +23,21 @@ import (
 type Fake struct {
 	Name string
 
-	mu        sync.Mutex
-	Data      map[string]Entry
-	Delay     time.Duration            // before each call is applied
-	Err       error                    // every call fails with it, without effect
-	Lose      bool                     // calls take effect but the reply is lost
-	IDs       []string                 // what Identify answers; nil: the fake's name
-	Restarts  int                      // restart calls: each is another run id
-	Resend    bool                     // releases are applied twice, as a client retry after a lost reply does; the second reply comes back
-	Hang      chan struct{}            // calls block until it is closed, then apply
-	OpDelay   map[string]time.Duration // extra delay of one kind of call
-	ErrOnly   string                   // when set, Err applies to this kind of call only
-	Calls     map[string]int
-	Applied   []string // ops applied, in order: "acquire", "release", ...
-	Subs      []*Sub
-	Mute      bool                        // publish delivers nothing, and no one subscribes
+	mu       sync.Mutex
+	Data     map[string]Entry
+	Delay    time.Duration            // before each call is applied
+	Err      error                    // every call fails with it, without effect
+	Lose     bool                     // calls take effect but the reply is lost
+	IDs      []string                 // what Identify answers; nil: the fake's name
+	Restarts int                      // restart calls: each is another run id
+	Resend   bool                     // releases are applied twice, as a client retry after a lost reply does; the second reply comes back
+	Hang     chan struct{}            // calls block until it is closed, then apply
+	OpDelay  map[string]time.Duration // extra delay of one kind of call
+	ErrOnly  string                   // when set, Err applies to this kind of call only
+	Calls    map[string]int
+	Applied  []string // ops applied, in order: "acquire", "release", ...
+	Subs     []*Sub
+	Mute     bool // publish delivers nothing, and no one subscribes
 	// Lost makes publish count the subscribers and deliver nothing, as
 	// when a subscriber drops after it was counted.
 	Lost bool

@@ -1,0 +1,263 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/waitq"
+)
+
+// Taking turns: who takes a released lock, and how a waiting acquisition
+// (Lock, Acquire, RLock) waits for it. This comment is the whole policy;
+// this file, handoff.go, internal/waitq and release.lua make it exact.
+//
+//   - Trying. A newcomer makes an attempt at once, unless this process's
+//     last release of the name reached waiters (the courtesy): then it
+//     queues behind them without trying.
+//   - Queued. After a failed attempt it joins the name's queue on every
+//     node, scored by when it began to wait (a waiter queued again keeps
+//     its place), and subscribes. It waits for its turn, or for a back-off
+//     of at least half the longest (queued): the fallback for a lost
+//     announcement, long enough not to collide with the waiter whose turn
+//     it is.
+//   - Named. A release pops the oldest member of each node's queue and
+//     wakes that waiter's process alone; the waiter tries at once, and
+//     queues again at its old place if it fails. With no one queued, the
+//     release wakes each process's oldest waiter (a reader's turn: every
+//     reader).
+//   - Handed. A plain lock's waiter queues a token of its own; a release
+//     that pops it sets the key to that token instead of freeing it, then
+//     announces that. The waiter takes the lock when a quorum handed it
+//     over (handoff.go); otherwise it makes an attempt with the token.
+//
+// The invariant: a node's answer counts toward a quorum only if the node
+// holds the voter's token from then on, for the validity counted. A grant
+// or an extension is the node's own reply after it set the key. A handoff
+// is announced only by the script step that set the key, where the
+// node's own server counts the waiter's process (never inferred from a
+// PUBLISH count: on a Redis Cluster it counts one master's subscribers);
+// its validity counts from the waiter's registration, before the key
+// could be set. Elsewhere the waiter is named instead, and tries.
+//
+// The bound: with no announcement lost, a Lock queued behind k waiters
+// takes the lock within k holds and k+1 handoffs; a lost announcement
+// costs one queued back-off. Contenders that split the nodes try again
+// within two attempt times, twice in a row at most (delay).
+
+// The courtesy without notification: the next Lock waits a few times
+// what the release took, at least courtesyMin and at most courtesyMax,
+// enough for a woken waiter to make its attempt.
+const (
+	courtesyMin = time.Millisecond
+	courtesyMax = 20 * time.Millisecond
+)
+
+// courtesyLeft is how long a Lock on name should still let the waiters
+// that heard this process's last release of it go first; 0 or less when it
+// need not.
+func (e *engine) courtesyLeft(name string) time.Duration {
+	at, took, ok := e.waiters.LastRelease(name)
+	if !ok {
+		return 0
+	}
+	left := at.Add(min(max(4*took, courtesyMin), courtesyMax)).Sub(e.now())
+	if left <= 0 {
+		e.waiters.Forget(name)
+	}
+	return left
+}
+
+// attemptFunc is one attempt of a waiting acquisition. released is the
+// token whose announced release woke it ("" when none did): nodes that
+// still hold it are about to be free (see attempt).
+type attemptFunc func(ctx context.Context, released string) (refusal, error)
+
+// waiting is one blocking acquisition in progress: Lock, Acquire or RLock.
+type waiting struct {
+	h *holder
+	// courteous applies the courtesy, and split the split-vote retry (see
+	// delay): both are a lock's.
+	courteous, split bool
+	reader           bool          // a reader-writer lock's reader: woken with the others
+	w                *waitq.Waiter // queued and subscribed; nil until the first wait
+	// handoff queues a plain lock's wait as one that takes the lock handed
+	// over (see handoff.go); ho is what it was handed with its token.
+	handoff  bool
+	ho       *handoffOf
+	released string // the token whose announced release woke it
+	woken    bool   // the last wait ended with an announced release
+	splits   int    // consecutive short waits after split votes
+}
+
+// wait makes attempts with try until one succeeds, ctx ends, the attempts
+// bound is reached, or the last attempt says no retry can succeed; it
+// returns how many attempts it made and what the last failed one said of
+// itself.
+func (wt *waiting) wait(ctx context.Context, try attemptFunc) (int, refusal, error) {
+	defer wt.leave()
+	if wt.courteous {
+		if err := wt.courtesy(ctx); err != nil {
+			return 0, refusal{}, err
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		failed, err := try(ctx, wt.released)
+		if done, err := final(ctx, wt.h.cfg.tries, attempt, failed, err); done {
+			return attempt, failed, err
+		}
+		if ctxErr := wt.pause(ctx, attempt, failed); ctxErr != nil {
+			return attempt, failed, errors.Join(err, ctxErr)
+		}
+	}
+}
+
+// final reports whether a waiting acquisition returns after an attempt
+// that returned err, and what: nil on success; err when it is not one that
+// a retry may change, when the attempts bound (tries, 0: none) is
+// reached, or joined with ctx's error when ctx ended.
+func final(ctx context.Context, tries, attempt int, failed refusal, err error) (bool, error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, ErrNotAcquired), failed.hopeless:
+		return true, err
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		if !errors.Is(err, ctxErr) {
+			err = errors.Join(err, ctxErr)
+		}
+		return true, err
+	}
+	return tries > 0 && attempt >= tries, err
+}
+
+// courtesy lets the waiters go first when this process just released the
+// name to them. With notification on, the wait joins the queue behind
+// them at once and tries when its turn is announced, as theirs was. It
+// does not try when the courtesy ends: that attempt would be out of turn,
+// and would land in one of the handoffs that follow, splitting the nodes
+// with the waiter whose turn it is.
+func (wt *waiting) courtesy(ctx context.Context) error {
+	h := wt.h
+	d := h.e.courtesyLeft(h.name)
+	if d <= 0 {
+		return nil
+	}
+	var wake <-chan string
+	var handed <-chan waitq.Handed
+	if h.cfg.notify {
+		wt.w = wt.join()
+		wake, handed = wt.w.Wake(), wt.w.Handed()
+		d = queued(h.cfg.retry(), d)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case wt.released = <-wake:
+		wt.woken = true
+	case ho := <-handed:
+		if err := wt.collect(ctx, ho); err != nil {
+			return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
+		}
+	case <-ctx.Done():
+		return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), ctx.Err())
+	}
+	return nil
+}
+
+// pause waits after a failed attempt: for the back-off, or until a release
+// is announced (an attempt refused locally does not queue). It returns
+// ctx's error when ctx ended first.
+func (wt *waiting) pause(ctx context.Context, attempt int, failed refusal) error {
+	cfg := &wt.h.cfg
+	if wt.w == nil && cfg.notify && !failed.local {
+		// Queued and subscribed from now on (in the background): a
+		// release announced before that took effect is missed, and costs
+		// one back-off.
+		wt.w = wt.join()
+	}
+	var wake <-chan string
+	var handed <-chan waitq.Handed
+	if wt.w != nil {
+		switch {
+		case wt.ho != nil && wt.ho.used:
+			wt.register() // a new token, at the same place
+		case wt.woken:
+			wt.w.Requeue(cfg.nodeTimeout) // named by the release, popped, and failed
+		}
+		wake, handed = wt.w.Wake(), wt.w.Handed()
+	}
+	wt.released, wt.woken = "", false
+	timer := time.NewTimer(wt.delay(attempt, failed))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case wt.released = <-wake:
+		wt.woken = true
+	case ho := <-handed:
+		return wt.collect(ctx, ho)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// queued is the wait d of a waiter that is queued and subscribed: its
+// turn is announced, and the back-off is only the fallback for a lost
+// announcement. A short one would try out of turn, and collide with the
+// waiter whose turn it is: at least half the longest back-off.
+func queued(rt retrier, d time.Duration) time.Duration {
+	return max(d, rt.hi/2+rand.N(rt.hi/2+1))
+}
+
+// delay is the back-off after a failed attempt (see retrier). After a
+// lock's attempt that found the lock free on some nodes and ranked first
+// among the contenders that split them, yet did not complete its quorum,
+// it tries again soon, at a random moment within two attempt times, rather
+// than after a full back-off while the lock stays free. Twice at most in a
+// row: grants can also come from a node the holder's SET has not reached
+// yet, and that is no reason to spin. An attempt that gave way waits for
+// the release of the contender it gave way to. Contenders for a
+// semaphore's permits name no single competitor to give way to: they all
+// wait their back-off.
+func (wt *waiting) delay(attempt int, failed refusal) time.Duration {
+	rt := wt.h.cfg.retry()
+	delay := rt.delay(attempt)
+	if wt.w != nil {
+		delay = queued(rt, delay)
+	}
+	if wt.split && failed.granted > 0 && !failed.yielded && wt.splits < 2 {
+		wt.splits++
+		return min(delay, rand.N(2*failed.took+1))
+	}
+	wt.splits = 0
+	return delay
+}
+
+// join puts the wait in the queue of waiters, as a reader's when it is
+// one.
+func (wt *waiting) join() *waitq.Waiter {
+	if wt.handoff {
+		wt.register()
+		return wt.w
+	}
+	if wt.reader {
+		return wt.h.e.waiters.JoinReader(wt.h.name, wt.h.cfg.nodeTimeout)
+	}
+	return wt.h.e.waiters.Join(wt.h.name, wt.h.cfg.nodeTimeout)
+}
+
+// leave takes the wait out of the queue of waiters.
+func (wt *waiting) leave() {
+	if wt.w == nil {
+		return
+	}
+	wt.w.Leave(wt.h.cfg.nodeTimeout)
+	if ho := wt.ho; ho != nil && !ho.used {
+		wt.h.e.orphans(nil, wt.h.name, ho.token, wt.h.cfg.nodeTimeout)
+	}
+}
