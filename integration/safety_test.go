@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
 )
@@ -237,4 +239,102 @@ func TestSafetyCluster(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestSafetySentinel runs the workload on three Sentinel-managed masters:
+// one Redlock over failover clients, the other over universal clients
+// given a master name.
+func TestSafetySentinel(t *testing.T) {
+	t.Parallel()
+	s := startSentinel(t, 3)
+	safetyWorkload(t, func(i int) []redis.UniversalClient {
+		if i%2 == 0 {
+			return s.Clients(nil)
+		}
+		clients := make([]redis.UniversalClient, s.Len())
+		for j := range clients {
+			clients[j] = redis.NewUniversalClient(&redis.UniversalOptions{MasterName: s.MasterName(j), Addrs: s.SentinelAddrs()})
+		}
+		return clients
+	}, "safety:sentinel", plainKind)
+}
+
+// TestSafetyTLS runs the workload on three nodes that serve TLS only.
+func TestSafetyTLS(t *testing.T) {
+	t.Parallel()
+	tn := startTLS(t, 3)
+	safetyWorkload(t, func(int) []redis.UniversalClient {
+		clients := make([]redis.UniversalClient, len(tn))
+		for i, n := range tn {
+			clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr(), TLSConfig: n.ClientTLS()})
+		}
+		return clients
+	}, "safety:tls", plainKind)
+}
+
+// TestSafetyACL runs the workload on three nodes as the user of each ACL
+// line docs/DEPLOYMENTS.md describes: the full line, as written there,
+// and each tier below it (aclTiers). A tier without the queue or the
+// channels turns the handoff off: waiters are woken to try, or poll.
+func TestSafetyACL(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	admin := inspector(t, c)
+	ctx := timeout(t, 5*time.Minute)
+	setUser := func(t *testing.T, args []any) {
+		t.Helper()
+		for _, a := range admin {
+			require.NoError(t, a.Do(ctx, args...).Err(), "%v", args)
+		}
+	}
+	as := func(user, pass string) nodesOf {
+		return func(int) []redis.UniversalClient { return userClients(c, user, pass) }
+	}
+	t.Run("full line", func(t *testing.T) {
+		fields := strings.Fields(fullACLLine(t))
+		args := make([]any, len(fields))
+		for i, f := range fields {
+			args[i] = f
+		}
+		setUser(t, args)
+		safetyWorkload(t, as(fields[2], strings.TrimPrefix(fields[4], ">")), "locks:safety:full", plainKind)
+	})
+	for _, tier := range aclTiers {
+		t.Run(tier.name, func(t *testing.T) {
+			user := "safety" + strings.ReplaceAll(tier.name, " ", "")
+			setUser(t, aclLine(user, "pw", "locks:", tier.drop...))
+			safetyWorkload(t, as(user, "pw"), "locks:"+user, plainKind)
+		})
+	}
+}
+
+// TestSafetyWithoutScripts runs the workload on three nodes spoken to
+// without scripts: as a user refused them (+@all -@scripting), which the
+// nodes find at their first refusal, with every lock kind; with
+// WithoutScripts given to New; and as the user of docs/DEPLOYMENTS.md's
+// line for such nodes, as written there.
+func TestSafetyWithoutScripts(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	noScriptsUser(t, c)
+	eachKind(t, func(int) []redis.UniversalClient { return userClients(c, "noscripts", "pw") }, "safety:noscripts")
+	t.Run("WithoutScripts", func(t *testing.T) {
+		safetyWorkload(t, func(int) []redis.UniversalClient { return c.Clients(nil) },
+			"safety:withoutscripts", plainKind, redlock.WithoutScripts())
+	})
+	t.Run("documented line", func(t *testing.T) {
+		line := aclLineAfter(t, "The commands such a user needs")
+		fields := strings.Fields(line)
+		ctx := timeout(t, time.Minute)
+		args := make([]any, len(fields))
+		for i, f := range fields {
+			args[i] = f
+		}
+		for _, a := range inspector(t, c) {
+			require.NoError(t, a.Do(ctx, args...).Err(), "%s", line)
+		}
+		safetyWorkload(t, func(int) []redis.UniversalClient {
+			return userClients(c, fields[2], strings.TrimPrefix(fields[4], ">"))
+		}, "locks:safety:noscripts", plainKind)
+	})
 }
