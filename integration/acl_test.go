@@ -30,6 +30,24 @@ func aclLine(user, pass, prefix string, drop ...string) []any {
 	return args
 }
 
+// aclTiers are the users of docs/DEPLOYMENTS.md's ACL tiers: the
+// least-privilege line without each optional permission (the waiters'
+// queue, ZPOPMIN alone as an older library's line had it, INFO, TIME, the
+// channels), and the core alone.
+var aclTiers = []struct {
+	name string
+	drop []string
+	off  string // the feature every node reports off, "" for none
+}{
+	{"core and options", nil, ""},
+	{"no queue", []string{"zadd", "zrem", "zpopmin"}, redlock.FeatureQueue},
+	{"no zpopmin", []string{"zpopmin"}, ""},
+	{"no info", []string{"info"}, redlock.FeatureIdentify},
+	{"no time", []string{"time"}, redlock.FeatureClock},
+	{"no channels", []string{"channels"}, ""},
+	{"core only", []string{"zadd", "zrem", "zpopmin", "info", "channels", "publish", "subscribe", "unsubscribe"}, redlock.FeatureQueue},
+}
+
 // TestACLTiers runs the lock as users with the least-privilege line minus
 // each optional permission: the waiters' queue (ZADD, ZREM, ZPOPMIN, or
 // ZPOPMIN alone, the line of an older library), INFO, the channels. Each
@@ -48,19 +66,7 @@ func TestACLTiers(t *testing.T) {
 			require.NoError(t, a.Do(ctx, args...).Err(), "%v", args)
 		}
 	}
-	for _, tier := range []struct {
-		name string
-		drop []string
-		off  string // the feature every node reports off, "" for none
-	}{
-		{"core and options", nil, ""},
-		{"no queue", []string{"zadd", "zrem", "zpopmin"}, redlock.FeatureQueue},
-		{"no zpopmin", []string{"zpopmin"}, ""},
-		{"no info", []string{"info"}, redlock.FeatureIdentify},
-		{"no time", []string{"time"}, redlock.FeatureClock},
-		{"no channels", []string{"channels"}, ""},
-		{"core only", []string{"zadd", "zrem", "zpopmin", "info", "channels", "publish", "subscribe", "unsubscribe"}, redlock.FeatureQueue},
-	} {
+	for _, tier := range aclTiers {
 		t.Run(tier.name, func(t *testing.T) {
 			user := "u" + strings.ReplaceAll(tier.name, " ", "")
 			setUser(t, aclLine(user, "pw", "locks:", tier.drop...))

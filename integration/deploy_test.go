@@ -46,6 +46,32 @@ func startRedisCluster(tb testing.TB, masters int) *RedisCluster {
 	return rc
 }
 
+// startRedisClusters starts n Redis Clusters of masters nodes each, in
+// parallel, for one test and terminates them after.
+func startRedisClusters(tb testing.TB, n, masters int) []*RedisCluster {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := make([]*RedisCluster, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { out[i], errs[i] = StartRedisCluster(ctx, masters) })
+	}
+	wg.Wait()
+	for _, rc := range out {
+		if rc != nil {
+			tb.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				require.NoError(tb, rc.Close(ctx))
+			})
+		}
+	}
+	require.NoError(tb, errors.Join(errs...), "start %d Redis Clusters of %d masters", n, masters)
+	return out
+}
+
 // startTLS starts n TLS nodes (in parallel) for one test and terminates
 // them after.
 func startTLS(tb testing.TB, n int) []*TLSNode {

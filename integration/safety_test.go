@@ -1,0 +1,422 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// The safety workload, run in every deployment shape docs/DEPLOYMENTS.md
+// documents: Redlocks with clients of their own, as separate processes
+// have, contend for one name around a counter that only the lock guards.
+// Two holders at once show as overlapping validity windows, a lost update,
+// a data race on the counter (under -race), or an Unlock that finds its
+// token on fewer than a quorum. Shapes differ in how a release reaches a
+// waiter: on a Redis Cluster, PUBLISH counts the subscribers of the local
+// master only, while the cluster bus delivers the message to every
+// master's, so a count is no proof that a waiter heard, or did not hear.
+
+const (
+	safetyRedlocks = 2  // contending Redlocks, each with clients of its own
+	safetyWorkers  = 2  // goroutines per Redlock, each with its own Mutex
+	safetyRounds   = 15 // critical sections per goroutine
+)
+
+// lockKind is a kind of lock the workload takes; a round enters it holds
+// times (a reentrant lock twice) and leaves it as often.
+type lockKind struct {
+	name   string
+	opts   []redlock.Option
+	holds  int
+	fenced bool
+}
+
+var (
+	// plainKind is the default lock: the only one a release hands over to
+	// the oldest waiter.
+	plainKind = lockKind{name: "plain", holds: 1}
+	// pollingKind is the plain lock with notification off: waiters poll.
+	pollingKind = lockKind{name: "polling", opts: []redlock.Option{redlock.WithNotification(false)}, holds: 1}
+	lockKinds   = []lockKind{
+		plainKind,
+		{name: "fenced", opts: []redlock.Option{redlock.WithFencing()}, holds: 1, fenced: true},
+		{name: "reentrant", opts: []redlock.Option{redlock.WithReentrant()}, holds: 2},
+		pollingKind,
+	}
+)
+
+// safetyHold is one critical section and the fencing token it ran under
+// (0 when not fenced).
+type safetyHold struct {
+	window
+	fence uint64
+}
+
+// safetyWorker is one goroutine of the workload and what it saw; only
+// that goroutine touches it until the workload has ended.
+type safetyWorker struct {
+	id         int
+	m          *redlock.Mutex
+	holds      []safetyHold
+	unlockErrs []error
+}
+
+// nodesOf returns new clients, one per node, for the i-th Redlock of a
+// workload: a shape may vary them from one Redlock to the next.
+type nodesOf func(i int) []redis.UniversalClient
+
+// safetyWorkload runs the workload on name: safetyRedlocks Redlocks (New
+// with newOpts) over the clients nodes gives each, safetyWorkers
+// goroutines each, safetyRounds rounds per goroutine of Lock, a
+// read-sleep-write of a plain int, Unlock. It then checks that no two
+// validity windows overlap, that no update was lost, that every Unlock
+// found its token on a quorum, and that fencing tokens grow with the holds.
+func safetyWorkload(t *testing.T, nodes nodesOf, name string, kind lockKind, newOpts ...redlock.Option) {
+	t.Helper()
+	ctx := timeout(t, 2*time.Minute)
+	// A node that answers within a second is up: a loaded machine is not
+	// what this test is about, and a release that timed out on a majority
+	// would read as not held.
+	opts := append([]redlock.Option{redlock.WithTTL(5 * time.Second), redlock.WithNodeTimeout(time.Second)}, kind.opts...)
+	var workers []*safetyWorker
+	for i := range safetyRedlocks {
+		rl := redlockOver(t, nodes(i), newOpts...)
+		for range safetyWorkers {
+			workers = append(workers, &safetyWorker{id: len(workers), m: newMutex(t, rl, name, opts...)})
+		}
+	}
+	// Read and written apart, with nothing but the lock between holders:
+	// -race reports two holders at once, and the total counts lost updates.
+	counter := 0
+	origin := time.Now()
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Go(func() {
+			for round := range safetyRounds {
+				if !w.lock(t, ctx, kind.holds, round) {
+					return
+				}
+				start := time.Now()
+				v := counter
+				time.Sleep(2 * time.Millisecond)
+				counter = v + 1
+				end := time.Now()
+				if until := w.m.Until(); until.Before(end) {
+					end = until
+				}
+				w.holds = append(w.holds, safetyHold{window{w.id, start, end}, w.m.Fence()})
+				for range kind.holds {
+					if err := w.m.Unlock(ctx); err != nil {
+						w.unlockErrs = append(w.unlockErrs, fmt.Errorf("worker %d, round %d: %w", w.id, round, err))
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(origin)
+
+	var holds []safetyHold
+	var unlockErrs []error
+	for _, w := range workers {
+		holds = append(holds, w.holds...)
+		unlockErrs = append(unlockErrs, w.unlockErrs...)
+	}
+	slices.SortFunc(holds, func(a, b safetyHold) int { return a.start.Compare(b.start) })
+	windows := make([]window, len(holds))
+	for i, h := range holds {
+		windows[i] = h.window
+	}
+	t.Logf("%s, %s lock: %d of %d critical sections in %v", name, kind.name, len(holds), len(workers)*safetyRounds, took)
+	assert.Empty(t, describe(overlaps(windows), origin), "two holders at once")
+	assert.Equal(t, len(holds), counter, "lost updates: the counter against the critical sections that ran")
+	for _, err := range unlockErrs {
+		if errors.Is(err, redlock.ErrNotHeld) {
+			t.Errorf("Unlock found its token on fewer than a quorum: another holder took the lock, or a node lost it: %v", err)
+		} else {
+			t.Errorf("Unlock failed: %v", err)
+		}
+	}
+	if kind.fenced {
+		for i := 1; i < len(holds); i++ {
+			assert.Greater(t, holds[i].fence, holds[i-1].fence, "fencing tokens grow with the holds: %s then %s",
+				holds[i-1].String(origin), holds[i].String(origin))
+		}
+	}
+}
+
+// lock enters w's lock holds times, each Lock bounded by 20 s; it reports
+// whether the lock is held, failing the test when not.
+func (w *safetyWorker) lock(t *testing.T, ctx context.Context, holds, round int) bool {
+	t.Helper()
+	for i := range holds {
+		lockCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := w.m.Lock(lockCtx)
+		cancel()
+		if !assert.NoError(t, err, "worker %d, round %d: Lock (hold %d)", w.id, round, i+1) {
+			for range i {
+				_ = w.m.Unlock(ctx)
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// eachKind runs the workload once per lock kind, each on its own name
+// (base for the plain lock, base/kind for the others), so that keys one
+// kind leaves behind for a moment (a release still on its way to the last
+// node) meet no other kind.
+func eachKind(t *testing.T, nodes nodesOf, base string) {
+	t.Helper()
+	for _, kind := range lockKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			name := base
+			if kind.name != plainKind.name {
+				name += "/" + kind.name
+			}
+			safetyWorkload(t, nodes, name, kind)
+		})
+	}
+}
+
+// TestSafetyPlain runs the workload on five plain servers: every lock
+// kind, and both protocols (RESP3 is go-redis' default; a RESP2
+// connection delivers pub/sub messages differently).
+func TestSafetyPlain(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 5)
+	over := func(opts *redis.Options) nodesOf {
+		return func(int) []redis.UniversalClient { return c.Clients(opts) }
+	}
+	eachKind(t, over(nil), "safety:plain")
+	t.Run("RESP2", func(t *testing.T) {
+		safetyWorkload(t, over(&redis.Options{Protocol: 2}), "safety:resp2", plainKind)
+	})
+	t.Run("RESP3", func(t *testing.T) {
+		safetyWorkload(t, over(&redis.Options{Protocol: 3}), "safety:resp3", plainKind)
+	})
+	t.Run("RESP2 and RESP3", func(t *testing.T) {
+		safetyWorkload(t, func(i int) []redis.UniversalClient {
+			return c.Clients(&redis.Options{Protocol: 2 + i%2})
+		}, "safety:resp", plainKind)
+	})
+}
+
+// TestSafetyCluster runs the workload on three Redis Clusters of three
+// masters each, every cluster one node of the Redlocks: every lock kind,
+// on a name without a hash tag and on one with, and over RESP2. A waiter's
+// own channel and the lock's key are on different masters of a cluster
+// more often than not.
+func TestSafetyCluster(t *testing.T) {
+	t.Parallel()
+	rcs := startRedisClusters(t, 3, 3)
+	over := func(opts *redis.ClusterOptions) nodesOf {
+		return func(int) []redis.UniversalClient {
+			clients := make([]redis.UniversalClient, len(rcs))
+			for i, rc := range rcs {
+				clients[i] = rc.Client(opts)
+			}
+			return clients
+		}
+	}
+	for _, name := range []string{"job:7", "{acct:9}:job"} {
+		t.Run(name, func(t *testing.T) {
+			eachKind(t, over(nil), name)
+			t.Run("RESP2", func(t *testing.T) {
+				safetyWorkload(t, over(&redis.ClusterOptions{Protocol: 2}), name+"/resp2", plainKind)
+			})
+		})
+	}
+}
+
+// TestSafetySentinel runs the workload on three Sentinel-managed masters:
+// one Redlock over failover clients, the other over universal clients
+// given a master name.
+func TestSafetySentinel(t *testing.T) {
+	t.Parallel()
+	s := startSentinel(t, 3)
+	safetyWorkload(t, func(i int) []redis.UniversalClient {
+		if i%2 == 0 {
+			return s.Clients(nil)
+		}
+		clients := make([]redis.UniversalClient, s.Len())
+		for j := range clients {
+			clients[j] = redis.NewUniversalClient(&redis.UniversalOptions{MasterName: s.MasterName(j), Addrs: s.SentinelAddrs()})
+		}
+		return clients
+	}, "safety:sentinel", plainKind)
+}
+
+// ringAddrsEnv passes the servers of TestSafetyRing to the process it
+// runs TestSafetyRingProcess in, comma-separated.
+const ringAddrsEnv = "REDLOCK_SAFETY_RING_ADDRS"
+
+// TestSafetyRing runs the workload with go-redis Rings of two plain
+// servers each as nodes (TestSafetyRingProcess), each shape in a process
+// of its own: a Lock that waits subscribes, and go-redis' Ring.Subscribe
+// panics when given no channel, which would end every other test with it.
+func TestSafetyRing(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 6)
+	addrs := make([]string, c.Len())
+	for i := range addrs {
+		addrs[i] = c.Addr(i)
+	}
+	for _, shape := range []string{"one Ring and two servers", "one Ring and two servers, polling", "three Rings"} {
+		t.Run(shape, func(t *testing.T) {
+			ctx := timeout(t, 3*time.Minute)
+			_, sub, _ := strings.Cut(t.Name(), "/")
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSafetyRingProcess$/^"+regexp.QuoteMeta(sub)+"$",
+				"-test.count=1", "-test.v", "-test.timeout=2m")
+			cmd.Env = append(os.Environ(), ringAddrsEnv+"="+strings.Join(addrs, ","))
+			out, err := cmd.CombinedOutput()
+			ran := strings.Contains(string(out), "--- PASS: TestSafetyRingProcess/")
+			if !assert.NoError(t, err, "the workload's process") || !assert.True(t, ran, "the workload ran") {
+				t.Logf("its output:\n%s", excerpt(string(out)))
+			}
+		})
+	}
+}
+
+// excerpt returns a process's output from its panic on, or its last lines:
+// enough to say why it failed.
+func excerpt(out string) string {
+	if _, after, ok := strings.Cut(out, "\npanic: "); ok {
+		out = "panic: " + after
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if strings.HasPrefix(out, "panic: ") {
+		return strings.Join(lines[:min(len(lines), 30)], "\n")
+	}
+	return strings.Join(lines[max(0, len(lines)-40):], "\n")
+}
+
+// TestSafetyRingProcess is TestSafetyRing's workload, run by it in a
+// process of its own.
+func TestSafetyRingProcess(t *testing.T) {
+	list := os.Getenv(ringAddrsEnv)
+	if list == "" {
+		t.Skip("run by TestSafetyRing, in a process of its own")
+	}
+	addrs := strings.Split(list, ",")
+	require.Len(t, addrs, 6)
+	ring := func(addrs ...string) *redis.Ring {
+		o := &redis.RingOptions{Addrs: map[string]string{}}
+		for i, a := range addrs {
+			o.Addrs["shard"+strconv.Itoa(i)] = a
+		}
+		return redis.NewRing(o)
+	}
+	mixed := func(int) []redis.UniversalClient {
+		return []redis.UniversalClient{
+			ring(addrs[0], addrs[1]), redis.NewClient(&redis.Options{Addr: addrs[2]}), redis.NewClient(&redis.Options{Addr: addrs[3]}),
+		}
+	}
+	t.Run("one Ring and two servers", func(t *testing.T) {
+		safetyWorkload(t, mixed, "safety:ring:mixed", plainKind)
+	})
+	t.Run("one Ring and two servers, polling", func(t *testing.T) {
+		safetyWorkload(t, mixed, "safety:ring:mixed/polling", pollingKind)
+	})
+	t.Run("three Rings", func(t *testing.T) {
+		safetyWorkload(t, func(int) []redis.UniversalClient {
+			return []redis.UniversalClient{ring(addrs[0], addrs[1]), ring(addrs[2], addrs[3]), ring(addrs[4], addrs[5])}
+		}, "safety:ring", plainKind)
+	})
+}
+
+// TestSafetyTLS runs the workload on three nodes that serve TLS only.
+func TestSafetyTLS(t *testing.T) {
+	t.Parallel()
+	tn := startTLS(t, 3)
+	safetyWorkload(t, func(int) []redis.UniversalClient {
+		clients := make([]redis.UniversalClient, len(tn))
+		for i, n := range tn {
+			clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr(), TLSConfig: n.ClientTLS()})
+		}
+		return clients
+	}, "safety:tls", plainKind)
+}
+
+// TestSafetyACL runs the workload on three nodes as the user of each ACL
+// line docs/DEPLOYMENTS.md describes: the full line, as written there,
+// and each tier below it (aclTiers). A tier without the queue or the
+// channels turns the handoff off: waiters are woken to try, or poll.
+func TestSafetyACL(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	admin := inspector(t, c)
+	ctx := timeout(t, 5*time.Minute)
+	setUser := func(t *testing.T, args []any) {
+		t.Helper()
+		for _, a := range admin {
+			require.NoError(t, a.Do(ctx, args...).Err(), "%v", args)
+		}
+	}
+	as := func(user, pass string) nodesOf {
+		return func(int) []redis.UniversalClient { return userClients(c, user, pass) }
+	}
+	t.Run("full line", func(t *testing.T) {
+		fields := strings.Fields(fullACLLine(t))
+		args := make([]any, len(fields))
+		for i, f := range fields {
+			args[i] = f
+		}
+		setUser(t, args)
+		safetyWorkload(t, as(fields[2], strings.TrimPrefix(fields[4], ">")), "locks:safety:full", plainKind)
+	})
+	for _, tier := range aclTiers {
+		t.Run(tier.name, func(t *testing.T) {
+			user := "safety" + strings.ReplaceAll(tier.name, " ", "")
+			setUser(t, aclLine(user, "pw", "locks:", tier.drop...))
+			safetyWorkload(t, as(user, "pw"), "locks:"+user, plainKind)
+		})
+	}
+}
+
+// TestSafetyWithoutScripts runs the workload on three nodes spoken to
+// without scripts: as a user refused them (+@all -@scripting), which the
+// nodes find at their first refusal, with every lock kind; with
+// WithoutScripts given to New; and as the user of docs/DEPLOYMENTS.md's
+// line for such nodes, as written there.
+func TestSafetyWithoutScripts(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	noScriptsUser(t, c)
+	eachKind(t, func(int) []redis.UniversalClient { return userClients(c, "noscripts", "pw") }, "safety:noscripts")
+	t.Run("WithoutScripts", func(t *testing.T) {
+		safetyWorkload(t, func(int) []redis.UniversalClient { return c.Clients(nil) },
+			"safety:withoutscripts", plainKind, redlock.WithoutScripts())
+	})
+	t.Run("documented line", func(t *testing.T) {
+		line := aclLineAfter(t, "The commands such a user needs")
+		fields := strings.Fields(line)
+		ctx := timeout(t, time.Minute)
+		args := make([]any, len(fields))
+		for i, f := range fields {
+			args[i] = f
+		}
+		for _, a := range inspector(t, c) {
+			require.NoError(t, a.Do(ctx, args...).Err(), "%s", line)
+		}
+		safetyWorkload(t, func(int) []redis.UniversalClient {
+			return userClients(c, fields[2], strings.TrimPrefix(fields[4], ">"))
+		}, "locks:safety:noscripts", plainKind)
+	})
+}
