@@ -299,6 +299,9 @@ func (n *Redis) Close() {
 
 // Subscribe implements Node.
 func (n *Redis) Subscribe() Subscription {
+	if r, ok := n.client.(*redis.Ring); ok {
+		return newRingSubscription(r) // a Ring's Subscribe needs a channel, and uses one shard
+	}
 	// No channel yet: go-redis connects on the first SUBSCRIBE.
 	return &redisSubscription{ps: n.client.Subscribe(context.Background())}
 }
@@ -332,6 +335,8 @@ func isSharded(c redis.UniversalClient) bool {
 // ClientAddr names a client's server for errors and duplicate checks.
 func ClientAddr(c redis.UniversalClient) string {
 	switch c := c.(type) {
+	case *redis.Ring:
+		return ringAddr(c)
 	case interface{ Options() *redis.Options }:
 		return c.Options().Addr
 	case interface{ Options() *redis.ClusterOptions }:

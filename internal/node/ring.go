@@ -1,0 +1,129 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ringSubscription is a subscription to every shard of a go-redis Ring.
+// A Ring subscribes on the one shard its first channel hashes to, while a
+// release publishes on the shard of its lock's key: so that every
+// release reaches this process, and that a release's server counts this
+// process's subscription (see taker in release.lua), the channels are
+// subscribed on every shard that is up when they are added, and the
+// shards' messages merged. It is safe for concurrent use.
+type ringSubscription struct {
+	ring *redis.Ring
+	out  chan *redis.Message
+	done chan struct{}
+	wg   sync.WaitGroup // the forwarders
+
+	mu       sync.Mutex
+	closed   bool
+	shards   map[*redis.Client]*redis.PubSub
+	channels []string // subscribed, for shards that come up later
+}
+
+func newRingSubscription(r *redis.Ring) *ringSubscription {
+	return &ringSubscription{ring: r, out: make(chan *redis.Message, 100), done: make(chan struct{}),
+		shards: map[*redis.Client]*redis.PubSub{}}
+}
+
+// shard returns c's subscription and the channels to subscribe on it:
+// channels, or every channel so far when the subscription is new (it is
+// then forwarded to s.out). It returns nil once s is closed.
+func (s *ringSubscription) shard(c *redis.Client, channels []string) (*redis.PubSub, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil
+	}
+	if ps := s.shards[c]; ps != nil {
+		return ps, channels
+	}
+	ps := c.Subscribe(context.Background()) // no channel: no I/O yet
+	s.shards[c] = ps
+	msgs := ps.Channel()
+	s.wg.Go(func() {
+		for m := range msgs {
+			select {
+			case s.out <- m:
+			case <-s.done:
+				return
+			}
+		}
+	})
+	return ps, slices.Clone(s.channels)
+}
+
+// Subscribe subscribes channels on every shard that is up.
+func (s *ringSubscription) Subscribe(ctx context.Context, channels ...string) error {
+	s.mu.Lock()
+	for _, c := range channels {
+		if !slices.Contains(s.channels, c) {
+			s.channels = append(s.channels, c)
+		}
+	}
+	s.mu.Unlock()
+	return s.ring.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error {
+		ps, chans := s.shard(c, channels)
+		if ps == nil {
+			return ErrClosed
+		}
+		return ps.Subscribe(ctx, chans...)
+	})
+}
+
+// Unsubscribe unsubscribes channels on every shard subscribed.
+func (s *ringSubscription) Unsubscribe(ctx context.Context, channels ...string) error {
+	s.mu.Lock()
+	s.channels = slices.DeleteFunc(s.channels, func(c string) bool { return slices.Contains(channels, c) })
+	shards := make([]*redis.PubSub, 0, len(s.shards))
+	for _, ps := range s.shards {
+		shards = append(shards, ps)
+	}
+	s.mu.Unlock()
+	var first error
+	for _, ps := range shards {
+		if err := ps.Unsubscribe(ctx, channels...); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Messages is every shard's messages.
+func (s *ringSubscription) Messages() <-chan *redis.Message { return s.out }
+
+// Close closes every shard's subscription and waits for the forwarders.
+func (s *ringSubscription) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	shards := s.shards
+	s.mu.Unlock()
+	for _, ps := range shards {
+		_ = ps.Close()
+	}
+	s.wg.Wait()
+	close(s.out)
+	return nil
+}
+
+// ringAddr names a Ring by its shards' addresses, sorted.
+func ringAddr(r *redis.Ring) string {
+	var addrs []string
+	for _, a := range r.Options().Addrs {
+		addrs = append(addrs, a)
+	}
+	slices.Sort(addrs)
+	return strings.Join(addrs, ",")
+}
