@@ -19,9 +19,9 @@ import (
 // It is no lock to use: no validity, no clock, no undo, no fault handling,
 // no fallback but a fixed re-try. A waiter queues its member (its
 // process's channel and a token) on every node and waits; a release that
-// deletes the holder's key pops the head, publishes to its process and,
-// if heard, sets the key to its token; the waiter holds the lock once
-// three nodes said so. The holder's own next Lock goes straight to the
+// deletes the holder's key pops the head and, if its process subscribes
+// on that server, sets the key to its token and tells it; the waiter holds
+// the lock once three nodes said so. The holder's own next Lock goes straight to the
 // queue when its release handed the lock over.
 
 // handoffImpls are BenchmarkHandoff's rows: the two libraries and the
@@ -39,8 +39,9 @@ redis.call("DEL", KEYS[1])
 local head = redis.call("ZPOPMIN", KEYS[2])
 if head[1] then
 	local ch, token = string.match(head[1], "^([^|]+)|(.+)$")
-	if redis.call("PUBLISH", ch, KEYS[1] .. "|" .. token) > 0 then
+	if redis.call("PUBSUB", "NUMSUB", ch)[2] > 0 then
 		redis.call("SET", KEYS[1], token, "PX", 10000)
+		redis.call("PUBLISH", ch, KEYS[1] .. "|" .. token)
 		return 2
 	end
 end
