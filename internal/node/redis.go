@@ -217,7 +217,13 @@ func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 func (n *Redis) exchange(ctx context.Context, pipe redis.Pipeliner, batch []*call, cmds int) time.Time {
 	clock := n.clockFor(ctx, batch)
 	if cmds == 1 && clock == nil {
-		_ = n.client.Process(ctx, batch[0].cmds[0])
+		// One command, not always the first call's: a call may carry none
+		// (a Clock on a sharded node, a Queue with nothing to change).
+		for _, c := range batch {
+			if len(c.cmds) == 1 {
+				_ = n.client.Process(ctx, c.cmds[0])
+			}
+		}
 		return time.Time{}
 	}
 	for _, c := range batch {

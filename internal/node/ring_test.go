@@ -57,3 +57,25 @@ func TestRingSubscribesEveryShard(t *testing.T) {
 	_, open := <-s.Messages()
 	assert.False(t, open, "Close closes Messages")
 }
+
+// A sharded node's batch may hold a call that carries no command (a Clock
+// reads no TIME there) beside a call of one command: the one command is
+// sent, whichever call holds it (the first call's was taken for it, and
+// indexed out of range).
+func TestShardedBatchWithEmptyCall(t *testing.T) {
+	srv := miniredis.RunT(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}})
+	t.Cleanup(func() { _ = ring.Close() })
+	n := node.NewRedis(ring)
+	t.Cleanup(n.Close)
+	for range 200 {
+		replies := make(chan node.Reply, 2)
+		deadline := time.Now().Add(5 * time.Second)
+		n.Do(t.Context(), deadline, node.Clock{}, func(r node.Reply) { replies <- r })
+		n.Do(t.Context(), deadline, &node.Queue{Changes: []node.QueueChange{{Lock: "k", Member: "m", Remove: true}}},
+			func(r node.Reply) { replies <- r })
+		for range 2 {
+			<-replies
+		}
+	}
+}
