@@ -33,7 +33,7 @@ func aclLine(user, pass, prefix string, drop ...string) []any {
 // aclTiers are the users of docs/DEPLOYMENTS.md's ACL tiers: the
 // least-privilege line without each optional permission (the waiters'
 // queue, ZPOPMIN alone as an older library's line had it, INFO, TIME, the
-// channels), and the core alone.
+// channels, PUBSUB NUMSUB), and the core alone.
 var aclTiers = []struct {
 	name string
 	drop []string
@@ -45,7 +45,8 @@ var aclTiers = []struct {
 	{"no info", []string{"info"}, redlock.FeatureIdentify},
 	{"no time", []string{"time"}, redlock.FeatureClock},
 	{"no channels", []string{"channels"}, ""},
-	{"core only", []string{"zadd", "zrem", "zpopmin", "info", "channels", "publish", "subscribe", "unsubscribe"}, redlock.FeatureQueue},
+	{"no numsub", []string{"pubsub|numsub"}, ""}, // releases name the waiter instead of handing over
+	{"core only", []string{"zadd", "zrem", "zpopmin", "info", "channels", "publish", "subscribe", "unsubscribe", "pubsub|numsub"}, redlock.FeatureQueue},
 }
 
 // TestACLTiers runs the lock as users with the least-privilege line minus

@@ -261,7 +261,7 @@ func leastPrivilegeACL(user, pass, prefix string) []any {
 		"resetchannels", "&redlock:*",
 		"-@all", "+@connection"}
 	for _, cmd := range strings.Fields("ping info time set get del pexpire pttl type hset hincrby hexists " +
-		"zadd zrem zpopmin evalsha eval script|load publish subscribe unsubscribe") {
+		"zadd zrem zpopmin evalsha eval script|load publish subscribe unsubscribe pubsub|numsub") {
 		args = append(args, "+"+cmd)
 	}
 	return args

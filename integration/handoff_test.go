@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestHandoffWithoutAttempt: on servers of their own, a release hands the
+// lock over to the waiting Lock of another process, which takes it with
+// no attempt: each node runs one script in the handoff, the release. A
+// user refused PUBSUB NUMSUB hands nothing over: the release names the
+// waiter, which makes its attempt (two scripts per node).
+func TestHandoffWithoutAttempt(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	admin := inspector(t, c)
+	ctx := timeout(t, 2*time.Minute)
+	for _, tc := range []struct {
+		name    string
+		drop    []string
+		scripts int64
+	}{
+		{"handed over", nil, 1},
+		{"no numsub: named", []string{"pubsub|numsub"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			user := "handoff" + strconv.Itoa(len(tc.drop))
+			for _, a := range admin {
+				require.NoError(t, a.Do(ctx, aclLine(user, "pw", "handoff:", tc.drop...)...).Err())
+			}
+			clients := func() []redis.UniversalClient { return userClients(c, user, "pw") }
+			name := "handoff:" + user
+			holder := newMutex(t, redlockOver(t, clients()), name)
+			require.NoError(t, holder.Lock(ctx))
+			waiter := lockInBackground(ctx, newMutex(t, redlockOver(t, clients()), name))
+			awaitQueued(t, ctx, admin, name)
+			for _, a := range admin {
+				require.NoError(t, a.ConfigResetStat(ctx).Err())
+			}
+			require.NoError(t, holder.Unlock(ctx))
+			require.NoError(t, await(t, waiter, 10*time.Second).err)
+			// Lock returns at a quorum: a node's release or attempt may
+			// still be on its way.
+			for i, a := range admin {
+				require.Eventually(t, func() bool { return scriptCalls(t, a) >= tc.scripts }, 5*time.Second, 10*time.Millisecond, "node %d", i)
+			}
+			time.Sleep(100 * time.Millisecond) // nothing more comes
+			for i, a := range admin {
+				assert.Equal(t, tc.scripts, scriptCalls(t, a), "node %d: scripts run from the release to the waiter's Lock", i)
+			}
+		})
+	}
+}
+
+// scriptCalls is how many EVALSHA and EVAL calls a's server ran since its
+// stats were reset.
+func scriptCalls(t *testing.T, a *redis.Client) int64 {
+	t.Helper()
+	info, err := a.Info(t.Context(), "commandstats").Result()
+	require.NoError(t, err)
+	var n int64
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || name != "cmdstat_evalsha" && name != "cmdstat_eval" {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		v, err := strconv.ParseInt(calls, 10, 64)
+		require.NoError(t, err)
+		n += v
+	}
+	return n
+}
