@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/stretchr/testify/assert"
@@ -84,6 +85,55 @@ func testNodeTimeout(t *testing.T, contextTimeout bool) {
 	start = time.Now()
 	require.NoError(t, r.Close(t.Context()))
 	t.Logf("Close waited %v for the abandoned calls", time.Since(start))
+}
+
+// Two nodes with a wrong password and one with none leave no quorum: the
+// first attempt fails at once, as misconfigured, and names each node's
+// refusal. go-redis fails a new connection's AUTH with an error reply that
+// it does not put on a pipeline's commands (a grant and its TIME): they
+// were read as answered with nothing, and Lock waited for its back-off.
+func TestLockStopsOnWrongPasswords(t *testing.T) {
+	clients := make([]redis.UniversalClient, 5)
+	for i := range clients {
+		s := miniredis.RunT(t)
+		s.RequireAuth("secret")
+		pass := "secret"
+		switch i {
+		case 0, 1:
+			pass = "wrong"
+		case 2:
+			pass = ""
+		}
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: pass})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	rec := &recorder{}
+	r, err := New(clients, WithNodeTimeout(time.Second), WithObserver(rec)) // a loaded machine is no node failure here
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
+	m, err := r.NewMutex("k")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err = m.Lock(ctx)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, ErrMisconfigured)
+	assert.ErrorContains(t, err, "misconfigured nodes: 3")
+	assert.NoError(t, ctx.Err(), "Lock returned before its context ended")
+	_, ends, _, failures := rec.snapshot()
+	require.Len(t, ends, 1)
+	assert.Equal(t, 1, ends[0].Attempts, "refused at the first attempt")
+	for _, f := range failures {
+		assert.NotContains(t, f.err.Error(), "unexpected", "node %d", f.err.Index)
+	}
+	for _, ne := range NodeErrors(err) {
+		want := map[int]string{0: "WRONGPASS", 1: "WRONGPASS", 2: "NOAUTH"}[ne.Index]
+		require.NotEmpty(t, want, "node %d did not fail: %v", ne.Index, ne)
+		assert.ErrorIs(t, ne, ErrMisconfigured)
+		assert.ErrorContains(t, ne, want)
+	}
+	assert.Len(t, NodeErrors(err), 3)
 }
 
 func TestSetFenced(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -133,4 +134,21 @@ func ClientErr(err error) error {
 		return fmt.Errorf("%v: %w", err, ErrUnsent) //nolint:errorlint // on purpose: see above
 	}
 	return fmt.Errorf("%v: %w", err, errNoAnswer) //nolint:errorlint // on purpose: see above
+}
+
+// unanswered puts err, the error a pipeline's Exec returned, on every
+// command of cmds when none carries an error of its own. go-redis puts a
+// pipeline's failure on its commands, except an error reply met while it
+// set up the connection: WRONGPASS or NOAUTH to the HELLO or AUTH it sends
+// on a new connection. The commands, never sent, then look answered with
+// nothing (a nil reply and no error). When one command carries an error,
+// the pipeline ran, or go-redis failed each of its commands: every
+// command's own reply stands. Call it after every pipeline.
+func unanswered(cmds []redis.Cmder, err error) {
+	if err == nil || slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Err() != nil }) {
+		return
+	}
+	for _, c := range cmds {
+		c.SetErr(err)
+	}
 }

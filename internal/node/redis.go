@@ -228,7 +228,7 @@ func (n *Redis) exchange(ctx context.Context, pipe redis.Pipeliner, batch []*cal
 	if clock != nil {
 		_ = pipe.Process(ctx, clock)
 	}
-	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	unanswered(pipe.Exec(ctx)) // each command keeps its own error
 	return n.readClock(clock)
 }
 
