@@ -86,6 +86,18 @@ func Misconfigured(err error) bool {
 	return strings.HasPrefix(msg, "ERR The user executing the script can't")
 }
 
+// AuthFailure reports whether err is the node refusing this client as a
+// whole (NOAUTH, WRONGPASS: a missing or wrong password or user), not one
+// command: no optional feature is refused by it (see OnNoClock).
+func AuthFailure(err error) bool {
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "WRONGPASS")
+}
+
 // Classify marks an error that no retry can change with ErrMisconfigured,
 // keeping the node's own error in the chain.
 func Classify(err error) error {
