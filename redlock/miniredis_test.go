@@ -142,6 +142,69 @@ func TestLockStopsOnWrongPasswords(t *testing.T) {
 	}
 }
 
+// At go-redis' default options a failed dial is retried 5 times, 100 ms
+// apart, apart from the call: the call ends long after the node timeout.
+// The node's timeout still names the dial's failure, and a certificate
+// no one trusts is ErrMisconfigured from the first attempt.
+func TestTimeoutNamesDialFailure(t *testing.T) {
+	const nodeTimeout = 300 * time.Millisecond // a loaded machine's first handshake fits; go-redis' retries (400 ms and more) do not
+	t.Run("certificate", func(t *testing.T) {
+		clients := make([]redis.UniversalClient, 3)
+		for i := range clients {
+			c := redis.NewClient(&redis.Options{Addr: nodetest.UntrustedTLSListener(t), TLSConfig: nodetest.UntrustedTLS()})
+			t.Cleanup(func() { _ = c.Close() })
+			clients[i] = c
+		}
+		rec := &recorder{}
+		r, err := New(clients, WithNodeTimeout(nodeTimeout), WithObserver(rec))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
+		m, err := r.NewMutex("k")
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		err = m.Lock(ctx)
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, ErrMisconfigured)
+		assert.NoError(t, ctx.Err(), "Lock returned before its context ended")
+		_, ends, _, _ := rec.snapshot()
+		require.Len(t, ends, 1)
+		assert.Equal(t, 1, ends[0].Attempts, "refused at the first attempt")
+		t.Log(err)
+		require.Len(t, NodeErrors(err), 3)
+		for _, ne := range NodeErrors(err) {
+			assert.ErrorIs(t, ne, ErrNodeTimeout, "node %d", ne.Index)
+			assert.ErrorIs(t, ne, ErrMisconfigured, "node %d", ne.Index)
+			assert.ErrorContains(t, ne, "last dial")
+			assert.ErrorContains(t, ne, "x509: certificate signed by unknown authority")
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		_, clients := nodetest.Miniredis(t, 2)
+		for range 3 {
+			c := redis.NewClient(&redis.Options{Addr: nodetest.RefusedAddr(t)})
+			t.Cleanup(func() { _ = c.Close() })
+			clients = append(clients, c)
+		}
+		r, err := New(clients, WithNodeTimeout(nodeTimeout))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
+		m, err := r.NewMutex("k")
+		require.NoError(t, err)
+		err = m.TryLock(t.Context())
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.NotErrorIs(t, err, ErrMisconfigured, "a refused connection may be a node restarting")
+		t.Log(err)
+		require.Len(t, NodeErrors(err), 3)
+		for _, ne := range NodeErrors(err) {
+			assert.GreaterOrEqual(t, ne.Index, 2)
+			assert.ErrorIs(t, ne, ErrNodeTimeout, "node %d", ne.Index)
+			assert.ErrorContains(t, ne, "connection refused")
+			assert.NotErrorIs(t, ne, context.DeadlineExceeded)
+		}
+	})
+}
+
 func TestSetFenced(t *testing.T) {
 	servers, clients := nodetest.Miniredis(t, 1)
 	s, c := servers[0], clients[0]

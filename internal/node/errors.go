@@ -42,11 +42,17 @@ var (
 // effect: it was never sent, the node was skipped as down, the connection
 // could not be dialled, the node refused it while recovering from a
 // restart, or every transaction that carried it was aborted. Any other
-// error leaves the outcome unknown.
+// error leaves the outcome unknown, a node timeout too, even one whose
+// cause is a failed dial: the client may still be dialling, and send it.
 func Unsent(err error) bool {
 	var opErr *net.OpError
-	return errors.Is(err, ErrUnsent) || errors.Is(err, ErrNodeDown) || errors.Is(err, ErrNodeRecovering) || errors.Is(err, ErrAborted) ||
-		(errors.As(err, &opErr) && opErr.Op == "dial")
+	switch {
+	case errors.Is(err, ErrNodeDown), errors.Is(err, ErrNodeRecovering), errors.Is(err, ErrAborted):
+		return true
+	case errors.Is(err, ErrNodeTimeout):
+		return false
+	}
+	return errors.Is(err, ErrUnsent) || errors.As(err, &opErr) && opErr.Op == "dial"
 }
 
 // Unreachable reports whether err says the node could not be reached (a

@@ -247,3 +247,47 @@ func TestRedisNodeAuthRefused(t *testing.T) {
 		}
 	}
 }
+
+// A failed dial is known as it happens, before go-redis' own dial retries
+// (5, 100 ms apart, at its default options) end the call, and forgotten
+// once a dial succeeds.
+func TestRedisNodeLastDialFailure(t *testing.T) {
+	t.Run("certificate", func(t *testing.T) {
+		c := redis.NewClient(&redis.Options{Addr: nodetest.UntrustedTLSListener(t), TLSConfig: nodetest.UntrustedTLS()})
+		t.Cleanup(func() { _ = c.Close() })
+		n := node.NewRedis(c)
+		t.Cleanup(n.Close)
+		assert.Nil(t, n.LastDialFailure(), "nothing dialled yet")
+		replied := make(chan node.Reply, 1)
+		sent := time.Now()
+		n.Do(context.Background(), time.Now().Add(time.Minute), &node.Acquire{Key: "k", Token: "t", TTL: time.Second}, func(r node.Reply) { replied <- r })
+		require.Eventually(t, func() bool { return n.LastDialFailure() != nil }, 5*time.Second, time.Millisecond)
+		f := n.LastDialFailure()
+		assert.ErrorContains(t, f.Err, "certificate signed by unknown authority")
+		assert.True(t, node.Misconfigured(f.Err), "%v", f.Err)
+		assert.False(t, f.At.Before(sent))
+		rep := <-replied // once go-redis gave up
+		assert.True(t, node.Misconfigured(rep.Err), "%v", rep.Err)
+	})
+	t.Run("refused, then up", func(t *testing.T) {
+		addr := nodetest.RefusedAddr(t)
+		c := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		n := node.NewRedis(c)
+		t.Cleanup(n.Close)
+		rep := callOne(n, &node.Acquire{Key: "k", Token: "t", TTL: time.Second})
+		require.Error(t, rep.Err)
+		f := n.LastDialFailure()
+		require.NotNil(t, f)
+		assert.ErrorContains(t, f.Err, "connection refused")
+		assert.False(t, node.Misconfigured(f.Err))
+
+		s := miniredis.NewMiniRedis()
+		require.NoError(t, s.StartAddr(addr))
+		t.Cleanup(s.Close)
+		rep = callOne(n, &node.Acquire{Key: "k", Token: "t", TTL: time.Second})
+		require.NoError(t, rep.Err)
+		assert.True(t, rep.OK)
+		assert.Nil(t, n.LastDialFailure(), "a dial succeeded since")
+	})
+}
