@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -360,4 +361,52 @@ func TestACLFullLine(t *testing.T) {
 // machine was loaded), which says nothing about permissions.
 func slow(err error) bool {
 	return errors.Is(err, redlock.ErrNodeTimeout) || errors.Is(err, redlock.ErrNodeDown)
+}
+
+// TestACLWrongPasswords runs the lock on five nodes whose clients, for two
+// of them, give a wrong password and, for one, none: the first attempt
+// fails, at once and as misconfigured, and each such node's error names
+// the server's refusal (go-redis fails a new connection's AUTH with an
+// error reply it does not put on a pipeline's commands: they read as
+// answered with nothing, and Lock tried again).
+func TestACLWrongPasswords(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 5)
+	ctx := timeout(t, time.Minute)
+	for _, a := range inspector(t, c) {
+		require.NoError(t, a.Do(ctx, leastPrivilegeACL("locker", "pw", "locks:")...).Err())
+		// The default user needs a password from now on: a client
+		// without one is refused (NOAUTH).
+		require.NoError(t, a.Do(ctx, "ACL", "SETUSER", "default", "resetpass", ">admin").Err())
+	}
+	clients := make([]redis.UniversalClient, c.Len())
+	for i := range clients {
+		opts := &redis.Options{Addr: c.Addr(i), Username: "locker", Password: "pw"}
+		switch i {
+		case 0, 1:
+			opts.Password = "wrong"
+		case 2:
+			opts.Username, opts.Password = "", ""
+		}
+		clients[i] = redis.NewClient(opts) // closed by redlockOver
+	}
+	obs := &failures{}
+	rl := redlockOver(t, clients, redlock.WithObserver(obs))
+	start := time.Now()
+	err := newMutex(t, rl, "locks:wrongpass").Lock(timeout(t, 10*time.Second))
+	took := time.Since(start)
+	t.Logf("Lock after %v: %v", took, err)
+	requireMisconfigured(t, err, took, 3*time.Second)
+	assert.ErrorContains(t, err, "misconfigured nodes: 3")
+	for _, ne := range redlock.NodeErrors(err) {
+		want := map[int]string{0: "WRONGPASS", 1: "WRONGPASS", 2: "NOAUTH"}[ne.Index]
+		require.NotEmpty(t, want, "node %d did not fail: %v", ne.Index, ne)
+		assert.ErrorIs(t, ne, redlock.ErrMisconfigured)
+		assert.ErrorContains(t, ne, want)
+	}
+	for i := range 3 {
+		for _, f := range obs.of(i, start) {
+			assert.NotContains(t, f.e.Error(), "unexpected", "node %d: the refusal itself, from the first attempt", i)
+		}
+	}
 }

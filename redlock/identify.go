@@ -239,7 +239,9 @@ func (id *identifier) record(idr *round) {
 			id.reg.Record(i, identity.Answer{IDs: ids}, sent, id.pool.addr)
 		case node.Unreachable(err), node.Unsent(err), errors.Is(err, node.ErrNodeTimeout):
 		default:
-			if errors.Is(err, node.ErrMisconfigured) {
+			// A wrong password refuses every command, not INFO: each
+			// acquisition names it.
+			if errors.Is(err, node.ErrMisconfigured) && !node.AuthFailure(err) {
 				id.off(i, FeatureIdentify, err)
 			}
 			id.reg.Record(i, identity.Answer{Unknown: true}, sent, id.pool.addr)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/stretchr/testify/assert"
@@ -84,6 +85,124 @@ func testNodeTimeout(t *testing.T, contextTimeout bool) {
 	start = time.Now()
 	require.NoError(t, r.Close(t.Context()))
 	t.Logf("Close waited %v for the abandoned calls", time.Since(start))
+}
+
+// Two nodes with a wrong password and one with none leave no quorum: the
+// first attempt fails at once, as misconfigured, and names each node's
+// refusal. go-redis fails a new connection's AUTH with an error reply that
+// it does not put on a pipeline's commands (a grant and its TIME): they
+// were read as answered with nothing, and Lock waited for its back-off.
+func TestLockStopsOnWrongPasswords(t *testing.T) {
+	clients := make([]redis.UniversalClient, 5)
+	for i := range clients {
+		s := miniredis.RunT(t)
+		s.RequireAuth("secret")
+		pass := "secret"
+		switch i {
+		case 0, 1:
+			pass = "wrong"
+		case 2:
+			pass = ""
+		}
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: pass})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	rec := &recorder{}
+	r, err := New(clients, WithNodeTimeout(time.Second), WithObserver(rec)) // a loaded machine is no node failure here
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
+	m, err := r.NewMutex("k")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err = m.Lock(ctx)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, ErrMisconfigured)
+	assert.ErrorContains(t, err, "misconfigured nodes: 3")
+	assert.NoError(t, ctx.Err(), "Lock returned before its context ended")
+	_, ends, _, failures := rec.snapshot()
+	require.Len(t, ends, 1)
+	assert.Equal(t, 1, ends[0].Attempts, "refused at the first attempt")
+	for _, f := range failures {
+		assert.NotContains(t, f.err.Error(), "unexpected", "node %d", f.err.Index)
+	}
+	for _, ne := range NodeErrors(err) {
+		want := map[int]string{0: "WRONGPASS", 1: "WRONGPASS", 2: "NOAUTH"}[ne.Index]
+		require.NotEmpty(t, want, "node %d did not fail: %v", ne.Index, ne)
+		assert.ErrorIs(t, ne, ErrMisconfigured)
+		assert.ErrorContains(t, ne, want)
+	}
+	assert.Len(t, NodeErrors(err), 3)
+	require.Eventually(t, func() bool { return len(r.e.ids.reg.Missing()) == 0 }, 5*time.Second, time.Millisecond,
+		"every node was asked who it is")
+	for _, h := range r.Health() {
+		assert.NotContains(t, h.Off, FeatureClock, "node %d: a wrong password refuses the client, not TIME", h.Index)
+		assert.NotContains(t, h.Off, FeatureIdentify, "node %d: nor INFO", h.Index)
+	}
+}
+
+// At go-redis' default options a failed dial is retried 5 times, 100 ms
+// apart, apart from the call: the call ends long after the node timeout.
+// The node's timeout still names the dial's failure, and a certificate
+// no one trusts is ErrMisconfigured from the first attempt.
+func TestTimeoutNamesDialFailure(t *testing.T) {
+	const nodeTimeout = 300 * time.Millisecond // a loaded machine's first handshake fits; go-redis' retries (400 ms and more) do not
+	t.Run("certificate", func(t *testing.T) {
+		clients := make([]redis.UniversalClient, 3)
+		for i := range clients {
+			c := redis.NewClient(&redis.Options{Addr: nodetest.UntrustedTLSListener(t), TLSConfig: nodetest.UntrustedTLS()})
+			t.Cleanup(func() { _ = c.Close() })
+			clients[i] = c
+		}
+		rec := &recorder{}
+		r, err := New(clients, WithNodeTimeout(nodeTimeout), WithObserver(rec))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
+		m, err := r.NewMutex("k")
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		err = m.Lock(ctx)
+		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, ErrMisconfigured)
+		assert.NoError(t, ctx.Err(), "Lock returned before its context ended")
+		_, ends, _, _ := rec.snapshot()
+		require.Len(t, ends, 1)
+		assert.Equal(t, 1, ends[0].Attempts, "refused at the first attempt")
+		t.Log(err)
+		require.Len(t, NodeErrors(err), 3)
+		for _, ne := range NodeErrors(err) {
+			assert.ErrorIs(t, ne, ErrNodeTimeout, "node %d", ne.Index)
+			assert.ErrorIs(t, ne, ErrMisconfigured, "node %d", ne.Index)
+			assert.ErrorContains(t, ne, "last dial")
+			assert.ErrorContains(t, ne, "x509: certificate signed by unknown authority")
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		_, clients := nodetest.Miniredis(t, 2)
+		for range 3 {
+			c := redis.NewClient(&redis.Options{Addr: nodetest.RefusedAddr(t)})
+			t.Cleanup(func() { _ = c.Close() })
+			clients = append(clients, c)
+		}
+		r, err := New(clients, WithNodeTimeout(nodeTimeout))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
+		m, err := r.NewMutex("k")
+		require.NoError(t, err)
+		err = m.TryLock(t.Context())
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.NotErrorIs(t, err, ErrMisconfigured, "a refused connection may be a node restarting")
+		t.Log(err)
+		require.Len(t, NodeErrors(err), 3)
+		for _, ne := range NodeErrors(err) {
+			assert.GreaterOrEqual(t, ne.Index, 2)
+			assert.ErrorIs(t, ne, ErrNodeTimeout, "node %d", ne.Index)
+			assert.ErrorContains(t, ne, "connection refused")
+			assert.NotErrorIs(t, ne, context.DeadlineExceeded)
+		}
+	})
 }
 
 func TestSetFenced(t *testing.T) {

@@ -230,18 +230,27 @@ func (p *pool) observe(i int, err error) {
 
 // timeoutErr is the error of a request sent to node i at sent that the
 // node did not answer within the node timeout: ErrNodeTimeout, with the
-// last failure to reach the node when nothing came from it since (a dial
-// refused, a TLS handshake that failed). The client's own retries may
-// outlast the node timeout, and that failure is then the real cause.
+// last failure to reach the node when nothing came from it since: a
+// failed call (a dial refused, a TLS handshake that failed), or the
+// client's last dial when it failed (see node.DialWatcher), which the
+// client's own dial retries keep from the call until long after the
+// timeout. That failure is then the real cause; a certificate not trusted
+// makes the timeout ErrMisconfigured, as it is when it reaches the call.
 func (p *pool) timeoutErr(i int, sent time.Time) error {
 	s := p.states[i]
 	s.mu.Lock()
 	last, at, replied := s.lastErr, s.lastErrAt, s.lastReply
 	s.mu.Unlock()
+	what := "last error"
+	if w, ok := p.nodes[i].(node.DialWatcher); ok {
+		if f := w.LastDialFailure(); f != nil && f.At.After(at) {
+			last, at, what = f.Err, f.At, "last dial"
+		}
+	}
 	if last == nil || at.Before(replied) || at.Before(sent.Add(-time.Minute)) {
 		return node.ErrNodeTimeout
 	}
-	return node.Classify(fmt.Errorf("%w (last error %v ago: %w)", node.ErrNodeTimeout, p.now().Sub(at).Round(time.Millisecond), last))
+	return node.Classify(fmt.Errorf("%w (%s %v ago: %w)", node.ErrNodeTimeout, what, p.now().Sub(at).Round(time.Millisecond), last))
 }
 
 // timedOut reports a request to node i sent at sent that got no answer
@@ -254,7 +263,7 @@ func (p *pool) timedOut(i int, sent time.Time) error {
 	s.mu.Unlock()
 	err := p.timeoutErr(i, sent)
 	if !alive {
-		p.markDown(i, node.ErrNodeTimeout)
+		p.markDown(i, err) // the requests it fails at once say why too
 	}
 	return err
 }

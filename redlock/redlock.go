@@ -34,6 +34,13 @@ type Redlock struct {
 // New does no I/O. It returns an error wrapping [ErrInvalidArgument] for no
 // clients, a nil client, a client given twice (or two clients with the same
 // address), or an invalid option.
+//
+// New adds a dial hook to each *redis.Client, once per client however many
+// Redlocks share it, and the hook stays with the client after Close. It
+// sends no command and logs nothing: it keeps the client's last failed
+// dial, which a node timeout names as its cause (go-redis retries a failed
+// dial long past the node timeout), and for a Sentinel-managed client the
+// master its last connection reached.
 func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	if len(clients) == 0 {
 		return nil, invalid("no clients")

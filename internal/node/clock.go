@@ -119,9 +119,11 @@ func (n *Redis) readClock(clock *redis.TimeCmd) time.Time {
 // guard cannot check it. Call it before the first Do.
 func (n *Redis) OnNoClock(f func(why error)) { n.onNoClock = f }
 
-// noClock tells, once, that the node refused TIME with err.
+// noClock tells, once, that the node refused TIME with err. A refusal of
+// the client as a whole (a wrong password) is no refusal of TIME: every
+// vote of the node fails with it, and says so.
 func (n *Redis) noClock(err error) {
-	if err != nil && Misconfigured(err) && n.onNoClock != nil {
+	if err != nil && Misconfigured(err) && !AuthFailure(err) && n.onNoClock != nil {
 		n.clockOff.Do(func() { n.onNoClock(Classify(err)) })
 	}
 }

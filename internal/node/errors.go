@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -41,11 +42,17 @@ var (
 // effect: it was never sent, the node was skipped as down, the connection
 // could not be dialled, the node refused it while recovering from a
 // restart, or every transaction that carried it was aborted. Any other
-// error leaves the outcome unknown.
+// error leaves the outcome unknown, a node timeout too, even one whose
+// cause is a failed dial: the client may still be dialling, and send it.
 func Unsent(err error) bool {
 	var opErr *net.OpError
-	return errors.Is(err, ErrUnsent) || errors.Is(err, ErrNodeDown) || errors.Is(err, ErrNodeRecovering) || errors.Is(err, ErrAborted) ||
-		(errors.As(err, &opErr) && opErr.Op == "dial")
+	switch {
+	case errors.Is(err, ErrNodeDown), errors.Is(err, ErrNodeRecovering), errors.Is(err, ErrAborted):
+		return true
+	case errors.Is(err, ErrNodeTimeout):
+		return false
+	}
+	return errors.Is(err, ErrUnsent) || errors.As(err, &opErr) && opErr.Op == "dial"
 }
 
 // Unreachable reports whether err says the node could not be reached (a
@@ -83,6 +90,18 @@ func Misconfigured(err error) bool {
 	}
 	// Redis 7.0 reports a script's refused command with a plain ERR.
 	return strings.HasPrefix(msg, "ERR The user executing the script can't")
+}
+
+// AuthFailure reports whether err is the node refusing this client as a
+// whole (NOAUTH, WRONGPASS: a missing or wrong password or user), not one
+// command: no optional feature is refused by it (see OnNoClock).
+func AuthFailure(err error) bool {
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "WRONGPASS")
 }
 
 // Classify marks an error that no retry can change with ErrMisconfigured,
@@ -133,4 +152,21 @@ func ClientErr(err error) error {
 		return fmt.Errorf("%v: %w", err, ErrUnsent) //nolint:errorlint // on purpose: see above
 	}
 	return fmt.Errorf("%v: %w", err, errNoAnswer) //nolint:errorlint // on purpose: see above
+}
+
+// unanswered puts err, the error a pipeline's Exec returned, on every
+// command of cmds when none carries an error of its own. go-redis puts a
+// pipeline's failure on its commands, except an error reply met while it
+// set up the connection: WRONGPASS or NOAUTH to the HELLO or AUTH it sends
+// on a new connection. The commands, never sent, then look answered with
+// nothing (a nil reply and no error). When one command carries an error,
+// the pipeline ran, or go-redis failed each of its commands: every
+// command's own reply stands. Call it after every pipeline.
+func unanswered(cmds []redis.Cmder, err error) {
+	if err == nil || slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Err() != nil }) {
+		return
+	}
+	for _, c := range cmds {
+		c.SetErr(err)
+	}
 }

@@ -58,6 +58,11 @@ func TestUnsent(t *testing.T) {
 	assert.False(t, Unsent(read), "a read error may follow an applied write")
 	assert.False(t, Unsent(ErrNodeTimeout))
 	assert.False(t, Unsent(errBoom))
+	// The client may still be dialling when the node timeout passes, and
+	// send the request once a dial succeeds.
+	timeout := fmt.Errorf("%w (last dial 90ms ago: %w)", ErrNodeTimeout, dial)
+	assert.False(t, Unsent(timeout), "a timeout whose cause is a failed dial")
+	assert.True(t, Unsent(fmt.Errorf("%w for 5ms (%w)", ErrNodeDown, timeout)), "a node skipped as down, whatever its cause")
 }
 
 func TestNodeErrorNeverPassesForCallersDeadline(t *testing.T) {

@@ -27,7 +27,7 @@ func (t *Tx) plain(ctx context.Context, op Op) Reply {
 	for _, c := range cmds {
 		_ = p.Process(ctx, c)
 	}
-	_, _ = p.Exec(ctx)
+	unanswered(p.Exec(ctx))
 	return op.Decode(cmds)
 }
 

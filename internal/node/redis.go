@@ -35,7 +35,10 @@ type Redis struct {
 	layout  Layout
 	// master names the master a Sentinel-managed client reached (see
 	// sentinel.go); nil for other clients.
-	master  *masterName
+	master *masterName
+	// dials is what the client's dial hook learns (see dial.go); nil for
+	// a cluster or ring.
+	dials   *dials
 	start   sync.Once
 	stopped sync.Once
 	lanes   lanes
@@ -92,8 +95,9 @@ func NewRedis(c redis.UniversalClient) *Redis {
 		stop: make(chan struct{}),
 	}
 	n.lanes.init()
-	if rc, ok := c.(*redis.Client); ok && n.address == FailoverAddr {
-		n.master = masterOf(rc)
+	if rc, ok := c.(*redis.Client); ok {
+		n.dials = dialsOf(rc)
+		n.master = n.dials.master
 	}
 	return n
 }
@@ -234,7 +238,7 @@ func (n *Redis) exchange(ctx context.Context, pipe redis.Pipeliner, batch []*cal
 	if clock != nil {
 		_ = pipe.Process(ctx, clock)
 	}
-	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	unanswered(pipe.Exec(ctx)) // each command keeps its own error
 	return n.readClock(clock)
 }
 

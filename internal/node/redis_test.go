@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/stretchr/testify/assert"
@@ -206,4 +207,87 @@ func TestStalledNodeQueueIsBounded(t *testing.T) {
 	assert.LessOrEqual(t, runtime.NumGoroutine()-before, node.Workers+2+10, "no goroutine per request")
 	n.Close()
 	assert.Equal(t, int32(sent), done.Load(), "every request is answered once")
+}
+
+// A client whose password is wrong, or missing, gets the server's refusal
+// as its error, from the first request on and whichever way the node is
+// spoken to. go-redis fails a new connection's HELLO or AUTH with an error
+// reply that it does not put on a pipeline's commands: a grant, sent with
+// the TIME that ends its batch, then looked answered with nothing.
+func TestRedisNodeAuthRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, user, pass, want string
+	}{
+		{"wrong password", "", "wrong", "WRONGPASS"},
+		{"no password", "", "", "NOAUTH"},
+		{"wrong user", "nobody", "secret", "WRONGPASS"},
+	} {
+		for _, way := range []node.Way{node.Scripts, node.Transactions} {
+			t.Run(tc.name+"/"+way.String(), func(t *testing.T) {
+				s := miniredis.RunT(t)
+				s.RequireAuth("secret")
+				c := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: tc.user, Password: tc.pass})
+				t.Cleanup(func() { _ = c.Close() })
+				n := node.NewRedis(c)
+				n.SetWay(way)
+				t.Cleanup(n.Close)
+				for _, op := range []node.Op{
+					&node.Acquire{Key: "k", Token: "t", TTL: time.Second},
+					&node.Acquire{Key: "k", Token: "t", TTL: time.Second, FenceKey: node.FenceKey("k")},
+					&node.Extend{Key: "k", Token: "t", TTL: time.Second},
+					&node.Release{Key: "k", Token: "t"},
+				} {
+					rep := callOne(n, op)
+					require.Error(t, rep.Err, op.Name())
+					assert.True(t, node.Misconfigured(rep.Err), "%s: %v", op.Name(), rep.Err)
+					assert.ErrorContains(t, rep.Err, tc.want, op.Name())
+					assert.False(t, rep.OK)
+				}
+			})
+		}
+	}
+}
+
+// A failed dial is known as it happens, before go-redis' own dial retries
+// (5, 100 ms apart, at its default options) end the call, and forgotten
+// once a dial succeeds.
+func TestRedisNodeLastDialFailure(t *testing.T) {
+	t.Run("certificate", func(t *testing.T) {
+		c := redis.NewClient(&redis.Options{Addr: nodetest.UntrustedTLSListener(t), TLSConfig: nodetest.UntrustedTLS()})
+		t.Cleanup(func() { _ = c.Close() })
+		n := node.NewRedis(c)
+		t.Cleanup(n.Close)
+		assert.Nil(t, n.LastDialFailure(), "nothing dialled yet")
+		replied := make(chan node.Reply, 1)
+		sent := time.Now()
+		n.Do(context.Background(), time.Now().Add(time.Minute), &node.Acquire{Key: "k", Token: "t", TTL: time.Second}, func(r node.Reply) { replied <- r })
+		require.Eventually(t, func() bool { return n.LastDialFailure() != nil }, 5*time.Second, time.Millisecond)
+		f := n.LastDialFailure()
+		assert.ErrorContains(t, f.Err, "certificate signed by unknown authority")
+		assert.True(t, node.Misconfigured(f.Err), "%v", f.Err)
+		assert.False(t, f.At.Before(sent))
+		rep := <-replied // once go-redis gave up
+		assert.True(t, node.Misconfigured(rep.Err), "%v", rep.Err)
+	})
+	t.Run("refused, then up", func(t *testing.T) {
+		addr := nodetest.RefusedAddr(t)
+		c := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		n := node.NewRedis(c)
+		t.Cleanup(n.Close)
+		rep := callOne(n, &node.Acquire{Key: "k", Token: "t", TTL: time.Second})
+		require.Error(t, rep.Err)
+		f := n.LastDialFailure()
+		require.NotNil(t, f)
+		assert.ErrorContains(t, f.Err, "connection refused")
+		assert.False(t, node.Misconfigured(f.Err))
+
+		s := miniredis.NewMiniRedis()
+		require.NoError(t, s.StartAddr(addr))
+		t.Cleanup(s.Close)
+		rep = callOne(n, &node.Acquire{Key: "k", Token: "t", TTL: time.Second})
+		require.NoError(t, rep.Err)
+		assert.True(t, rep.OK)
+		assert.Nil(t, n.LastDialFailure(), "a dial succeeded since")
+	})
 }

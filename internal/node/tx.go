@@ -78,12 +78,12 @@ func (t *Tx) Pipelined(ctx context.Context, key string, cmds ...redis.Cmder) err
 		_ = c.Process(ctx, cmds[0])
 		return nil
 	}
-	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	unanswered(c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, cmd := range cmds {
 			_ = p.Process(ctx, cmd)
 		}
 		return nil
-	})
+	}))
 	return nil
 }
 
@@ -102,7 +102,7 @@ func (s *Step) Read(ctx context.Context, keys []string, cmds ...redis.Cmder) err
 	if len(keys) > 0 {
 		watch = redis.NewStatusCmd(ctx, watchArgs(keys)...)
 	}
-	_, _ = s.tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+	unanswered(s.tx.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if watch != nil {
 			_ = p.Process(ctx, watch)
 		}
@@ -110,7 +110,7 @@ func (s *Step) Read(ctx context.Context, keys []string, cmds ...redis.Cmder) err
 			_ = p.Process(ctx, c)
 		}
 		return nil
-	})
+	}))
 	if watch != nil {
 		s.watched = true // even when it failed: Watch then unwatches, or drops the connection
 		if err := watch.Err(); err != nil {
@@ -132,7 +132,7 @@ func (s *Step) Read(ctx context.Context, keys []string, cmds ...redis.Cmder) err
 func (s *Step) Exec(ctx context.Context, writes [][]any, after ...redis.Cmder) ([]any, error) {
 	s.wrote = true
 	exec := redis.NewSliceCmd(ctx, "exec")
-	_, _ = s.tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+	unanswered(s.tx.Pipelined(ctx, func(p redis.Pipeliner) error {
 		_ = p.Process(ctx, redis.NewStatusCmd(ctx, "multi"))
 		for _, w := range writes {
 			_ = p.Process(ctx, redis.NewCmd(ctx, w...))
@@ -142,7 +142,7 @@ func (s *Step) Exec(ctx context.Context, writes [][]any, after ...redis.Cmder) (
 			_ = p.Process(ctx, c)
 		}
 		return nil
-	})
+	}))
 	res, err := exec.Result()
 	switch {
 	case errors.Is(err, redis.Nil):

@@ -1,0 +1,117 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"weak"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Dial failures. go-redis retries a dial that failed (DialerRetries, 5 by
+// default, 100 ms apart) apart from the caller, and hands back only the
+// last error, once every try failed: long after the node timeout, when the
+// library has stopped waiting, so the node timed out with no cause. A dial
+// hook, added once per client, keeps the client's last failed dial as it
+// happens (a connection refused, a certificate not trusted), until a dial
+// succeeds; a node timeout names it (see LastDialFailure).
+
+// DialFailure is a client's last dial that failed.
+type DialFailure struct {
+	Err error
+	At  time.Time
+}
+
+// DialWatcher is a Node whose client's dials are watched.
+type DialWatcher interface {
+	// LastDialFailure returns the client's last dial when it failed; nil
+	// when it succeeded, or no dial failed yet.
+	LastDialFailure() *DialFailure
+}
+
+// LastDialFailure implements DialWatcher. A cluster's or ring's dials are
+// not watched: nil.
+func (n *Redis) LastDialFailure() *DialFailure {
+	if n.dials == nil {
+		return nil
+	}
+	return n.dials.failure.Load()
+}
+
+// dials is what a client's dial hook learns, shared by every Redis over
+// that client. Safe for concurrent use.
+type dials struct {
+	failure atomic.Pointer[DialFailure]
+	// master is the master a Sentinel-managed client's last connection
+	// reached (see sentinel.go); nil for another client.
+	master *masterName
+}
+
+// watched holds the dials of each client watched. Entries go with their
+// clients.
+var watched sync.Map // weak.Pointer[redis.Client] → *dials
+
+// dialsOf returns where c's dials are kept, adding the dial hook the first
+// time (a client given to several Redlocks gets one hook). It sends no
+// command, so it needs no permission.
+func dialsOf(c *redis.Client) *dials {
+	key := weak.Make(c)
+	if v, ok := watched.Load(key); ok {
+		return v.(*dials)
+	}
+	d := new(dials)
+	if ClientAddr(c) == FailoverAddr {
+		d.master = new(masterName)
+	}
+	if v, loaded := watched.LoadOrStore(key, d); loaded {
+		return v.(*dials)
+	}
+	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { watched.Delete(k) }, key)
+	c.AddHook(dialHook{d: d})
+	return d
+}
+
+// dialed records a dial's outcome.
+func (d *dials) dialed(conn net.Conn, err error) {
+	switch {
+	case errors.Is(err, context.Canceled):
+		// The pool or its caller gave up on the dial: nothing learned of
+		// the node.
+	case err != nil:
+		if errors.Is(err, context.DeadlineExceeded) {
+			// Its words only: the dial's own deadline must not pass for
+			// the caller's context ending (see ClientErr).
+			err = errors.New(err.Error())
+		}
+		d.failure.Store(&DialFailure{Err: err, At: time.Now()})
+	default:
+		d.failure.Store(nil)
+		if d.master != nil && conn.RemoteAddr() != nil {
+			a := conn.RemoteAddr().String() + " (Sentinel-managed master)"
+			d.master.at.Store(&a)
+		}
+	}
+}
+
+// dialHook records each dial of a client: its error, or for a
+// Sentinel-managed client the master it reached.
+type dialHook struct{ d *dials }
+
+func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		h.d.dialed(conn, err)
+		return conn, err
+	}
+}
+
+func (dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
