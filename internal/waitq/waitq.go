@@ -464,8 +464,8 @@ func (q *Queue) syncLoop(i int, plan *plan, timeout time.Duration) {
 // refusedBy turns the queue off on node i when its reply says the node
 // refuses the queue's commands (see Off), and tells off, once.
 func (q *Queue) refusedBy(i int, replies []node.Reply) {
-	if i >= len(replies) || !errors.Is(replies[i].Err, node.ErrMisconfigured) {
-		return
+	if i >= len(replies) || !errors.Is(replies[i].Err, node.ErrMisconfigured) || node.AuthFailure(replies[i].Err) {
+		return // a password refused refuses everything, not the queue: nothing to turn off
 	}
 	q.mu.Lock()
 	ns := q.subs[i]

@@ -214,3 +214,38 @@ func TestPoppedMemberIsNotRemoved(t *testing.T) {
 	assert.True(t, c.Remove)
 	assert.Equal(t, other.id, c.Member, "a member not popped is removed")
 }
+
+// authError is a server's refusal of the client as a whole, as go-redis
+// returns it.
+type authError string
+
+func (e authError) Error() string { return string(e) }
+func (authError) RedisError()     {}
+
+// A node that refuses the client's password refuses everything, not the
+// queue: the queue stays on there, and off hears nothing.
+func TestQueueNotRefusedByPassword(t *testing.T) {
+	wrongPass := fmt.Errorf("%w: %w", node.ErrMisconfigured, authError("WRONGPASS invalid username-password pair"))
+	deliver := func(ops []node.Op, _ time.Duration) []node.Reply {
+		replies := make([]node.Reply, len(ops))
+		for i := range replies {
+			replies[i] = node.Reply{Err: wrongPass}
+		}
+		return replies
+	}
+	var mu sync.Mutex
+	var off []int
+	ws := New(nodetest.Nodes(nodetest.Fakes(2)), deliver, func(i int, _ error) {
+		mu.Lock()
+		defer mu.Unlock()
+		off = append(off, i)
+	})
+	t.Cleanup(ws.Close)
+	w := ws.Join("k", time.Second)
+	waitSynced(t, ws)
+	w.Leave(time.Second)
+	waitSynced(t, ws)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, off, "no node turned the queue off")
+}
