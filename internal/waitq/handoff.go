@@ -13,7 +13,9 @@ import (
 // that takes the lock handed over (JoinHandoff): its member carries a
 // token of its own and the lock's TTL, and a release that pops it sets the
 // key to that token in the same step that deletes its own, when this
-// process hears the announcement (see release.lua). Each node's handoff
+// process subscribes on the server that runs the release, and then
+// announces it (see taker in release.lua): an announcement of a handoff
+// comes only from a node that holds the token. Each node's handoff
 // reaches the waiter on Handed: the layer above counts them as votes.
 //
 // A token is registered once. After an attempt with it fails, Requeue
