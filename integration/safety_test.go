@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,14 +260,9 @@ func TestSafetySentinel(t *testing.T) {
 	}, "safety:sentinel", plainKind)
 }
 
-// ringAddrsEnv passes the servers of TestSafetyRing to the process it
-// runs TestSafetyRingProcess in, comma-separated.
-const ringAddrsEnv = "REDLOCK_SAFETY_RING_ADDRS"
-
 // TestSafetyRing runs the workload with go-redis Rings of two plain
-// servers each as nodes (TestSafetyRingProcess), each shape in a process
-// of its own: a Lock that waits subscribes, and go-redis' Ring.Subscribe
-// panics when given no channel, which would end every other test with it.
+// servers each as nodes: one Ring beside two servers (notification on and
+// off), and three Rings.
 func TestSafetyRing(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 6)
@@ -278,44 +270,6 @@ func TestSafetyRing(t *testing.T) {
 	for i := range addrs {
 		addrs[i] = c.Addr(i)
 	}
-	for _, shape := range []string{"one Ring and two servers", "one Ring and two servers, polling", "three Rings"} {
-		t.Run(shape, func(t *testing.T) {
-			ctx := timeout(t, 3*time.Minute)
-			_, sub, _ := strings.Cut(t.Name(), "/")
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSafetyRingProcess$/^"+regexp.QuoteMeta(sub)+"$",
-				"-test.count=1", "-test.v", "-test.timeout=2m")
-			cmd.Env = append(os.Environ(), ringAddrsEnv+"="+strings.Join(addrs, ","))
-			out, err := cmd.CombinedOutput()
-			ran := strings.Contains(string(out), "--- PASS: TestSafetyRingProcess/")
-			if !assert.NoError(t, err, "the workload's process") || !assert.True(t, ran, "the workload ran") {
-				t.Logf("its output:\n%s", excerpt(string(out)))
-			}
-		})
-	}
-}
-
-// excerpt returns a process's output from its panic on, or its last lines:
-// enough to say why it failed.
-func excerpt(out string) string {
-	if _, after, ok := strings.Cut(out, "\npanic: "); ok {
-		out = "panic: " + after
-	}
-	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if strings.HasPrefix(out, "panic: ") {
-		return strings.Join(lines[:min(len(lines), 30)], "\n")
-	}
-	return strings.Join(lines[max(0, len(lines)-40):], "\n")
-}
-
-// TestSafetyRingProcess is TestSafetyRing's workload, run by it in a
-// process of its own.
-func TestSafetyRingProcess(t *testing.T) {
-	list := os.Getenv(ringAddrsEnv)
-	if list == "" {
-		t.Skip("run by TestSafetyRing, in a process of its own")
-	}
-	addrs := strings.Split(list, ",")
-	require.Len(t, addrs, 6)
 	ring := func(addrs ...string) *redis.Ring {
 		o := &redis.RingOptions{Addrs: map[string]string{}}
 		for i, a := range addrs {
