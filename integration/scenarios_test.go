@@ -262,8 +262,13 @@ func TestFailedAcquisitionLeavesNoToken(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	assert.Empty(t, redlock.NodeErrors(err), "three refusals decide before node 4 times out")
 	assert.Less(t, took, 200*time.Millisecond, "took %v", took)
-	assert.Equal(t, []string{"foreign", "foreign", "foreign", "", "<down>"}, values(t, insp, key),
-		"node 3 granted and must be released before TryLock returns")
+	// Node 3's grant and the third refusal race: a grant in before the
+	// outcome was decided is released before TryLock returns, one that
+	// came after it right after, in the background. Either way it is gone
+	// at once, and no other node changed.
+	assert.Eventually(t, func() bool { return insp[3].Exists(ctx, key).Val() == 0 }, time.Second, 5*time.Millisecond,
+		"node 3 granted and must be released")
+	assert.Equal(t, []string{"foreign", "foreign", "foreign", "", "<down>"}, values(t, insp, key))
 
 	time.Sleep(300 * time.Millisecond)
 	require.NoError(t, c.Unpause(ctx, 4))
