@@ -16,7 +16,8 @@ import (
 //
 //   - Trying. A newcomer makes an attempt at once, unless this process's
 //     last release of the name reached waiters (the courtesy): then it
-//     queues behind them without trying.
+//     queues behind them without trying (without notification, it waits a
+//     moment, then tries).
 //   - Queued. After a failed attempt it joins the name's queue on every
 //     node, scored by when it began to wait (a waiter queued again keeps
 //     its place), and subscribes. It waits for its turn, or for a back-off
@@ -31,7 +32,8 @@ import (
 //   - Handed. A plain lock's waiter queues a token of its own; a release
 //     that pops it sets the key to that token instead of freeing it, then
 //     announces that. The waiter takes the lock when a quorum handed it
-//     over (handoff.go); otherwise it makes an attempt with the token.
+//     over within handoffWindow, with half the TTL or more left
+//     (handoff.go); otherwise it makes an attempt with the token.
 //
 // The invariant: a node's answer counts toward a quorum only if the node
 // holds the voter's token from then on, for the validity counted. A grant
