@@ -31,6 +31,14 @@ func aclLine(user, pass, prefix string, drop ...string) []any {
 	return args
 }
 
+// setUser runs args, an ACL SETUSER command, on every admin client.
+func setUser(t *testing.T, ctx context.Context, admin []*redis.Client, args []any) {
+	t.Helper()
+	for _, a := range admin {
+		require.NoError(t, a.Do(ctx, args...).Err(), "%v", args)
+	}
+}
+
 // aclTiers are the users of docs/DEPLOYMENTS.md's ACL tiers: the
 // least-privilege line without each optional permission (the waiters'
 // queue, ZPOPMIN alone as an older library's line had it, INFO, TIME, the
@@ -62,16 +70,10 @@ func TestACLTiers(t *testing.T) {
 	c := startCluster(t, 3)
 	admin := inspector(t, c)
 	ctx := timeout(t, 3*time.Minute)
-	setUser := func(t *testing.T, args []any) {
-		t.Helper()
-		for _, a := range admin {
-			require.NoError(t, a.Do(ctx, args...).Err(), "%v", args)
-		}
-	}
 	for _, tier := range aclTiers {
 		t.Run(tier.name, func(t *testing.T) {
 			user := "u" + strings.ReplaceAll(tier.name, " ", "")
-			setUser(t, aclLine(user, "pw", "locks:", tier.drop...))
+			setUser(t, ctx, admin, aclLine(user, "pw", "locks:", tier.drop...))
 			obs := &failures{}
 			opts := []redlock.Option{redlock.WithObserver(obs), redlock.WithRetryDelay(10*time.Millisecond, 50*time.Millisecond),
 				redlock.WithNodeTimeout(400 * time.Millisecond)} // below the TTL; a loaded machine is not what this test is about
@@ -123,7 +125,7 @@ func TestACLTiers(t *testing.T) {
 	}
 
 	t.Run("no pexpire", func(t *testing.T) {
-		setUser(t, aclLine("upexpire", "pw", "locks:", "pexpire"))
+		setUser(t, ctx, admin, aclLine("upexpire", "pw", "locks:", "pexpire"))
 		rl := redlockOver(t, userClients(c, "upexpire", "pw"))
 		m := newMutex(t, rl, "locks:upexpire", redlock.WithTTL(time.Minute))
 		require.NoError(t, m.Lock(ctx), "the plain acquisition needs no PEXPIRE")
@@ -136,7 +138,7 @@ func TestACLTiers(t *testing.T) {
 		require.NoError(t, m.Unlock(ctx))
 	})
 	t.Run("no scripts", func(t *testing.T) {
-		setUser(t, aclLine("uscripts", "pw", "locks:", "evalsha", "eval"))
+		setUser(t, ctx, admin, aclLine("uscripts", "pw", "locks:", "evalsha", "eval"))
 		// The nodes switch to speaking without scripts: the grant is a
 		// plain SET, which the line allows, but the release needs WATCH,
 		// MULTI and EXEC, which it does not (the line for such nodes is

@@ -360,16 +360,10 @@ func TestDeployACL(t *testing.T) {
 	c := startCluster(t, 3)
 	admin := inspector(t, c)
 	ctx := timeout(t, 2*time.Minute)
-	setUser := func(args ...any) {
-		t.Helper()
-		for _, a := range admin {
-			require.NoError(t, a.Do(ctx, args...).Err(), "%v", args)
-		}
-	}
 	const name = "locks:job"
 
 	t.Run("least privilege", func(t *testing.T) {
-		setUser(leastPrivilegeACL("locker", "pw", "locks:")...)
+		setUser(t, ctx, admin, leastPrivilegeACL("locker", "pw", "locks:"))
 		rl := redlockOver(t, userClients(c, "locker", "pw"))
 		for _, opts := range [][]redlock.Option{nil, {redlock.WithFencing()}, {redlock.WithReentrant()}} {
 			m := newMutex(t, rl, name, opts...)
@@ -396,7 +390,7 @@ func TestDeployACL(t *testing.T) {
 	t.Run("no channels", func(t *testing.T) {
 		// Redis 7 gives a new user no channels (acl-pubsub-default
 		// resetchannels): the release script's PUBLISH is refused.
-		setUser("ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all")
+		setUser(t, ctx, admin, []any{"ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all"})
 		rl := redlockOver(t, userClients(c, "app", "pw"))
 		other := redlockOver(t, userClients(c, "app", "pw"))
 		holder := newMutex(t, rl, name+":nochan")
@@ -413,7 +407,7 @@ func TestDeployACL(t *testing.T) {
 	})
 
 	t.Run("keys elsewhere", func(t *testing.T) {
-		setUser(leastPrivilegeACL("other", "pw", "other:")...)
+		setUser(t, ctx, admin, leastPrivilegeACL("other", "pw", "other:"))
 		rl := redlockOver(t, userClients(c, "other", "pw"))
 		start := time.Now()
 		err := newMutex(t, rl, name).Lock(timeout(t, 10*time.Second))

@@ -31,9 +31,7 @@ func TestHandoffWithoutAttempt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			user := "handoff" + strconv.Itoa(len(tc.drop))
-			for _, a := range admin {
-				require.NoError(t, a.Do(ctx, aclLine(user, "pw", "handoff:", tc.drop...)...).Err())
-			}
+			setUser(t, ctx, admin, aclLine(user, "pw", "handoff:", tc.drop...))
 			clients := func() []redis.UniversalClient { return userClients(c, user, "pw") }
 			name := "handoff:" + user
 			holder := newMutex(t, redlockOver(t, clients()), name)

@@ -317,12 +317,6 @@ func TestSafetyACL(t *testing.T) {
 	c := startCluster(t, 3)
 	admin := inspector(t, c)
 	ctx := timeout(t, 5*time.Minute)
-	setUser := func(t *testing.T, args []any) {
-		t.Helper()
-		for _, a := range admin {
-			require.NoError(t, a.Do(ctx, args...).Err(), "%v", args)
-		}
-	}
 	as := func(user, pass string) nodesOf {
 		return func(int) []redis.UniversalClient { return userClients(c, user, pass) }
 	}
@@ -332,13 +326,13 @@ func TestSafetyACL(t *testing.T) {
 		for i, f := range fields {
 			args[i] = f
 		}
-		setUser(t, args)
+		setUser(t, ctx, admin, args)
 		safetyWorkload(t, as(fields[2], strings.TrimPrefix(fields[4], ">")), "locks:safety:full", plainKind)
 	})
 	for _, tier := range aclTiers {
 		t.Run(tier.name, func(t *testing.T) {
 			user := "safety" + strings.ReplaceAll(tier.name, " ", "")
-			setUser(t, aclLine(user, "pw", "locks:", tier.drop...))
+			setUser(t, ctx, admin, aclLine(user, "pw", "locks:", tier.drop...))
 			safetyWorkload(t, as(user, "pw"), "locks:"+user, plainKind)
 		})
 	}

@@ -19,7 +19,7 @@ import (
 // files before it. Every non-test file is in exactly one layer.
 // docs/ARCHITECTURE.md explains the layers.
 var (
-	engineFiles = []string{"clock.go", "gate.go", "quorum.go", "report.go", "clockguard.go", "pool.go", "round.go", "attempt.go"}
+	engineFiles = []string{"clock.go", "gate.go", "quorum.go", "report.go", "clockguard.go", "nodestate.go", "pool.go", "round.go", "attempt.go"}
 	layers      = [][]string{
 		engineFiles,
 		// The lease: the engine as a whole, acquisitions, releases and

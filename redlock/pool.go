@@ -52,13 +52,6 @@ const (
 	maxOwed = 4096
 )
 
-// owable is an operation that may be delivered later when it failed with
-// err (see node.Release.Owable).
-type owable interface {
-	node.Op
-	Owable(err error) bool
-}
-
 // pool is shared by every operation of a Redlock; each node's state is
 // behind its own mutex.
 type pool struct {
@@ -79,28 +72,6 @@ type pool struct {
 	done     chan struct{} // closed by stop: repairs stop
 	stopOnce sync.Once
 	wg       sync.WaitGroup
-}
-
-// nodeState is what the pool knows of one node. Guarded by mu.
-type nodeState struct {
-	mu        sync.Mutex
-	down      bool
-	downSince time.Time
-	cause     error     // why it is down
-	lastReply time.Time // the last time the node answered anything
-	lastErr   error     // the last failure to reach the node (dial, TLS, network)
-	lastErrAt time.Time
-	inflight  int       // requests sent and not answered
-	waiting   time.Time // since when some request has waited for an answer
-	repairing bool      // the repair goroutine runs
-	probes    int       // probes in flight
-	owed      []owedRelease
-}
-
-// owedRelease is a release the node has not received yet.
-type owedRelease struct {
-	op    owable
-	until time.Time // while the node answers, pointless after this
 }
 
 func newPool(nodes []node.Node, now clock) *pool {
@@ -229,28 +200,9 @@ func (p *pool) observe(i int, err error) {
 }
 
 // timeoutErr is the error of a request sent to node i at sent that the
-// node did not answer within the node timeout: ErrNodeTimeout, with the
-// last failure to reach the node when nothing came from it since: a
-// failed call (a dial refused, a TLS handshake that failed), or the
-// client's last dial when it failed (see node.DialWatcher), which the
-// client's own dial retries keep from the call until long after the
-// timeout. That failure is then the real cause; a certificate not trusted
-// makes the timeout ErrMisconfigured, as it is when it reaches the call.
+// node did not answer within the node timeout (see nodeState.timeoutErr).
 func (p *pool) timeoutErr(i int, sent time.Time) error {
-	s := p.states[i]
-	s.mu.Lock()
-	last, at, replied := s.lastErr, s.lastErrAt, s.lastReply
-	s.mu.Unlock()
-	what := "last error"
-	if w, ok := p.nodes[i].(node.DialWatcher); ok {
-		if f := w.LastDialFailure(); f != nil && f.At.After(at) {
-			last, at, what = f.Err, f.At, "last dial"
-		}
-	}
-	if last == nil || at.Before(replied) || at.Before(sent.Add(-time.Minute)) {
-		return node.ErrNodeTimeout
-	}
-	return node.Classify(fmt.Errorf("%w (%s %v ago: %w)", node.ErrNodeTimeout, what, p.now().Sub(at).Round(time.Millisecond), last))
+	return p.states[i].timeoutErr(p.nodes[i], p.now(), sent)
 }
 
 // timedOut reports a request to node i sent at sent that got no answer
