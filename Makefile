@@ -36,7 +36,7 @@ soak:
 ## demo: five Redis nodes: fencing, readers and a writer, a semaphore, then
 ## competing workers with nodes killed midway.
 demo:
-	cd integration && ../scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
+	cd integration && REDLOCK_FAKETIME=skip ../scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
 
 ## bench: redlock-go against redsync and a raw floor on the same five nodes,
 ## and bsm/redislock on the first of them (bench/, its own module), at a
@@ -44,15 +44,15 @@ demo:
 ## docs/API.md recommends); writes docs/bench.md, docs/bench-defaults.md and
 ## their plots.
 bench:
-	cd bench && ../scripts/with-redis-env.sh $(GO) run . -out ../docs
-	cd bench && ../scripts/with-redis-env.sh $(GO) run . -defaults -out ../docs
+	cd bench && REDLOCK_FAKETIME=skip ../scripts/with-redis-env.sh $(GO) run . -out ../docs
+	cd bench && REDLOCK_FAKETIME=skip ../scripts/with-redis-env.sh $(GO) run . -defaults -out ../docs
 
 ## bench-availability: redlock-go and redsync side by side through faults
 ## (silent, far, killed and flapping nodes, a paused majority) at go-redis'
 ## defaults (recommended) and at fail-fast options, checking mutual exclusion;
 ## writes docs/AVAILABILITY.md and docs/availability.png, fails on any overlap or lost update.
 bench-availability:
-	cd bench && ../scripts/with-redis-env.sh $(GO) run . -availability -out ../docs
+	cd bench && REDLOCK_FAKETIME=skip ../scripts/with-redis-env.sh $(GO) run . -availability -out ../docs
 
 ## bench-handoff: idle time between holders, notified and polling only.
 bench-handoff:

@@ -1,12 +1,18 @@
-// Command redlock-demo shows the lock at work on five real Redis nodes:
-// several workers, each with its own clients as separate processes would
-// have, compete for one lock to update a shared counter with a deliberately
-// non-atomic read-sleep-write. Midway two nodes are killed (the lock keeps
-// working on the remaining majority), then a third (no majority is left and
-// every attempt fails, reporting the dead nodes). At the end it prints the
-// acquisitions, failures by cause, lock latency percentiles, and checks that
-// no update was lost and no two holders overlapped; then a few of the
-// OpenTelemetry metrics that redlockotel recorded meanwhile.
+// Command redlock-demo shows the lock at work on five real Redis nodes, in
+// four acts, each announced before it runs: fencing refusing a holder that
+// stalled past its validity; a reader-writer lock; a counting semaphore;
+// then six workers, each with its own clients as separate processes would
+// have, competing for one lock to update a shared counter with a
+// deliberately non-atomic read-sleep-write. Midway two nodes are killed
+// (the lock keeps working on the remaining majority), then a third (no
+// majority is left and every attempt fails, naming the dead nodes). At the
+// end it prints the acquisitions, the attempts that found the lock busy or
+// no quorum, lock latency percentiles, and checks that no update was lost
+// and no two holders overlapped; then a few of the OpenTelemetry metrics
+// that redlockotel recorded meanwhile.
+//
+// Nodes are numbered from 0, in the order given to redlock.New, as the
+// library's errors, Health and Inspect number them.
 //
 // Run it with `make demo`, which prepares Docker and the Redis image.
 package main
@@ -35,7 +41,7 @@ import (
 
 func main() {
 	workers := flag.Int("workers", 6, "competing workers, each with its own clients")
-	phase := flag.Duration("phase", 3*time.Second, "length of each phase")
+	phase := flag.Duration("phase", 2*time.Second, "length of each phase")
 	flag.Parse()
 	// The demo prints its own account; keep the libraries' logs (go-redis
 	// reports every refused dial to a killed node) out of it.
@@ -51,8 +57,10 @@ func main() {
 type stats struct {
 	mu        sync.Mutex
 	acquired  int
+	busy      int // attempts that found the lock held (or split) on a quorum that answered
+	noQuorum  int // attempts with too few nodes answering for any quorum
 	latencies []time.Duration
-	failures  map[string]int
+	failures  map[string]int // by cause, for the summary
 }
 
 func (s *stats) ok(d time.Duration) {
@@ -62,10 +70,16 @@ func (s *stats) ok(d time.Duration) {
 	s.latencies = append(s.latencies, d)
 }
 
-func (s *stats) fail(cause string) {
+func (s *stats) fail(f failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failures[cause]++
+	switch f.kind {
+	case busy:
+		s.busy++
+	case noQuorum:
+		s.noQuorum++
+	}
+	s.failures[f.String()]++
 }
 
 type window struct{ start, end time.Time }
@@ -91,7 +105,7 @@ type demo struct {
 
 func run(workers int, phaseLen time.Duration) error {
 	ctx := context.Background()
-	fmt.Println("starting 5 Redis nodes in containers (image " + integration.Image() + ")")
+	fmt.Println("starting 5 Redis nodes in containers (image " + integration.Image() + "), numbered from 0")
 	cluster, err := integration.Start(ctx, 5)
 	if err != nil {
 		return err
@@ -120,6 +134,15 @@ func run(workers int, phaseLen time.Duration) error {
 		d.perPhase[i] = &stats{failures: map[string]int{}}
 	}
 	defer d.close()
+	fmt.Printf(`
+%d workers, each with its own Redlock and clients (as %d processes would
+have), contend for the lock demo:counter. Each makes one attempt at a time
+(TryLock, no waiting) so that every outcome is counted: "busy" when another
+worker held the lock, which with %d workers is most attempts and no fault;
+"no quorum" when too few nodes answered for any majority. The holder adds 1
+to a counter with a read, a 3 ms sleep and a write: a lost update would show
+two holders at once. Two nodes are killed after phase 1, a third after phase 2.
+`, workers, workers, workers)
 	for w := range workers {
 		if err := d.startWorker(ctx, w == 0); err != nil {
 			return err
@@ -141,11 +164,9 @@ func (d *demo) close() {
 // startWorker starts one worker with its own Redlock, as a separate
 // process would have; the first one also reports the nodes' health.
 func (d *demo) startWorker(ctx context.Context, first bool) error {
-	// The client options docs/API.md recommends for lock clients: the
-	// node timeout also bounds socket reads, and a dead node fails at
-	// once instead of after go-redis' command and dial retries (the
-	// quorum already copes with a failed node).
-	clients := d.cluster.Clients(&redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	// go-redis' default options: the configuration docs/API.md recommends
+	// (the library bounds each node call itself).
+	clients := d.cluster.Clients(&redis.Options{})
 	rl, err := redlock.New(clients, redlock.WithTTL(2*time.Second), redlock.WithObserver(d.tel.obs))
 	if err != nil {
 		return err
@@ -196,7 +217,7 @@ func (d *demo) attempt(ctx context.Context, mu *redlock.Mutex) {
 	err := mu.TryLock(ctx)
 	d.phaseMu.RUnlock()
 	if err != nil {
-		st.fail(cause(err))
+		st.fail(classify(err))
 		time.Sleep(time.Duration(2+rand.IntN(20)) * time.Millisecond)
 		return
 	}
@@ -213,7 +234,9 @@ func (d *demo) attempt(ctx context.Context, mu *redlock.Mutex) {
 	d.windows = append(d.windows, window{held, end})
 	d.windowMu.Unlock()
 	if err := mu.Unlock(ctx); err != nil {
-		st.fail("unlock: " + cause(err))
+		f := classify(err)
+		f.kind, f.what = unlockFailed, "unlock: "+f.what
+		st.fail(f)
 	}
 }
 
@@ -246,7 +269,7 @@ func (d *demo) report(p int) {
 	st := d.perPhase[p]
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	fmt.Printf("  acquisitions %d, failures %d, lock latency %s\n", st.acquired, total(st.failures), percentiles(st.latencies))
+	fmt.Printf("  acquired %d, busy %d, no quorum %d; lock latency %s\n", st.acquired, st.busy, st.noQuorum, percentiles(st.latencies))
 }
 
 // summary prints every phase's figures, the checks and the telemetry, and
@@ -290,7 +313,7 @@ func printPhase(p int, name string, st *stats) {
 	fmt.Printf("  phase %d (%s)\n", p+1, name)
 	fmt.Printf("    acquisitions: %d\n", st.acquired)
 	fmt.Printf("    lock latency: %s\n", percentiles(st.latencies))
-	fmt.Printf("    failures:     %d\n", total(st.failures))
+	fmt.Printf("    not acquired: %d\n", total(st.failures))
 	causes := make([]string, 0, len(st.failures))
 	for c := range st.failures {
 		causes = append(causes, c)
@@ -307,8 +330,9 @@ func printPhase(p int, name string, st *stats) {
 // tokens, refuses the stale write. The resource is a key on node 0 reached
 // directly, standing for any store that can check a token.
 func fencingAct(ctx context.Context, cluster *integration.Cluster) error {
-	fmt.Println("fencing: a holder stalls past its validity, another takes over")
-	opts := &redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}
+	fmt.Println("fencing: holder A stalls past its validity and B takes over; the store checks")
+	fmt.Println("fencing tokens, so it must refuse A's late write")
+	opts := &redis.Options{}
 	var rls []*redlock.Redlock
 	var all []redis.UniversalClient
 	defer func() {
@@ -361,10 +385,26 @@ func fencingAct(ctx context.Context, cluster *integration.Cluster) error {
 	return nil
 }
 
-// cause names why an attempt failed, for the tally: too many nodes failing
-// for a quorum (a lock survives two failed nodes of five), or the lock held
-// by another worker, or split between contenders, on the nodes that answered.
-func cause(err error) string {
+// A failure is why an attempt failed, for the tally.
+type failure struct {
+	kind    failureKind
+	what    string // the cause in words
+	failing string // the node errors by kind, "" when none
+}
+
+type failureKind int
+
+const (
+	busy         failureKind = iota // held by another worker, or split, on the nodes that answered
+	noQuorum                        // too many nodes failing for a quorum (a lock survives two of five)
+	unlockFailed                    // Unlock did not confirm the release
+	other
+)
+
+func (f failure) String() string { return f.what + f.failing }
+
+// classify names why err happened, counting its node errors by kind.
+func classify(err error) failure {
 	nodeErrs := redlock.NodeErrors(err)
 	kinds := map[string]int{}
 	for _, ne := range nodeErrs {
@@ -382,19 +422,19 @@ func cause(err error) string {
 		parts = append(parts, fmt.Sprintf("%d× %s", n, k))
 	}
 	sort.Strings(parts)
-	failing := ""
+	f := failure{kind: other, what: err.Error()}
 	if len(parts) > 0 {
-		failing = " (node errors: " + strings.Join(parts, ", ") + ")"
+		f.failing = " (node errors: " + strings.Join(parts, ", ") + ")"
 	}
 	switch {
 	case len(nodeErrs) > 2:
-		return "no quorum possible" + failing
+		f.kind, f.what = noQuorum, "no quorum possible"
 	case errors.Is(err, redlock.ErrNotAcquired):
-		return "held by another worker, or split between contenders" + failing
+		f.kind, f.what = busy, "busy: held by another worker, or split between contenders"
 	case errors.Is(err, redlock.ErrNotHeld):
-		return "not held" + failing
+		f.what = "not held"
 	}
-	return err.Error()
+	return f
 }
 
 func percentiles(ds []time.Duration) string {

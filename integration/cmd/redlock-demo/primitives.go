@@ -19,7 +19,7 @@ import (
 // that comes once the writer waits waits behind it, and six workers share
 // two permits.
 func primitivesAct(ctx context.Context, cluster *integration.Cluster) error {
-	clients := cluster.Clients(&redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	clients := cluster.Clients(&redis.Options{})
 	defer func() {
 		for _, c := range clients {
 			_ = c.Close()
@@ -37,7 +37,8 @@ func primitivesAct(ctx context.Context, cluster *integration.Cluster) error {
 }
 
 func readersAndWriter(ctx context.Context, rl *redlock.Redlock) error {
-	fmt.Println("reader-writer lock: three readers share demo:catalog, a writer waits for them")
+	fmt.Println("reader-writer lock: three readers share demo:catalog; a writer waits for them,")
+	fmt.Println("and no new reader gets in while it waits")
 	readers := make([]*redlock.RWMutex, 3)
 	for i := range readers {
 		rw, err := rl.NewRWMutex("demo:catalog")
@@ -89,7 +90,7 @@ func readersAndWriter(ctx context.Context, rl *redlock.Redlock) error {
 
 func permits(ctx context.Context, rl *redlock.Redlock) error {
 	const workers, k = 6, 2
-	fmt.Printf("counting semaphore: %d workers, %d permits of demo:encoders\n", workers, k)
+	fmt.Printf("counting semaphore: %d workers take turns at %d permits of demo:encoders, never more than %d at once\n", workers, k, k)
 	var inside, most atomic.Int32
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
