@@ -222,7 +222,7 @@ func parseNodes(inv *invocation, list string, getenv func(string) string) error 
 		return usagef("%s: no nodes: give --nodes or set REDLOCK_NODES (comma-separated redis:// or rediss:// URLs)", inv.cmd)
 	}
 	for i, raw := range strings.Split(list, ",") {
-		opts, shown, err := parseNode(strings.TrimSpace(raw), i+1)
+		opts, shown, err := parseNode(strings.TrimSpace(raw), i)
 		if err != nil {
 			return usagef("%s: %v", inv.cmd, err)
 		}
@@ -232,7 +232,8 @@ func parseNodes(inv *invocation, list string, getenv func(string) string) error 
 	return nil
 }
 
-// parseNode parses the i-th node URL as go-redis does. Messages never show
+// parseNode parses node URL i (counted from 0, as the library numbers
+// nodes) as go-redis does. Messages never show
 // a password: they show the URL redacted, or only its position.
 func parseNode(raw string, i int) (opts *redis.Options, shown string, err error) {
 	if raw == "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/redlock"
 )
 
 const nodes = "redis://127.0.0.1:6379,rediss://user:secret@127.0.0.1:6380/2"
@@ -48,12 +51,12 @@ func TestUsageErrors(t *testing.T) {
 		{"negative wait", []string{"run", "--wait", "-1s", "job", "--", "true"}, withNodes, "--wait must not be negative"},
 		{"no nodes", []string{"status", "job"}, env(nil), "no nodes"},
 		{"blank nodes", []string{"status", "--nodes", " ", "job"}, env(nil), "no nodes"},
-		{"stray comma", []string{"status", "--nodes", "redis://a:1,", "job"}, env(nil), "node URL 2 is empty"},
+		{"stray comma", []string{"status", "--nodes", "redis://a:1,", "job"}, env(nil), "node URL 1 is empty"},
 		{"not a redis URL", []string{"status", "--nodes", "http://a:1", "job"}, env(nil), "not a redis:// or rediss:// URL"},
 		{"a host without a scheme", []string{"status", "--nodes", "127.0.0.1:6379", "job"}, env(nil), "not a redis:// or rediss:// URL"},
 		{"bad database", []string{"status", "--nodes", "redis://a:1/x", "job"}, env(nil), "invalid database"},
-		{"bad URL", []string{"status", "--nodes", "redis://a:1/%zz", "job"}, env(nil), "node URL 1: not a valid URL"},
-		{"bad env URL", []string{"status", "job"}, env(map[string]string{"REDLOCK_NODES": "redis://a:bad"}), "node URL 1: not a valid URL"},
+		{"bad URL", []string{"status", "--nodes", "redis://a:1/%zz", "job"}, env(nil), "node URL 0: not a valid URL"},
+		{"bad env URL", []string{"status", "job"}, env(map[string]string{"REDLOCK_NODES": "redis://a:bad"}), "node URL 0: not a valid URL"},
 		{"unlock without --force", []string{"unlock", "job"}, withNodes, "--force is required"},
 		{"status with extra args", []string{"status", "job", "more"}, withNodes, `unexpected "more"`},
 		{"status --force", []string{"status", "--force", "job"}, withNodes, "not defined: -force"},
@@ -184,4 +187,17 @@ func TestExitStatus(t *testing.T) {
 	err = exec.Command("sh", "-c", "kill -TERM $$").Run()
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, 128+15, exitStatus(ee.ProcessState))
+}
+
+// TestNodeNumbering: the command numbers nodes as the library does, from 0
+// in the order of the list, in its messages about URLs and node errors.
+func TestNodeNumbering(t *testing.T) {
+	ne := &redlock.NodeError{Index: 2, Addr: "c:6379", Err: redlock.ErrNodeTimeout}
+	var out strings.Builder
+	describeNodeErrors(&out, fmt.Errorf("%w: %w", redlock.ErrNotAcquired, ne))
+	assert.Equal(t, "  node 2 (c:6379): "+redlock.ErrNodeTimeout.Error()+"\n", out.String())
+	assert.Contains(t, ne.Error(), "node 2 (c:6379)", "the library's own words")
+
+	_, _, err := parseNode("", 2)
+	assert.ErrorContains(t, err, "node URL 2 is empty")
 }

@@ -67,6 +67,6 @@ func nodeTimeout(ttl time.Duration) time.Duration {
 // describeNodeErrors lists, one per line, the nodes that failed in err.
 func describeNodeErrors(w io.Writer, err error) {
 	for _, ne := range redlock.NodeErrors(err) {
-		fmt.Fprintf(w, "  node %d (%s): %v\n", ne.Index+1, ne.Addr, ne.Err)
+		fmt.Fprintf(w, "  node %d (%s): %v\n", ne.Index, ne.Addr, ne.Err)
 	}
 }
