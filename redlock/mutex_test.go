@@ -356,6 +356,55 @@ func TestUnlock(t *testing.T) {
 	})
 }
 
+// TestUnlockAfterLoss: Unlock after the mutex gave its lease up as lost
+// still frees the key on every node, and its error says whether a quorum
+// still held the token up to the release (nil: no one else can have held
+// the lock) or not (ErrNotHeld: another client may have).
+func TestUnlockAfterLoss(t *testing.T) {
+	t.Run("keys still there", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, fs := newFakeRedlock(t, 5)
+			m := newFakeMutex(t, r, "k", WithTTL(time.Second))
+			require.NoError(t, m.Lock(t.Context()))
+			<-m.Done() // TTL/20 before the validity ends, no extension made
+			require.ErrorIs(t, m.Err(), ErrLockLost)
+			assert.Equal(t, 5, keyOn(fs, "k"), "the keys outlive the validity")
+			require.NoError(t, m.Unlock(t.Context()))
+			synctest.Wait()
+			assert.Zero(t, keyOn(fs, "k"), "Unlock frees the key on every node")
+			require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld, "nothing is kept across Unlock")
+		})
+	})
+	t.Run("keys expired", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, _ := newFakeRedlock(t, 5)
+			m := newFakeMutex(t, r, "k", WithTTL(time.Second))
+			require.NoError(t, m.Lock(t.Context()))
+			time.Sleep(time.Second)
+			require.ErrorIs(t, m.Err(), ErrLockLost)
+			err := m.Unlock(t.Context())
+			require.ErrorIs(t, err, ErrNotHeld)
+			assert.NotErrorIs(t, err, ErrLockLost)
+		})
+	})
+	t.Run("keys lost on a quorum", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, fs := newFakeRedlock(t, 5)
+			m := newFakeMutex(t, r, "k", WithTTL(time.Minute))
+			require.NoError(t, m.Lock(t.Context()))
+			synctest.Wait()
+			for _, f := range fs[:3] {
+				f.Faults(func(n *nodetest.Fake) { delete(n.Data, "k") })
+			}
+			require.ErrorIs(t, m.Extend(t.Context()), ErrLockLost)
+			<-m.Done()
+			require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld)
+			synctest.Wait()
+			assert.Zero(t, keyOn(fs, "k"), "the nodes that kept the token free it")
+		})
+	})
+}
+
 func TestUnlockWaitsForStragglingSet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
