@@ -59,7 +59,16 @@ type node struct {
 // An Option changes how Start runs the nodes.
 type Option func(*startConfig)
 
-type startConfig struct{ persist, clocks bool }
+type startConfig struct {
+	persist, clocks bool
+	ports           []int
+}
+
+// WithPorts runs the nodes on these ports of 127.0.0.1, one per node, in
+// order, instead of ports the kernel picks: for a program that names its
+// servers, as the README's quick start does. Start fails when one of them
+// is taken.
+func WithPorts(ports ...int) Option { return func(c *startConfig) { c.ports = ports } }
 
 // WithPersistence runs every node with appendonly yes and appendfsync
 // always: each write is on disk before it is acknowledged, so a node that
@@ -95,6 +104,9 @@ func Start(ctx context.Context, n int, opts ...Option) (*Cluster, error) {
 	}
 	c := &Cluster{docker: provider.Client(), nodes: make([]*node, n)}
 	ports, err := freePorts(n)
+	if cfg.ports != nil {
+		ports, err = fixedPorts(n, cfg.ports)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +183,23 @@ func freePorts(n int) ([]int, error) {
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// fixedPorts checks that n ports were given and that each is free on
+// 127.0.0.1, so that a server already listening there is not taken for a
+// node of this cluster.
+func fixedPorts(n int, ports []int) ([]int, error) {
+	if len(ports) != n {
+		return nil, fmt.Errorf("integration: %d ports for %d nodes", len(ports), n)
+	}
+	for _, p := range ports {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			return nil, fmt.Errorf("integration: port %d is taken (stop what listens there): %w", p, err)
+		}
+		_ = l.Close()
 	}
 	return ports, nil
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/redlock-go/redlock/redlock"
 )
 
-// The README's quick start: five nodes, one lock, steps that extend it when
-// its validity runs low.
+// The README's lock taken by hand: five nodes, one lock, steps that extend
+// it when its validity runs low.
 func Example() {
 	addrs, stop := servers(5)
 	defer stop()
@@ -64,7 +64,9 @@ func processInvoice(ctx context.Context, rl *redlock.Redlock, steps []func()) (e
 		return err
 	}
 	defer func() {
-		// Release even if ctx has ended. ErrNotHeld: the lock had expired.
+		// Release even if ctx has ended. nil: no one else held the lock up to
+		// the release; ErrNotHeld: fewer than a quorum still held it (expired
+		// or taken), so someone else may have.
 		err = errors.Join(err, mu.Unlock(context.WithoutCancel(ctx)))
 	}()
 	for _, step := range steps {

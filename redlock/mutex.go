@@ -187,7 +187,9 @@ func (m *Mutex) live() *lease {
 // The mutex stops holding the lock when Unlock starts, whatever the outcome;
 // renewal stops and [Mutex.Done] closes. It returns nil when a quorum of
 // nodes still held the token, which means no one else held the lock up to
-// the release. A node that answers, while the validity lasts, that the key
+// the release; that holds after Done closed too (a lease given up as lost
+// when its validity ran out may still stand on the nodes), and Unlock
+// frees the key on every node that still has it either way. A node that answers, while the validity lasts, that the key
 // is already gone counts as holding it if the same Redis server answered
 // (its run id, unchanged since before the lock was taken): within the
 // validity only this release can have deleted it, in an earlier try the
