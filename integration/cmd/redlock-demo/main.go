@@ -409,6 +409,8 @@ func classify(err error) failure {
 	kinds := map[string]int{}
 	for _, ne := range nodeErrs {
 		switch {
+		case errors.Is(ne, redlock.ErrNodeDown):
+			kinds["node down, not asked"]++
 		case errors.Is(ne, syscall.ECONNREFUSED):
 			kinds["connection refused"]++
 		case errors.Is(ne, redlock.ErrNodeTimeout):
