@@ -127,14 +127,8 @@ func newCarefulRedlock(clients []redis.UniversalClient) (*redlock.Redlock, error
 }
 
 func Example_correctnessCritical() {
-	addrs, stop := servers(3)
+	clients, stop := exampleClients(3)
 	defer stop()
-	var clients []redis.UniversalClient
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		defer c.Close()
-		clients = append(clients, c)
-	}
 	rl, err := newCarefulRedlock(clients)
 	if err != nil {
 		fmt.Println(err)
@@ -180,14 +174,8 @@ func newFarRedlock(clients []redis.UniversalClient) (*redlock.Redlock, error) {
 }
 
 func Example_farNodes() {
-	addrs, stop := servers(3)
+	clients, stop := exampleClients(3)
 	defer stop()
-	var clients []redis.UniversalClient
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		defer c.Close()
-		clients = append(clients, c)
-	}
 	rl, err := newFarRedlock(clients)
 	if err != nil {
 		fmt.Println(err)
@@ -197,4 +185,20 @@ func Example_farNodes() {
 	fmt.Println(rl.Quorum())
 	// Output:
 	// 2
+}
+
+// exampleClients returns n clients of fresh servers, and a function that
+// closes both.
+func exampleClients(n int) ([]redis.UniversalClient, func()) {
+	addrs, stop := servers(n)
+	var clients []redis.UniversalClient
+	for _, addr := range addrs {
+		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr}))
+	}
+	return clients, func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+		stop()
+	}
 }
