@@ -1,0 +1,178 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// What a hold excludes.
+type holdKind int
+
+const (
+	exclusive holdKind = iota // a lock, a writer, a multi-name lock on each name
+	shared                    // a reader: excludes writers only
+	permit                    // one of limit permits
+)
+
+// A hold is one acquisition as its holder saw it, on the simulator's true
+// clock: from when the call that acquired it returned to the end of its
+// window, the earliest of its validity's end (Until), the holder learning
+// of its loss (Done), and its release.
+type hold struct {
+	res     string
+	kind    holdKind
+	limit   int // permits, for a permit
+	who     string
+	attempt time.Time // when the call that acquired it began
+	start   time.Time
+	end     time.Time
+	fence   uint64 // 0 when not fenced
+}
+
+// history is every hold of a run, and the resources' counters.
+type history struct {
+	mu       sync.Mutex
+	start    time.Time
+	holds    []hold
+	wipes    []time.Time    // when a node came back without its data
+	counters map[string]int // written only by holders inside their window
+	writes   map[string]int // increments made
+}
+
+func newHistory() *history {
+	return &history{start: time.Now(), counters: map[string]int{}, writes: map[string]int{}}
+}
+
+// wiped records that a node restarted without its data now: fencing
+// tokens are promised only while a node that recorded the earlier token
+// keeps its data (ALGORITHM.md, "Fencing tokens").
+func (h *history) wiped() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.wipes = append(h.wipes, time.Now())
+}
+
+// at formats t as the time since the run began.
+func (h *history) at(t time.Time) time.Duration { return t.Sub(h.start).Round(time.Microsecond) }
+
+func (h *history) add(x hold) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.holds = append(h.holds, x)
+}
+
+func (h *history) acquisitions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.holds)
+}
+
+func (h *history) read(res string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counters[res]
+}
+
+func (h *history) write(res string, v int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counters[res] = v
+	h.writes[res]++
+}
+
+// check returns every violation of the guarantees in the history:
+//   - no two holds of a resource overlap unless both are readers;
+//   - no more permits overlap than the semaphore has;
+//   - a fenced hold's token is greater than that of every fenced hold of
+//     its name that was acquired before its own attempt began;
+//   - no update of a counter was lost.
+func (h *history) check() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	byRes := map[string][]hold{}
+	for _, x := range h.holds {
+		byRes[x.res] = append(byRes[x.res], x)
+	}
+	resources := make([]string, 0, len(byRes))
+	for r := range byRes {
+		resources = append(resources, r)
+	}
+	slices.Sort(resources)
+	for _, r := range resources {
+		hs := byRes[r]
+		slices.SortFunc(hs, func(a, b hold) int { return a.start.Compare(b.start) })
+		out = append(out, h.overlaps(r, hs)...)
+		out = append(out, h.fences(r, hs)...)
+	}
+	for r, n := range h.writes {
+		if h.counters[r] != n {
+			out = append(out, fmt.Sprintf("%s: %d increments made, counter at %d: updates lost", r, n, h.counters[r]))
+		}
+	}
+	return out
+}
+
+// overlaps finds holds, sorted by start, that were in force together
+// against the rule of their kinds.
+func (h *history) overlaps(res string, hs []hold) []string {
+	var out []string
+	var active []hold
+	for _, x := range hs {
+		live := active[:0]
+		for _, a := range active {
+			if a.end.After(x.start) {
+				live = append(live, a)
+			}
+		}
+		active = live
+		permits := 1
+		for _, a := range active {
+			switch {
+			case x.kind == permit && a.kind == permit:
+				permits++
+			case x.kind == shared && a.kind == shared:
+			default:
+				out = append(out, fmt.Sprintf("%s: %s held it %v-%v while %s held it %v-%v", res,
+					x.who, h.at(x.start), h.at(x.end), a.who, h.at(a.start), h.at(a.end)))
+			}
+		}
+		if x.kind == permit && permits > x.limit {
+			out = append(out, fmt.Sprintf("%s: %d permits held at %v, limit %d", res, permits, h.at(x.start), x.limit))
+		}
+		if x.end.After(x.start) {
+			active = append(active, x)
+		}
+	}
+	return out
+}
+
+// fences checks that fencing tokens increase along acquisitions, between
+// two acquisitions with no node restarted without its data in between.
+func (h *history) fences(res string, hs []hold) []string {
+	var out []string
+	for _, b := range hs {
+		if b.fence == 0 {
+			continue
+		}
+		for _, a := range hs {
+			if a.fence == 0 || !a.start.Before(b.attempt) || a.fence < b.fence || h.wipedBetween(a.start, b.attempt) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s: %s got fence %d at %v, after %s got %d at %v",
+				res, b.who, b.fence, h.at(b.start), a.who, a.fence, h.at(a.start)))
+		}
+	}
+	return out
+}
+
+func (h *history) wipedBetween(from, to time.Time) bool {
+	for _, w := range h.wipes {
+		if w.After(from) && w.Before(to) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,253 @@
+package sim
+
+import (
+	"bufio"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+)
+
+// A link is one client connection to a node: a pipe to the client, a pipe
+// to the node's server, and two goroutines that pass whole frames across,
+// inflicting the node's faults in force on the way.
+type link struct {
+	node   *node
+	client int
+	cli    net.Conn // the simulator's end of the client's pipe
+	srv    net.Conn // a connection to the node's server
+	upRng  *rand.Rand
+	dnRng  *rand.Rand
+
+	mu           sync.Mutex
+	closed       bool
+	done         chan struct{}
+	subscriber   bool         // the client subscribed on it: pushes come down it
+	setupReplies int          // replies to set-up requests still to pass, see handshake
+	requests     int          // requests passed on that expect a reply
+	replies      int          // replies passed on
+	lose         map[int]bool // replies (by index) to lose with the connection
+	queue        [][]byte     // frames from the server not passed on yet
+	more         chan struct{}
+}
+
+func (l *link) close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	close(l.done)
+	l.mu.Unlock()
+	_ = l.cli.Close()
+	_ = l.srv.Close()
+	l.node.mu.Lock()
+	delete(l.node.links, l)
+	l.node.mu.Unlock()
+}
+
+// gate waits while the node is paused; false when the link must end (the
+// node is down, or the link closed).
+func (l *link) gate() bool {
+	for {
+		l.node.mu.Lock()
+		down, p := l.node.down, l.node.paused
+		l.node.mu.Unlock()
+		if down {
+			return false
+		}
+		if p == nil {
+			select {
+			case <-l.done:
+				return false
+			default:
+				return true
+			}
+		}
+		select {
+		case <-p:
+		case <-l.done:
+			return false
+		}
+	}
+}
+
+func (l *link) faults() linkFaults {
+	l.node.mu.Lock()
+	defer l.node.mu.Unlock()
+	return l.node.faults
+}
+
+func latency(rng *rand.Rand, bound time.Duration) {
+	if bound > 0 {
+		time.Sleep(time.Duration(rng.Int64N(int64(bound))))
+	}
+}
+
+// handshake reports whether a request is part of a connection's set-up,
+// which go-redis may make while it holds a lock of its own (a PubSub
+// reconnecting): such frames pass at once, or the link breaks, and never
+// wait on the simulated clock, which a goroutine waiting on that lock would
+// stop (synctest does not count a sync.Mutex wait as durable).
+func handshake(cmd string) bool {
+	switch cmd {
+	case "HELLO", "CLIENT", "AUTH", "SELECT", "READONLY":
+		return true
+	}
+	return false
+}
+
+// up passes requests from the client to the server.
+func (l *link) up() {
+	defer l.close()
+	r := bufio.NewReader(l.cli)
+	frames := make(chan []byte, 1<<16) // never full: the client's writes never block
+	go func() {
+		defer close(frames)
+		for {
+			frame, err := readFrame(r)
+			if err != nil {
+				return
+			}
+			select {
+			case frames <- frame:
+			case <-l.done:
+				return
+			}
+		}
+	}()
+	setup := true
+	for {
+		var frame []byte
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				return
+			}
+			frame = f
+		case <-l.done:
+			return
+		}
+		cmd := command(frame)
+		setup = setup && handshake(cmd)
+		f := l.faults()
+		if setup {
+			if l.node.isPaused() {
+				return // reset: a paused server accepts nothing new
+			}
+		} else {
+			if !l.gate() {
+				return
+			}
+			latency(l.upRng, f.delay/2)
+			if !l.gate() || l.upRng.Float64() < f.drop {
+				return
+			}
+		}
+		l.mu.Lock()
+		switch cmd {
+		case "SUBSCRIBE", "SSUBSCRIBE", "PSUBSCRIBE":
+			l.subscriber = true
+		}
+		if setup {
+			l.setupReplies++
+		} else if !l.subscriber {
+			if l.upRng.Float64() < f.loseReply {
+				l.lose[l.requests] = true
+			}
+			l.requests++
+		}
+		l.mu.Unlock()
+		if _, err := l.srv.Write(frame); err != nil {
+			return
+		}
+	}
+}
+
+// drain reads everything the server sends as soon as it is sent, so that
+// the server never waits on the link: miniredis hands a published message
+// to a subscriber's connection while it holds its own lock, and a server
+// stuck on a paused link would stop the simulated clock.
+func (l *link) drain() {
+	defer close(l.more)
+	r := bufio.NewReader(l.srv)
+	for {
+		frame, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		l.mu.Lock()
+		l.queue = append(l.queue, frame)
+		l.mu.Unlock()
+		select {
+		case l.more <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// down passes replies and pub/sub messages from the server to the client.
+func (l *link) down() {
+	defer l.close()
+	for {
+		l.mu.Lock()
+		var frame []byte
+		if len(l.queue) > 0 {
+			frame = l.queue[0]
+			l.queue = l.queue[1:]
+		}
+		l.mu.Unlock()
+		if frame == nil {
+			select {
+			case _, ok := <-l.more:
+				if !ok {
+					return
+				}
+				continue
+			case <-l.done:
+				return
+			}
+		}
+		l.mu.Lock()
+		setup := l.setupReplies > 0 && !isPush(frame)
+		if setup {
+			l.setupReplies--
+		}
+		l.mu.Unlock()
+		if setup { // see handshake
+			if _, err := l.cli.Write(frame); err != nil {
+				return
+			}
+			continue
+		}
+		if !l.gate() {
+			return
+		}
+		f := l.faults()
+		l.mu.Lock()
+		push, lost := isPush(frame), false
+		switch {
+		case push:
+			lost = l.dnRng.Float64() < f.losePush
+		case !l.subscriber:
+			lost = l.lose[l.replies]
+			delete(l.lose, l.replies)
+			l.replies++
+		}
+		l.mu.Unlock()
+		if lost && push {
+			continue // counted by the node, never delivered
+		}
+		if lost {
+			return // applied, and the reply is lost with the connection
+		}
+		latency(l.dnRng, f.delay/2)
+		if !l.gate() {
+			return
+		}
+		if _, err := l.cli.Write(frame); err != nil {
+			return
+		}
+	}
+}

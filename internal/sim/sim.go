@@ -1,0 +1,279 @@
+// Package sim is a deterministic-schedule simulator of the library: several
+// clients, each a real Redlock over real go-redis clients, run workloads of
+// every primitive against simulated nodes (miniredis servers running the
+// library's own scripts) reached through links that delay, drop and lose
+// frames, while a nemesis pauses, kills, restarts and moves the clocks of
+// nodes and cuts clients off. Everything runs in one testing/synctest
+// bubble, on its fake clock, and every fault is drawn from one seed; the
+// history of holds is checked against the guarantees the library states
+// (see check.go).
+//
+// What a seed fixes: the deployment (nodes, which are cluster-like), the
+// workload, every fault of the nemesis and each link's fault decisions.
+// What it does not: the order in which goroutines that are ready at the
+// same fake instant run, and the random tokens and ids the library draws;
+// a replay of a failing seed runs the same schedule of faults, and in
+// practice fails the same way, but is not bit for bit the same run.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// Config is what a run is made of; Plan draws one from a seed.
+type Config struct {
+	Seed        uint64
+	Nodes       int
+	Clients     int
+	ClusterLike []bool        // per node
+	Faults      time.Duration // how long the nemesis runs
+	Heal        time.Duration // then how long everything runs fault-free
+	Primitives  []string      // the workloads each client runs, see workloads
+	TTL         time.Duration // the TTL of most locks
+}
+
+// Plan draws a run's configuration from seed.
+func Plan(seed uint64) Config {
+	rng := rand.New(rand.NewPCG(seed, 0))
+	c := Config{
+		Seed:    seed,
+		Nodes:   []int{3, 5, 5}[rng.IntN(3)],
+		Clients: 2 + rng.IntN(3),
+		Faults:  time.Duration(1+rng.IntN(4)) * time.Second,
+		Heal:    3 * time.Second,
+		TTL:     []time.Duration{300 * time.Millisecond, time.Second, 2 * time.Second}[rng.IntN(3)],
+	}
+	for range c.Nodes {
+		c.ClusterLike = append(c.ClusterLike, rng.Float64() < 0.3)
+	}
+	all := workloadNames()
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	c.Primitives = all[:2+rng.IntN(len(all)-1)]
+	return c
+}
+
+func (c Config) String() string {
+	var cl []string
+	for i, on := range c.ClusterLike {
+		if on {
+			cl = append(cl, fmt.Sprint(i))
+		}
+	}
+	return fmt.Sprintf("seed %d: %d nodes (cluster-like: %s), %d clients, ttl %v, faults %v then %v healed, workloads %s",
+		c.Seed, c.Nodes, strings.Join(cl, ","), c.Clients, c.TTL, c.Faults, c.Heal, strings.Join(c.Primitives, ","))
+}
+
+// Sim is one run.
+type Sim struct {
+	cfg   Config
+	seed  uint64
+	nodes []*node
+	hist  *history
+	log   *eventLog
+
+	undos []undo // the nemesis' faults still on, with when each ends
+
+	mu    sync.Mutex
+	cut   map[[2]int]bool // client, node: partitioned
+	dials map[[2]int]int  // client, node: links dialled so far
+}
+
+// Result is what a run found.
+type Result struct {
+	Config       Config
+	Acquisitions int
+	Violations   []string
+	Events       []string // the nemesis' schedule, for a replay
+}
+
+// Run runs cfg; it must be called inside a synctest bubble.
+func Run(cfg Config) Result {
+	s := &Sim{cfg: cfg, seed: cfg.Seed, hist: newHistory(), log: &eventLog{}, cut: map[[2]int]bool{}, dials: map[[2]int]int{}}
+	done := make(chan struct{})
+	var bg sync.WaitGroup
+	for i := range cfg.Nodes {
+		n := newNode(s, i)
+		n.clusterLike = cfg.ClusterLike[i]
+		s.nodes = append(s.nodes, n)
+		rng := s.rng(uint64(1000 + i))
+		bg.Go(func() { n.runBus(done, rng) })
+	}
+	bg.Go(func() { s.runClocks(done) })
+
+	var clients []*client
+	for c := range cfg.Clients {
+		clients = append(clients, s.newClient(c))
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	var workers sync.WaitGroup
+	for _, c := range clients {
+		for w, name := range cfg.Primitives {
+			rng := s.rng(uint64(2000 + 100*c.idx + w))
+			workers.Go(func() { workloads[name](ctx, s, c, rng) })
+		}
+	}
+	s.nemesis(s.rng(1), cfg.Faults)
+	s.heal()
+	time.Sleep(cfg.Heal)
+	stop()
+	workers.Wait()
+	for _, c := range clients {
+		c.close()
+	}
+	close(done)
+	bg.Wait()
+	for _, n := range s.nodes {
+		n.close()
+	}
+	return Result{Config: cfg, Acquisitions: s.hist.acquisitions(), Violations: s.hist.check(), Events: s.log.lines()}
+}
+
+// rng returns a generator for one stream of decisions of this run.
+func (s *Sim) rng(stream uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(s.seed, stream))
+}
+
+// A client is one process: a Redlock over its own go-redis clients.
+type client struct {
+	idx     int
+	rl      *redlock.Redlock
+	clients []*redis.Client
+}
+
+func (s *Sim) newClient(idx int) *client {
+	c := &client{idx: idx}
+	var ucs []redis.UniversalClient
+	for i := range s.nodes {
+		rc := redis.NewClient(&redis.Options{
+			// An address literal, never dialled (the dialer below connects):
+			// go-redis resolves a host name to classify it.
+			Addr: fmt.Sprintf("127.0.0.1:%d", 16379+i),
+			Dialer: func(context.Context, string, string) (net.Conn, error) {
+				return s.dial(idx, i)
+			},
+		})
+		c.clients = append(c.clients, rc)
+		ucs = append(ucs, rc)
+	}
+	rl, err := redlock.New(ucs)
+	if err != nil {
+		panic(err)
+	}
+	c.rl = rl
+	return c
+}
+
+func (c *client) close() {
+	_ = c.rl.Close(context.Background())
+	for _, rc := range c.clients {
+		_ = rc.Close()
+	}
+}
+
+// dial connects client c to node i through a new link.
+func (s *Sim) dial(c, i int) (net.Conn, error) {
+	n := s.nodes[i]
+	s.mu.Lock()
+	cut := s.cut[[2]int{c, i}]
+	k := s.dials[[2]int{c, i}]
+	s.dials[[2]int{c, i}]++
+	s.mu.Unlock()
+	m := n.server()
+	if cut || m == nil {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errRefused}
+	}
+	srv, err := m.Dial()
+	if err != nil {
+		return nil, err
+	}
+	cli, end := net.Pipe()
+	stream := uint64(1_000_000 + 10_000*c + 100*i + k%100)
+	l := &link{node: n, client: c, cli: end, srv: srv, upRng: s.rng(2 * stream), dnRng: s.rng(2*stream + 1),
+		done: make(chan struct{}), lose: map[int]bool{}, more: make(chan struct{}, 1)}
+	n.mu.Lock()
+	if n.down || n.m != m {
+		n.mu.Unlock()
+		_ = srv.Close()
+		_ = end.Close()
+		_ = cli.Close()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errRefused}
+	}
+	n.links[l] = struct{}{}
+	n.mu.Unlock()
+	go l.up()
+	go l.drain()
+	go l.down()
+	return cli, nil
+}
+
+// partition cuts client c off node i, or joins them again.
+func (s *Sim) partition(c, i int, on bool) {
+	s.mu.Lock()
+	s.cut[[2]int{c, i}] = on
+	s.mu.Unlock()
+	if !on {
+		return
+	}
+	n := s.nodes[i]
+	n.mu.Lock()
+	var mine []*link
+	for l := range n.links {
+		if l.client == c {
+			mine = append(mine, l)
+		}
+	}
+	n.mu.Unlock()
+	for _, l := range mine {
+		l.close()
+	}
+}
+
+// runClocks keeps the clocks of nodes that are off running, every 5 ms.
+func (s *Sim) runClocks(done <-chan struct{}) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			for _, n := range s.nodes {
+				n.tickClock()
+			}
+		}
+	}
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// eventLog is the nemesis' schedule, with the fake time of each event.
+type eventLog struct {
+	mu    sync.Mutex
+	start time.Time
+	ev    []string
+}
+
+func (e *eventLog) add(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.start.IsZero() {
+		e.start = time.Now()
+	}
+	e.ev = append(e.ev, fmt.Sprintf("%8v  ", time.Since(e.start).Round(time.Millisecond))+fmt.Sprintf(format, args...))
+}
+
+func (e *eventLog) lines() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ev
+}
