@@ -2,7 +2,6 @@ package sim
 
 import (
 	"flag"
-	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -13,6 +12,7 @@ var (
 	simSeed  = flag.Uint64("sim.seed", 0, "replay this seed alone, printing its schedule")
 	simStart = flag.Uint64("sim.start", 1, "the first seed of a run of seeds")
 	simTime  = flag.Duration("sim.time", 15*time.Second, "how long to run seeds for (wall clock)")
+	simOnly  = flag.String("sim.only", "", "run only these workloads (comma-separated: "+strings.Join(workloadNames(), ",")+")")
 )
 
 // TestSimulation runs seeded schedules for -sim.time (or the one seed
@@ -44,7 +44,11 @@ func TestSimulation(t *testing.T) {
 
 func runSeed(t *testing.T, seed uint64) Result {
 	var res Result
-	synctest.Test(t, func(*testing.T) { res = Run(Plan(seed)) })
+	cfg := Plan(seed)
+	if *simOnly != "" {
+		cfg.Primitives = strings.Split(*simOnly, ",")
+	}
+	synctest.Test(t, func(*testing.T) { res = Run(cfg) })
 	return res
 }
 
@@ -53,7 +57,10 @@ func report(t *testing.T, res Result) {
 	if len(res.Violations) == 0 {
 		return
 	}
-	t.Errorf("%s\n%d violations, the first: %s\nreplay: go test ./internal/sim -run TestSimulation -sim.seed=%d -v",
-		res.Config, len(res.Violations), res.Violations[0], res.Config.Seed)
-	_ = fmt.Sprint()
+	only := ""
+	if *simOnly != "" {
+		only = " -sim.only=" + *simOnly
+	}
+	t.Errorf("%s\n%d violations, the first: %s\nreplay: go test ./internal/sim -run TestSimulation -sim.seed=%d%s -v",
+		res.Config, len(res.Violations), res.Violations[0], res.Config.Seed, only)
 }
