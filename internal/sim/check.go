@@ -21,6 +21,7 @@ const (
 // window, the earliest of its validity's end (Until), the holder learning
 // of its loss (Done), and its release.
 type hold struct {
+	client  int
 	res     string
 	kind    holdKind
 	limit   int // permits, for a permit
@@ -175,4 +176,27 @@ func (h *history) wipedBetween(from, to time.Time) bool {
 		}
 	}
 	return false
+}
+
+// stalled returns the workloads of clients that acquired nothing from since
+// to the end of the run: once faults heal, every waiter is to get its turn.
+func (h *history) stalled(clients int, workloads []string, since time.Time) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for c := range clients {
+		for _, w := range workloads {
+			got := false
+			for _, x := range h.holds {
+				if x.client == c && !x.start.Before(since) && slices.Contains(resources[w], x.res) {
+					got = true
+					break
+				}
+			}
+			if !got {
+				out = append(out, fmt.Sprintf("client %d's %s acquired nothing from %v on", c, w, h.at(since)))
+			}
+		}
+	}
+	return out
 }

@@ -93,6 +93,7 @@ type Result struct {
 	Config       Config
 	Acquisitions int
 	Violations   []string
+	Stalled      []string // workers that got no turn once the faults healed
 	Events       []string // the nemesis' schedule, for a replay
 }
 
@@ -124,6 +125,9 @@ func Run(cfg Config) Result {
 	}
 	s.nemesis(s.rng(1), cfg.Faults)
 	s.heal()
+	// Once healed, a node whose clock stepped back votes again after the
+	// longest TTL (the clock guard); then every worker is to get its turn.
+	settled := time.Now().Add(cfg.TTL)
 	time.Sleep(cfg.Heal)
 	stop()
 	workers.Wait()
@@ -135,7 +139,8 @@ func Run(cfg Config) Result {
 	for _, n := range s.nodes {
 		n.close()
 	}
-	return Result{Config: cfg, Acquisitions: s.hist.acquisitions(), Violations: s.hist.check(), Events: s.log.lines()}
+	return Result{Config: cfg, Acquisitions: s.hist.acquisitions(), Violations: s.hist.check(),
+		Stalled: s.hist.stalled(cfg.Clients, cfg.Primitives, settled), Events: s.log.lines()}
 }
 
 // rng returns a generator for one stream of decisions of this run.
@@ -158,6 +163,11 @@ func (s *Sim) newClient(idx int) *client {
 			// An address literal, never dialled (the dialer below connects):
 			// go-redis resolves a host name to classify it.
 			Addr: fmt.Sprintf("127.0.0.1:%d", 16379+i),
+			// go-redis' defaults but two: it sleeps between dial attempts and
+			// between retries while it holds a PubSub's lock, and a goroutine
+			// waiting on a lock stops synctest's clock. Retries stay on.
+			DialerRetries:   1,
+			MinRetryBackoff: -1,
 			Dialer: func(context.Context, string, string) (net.Conn, error) {
 				return s.dial(idx, i)
 			},

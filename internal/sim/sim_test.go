@@ -26,20 +26,19 @@ func TestSimulation(t *testing.T) {
 		return
 	}
 	start := time.Now()
-	schedules, acquisitions, violations := 0, 0, 0
+	schedules, acquisitions, violations, stalled := 0, 0, 0, 0
 	for seed := *simStart; time.Since(start) < *simTime; seed++ {
 		res := runSeed(t, seed)
 		schedules++
 		acquisitions += res.Acquisitions
-		if len(res.Violations) > 0 {
-			violations += len(res.Violations)
-			report(t, res)
-		}
+		violations += len(res.Violations)
+		stalled += len(res.Stalled)
+		report(t, res)
 	}
 	took := time.Since(start)
-	t.Logf("sim: %d schedules (seeds %d-%d) and %d acquisitions checked in %v (%.1f schedules/s), %d violations",
+	t.Logf("sim: %d schedules (seeds %d-%d) and %d acquisitions checked in %v (%.2f schedules/s), %d violations, %d workers without a turn once healed",
 		schedules, *simStart, *simStart+uint64(schedules)-1, acquisitions, took.Round(time.Second),
-		float64(schedules)/took.Seconds(), violations)
+		float64(schedules)/took.Seconds(), violations, stalled)
 }
 
 func runSeed(t *testing.T, seed uint64) Result {
@@ -54,6 +53,9 @@ func runSeed(t *testing.T, seed uint64) Result {
 
 func report(t *testing.T, res Result) {
 	t.Helper()
+	for _, s := range res.Stalled {
+		t.Logf("%s: %s (replay: -sim.seed=%d)", res.Config, s, res.Config.Seed)
+	}
 	if len(res.Violations) == 0 {
 		return
 	}

@@ -13,6 +13,12 @@ import (
 // A workload is one client's loop over one primitive until ctx ends.
 type workload func(ctx context.Context, s *Sim, c *client, rng *rand.Rand)
 
+// resources names what each workload holds, for the liveness check.
+var resources = map[string][]string{
+	"mutex": {"m"}, "fenced": {"f"}, "reentrant": {"re"}, "multi": {"{ab}a", "{ab}b"},
+	"rwmutex": {"rw"}, "semaphore": {"sem"}, "do": {"do"},
+}
+
 var workloads = map[string]workload{
 	"mutex":     mutexLoop("m"),
 	"fenced":    mutexLoop("f", redlock.WithFencing()),
@@ -100,7 +106,7 @@ func mutexLoop(name string, opts ...redlock.Option) workload {
 			start := time.Now()
 			fence := mu.Fence()
 			end := work(s, rng, mu, name, true)
-			s.hist.add(hold{res: name, who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end, fence: fence})
+			s.hist.add(hold{client: c.idx, res: name, who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end, fence: fence})
 			uctx, cancel := unlockCtx()
 			_ = mu.Unlock(uctx)
 			cancel()
@@ -126,7 +132,7 @@ func reentrantLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 			holds++
 		}
 		end := work(s, rng, mu, "re", true)
-		s.hist.add(hold{res: "re", who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end})
+		s.hist.add(hold{client: c.idx, res: "re", who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end})
 		uctx, cancel := unlockCtx()
 		for range holds {
 			_ = mu.Unlock(uctx)
@@ -161,7 +167,7 @@ func multiLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 		start := time.Now()
 		end := work(s, rng, mu, names[0], true)
 		for _, n := range names {
-			s.hist.add(hold{res: n, who: fmt.Sprintf("client %d (%d names)", c.idx, len(names)), attempt: attempt, start: start, end: end})
+			s.hist.add(hold{client: c.idx, res: n, who: fmt.Sprintf("client %d (%d names)", c.idx, len(names)), attempt: attempt, start: start, end: end})
 		}
 		uctx, cancel := unlockCtx()
 		_ = mu.Unlock(uctx)
@@ -191,7 +197,7 @@ func rwLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 		}
 		start := time.Now()
 		end := work(s, rng, rw, "rw", writer)
-		s.hist.add(hold{res: "rw", kind: kind, who: who, attempt: attempt, start: start, end: end})
+		s.hist.add(hold{client: c.idx, res: "rw", kind: kind, who: who, attempt: attempt, start: start, end: end})
 		uctx, cancel := unlockCtx()
 		if writer {
 			_ = rw.Unlock(uctx)
@@ -221,7 +227,7 @@ func semaphoreLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 		}
 		start := time.Now()
 		end := work(s, rng, sem, "sem", false)
-		s.hist.add(hold{res: "sem", kind: permit, limit: permits, who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end})
+		s.hist.add(hold{client: c.idx, res: "sem", kind: permit, limit: permits, who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end})
 		uctx, cancel := unlockCtx()
 		_ = sem.Release(uctx)
 		cancel()
@@ -243,7 +249,7 @@ func doLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 					break
 				}
 			}
-			s.hist.add(hold{res: "do", who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end})
+			s.hist.add(hold{client: c.idx, res: "do", who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end})
 			return nil
 		}, redlock.WithTTL(s.cfg.TTL)) // ErrNotAcquired, ErrLockLost: the nemesis' doing
 		idle(rng)
