@@ -50,9 +50,11 @@ func Plan(seed uint64) Config {
 		Nodes:   []int{3, 5, 5}[rng.IntN(3)],
 		Clients: 2 + rng.IntN(3),
 		Faults:  time.Duration(1+rng.IntN(4)) * time.Second,
-		Heal:    3 * time.Second,
-		TTL:     []time.Duration{300 * time.Millisecond, time.Second, 2 * time.Second}[rng.IntN(3)],
+		TTL: []time.Duration{300 * time.Millisecond, time.Second, 2 * time.Second}[rng.IntN(3)],
 	}
+	// After the faults: the clock guard's wait (a TTL), then long enough for
+	// every worker to get a turn.
+	c.Heal = 3*time.Second + 3*c.TTL
 	for range c.Nodes {
 		c.ClusterLike = append(c.ClusterLike, rng.Float64() < 0.3)
 	}
