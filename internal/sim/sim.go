@@ -50,7 +50,7 @@ func Plan(seed uint64) Config {
 		Nodes:   []int{3, 5, 5}[rng.IntN(3)],
 		Clients: 2 + rng.IntN(3),
 		Faults:  time.Duration(1+rng.IntN(4)) * time.Second,
-		TTL: []time.Duration{300 * time.Millisecond, time.Second, 2 * time.Second}[rng.IntN(3)],
+		TTL:     []time.Duration{300 * time.Millisecond, time.Second, 2 * time.Second}[rng.IntN(3)],
 	}
 	// After the faults: the clock guard's wait (a TTL), then long enough for
 	// every worker to get a turn.
