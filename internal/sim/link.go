@@ -101,22 +101,8 @@ func handshake(cmd string) bool {
 // up passes requests from the client to the server.
 func (l *link) up() {
 	defer l.close()
-	r := bufio.NewReader(l.cli)
 	frames := make(chan []byte, 1<<16) // never full: the client's writes never block
-	go func() {
-		defer close(frames)
-		for {
-			frame, err := readFrame(r)
-			if err != nil {
-				return
-			}
-			select {
-			case frames <- frame:
-			case <-l.done:
-				return
-			}
-		}
-	}()
+	go l.read(l.cli, frames)
 	setup := true
 	for {
 		var frame []byte
@@ -131,38 +117,60 @@ func (l *link) up() {
 		}
 		cmd := command(frame)
 		setup = setup && handshake(cmd)
-		f := l.faults()
-		if setup {
-			if l.node.isPaused() {
-				return // reset: a paused server accepts nothing new
-			}
-		} else {
-			if !l.gate() {
-				return
-			}
-			latency(l.upRng, f.delay/2)
-			if !l.gate() || l.upRng.Float64() < f.drop {
-				return
-			}
-		}
-		l.mu.Lock()
-		switch cmd {
-		case "SUBSCRIBE", "SSUBSCRIBE", "PSUBSCRIBE":
-			l.subscriber = true
-		}
-		if setup {
-			l.setupReplies++
-		} else if !l.subscriber {
-			if l.upRng.Float64() < f.loseReply {
-				l.lose[l.requests] = true
-			}
-			l.requests++
-		}
-		l.mu.Unlock()
-		if _, err := l.srv.Write(frame); err != nil {
+		if !l.request(frame, cmd, setup) {
 			return
 		}
 	}
+}
+
+// read sends every frame from c to frames until c or the link closes.
+func (l *link) read(c net.Conn, frames chan<- []byte) {
+	defer close(frames)
+	r := bufio.NewReader(c)
+	for {
+		frame, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		select {
+		case frames <- frame:
+		case <-l.done:
+			return
+		}
+	}
+}
+
+// request passes one request on, or not; false when the link must end.
+func (l *link) request(frame []byte, cmd string, setup bool) bool {
+	f := l.faults()
+	switch {
+	case setup && l.node.isPaused():
+		return false // reset: a paused server accepts nothing new
+	case setup:
+	case !l.gate():
+		return false
+	default:
+		latency(l.upRng, f.delay/2)
+		if !l.gate() || l.upRng.Float64() < f.drop {
+			return false
+		}
+	}
+	l.mu.Lock()
+	switch cmd {
+	case "SUBSCRIBE", "SSUBSCRIBE", "PSUBSCRIBE":
+		l.subscriber = true
+	}
+	if setup {
+		l.setupReplies++
+	} else if !l.subscriber {
+		if l.upRng.Float64() < f.loseReply {
+			l.lose[l.requests] = true
+		}
+		l.requests++
+	}
+	l.mu.Unlock()
+	_, err := l.srv.Write(frame)
+	return err == nil
 }
 
 // drain reads everything the server sends as soon as it is sent, so that
@@ -191,42 +199,53 @@ func (l *link) drain() {
 func (l *link) down() {
 	defer l.close()
 	for {
-		l.mu.Lock()
-		var frame []byte
-		if len(l.queue) > 0 {
-			frame = l.queue[0]
-			l.queue = l.queue[1:]
-		}
-		l.mu.Unlock()
-		if frame == nil {
-			select {
-			case _, ok := <-l.more:
-				if !ok {
-					return
-				}
-				continue
-			case <-l.done:
-				return
-			}
-		}
-		l.mu.Lock()
-		setup := l.setupReplies > 0 && !isPush(frame)
-		if setup {
-			l.setupReplies--
-		}
-		l.mu.Unlock()
-		if setup { // see handshake
-			if _, err := l.cli.Write(frame); err != nil {
-				return
-			}
-			continue
-		}
-		if !l.gate() {
+		frame, ok := l.next()
+		if !ok || !l.reply(frame) {
 			return
+		}
+	}
+}
+
+// next waits for the next frame from the server; false when there will
+// be none.
+func (l *link) next() ([]byte, bool) {
+	for {
+		l.mu.Lock()
+		if len(l.queue) > 0 {
+			frame := l.queue[0]
+			l.queue = l.queue[1:]
+			l.mu.Unlock()
+			return frame, true
+		}
+		l.mu.Unlock()
+		select {
+		case _, ok := <-l.more:
+			if !ok {
+				return nil, false
+			}
+		case <-l.done:
+			return nil, false
+		}
+	}
+}
+
+// reply passes one frame from the server on, or not; false when the link
+// must end.
+func (l *link) reply(frame []byte) bool {
+	push := isPush(frame)
+	l.mu.Lock()
+	setup := l.setupReplies > 0 && !push
+	if setup {
+		l.setupReplies--
+	}
+	l.mu.Unlock()
+	if !setup { // see handshake
+		if !l.gate() {
+			return false
 		}
 		f := l.faults()
 		l.mu.Lock()
-		push, lost := isPush(frame), false
+		lost := false
 		switch {
 		case push:
 			lost = l.dnRng.Float64() < f.losePush
@@ -236,18 +255,17 @@ func (l *link) down() {
 			l.replies++
 		}
 		l.mu.Unlock()
-		if lost && push {
-			continue // counted by the node, never delivered
-		}
-		if lost {
-			return // applied, and the reply is lost with the connection
+		switch {
+		case lost && push:
+			return true // counted by the node, never delivered
+		case lost:
+			return false // applied, and the reply is lost with the connection
 		}
 		latency(l.dnRng, f.delay/2)
 		if !l.gate() {
-			return
-		}
-		if _, err := l.cli.Write(frame); err != nil {
-			return
+			return false
 		}
 	}
+	_, err := l.cli.Write(frame)
+	return err == nil
 }

@@ -29,12 +29,11 @@ func copyValue(r *bufio.Reader, buf *bytes.Buffer) error {
 	if len(line) < 3 || line[len(line)-2] != '\r' {
 		return fmt.Errorf("sim: malformed RESP line %q", line)
 	}
-	body := string(line[1 : len(line)-2])
+	n, err := strconv.Atoi(string(line[1 : len(line)-2]))
 	switch line[0] {
 	case '+', '-', ':', '_', '#', ',', '(':
 		return nil
 	case '$', '!', '=':
-		n, err := strconv.Atoi(body)
 		if err != nil || n < 0 {
 			return nil // a null bulk string
 		}
@@ -45,24 +44,28 @@ func copyValue(r *bufio.Reader, buf *bytes.Buffer) error {
 		buf.Write(data)
 		return nil
 	case '*', '~', '>', '%', '|':
-		n, err := strconv.Atoi(body)
 		if err != nil || n < 0 {
 			return nil // a null array
 		}
-		if line[0] == '%' || line[0] == '|' {
-			n *= 2
-		}
-		for range n {
-			if err := copyValue(r, buf); err != nil {
-				return err
-			}
-		}
-		if line[0] == '|' { // an attribute precedes the value it describes
-			return copyValue(r, buf)
-		}
-		return nil
+		return copyElements(r, buf, line[0], n)
 	}
 	return fmt.Errorf("sim: unknown RESP type %q", line[0])
+}
+
+// copyElements copies the n elements of an aggregate of type t.
+func copyElements(r *bufio.Reader, buf *bytes.Buffer, t byte, n int) error {
+	if t == '%' || t == '|' {
+		n *= 2
+	}
+	for range n {
+		if err := copyValue(r, buf); err != nil {
+			return err
+		}
+	}
+	if t == '|' { // an attribute precedes the value it describes
+		return copyValue(r, buf)
+	}
+	return nil
 }
 
 func readFull(r *bufio.Reader, p []byte) (int, error) {

@@ -42,6 +42,7 @@ func TestSimulation(t *testing.T) {
 }
 
 func runSeed(t *testing.T, seed uint64) Result {
+	t.Helper()
 	var res Result
 	cfg := Plan(seed)
 	if *simOnly != "" {
