@@ -21,6 +21,7 @@ unit:
 	cd integration && $(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	$(GO) test -race -count=1 ./redlock/... ./redlockotel/... ./internal/... ./cmd/...
+	$(GO) test -count=1 -run TestSimulation ./internal/sim -sim.time=60s -v
 
 integration:
 	cd integration && ../scripts/with-redis-env.sh $(GO) test -race -count=1 -timeout 20m -v ./...
@@ -36,7 +37,8 @@ soak:
 ## sim: seeded schedules of faults against simulated nodes (internal/sim)
 ## for SIM_TIME (default 2m), every primitive's holds checked; ends with one
 ## line: schedules, acquisitions and violations. make unit runs it for 15 s
-## (with -race); a failing seed prints the command that replays it.
+## with -race, then 60 s without; a failing seed prints the command that
+## replays it.
 SIM_TIME ?= 2m
 SIM_START ?= $(shell date +%s)
 sim:
