@@ -64,7 +64,10 @@ func (o *Release) free(ctx context.Context, s *Step, queue string, first *redis.
 	}
 	var after []redis.Cmder
 	var pub *redis.IntCmd
-	if o.Channel != "" {
+	// A plain release with no one queued announces nothing, as
+	// release_head.lua.
+	quiet := !o.Reentrant && first != nil && waiter == "" && first.Err() == nil
+	if o.Channel != "" && !quiet {
 		id := o.Token
 		if o.Reentrant {
 			id = o.Notice

@@ -4,7 +4,9 @@
 // its digest (EVALSHA, falling back to EVAL when a node does not have the
 // script cached yet).
 // guard.lua, stored.lua, granted.lua and announce.lua are the exceptions: not scripts,
-// but functions that several scripts share, put in front of each.
+// but functions that several scripts share, put in front of each; and
+// release_head.lua, the first lines of release.lua's script (its fast
+// path, ahead of every function definition).
 //
 // The digests are constants, never computed here: a process in FIPS 140
 // only mode (GODEBUG=fips140=only) refuses SHA-1, and go-redis'
@@ -41,6 +43,8 @@ func (s *Script) Load(ctx context.Context, c redis.Scripter) *redis.StringCmd {
 }
 
 var (
+	//go:embed release_head.lua
+	releaseHeadSource string
 	//go:embed release.lua
 	releaseSource string
 	//go:embed extend.lua
@@ -99,12 +103,13 @@ var (
 	semExtendSource string
 )
 
-// Release deletes KEYS[1] if it holds ARGV[1] and announces "ARGV[1]|next"
-// on ARGV[2], next popped from the waiters' queue KEYS[2]; it returns the
+// Release deletes KEYS[1] if it holds ARGV[1] and, when the waiters'
+// queue KEYS[2] exists, announces "ARGV[1]|next" on ARGV[2], next popped
+// from it (hands the lock over to it, see release.lua); it returns the
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: storedSource + grantedSource + announceSource + releaseSource, Hash: "fc40532a4e7937e7a6767d775ecb4ef6bdbe9bb6"}
+var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "aae797320fa01bc71efdc6bc272d0d9544c7556b"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6bed70d196e9294876ef068103ab"}
