@@ -233,7 +233,7 @@ func TestRepliesCarryTheNodesClock(t *testing.T) {
 			n := node.NewRedis(clients[0])
 			n.SetWay(w)
 			t.Cleanup(n.Close)
-			for _, op := range []node.Op{node.Clock{}, lock("k", "a"), extend("k", "a", ttl)} {
+			for _, op := range []node.Op{node.Clock{}, clocked(lock("k", "a")), extend("k", "a", ttl)} {
 				rep := callOne(n, op)
 				require.NoError(t, rep.Err, op.Name())
 				assert.True(t, rep.OK, op.Name())
@@ -242,6 +242,12 @@ func TestRepliesCarryTheNodesClock(t *testing.T) {
 			assert.True(t, callOne(n, unlock("k", "a")).Time.IsZero(), "a release is no vote")
 		})
 	}
+}
+
+// clocked asks a plain grant for the node's time.
+func clocked(a *node.Acquire) *node.Acquire {
+	a.Clock = true
+	return a
 }
 
 // timeCounter counts the TIME commands a client sends.
@@ -285,10 +291,14 @@ func TestPlainGrantCarriesItsOwnClock(t *testing.T) {
 	require.True(t, callOne(n, lock("first", "a")).OK)
 	assert.Equal(t, int32(1), times.n.Load(), "the node's first timed batch asks TIME: may the user run it?")
 	times.n.Store(0)
-	rep := callOne(n, lock("k", "a"))
+	rep := callOne(n, clocked(lock("k", "a")))
 	require.True(t, rep.OK)
 	assert.WithinDuration(t, at, rep.Time, time.Second, "the node's clock, from the grant's own reply")
 	assert.Zero(t, times.n.Load(), "no TIME beside a plain grant")
+	rep = callOne(n, lock("k2", "a"))
+	require.True(t, rep.OK)
+	assert.True(t, rep.Time.IsZero(), "a plain grant not asked for the clock carries none")
+	assert.Zero(t, times.n.Load(), "and has no TIME beside it")
 	rep = callOne(n, fenced("f", "a"))
 	require.True(t, rep.OK)
 	assert.WithinDuration(t, at, rep.Time, time.Second)
