@@ -413,31 +413,10 @@ func table(builds []build) string {
 		return t
 	})
 	row("allocs", func(m measurement) float64 { return m.allocs })
-	var units []string
-	for _, bd := range builds {
-		for _, m := range bd.runs {
-			for u := range m.metrics {
-				if !slices.Contains(units, u) {
-					units = append(units, u)
-				}
-			}
-		}
-	}
-	sort.Strings(units)
-	for _, u := range units {
+	for _, u := range namesOf(builds, func(m measurement) map[string]float64 { return m.metrics }) {
 		row(u, func(m measurement) float64 { return m.metrics[u] })
 	}
-	var cmds []string
-	for _, bd := range builds {
-		for _, m := range bd.runs {
-			for c := range m.calls {
-				if !slices.Contains(cmds, c) {
-					cmds = append(cmds, c)
-				}
-			}
-		}
-	}
-	sort.Strings(cmds)
+	cmds := namesOf(builds, func(m measurement) map[string]float64 { return m.calls })
 	for _, c := range cmds {
 		if !frequent(builds, c) {
 			continue // set-up: HELLO, SCRIPT LOAD, CONFIG RESETSTAT, INFO
@@ -452,6 +431,22 @@ func table(builds []build) string {
 		row("node 1 "+strings.ToUpper(c)+": µs", func(m measurement) float64 { return m.usec[c] })
 	}
 	return b.String()
+}
+
+// namesOf returns the keys of what of every run of every build, sorted.
+func namesOf(builds []build, of func(measurement) map[string]float64) []string {
+	var names []string
+	for _, bd := range builds {
+		for _, m := range bd.runs {
+			for k := range of(m) {
+				if !slices.Contains(names, k) {
+					names = append(names, k)
+				}
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // frequent reports whether some build's runs call command c at least
