@@ -42,7 +42,7 @@ import (
 
 var (
 	revs     = flag.String("revs", "7eb7bc3,.", "comma-separated git revisions to compare; \".\" is the working tree")
-	bench    = flag.String("bench", "^BenchmarkPair$/^redlock-go$/^goroutines=64$", "the benchmark to run (-test.bench); one benchmark, so that CPU divides by its operations")
+	bench    = flag.String("bench", "^BenchmarkPair$/^redlock-go$/^goroutines=64$", "the benchmark to run (-test.bench), one benchmark, so that CPU divides by its operations; several, separated by \";\", each a column of every build's")
 	ops      = flag.Int("ops", 20000, "operations per run (-test.benchtime Nx)")
 	rounds   = flag.Int("rounds", 3, "runs of each build, alternating; the table shows medians")
 	nodes    = flag.Int("nodes", 5, "redis-server processes to start")
@@ -74,7 +74,10 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("build %s: %w", rev, err)
 		}
-		builds = append(builds, b)
+		for _, pattern := range strings.Split(*bench, ";") {
+			b.bench = pattern
+			builds = append(builds, b)
+		}
 	}
 	srv, err := startServers(ctx, *nodes)
 	defer srv.stop()
@@ -83,7 +86,7 @@ func run() error {
 	}
 	for r := 1; r <= *rounds; r++ {
 		for i := range builds {
-			m, err := measure(ctx, srv, builds[i].binary)
+			m, err := measure(ctx, srv, builds[i].binary, builds[i].bench)
 			if err != nil {
 				return fmt.Errorf("%s: %w", builds[i].rev, err)
 			}
@@ -96,10 +99,11 @@ func run() error {
 	return nil
 }
 
-// build is one revision's benchmark binary and its runs.
+// build is one revision's benchmark binary, a benchmark of it, and its
+// runs: a column of the table.
 type build struct {
-	rev, binary string
-	runs        []measurement
+	rev, binary, bench string
+	runs               []measurement
 }
 
 // buildRev builds bench/'s test binary of rev into dir.
@@ -268,7 +272,7 @@ func (m measurement) nodeTotal() float64 {
 var benchLine = regexp.MustCompile(`^Benchmark\S*\s+(\d+)\s+(.*)$`)
 
 // measure runs binary once against the servers.
-func measure(ctx context.Context, s *servers, binary string) (measurement, error) {
+func measure(ctx context.Context, s *servers, binary, bench string) (measurement, error) {
 	for _, c := range s.clients {
 		if err := c.ConfigResetStat(ctx).Err(); err != nil {
 			return measurement{}, err
@@ -278,7 +282,7 @@ func measure(ctx context.Context, s *servers, binary string) (measurement, error
 	if err != nil {
 		return measurement{}, err
 	}
-	args := []string{"-test.run", "^$", "-test.bench", *bench, "-test.benchtime", fmt.Sprintf("%dx", *ops), "-test.count", "1"}
+	args := []string{"-test.run", "^$", "-test.bench", bench, "-test.benchtime", fmt.Sprintf("%dx", *ops), "-test.count", "1"}
 	if *defaults {
 		args = append(args, "-defaults")
 	}
@@ -322,7 +326,7 @@ func measure(ctx context.Context, s *servers, binary string) (measurement, error
 		}
 	}
 	if n == 0 {
-		return m, fmt.Errorf("no benchmark matched %q: %s", *bench, out)
+		return m, fmt.Errorf("no benchmark matched %q: %s", bench, out)
 	}
 	usage := cmd.ProcessState
 	m.client = (usage.UserTime() + usage.SystemTime()).Seconds() / n * 1e6
@@ -370,7 +374,7 @@ func table(builds []build) string {
 	fmt.Fprintf(&b, "\n%s, %d ops per run, %d rounds, %d nodes; medians per op\n\n", *bench, *ops, *rounds, *nodes)
 	b.WriteString("| per op |")
 	for _, bd := range builds {
-		fmt.Fprintf(&b, " %s |", label(bd.rev))
+		fmt.Fprintf(&b, " %s |", label(bd))
 	}
 	b.WriteString("\n|---|")
 	for range builds {
@@ -464,11 +468,18 @@ func frequent(builds []build, c string) bool {
 	return false
 }
 
-func label(rev string) string {
+// label names a column: its build, and its benchmark when there are
+// several ("redsync/64" for ^BenchmarkPair$/^redsync$/^goroutines=64$).
+func label(bd build) string {
+	rev := bd.rev
 	if rev == "." {
-		return "working tree"
+		rev = "working tree"
 	}
-	return rev
+	if !strings.Contains(*bench, ";") {
+		return rev
+	}
+	short := strings.NewReplacer("^", "", "$", "", "BenchmarkPair/", "", "goroutines=", "").Replace(bd.bench)
+	return rev + " " + short
 }
 
 func format(v float64) string {
