@@ -11,7 +11,7 @@
 // after another, round after round, on the same servers, and prints the
 // medians side by side:
 //
-//	cd bench && go run ./cmd/cpupair -revs 7eb7bc3,main,. -rounds 3
+//	cd bench && go run ./cmd/cpupair -revs 7eb7bc3,main,. -bench redlock-go/64,redsync/64
 //
 // Each run resets the servers' statistics (CONFIG RESETSTAT) and reads,
 // around the benchmark process: the servers' CPU from /proc/PID/stat, the
@@ -42,7 +42,7 @@ import (
 
 var (
 	revs     = flag.String("revs", "7eb7bc3,.", "comma-separated git revisions to compare; \".\" is the working tree")
-	bench    = flag.String("bench", "^BenchmarkPair$/^redlock-go$/^goroutines=64$", "the benchmark to run (-test.bench), one benchmark, so that CPU divides by its operations; several, separated by \";\", each a column of every build's")
+	bench    = flag.String("bench", "redlock-go/64", "the benchmark to run, one, so that CPU divides by its operations: a -test.bench pattern, or IMPL/GOROUTINES for BenchmarkPair's (\"redsync/1\"); several, separated by commas, each a column of every build's")
 	ops      = flag.Int("ops", 20000, "operations per run (-test.benchtime Nx)")
 	rounds   = flag.Int("rounds", 3, "runs of each build, alternating; the table shows medians")
 	nodes    = flag.Int("nodes", 5, "redis-server processes to start")
@@ -74,7 +74,7 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("build %s: %w", rev, err)
 		}
-		for _, pattern := range strings.Split(*bench, ";") {
+		for _, pattern := range strings.Split(*bench, ",") {
 			b.bench = pattern
 			builds = append(builds, b)
 		}
@@ -282,7 +282,7 @@ func measure(ctx context.Context, s *servers, binary, bench string) (measurement
 	if err != nil {
 		return measurement{}, err
 	}
-	args := []string{"-test.run", "^$", "-test.bench", bench, "-test.benchtime", fmt.Sprintf("%dx", *ops), "-test.count", "1"}
+	args := []string{"-test.run", "^$", "-test.bench", pattern(bench), "-test.benchtime", fmt.Sprintf("%dx", *ops), "-test.count", "1"}
 	if *defaults {
 		args = append(args, "-defaults")
 	}
@@ -475,11 +475,22 @@ func label(bd build) string {
 	if rev == "." {
 		rev = "working tree"
 	}
-	if !strings.Contains(*bench, ";") {
+	if !strings.Contains(*bench, ",") {
 		return rev
 	}
-	short := strings.NewReplacer("^", "", "$", "", "BenchmarkPair/", "", "goroutines=", "").Replace(bd.bench)
-	return rev + " " + short
+	return rev + " " + bd.bench
+}
+
+// pattern is the -test.bench pattern of bench: IMPL/GOROUTINES is
+// BenchmarkPair's run of the implementation named IMPL (spaces as
+// underscores) at GOROUTINES goroutines; anything else is a pattern
+// already.
+func pattern(bench string) string {
+	impl, g, ok := strings.Cut(bench, "/")
+	if !ok || strings.ContainsAny(bench, "^$") || strings.HasPrefix(bench, "Benchmark") || strings.Contains(g, "/") {
+		return bench
+	}
+	return "^BenchmarkPair$/^" + regexp.QuoteMeta(impl) + "$/^goroutines=" + regexp.QuoteMeta(g) + "$"
 }
 
 func format(v float64) string {
