@@ -88,7 +88,11 @@ func run() error {
 		for i := range builds {
 			m, err := measure(ctx, srv, builds[i].binary, builds[i].bench)
 			if err != nil {
-				return fmt.Errorf("%s: %w", builds[i].rev, err)
+				// A benchmark that fails (a loaded machine's node
+				// timeouts end BenchmarkPair) is counted, not measured.
+				builds[i].failed++
+				fmt.Fprintf(os.Stderr, "round %d %s %s failed: %s\n", r, builds[i].rev, builds[i].bench, firstLines(err.Error(), 12))
+				continue
 			}
 			builds[i].runs = append(builds[i].runs, m)
 			fmt.Fprintf(os.Stderr, "round %d %s: client %.1f µs, servers %.1f µs, node 1 %.1f µs per op; %s\n",
@@ -104,6 +108,7 @@ func run() error {
 type build struct {
 	rev, binary, bench string
 	runs               []measurement
+	failed             int // runs that failed, not in runs
 }
 
 // buildRev builds bench/'s test binary of rev into dir.
@@ -417,6 +422,13 @@ func table(builds []build) string {
 		return t
 	})
 	row("allocs", func(m measurement) float64 { return m.allocs })
+	if slices.ContainsFunc(builds, func(bd build) bool { return bd.failed > 0 }) {
+		b.WriteString("| failed runs (not counted) |")
+		for _, bd := range builds {
+			fmt.Fprintf(&b, " %d |", bd.failed)
+		}
+		b.WriteString("\n")
+	}
 	for _, u := range namesOf(builds, func(m measurement) map[string]float64 { return m.metrics }) {
 		row(u, func(m measurement) float64 { return m.metrics[u] })
 	}
@@ -435,6 +447,12 @@ func table(builds []build) string {
 		row("node 1 "+strings.ToUpper(c)+": µs", func(m measurement) float64 { return m.usec[c] })
 	}
 	return b.String()
+}
+
+// firstLines returns the first n lines of text.
+func firstLines(text string, n int) string {
+	lines := strings.SplitN(text, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
 }
 
 // namesOf returns the keys of what of every run of every build, sorted.
