@@ -85,7 +85,13 @@ func run() error {
 		return err
 	}
 	for r := 1; r <= *rounds; r++ {
-		for i := range builds {
+		for k := range builds {
+			// Every other round in reverse, so that a load that drifts
+			// during a round weighs on no column more than on another.
+			i := k
+			if r%2 == 0 {
+				i = len(builds) - 1 - k
+			}
 			m, err := measure(ctx, srv, builds[i].binary, builds[i].bench)
 			if err != nil {
 				// A benchmark that fails (a loaded machine's node
