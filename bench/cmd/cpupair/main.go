@@ -8,8 +8,8 @@
 // It starts its own redis-server processes on free loopback ports, builds
 // bench/'s test binary of each revision (git archive into a temporary
 // directory; "." is the working tree as it is), then runs the binaries one
-// after another, round after round, on the same servers, and prints the
-// medians side by side:
+// after another, round after round (every other round in reverse), on the
+// same servers, and prints the medians side by side:
 //
 //	cd bench && go run ./cmd/cpupair -revs 7eb7bc3,main,. -bench redlock-go/64,redsync/64
 //
