@@ -282,6 +282,7 @@ func TestGrantWithoutClockIsJudgedByTheGuard(t *testing.T) {
 		ctx := t.Context()
 		require.NoError(t, m.TryLock(ctx))
 		require.NoError(t, m.Unlock(ctx))
+		synctest.Wait() // every node's reply in, not only a quorum's
 		assert.False(t, r.e.guard.due(r.e.now()), "just read")
 		for _, f := range fs[:2] {
 			f.Faults(func(n *nodetest.Fake) { n.ClockOffset = time.Minute })
@@ -291,6 +292,7 @@ func TestGrantWithoutClockIsJudgedByTheGuard(t *testing.T) {
 		time.Sleep(clockReadEvery)
 		assert.True(t, r.e.guard.due(r.e.now()))
 		require.ErrorIs(t, m.TryLock(ctx), ErrClockJump, "read: two nodes a minute off")
+		synctest.Wait()
 		assert.False(t, r.e.guard.due(r.e.now()))
 		require.ErrorIs(t, m.TryLock(ctx), ErrClockJump, "no reading, but the guard still refuses them")
 	})
