@@ -7,7 +7,7 @@ GO ?= go
 GOLANGCI_LINT_VERSION := v2.15.0
 BIN := $(CURDIR)/bin
 
-.PHONY: test unit integration soak sim demo lint fuzz bench-handoff bench bench-availability
+.PHONY: test unit integration soak sim demo lint fuzz bench-handoff bench bench-availability bench-cpu
 
 ## test: every test: vet, unit tests with -race (no Redis needed), then the
 ## integration scenarios with -race on five Redis containers.
@@ -64,6 +64,17 @@ bench:
 ## writes docs/AVAILABILITY.md and docs/availability.png, fails on any overlap or lost update.
 bench-availability:
 	cd bench && REDLOCK_FAKETIME=skip ../scripts/with-redis-env.sh $(GO) run . -availability -out ../docs
+
+## bench-cpu: CPU per lock+unlock pair (the client's, the servers', and
+## node 1's command time per command) of the builds of CPU_REVS side by
+## side ("." is the working tree), on redis-server processes it starts on
+## loopback; CPU_BENCH lists BenchmarkPair's runs (IMPL/GOROUTINES, or
+## -test.bench patterns), CPU_FLAGS adds flags (see bench/cmd/cpupair), e.g.
+## make bench-cpu CPU_REVS=7eb7bc3,. CPU_BENCH=redlock-go/64,redsync/64,raw_floor/64
+CPU_REVS ?= main,.
+CPU_BENCH ?= redlock-go/64
+bench-cpu:
+	cd bench && $(GO) run ./cmd/cpupair -revs '$(CPU_REVS)' -bench '$(CPU_BENCH)' $(CPU_FLAGS)
 
 ## bench-handoff: idle time between holders, notified and polling only.
 bench-handoff:

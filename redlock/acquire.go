@@ -95,6 +95,11 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 		return grant{}, refusal{}, err
 	}
 	defer e.wg.Done()
+	if a, ok := s.op.(*node.Acquire); ok {
+		// A plain grant reads the node's time only as often as the guard
+		// needs (see clockguard.go); with no guard, never.
+		a.Clock = e.guard != nil && e.guard.due(e.now())
+	}
 	if e.guard != nil {
 		e.guard.inUse(s.cfg.ttl)
 	}

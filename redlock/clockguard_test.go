@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -155,6 +156,7 @@ func TestClockQuarantineLastsTheLongestTTL(t *testing.T) {
 	require.NoError(t, m.Lock(ctx))
 	require.NoError(t, m.Unlock(ctx))
 	fs[0].Jump(10 * time.Second)
+	time.Sleep(clockReadEvery) // the next grants read the nodes' clocks
 	require.NoError(t, m.Lock(ctx), "a quorum of the others")
 	// Node 0's reply may come after the quorum's.
 	require.Eventually(t, func() bool { return errors.Is(second.Health()[0].Clock, ErrClockJump) },
@@ -162,6 +164,7 @@ func TestClockQuarantineLastsTheLongestTTL(t *testing.T) {
 	require.NoError(t, m.Unlock(ctx))
 	fs[0].Jump(-10 * time.Second) // back: it agrees again, but may have forgotten keys
 	for range 2 {                 // the step back is a jump too; the next reply agrees
+		time.Sleep(clockReadEvery)
 		require.NoError(t, m.Lock(ctx))
 		require.NoError(t, m.Unlock(ctx))
 	}
@@ -266,4 +269,31 @@ func TestClockJumpRWMutex(t *testing.T) {
 			assert.ErrorIs(t, rw1.Err(), ErrClockJump)
 		})
 	}
+}
+
+// A plain grant asks for the nodes' time only once the guard's last
+// reading is clockReadEvery old; one that carries none counts only while
+// the guard lets its node vote, so that a node found off stays refused
+// between readings.
+func TestGrantWithoutClockIsJudgedByTheGuard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k")
+		ctx := t.Context()
+		require.NoError(t, m.TryLock(ctx))
+		require.NoError(t, m.Unlock(ctx))
+		synctest.Wait() // every node's reply in, not only a quorum's
+		assert.False(t, r.e.guard.due(r.e.now()), "just read")
+		for _, f := range fs[:2] {
+			f.Faults(func(n *nodetest.Fake) { n.ClockOffset = time.Minute })
+		}
+		require.NoError(t, m.TryLock(ctx), "no fresh reading yet: the guard knows nothing against the nodes")
+		require.NoError(t, m.Unlock(ctx))
+		time.Sleep(clockReadEvery)
+		assert.True(t, r.e.guard.due(r.e.now()))
+		require.ErrorIs(t, m.TryLock(ctx), ErrClockJump, "read: two nodes a minute off")
+		synctest.Wait()
+		assert.False(t, r.e.guard.due(r.e.now()))
+		require.ErrorIs(t, m.TryLock(ctx), ErrClockJump, "no reading, but the guard still refuses them")
+	})
 }

@@ -25,7 +25,7 @@ func (e *engine) watchClocks() {
 		// them as for any call in flight (a silent node's client may hold
 		// one for its read timeout).
 		for i := range e.pool.size() {
-			e.pool.send(context.Background(), i, probeTimeout, node.Clock{}, nil, func(node.Reply) {})
+			e.pool.send(context.Background(), i, probeTimeout, node.Clock{}, nil, receiveFunc(func(node.Reply) {}))
 		}
 	}
 	e.leasesMu.Lock()

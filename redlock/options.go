@@ -161,9 +161,12 @@ func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
 // ("redlock:wake:" + a random id). A release pops the oldest waiter from
 // each node's queue and announces itself on that waiter's Redlock's channel
 // only: waiters take turns, in the order they came, instead of all trying
-// at once; with no one queued, the release channel tells every waiter. The
-// back-off stays as the fallback for announcements that are lost (a node
-// down, a subscription reconnecting, a waiter that died while queued),
+// at once; with no one popped (a reader's turn, a writer's release), the
+// release channel tells every waiter, and a plain lock's release where no
+// one is queued tells no one. The back-off stays as the fallback for
+// announcements that are lost (a node down, a subscription reconnecting, a
+// waiter that died while queued, a release while the waiter's queueing was
+// on its way),
 // drawn from [max/2, max] of [WithRetryDelay] while queued. When off, Lock
 // only polls. The subscriptions are one pub/sub connection per node, opened
 // at the first wait and closed by [Redlock.Close]; a Lock leaves the queue

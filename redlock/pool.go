@@ -109,7 +109,7 @@ func (p *pool) health(i int) (down bool, since time.Time, owed int, cause error)
 // A node whose requests have all gone unanswered for timeout, with one of
 // them waiting all that time, is put down here too: an operation that
 // decided without it does not wait for it, so only the next one notices.
-func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.Op, report reportFunc, done func(node.Reply)) {
+func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.Op, report reportFunc, done receiver) {
 	now := p.now()
 	s := p.states[i]
 	s.mu.Lock()
@@ -127,7 +127,7 @@ func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.O
 		if report != nil {
 			report(ctx, i, err, false)
 		}
-		done(node.Reply{Err: err})
+		done.receive(node.Reply{Err: err})
 		return
 	}
 	p.wg.Add(1)
@@ -139,28 +139,38 @@ func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.O
 		// Apart from the reported one below, so that its closure holds no
 		// more than without a report.
 		p.nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-			done(p.clocked(i, now, p.received(i, rep)))
+			done.receive(p.clocked(i, now, op, p.received(i, rep)))
 			p.wg.Done()
 		})
 		return
 	}
 	w := watchAfter(ctx, &p.wg, p, i, now, timeout, report)
 	p.nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-		rep = p.clocked(i, now, p.received(i, rep))
+		rep = p.clocked(i, now, op, p.received(i, rep))
 		w.replied(rep, p.now().After(sendBy))
-		done(rep)
+		done.receive(rep)
 		p.wg.Done()
 	})
 }
 
+// receiver is told the reply to a request sent to a node: a request of a
+// round (see round.go) is one itself, so that sending it allocates no
+// closure for the reply.
+type receiver interface{ receive(rep node.Reply) }
+
+// receiveFunc is a function as a receiver.
+type receiveFunc func(rep node.Reply)
+
+func (f receiveFunc) receive(rep node.Reply) { f(rep) }
+
 // ask sends op to node i like send, but learns nothing from it and skips
 // no node: for background questions (who the node is) whose answers, or
 // silence, say nothing of how the node serves locks.
-func (p *pool) ask(ctx context.Context, i int, timeout time.Duration, op node.Op, done func(node.Reply)) {
+func (p *pool) ask(ctx context.Context, i int, timeout time.Duration, op node.Op, done receiver) {
 	p.wg.Add(1)
 	p.nodes[i].Do(ctx, p.now().Add(timeout), op, func(rep node.Reply) {
 		rep.Err = node.Classify(node.ClientErr(rep.Err))
-		done(rep)
+		done.receive(rep)
 		p.wg.Done()
 	})
 }
@@ -374,7 +384,7 @@ func (p *pool) deliver(i int, owed []owedRelease) bool {
 	s := p.states[i]
 	results := make(chan bool, len(owed))
 	for _, o := range owed {
-		p.send(context.Background(), i, probeTimeout, o.op, p.report, func(rep node.Reply) {
+		p.send(context.Background(), i, probeTimeout, o.op, p.report, receiveFunc(func(rep node.Reply) {
 			again := o.op.Owable(rep.Err)
 			if again {
 				s.mu.Lock()
@@ -384,7 +394,7 @@ func (p *pool) deliver(i int, owed []owedRelease) bool {
 				s.mu.Unlock()
 			}
 			results <- !again
-		})
+		}))
 	}
 	all := true
 	for range owed {
@@ -442,11 +452,21 @@ func (p *pool) way(i int) node.Way {
 	return node.Scripts
 }
 
-// clocked passes node i's reply to a request sent at sent through the
-// guard: a vote from a node that may not vote becomes an error wrapping
+// clocked passes node i's reply to op, sent at sent, through the guard: a
+// vote from a node that may not vote becomes an error wrapping
 // ErrClockJump (the node may hold the token: an attempt undoes it there).
-func (p *pool) clocked(i int, sent time.Time, rep node.Reply) node.Reply {
-	if p.guard == nil || rep.Time.IsZero() || rep.Err != nil {
+// A vote that carries no time (a plain grant not asked for it) is judged
+// by what the guard knows of the node already.
+func (p *pool) clocked(i int, sent time.Time, op node.Op, rep node.Reply) node.Reply {
+	if p.guard == nil || rep.Err != nil {
+		return rep
+	}
+	if rep.Time.IsZero() {
+		if a, ok := op.(*node.Acquire); ok && rep.OK && !a.Clocked() {
+			if why := p.guard.refused(i); why != nil {
+				return node.Reply{Err: why, Value: rep.Value}
+			}
+		}
 		return rep
 	}
 	if why := p.guard.check(i, sent, p.now(), rep.Time); why != nil && rep.OK {

@@ -133,7 +133,7 @@ func (q *request) run() {
 		rd.votes <- vote{node: q.i, rep: node.Reply{Err: errSkipped}}
 		return
 	}
-	rd.dispatch(q.i, q.op, q.receive)
+	rd.dispatch(q.i, q.op, q)
 }
 
 // receive turns the reply into a vote, on the node's goroutine.
@@ -147,7 +147,7 @@ func (q *request) receive(rep node.Reply) {
 }
 
 // dispatch hands op for node i to the pool.
-func (rd *round) dispatch(i int, op node.Op, done func(node.Reply)) {
+func (rd *round) dispatch(i int, op node.Op, done receiver) {
 	if rd.quiet {
 		rd.p.ask(rd.ctx, i, rd.timeout, op, done)
 		return

@@ -26,9 +26,16 @@ import (
 //     it is.
 //   - Named. A release pops the oldest member of each node's queue and
 //     wakes that waiter's process alone; the waiter tries at once, and
-//     queues again at its old place if it fails. With no one queued, the
-//     release wakes each process's oldest waiter (a reader's turn: every
-//     reader).
+//     queues again at its old place if it fails. A reader's turn, or a
+//     release that pops no one (a writer's, a user refused ZPOPMIN), wakes
+//     each process's oldest waiter (a reader's turn: every reader).
+//   - Unqueued. A plain lock's release on a node whose queue key does not
+//     exist is a compare-and-delete and wakes no one (release_head.lua):
+//     with no one queued there, the waiters left unwoken are those whose
+//     queueing is still on its way, or whose node refuses the queue. They
+//     miss a wake, never a vote (a wake grants nothing): each still tries
+//     at the end of its back-off, so the miss costs one queued back-off
+//     at most, as a lost announcement does.
 //   - Handed. A plain lock's waiter queues a token of its own; a release
 //     that pops it sets the key to that token instead of freeing it, then
 //     announces that. The waiter takes the lock when a quorum handed it
@@ -44,7 +51,8 @@ import (
 // its validity counts from the waiter's registration, before the key
 // could be set. Elsewhere the waiter is named instead, and tries.
 //
-// The bound: with no announcement lost, a Lock queued behind k waiters
+// The bound: with no announcement lost (a release that runs while a
+// waiter's queueing is on its way loses its wake), a Lock queued behind k waiters
 // takes the lock within k holds and k+1 handoffs; a lost announcement
 // costs one queued back-off. Contenders that split the nodes try again
 // within two attempt times, twice in a row at most (delay).

@@ -226,6 +226,18 @@ func lockCases() []fakeCase {
 				{op: lock(k, "b"), want: answer{Holder: "t6"}}, // to t6
 			}
 		}},
+		{"a plain release no one is queued for announces nothing", func(k string) []step {
+			return []step{
+				{listen: true},
+				{op: lock(k, "a"), want: granted},
+				{op: unlock(k, "a"), want: granted}, // a compare-and-delete: the listener is not queued
+				{op: &node.Queue{Changes: []node.QueueChange{{Lock: k, Member: "p/w1", Score: 1, TTL: ttl}}}, want: granted},
+				{op: lock(k, "a"), want: granted},
+				{op: unlock(k, "a"), want: answer{OK: true, Named: true}}, // p/w1, on p's channel: no one listens there
+				{op: lock(k, "a"), want: granted},
+				{op: unlock(k, "a"), want: granted}, // the queue is empty again
+			}
+		}},
 		{"waiters' queue: a reader's turn is everyone's", func(k string) []step {
 			q := &node.Queue{Changes: []node.QueueChange{
 				{Lock: k, Member: "p/" + node.ReaderMark + "1", Score: 1, TTL: ttl},
@@ -243,7 +255,7 @@ func lockCases() []fakeCase {
 				{listen: true},
 				{op: lock(k, "a"), want: granted},
 				{op: unlock(k, "b"), want: refused},
-				{op: unlock(k, "a"), want: answer{OK: true, Heard: 1}},
+				{op: &node.Release{Key: k, Token: "a", Channel: node.ReleaseChannel(k)}, want: answer{OK: true, Heard: 1}}, // no queue: everyone's turn
 				{op: reentrant(k, "o", false), want: granted},
 				{op: drop(k, "o", node.DropAll), want: answer{OK: true, Heard: 1}},
 			}

@@ -49,7 +49,12 @@ type Acquire struct {
 	IntentTTL      time.Duration
 	// Ack, when set, makes a grant count only once replicas have it.
 	Ack Ack
-	enc encoding
+	// Clock asks a plain lock's grant (acquire_plain.lua) for the node's
+	// time. Without it the grant carries none once the node has answered
+	// a TIME (see clockFor): the clock guard asks for a fresh reading only
+	// as often as it needs one. Every other grant carries the time always.
+	Clock bool
+	enc   encoding
 }
 
 // Grant is what an Acquire's reply says beyond OK: the value that holds
@@ -110,12 +115,16 @@ func (o *Acquire) scriptArgs(l Layout) []any {
 	// A script rather than SET key token NX GET PX ttl, which does the
 	// same: its reply is nil on a grant, which go-redis turns into an
 	// error that costs the client far more than the script costs the node.
-	return evalArgs(scripts.AcquirePlain, []string{o.Key}, o.Token, ttl)
+	clock := "0"
+	if o.Clock {
+		clock = "1"
+	}
+	return evalArgs(scripts.AcquirePlain, []string{o.Key}, o.Token, ttl, clock)
 }
 
 // ownClock reports whether the acquisition's script answers a grant with
-// the node's time (acquire_plain.lua): the batch that carries it needs no
-// TIME of its own for it (see clockFor).
+// the node's time (acquire_plain.lua), when asked (Clock): the batch that
+// carries it needs no TIME of its own for it (see clockFor).
 func (o *Acquire) ownClock() bool {
 	if o.Intent != "" { // write_acquire.lua
 		return o.FenceKey == "" && !o.Reentrant
@@ -123,8 +132,14 @@ func (o *Acquire) ownClock() bool {
 	return len(o.Also) == 0 && !o.Reentrant && o.FenceKey == "" && o.MinUptime == 0
 }
 
+// Clocked reports whether the reply to o carries the node's time: always,
+// except a plain grant not asked for it (Clock) on a node that answered a
+// TIME before (see clockFor).
+func (o *Acquire) Clocked() bool { return o.Clock || o.Intent != "" || !o.ownClock() }
+
 // granted is the Reply of a script's grant that answers with the node's
-// time in Unix milliseconds, or 1 when the user may not run TIME.
+// time in Unix milliseconds, or 1 when the user may not run TIME (or a
+// plain grant was not asked for it, see Acquire.Clock).
 func granted(ms int64) Reply {
 	if ms > 1 {
 		return Reply{OK: true, Time: time.UnixMilli(ms)}

@@ -64,7 +64,7 @@ func (o *Release) free(ctx context.Context, s *Step, queue string, first *redis.
 	}
 	var after []redis.Cmder
 	var pub *redis.IntCmd
-	if o.Channel != "" {
+	if o.announces(first, waiter) {
 		id := o.Token
 		if o.Reentrant {
 			id = o.Notice
@@ -76,6 +76,14 @@ func (o *Release) free(ctx context.Context, s *Step, queue string, first *redis.
 		return Reply{}, err
 	}
 	return Reply{OK: true, Value: heard(pub, waiter)}, nil
+}
+
+// announces reports whether the release is announced, first having read
+// the oldest waiter of the queue (nil: not read), waiter: a plain release
+// with no one queued announces nothing, as release_head.lua.
+func (o *Release) announces(first *redis.StringSliceCmd, waiter string) bool {
+	quiet := !o.Reentrant && first != nil && waiter == "" && first.Err() == nil
+	return o.Channel != "" && !quiet
 }
 
 // named reports whether an announcement names waiter: one of a process

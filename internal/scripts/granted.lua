@@ -1,5 +1,6 @@
 -- granted.lua is not a script of its own: scripts.go puts it in front of
--- acquire_plain.lua, write_acquire.lua and release.lua.
+-- write_acquire.lua and release.lua, and in acquire_plain.lua's script after
+-- its first lines.
 
 -- node_time returns the node's time in Unix milliseconds, the clock
 -- evidence a vote carries (see internal/node/clock.go), or nil when the

@@ -12,10 +12,13 @@
 --          given too): where its waiting mark is kept, and its id; the mark
 --          is deleted if it is still this writer's, whatever KEYS[1] holds
 --
--- The oldest waiter, popped from the queue, goes first: the release is
+-- A release no one waits for ends in release_head.lua, which scripts.go
+-- puts in front of this file: a compare-and-delete, announced to no one.
+-- Otherwise the oldest waiter, popped from the queue, goes first: the release is
 -- announced to its process only (see announce.lua, which scripts.go puts in
--- front of this file); the other waiters keep waiting. With the queue
--- empty, every waiter may try. A plain lock's release (two keys) hands the
+-- front of this file); the other waiters keep waiting. With no one popped
+-- (a writer's release, a queue kept nowhere, a user refused ZPOPMIN),
+-- every waiter may try. A plain lock's release (two keys) hands the
 -- lock over to a waiter that takes it so (see hand_over): the key holds
 -- the waiter's token from the same atomic step on, and no one can take it
 -- in between.

@@ -4,7 +4,10 @@
 // its digest (EVALSHA, falling back to EVAL when a node does not have the
 // script cached yet).
 // guard.lua, stored.lua, granted.lua and announce.lua are the exceptions: not scripts,
-// but functions that several scripts share, put in front of each.
+// but functions that several scripts share, put in front of each; and
+// release_head.lua and acquire_plain_tail.lua, the first lines of
+// release.lua's script (its fast path, ahead of every function definition)
+// and the last of acquire_plain.lua's (after them).
 //
 // The digests are constants, never computed here: a process in FIPS 140
 // only mode (GODEBUG=fips140=only) refuses SHA-1, and go-redis'
@@ -41,6 +44,8 @@ func (s *Script) Load(ctx context.Context, c redis.Scripter) *redis.StringCmd {
 }
 
 var (
+	//go:embed release_head.lua
+	releaseHeadSource string
 	//go:embed release.lua
 	releaseSource string
 	//go:embed extend.lua
@@ -57,6 +62,8 @@ var (
 	acquireSource string
 	//go:embed acquire_plain.lua
 	acquirePlainSource string
+	//go:embed acquire_plain_tail.lua
+	acquirePlainTailSource string
 	//go:embed fence.lua
 	fenceSource string
 	//go:embed set_fenced.lua
@@ -99,21 +106,23 @@ var (
 	semExtendSource string
 )
 
-// Release deletes KEYS[1] if it holds ARGV[1] and announces "ARGV[1]|next"
-// on ARGV[2], next popped from the waiters' queue KEYS[2]; it returns the
+// Release deletes KEYS[1] if it holds ARGV[1] and, when the waiters'
+// queue KEYS[2] exists, announces "ARGV[1]|next" on ARGV[2], next popped
+// from it (hands the lock over to it, see release.lua); it returns the
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: storedSource + grantedSource + announceSource + releaseSource, Hash: "fc40532a4e7937e7a6767d775ecb4ef6bdbe9bb6"}
+var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "9bd159c343999dbbdef2ec2706afb685b1a9ccc7"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6bed70d196e9294876ef068103ab"}
 
 // AcquirePlain sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent; it
-// returns the node's time in Unix ms (1 when the user may not run TIME)
+// returns the node's time in Unix ms when ARGV[3] is "1" (1 when not, or
+// when the user may not run TIME)
 // when KEYS[1] holds ARGV[1] (now, or already), the value holding it otherwise, 0 when a reentrant lock holds
 // it, and an error reply when KEYS[1] holds something that is not a lock.
-var AcquirePlain = &Script{Source: storedSource + grantedSource + acquirePlainSource, Hash: "9057fd2a6217de1044268952df90bdd027cf7d2c"}
+var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSource + acquirePlainTailSource, Hash: "5330ba693226078351acda2164c3b179a7e3d4ee"}
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
@@ -212,7 +221,7 @@ var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExt
 var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "d4d285d4747e59b2731aa0ccd11144d1fe78f292"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
-var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "57846104661983719add7e67157b24a9b691b0bc"}
+var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "84d23841fe89bd434601083d2201a5858c268de6"}
 
 // All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,

@@ -7,8 +7,10 @@
 // set of waiter ids, scored by when each started waiting: ZADD NX, so a
 // waiter queued again keeps its place). A release that frees the lock pops
 // the oldest waiter from each node's queue and announces itself to that
-// waiter's process only, on the process's own channel; with no one queued
-// it announces itself on the lock's channel, to every waiter. A Queue
+// waiter's process only, on the process's own channel; with no one popped
+// (a reader's turn, a writer's release, a user refused ZPOPMIN) it
+// announces itself on the lock's channel, to every waiter, and a plain
+// lock's release with no one queued announces nothing. A Queue
 // holds one subscription per node, opened when a Lock first waits, and one
 // dispatcher goroutine per subscription that wakes waiters:
 //
@@ -21,8 +23,8 @@
 //   - The same release arrives from every node that held the lock; only the
 //     first copy wakes anyone (the payload, a token unique to the
 //     acquisition or to the reentrant release, tells copies apart).
-//   - With no one queued, a release wakes only the longest-waiting Lock of
-//     this process on that name.
+//   - A release on the lock's channel (no one named) wakes only the
+//     longest-waiting Lock of this process on that name.
 //   - Subscribing, unsubscribing, queueing and unqueueing go through one
 //     goroutine per node, which brings its node to the waiters of now,
 //     however many came and went meanwhile: a silent node holds that one

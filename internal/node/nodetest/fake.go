@@ -320,11 +320,14 @@ func (n *Fake) Way() node.Way {
 }
 
 // answer applies op and returns the node's reply, with the node's time
-// when op is Timed (see ClockOffset).
+// when op is Timed (see ClockOffset) and asks for it (a plain grant may
+// not, see node.Acquire.Clock).
 func (n *Fake) answer(op node.Op) node.Reply {
 	rep := n.apply1(op)
 	if _, ok := op.(node.Timed); ok && rep.Err == nil && !n.Sharded {
-		rep.Time = n.Now()
+		if a, ok := op.(*node.Acquire); !ok || a.Clocked() {
+			rep.Time = n.Now()
+		}
 	}
 	return rep
 }

@@ -252,8 +252,12 @@ func (n *Fake) announceRelease(r *node.Release) int {
 		payload = r.Notice
 	}
 	queue := n.beside(r.Key, r.QueueKey)
+	plain := !r.Reentrant && r.Intent == "" && queue != ""
+	if plain && len(n.Queues[queue]) == 0 {
+		return 0 // no one queued: a compare-and-delete (release_head.lua)
+	}
 	waiter, heard := n.popWaiter(queue), 0
-	if !r.Reentrant && r.Intent == "" && queue != "" {
+	if plain {
 		heard = n.handOver(r.Key, payload, waiter)
 	}
 	if heard == 0 {
