@@ -163,6 +163,7 @@ func (e *engine) enter() (*round, error) {
 		e.wg.Done()
 		return nil, invalid("%v", err)
 	}
+	e.auditFirst()
 	return e.ids.first(), nil
 }
 

@@ -56,6 +56,9 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 				return nil, invalid("clients %d and %d are the same client", j, i)
 			}
 		}
+		if err := node.CheckAddr(c); err != nil {
+			return nil, invalid("client %d: %v", i, err)
+		}
 		addr := node.ClientAddr(c)
 		if j, dup := seen[addr]; dup {
 			return nil, invalid("clients %d and %d both address %s", j, i, addr)
@@ -85,6 +88,7 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 		}
 	}
 	r := &Redlock{e: newEngine(nodes, cfg.observer, cfg.clockTolerance), cfg: cfg}
+	r.e.audits.judgeBy(cfg)
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}

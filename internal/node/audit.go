@@ -1,0 +1,209 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The audit: what a node says of itself that decides whether it can keep
+// a lock (eviction, persistence, replication, its clock) and what its user
+// may run. It only reads: INFO, CONFIG GET, TIME, ACL WHOAMI and ACL
+// DRYRUN, or, where ACL DRYRUN is refused, commands that change nothing
+// (EVAL of "return 1", PUBLISH to a channel no one hears). The layers
+// above judge the facts.
+
+// Facts is what an audit read from a node. A field the node would not
+// tell is left zero, with the refusal in Refused.
+type Facts struct {
+	// RoundTrip is TIME's round trip, and Offset the node's clock minus
+	// this process's at the middle of it; Clocked is set when TIME was
+	// answered.
+	RoundTrip time.Duration
+	Offset    time.Duration
+	Clocked   bool
+	// Info holds the fields of INFO server, memory, persistence and
+	// replication; nil when INFO was refused.
+	Info map[string]string
+	// Config holds CONFIG GET's answers for maxmemory, maxmemory-policy,
+	// appendonly and appendfsync; nil when CONFIG was refused.
+	Config map[string]string
+	// User is the connection's ACL user ("" when ACL WHOAMI was refused).
+	User string
+	// Rights maps each command the library may send (see AuditedCommands)
+	// to nil when the user may run it, or to the refusal; a command not
+	// in it was not checked. DryRun says whether ACL DRYRUN checked them
+	// (all of them), or commands that change nothing (some).
+	Rights map[string]error
+	DryRun bool
+	// DelEx is set when the server has DELEX (see Native).
+	DelEx bool
+}
+
+// AuditedCommands are the commands whose rights an audit checks, each
+// with the arguments ACL DRYRUN checks it with: the channel is one the
+// library announces on, the key any.
+var AuditedCommands = map[string][]any{
+	"set": {"set", "redlock:audit", "x"}, "del": {"del", "redlock:audit"}, "pexpire": {"pexpire", "redlock:audit", 1},
+	"pttl": {"pttl", "redlock:audit"},
+	"eval": {"eval", "return 1", 0}, "evalsha": {"evalsha", "0000000000000000000000000000000000000000", 0},
+	"script|load": {"script", "load", "return 1"},
+	"zadd":        {"zadd", "redlock:audit", 1, "x"}, "zrem": {"zrem", "redlock:audit", "x"}, "zpopmin": {"zpopmin", "redlock:audit"},
+	"publish": {"publish", ChannelPrefix + "audit", "x"}, "subscribe": {"subscribe", ChannelPrefix + "audit"},
+	"time": {"time"}, "info": {"info"},
+}
+
+// Auditor is a Node that can be audited.
+type Auditor interface {
+	// Audit reads the node's facts, within ctx. It returns an error only
+	// when the node could not be reached or refused this client (a wrong
+	// password): a refused command is a fact.
+	Audit(ctx context.Context) (Facts, error)
+}
+
+// Audit implements Auditor. A client of one server is first dialled
+// quietly (see QuietDial); a cluster or ring is read through whichever
+// server its client picks for each command.
+func (n *Redis) Audit(ctx context.Context) (Facts, error) {
+	var f Facts
+	if err := n.QuietDial(ctx); err != nil {
+		return f, err
+	}
+	c := n.client
+	if err := c.Ping(ctx).Err(); err != nil && (Unreachable(err) || AuthFailure(err)) {
+		return f, err
+	}
+	sent := time.Now()
+	t, err := c.Time(ctx).Result()
+	got := time.Now()
+	if err == nil {
+		f.Clocked, f.RoundTrip = true, got.Sub(sent)
+		f.Offset = t.Sub(sent.Add(f.RoundTrip / 2).Round(0))
+	} else if Unreachable(err) {
+		return f, err
+	}
+	if info, err := c.Info(ctx, "server", "memory", "persistence", "replication").Result(); err == nil {
+		f.Info = infoFields(info)
+	} else if Unreachable(err) {
+		return f, err
+	}
+	if cfg, err := c.ConfigGet(ctx, "*").Result(); err == nil {
+		f.Config = map[string]string{}
+		for _, k := range []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync"} {
+			if v, ok := cfg[k]; ok {
+				f.Config[k] = v
+			}
+		}
+	}
+	f.User, _ = c.Do(ctx, "acl", "whoami").Text()
+	f.Rights, f.DryRun = rights(ctx, c, f.User)
+	if f.Info == nil && f.Rights["info"] == nil {
+		f.Rights["info"] = errors.New("INFO refused")
+	}
+	if f.Clocked {
+		f.Rights["time"] = nil
+	} else if f.Rights["time"] == nil {
+		f.Rights["time"] = errors.New("TIME refused")
+	}
+	if r, err := c.Do(ctx, "command", "info", "delex").Slice(); err == nil && len(r) == 1 && r[0] != nil {
+		f.DelEx = true
+	}
+	return f, nil
+}
+
+// rights checks the user's rights to AuditedCommands: with ACL DRYRUN when
+// the user may run it, else by running the commands that change nothing.
+func rights(ctx context.Context, c redis.UniversalClient, user string) (map[string]error, bool) {
+	out := map[string]error{}
+	if user != "" {
+		dry := true
+		for cmd, args := range AuditedCommands {
+			res, err := c.Do(ctx, append([]any{"acl", "dryrun", user}, args...)...).Text()
+			if err != nil {
+				dry = false
+				break
+			}
+			if (res != "OK" && !strings.Contains(res, "access the")) || strings.Contains(res, "channel") {
+				// A key outside the user's patterns is not a missing
+				// right: the lock's keys are the caller's to allow.
+				out[cmd] = errors.New(res)
+			} else {
+				out[cmd] = nil
+			}
+		}
+		if dry {
+			return out, true
+		}
+		clear(out)
+	}
+	if err := c.Publish(ctx, ChannelPrefix+"audit", "").Err(); Misconfigured(err) {
+		out["publish"] = err
+	} else if err == nil {
+		out["publish"] = nil
+	}
+	return out, false
+}
+
+// infoFields reads an INFO reply's "key:value" lines.
+func infoFields(info string) map[string]string {
+	out := map[string]string{}
+	for line := range strings.Lines(info) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// QuietDial checks that the node's server can be dialled at all, with the
+// client's own dialer (TLS included) and one try, apart from the client's
+// pool: a failed dial there is retried (DialerRetries) and logged by
+// go-redis on every command, and the library's background checks of a
+// node that is down must not make it log. It closes the connection it
+// made. It checks nothing for a cluster, a ring or a Sentinel-managed
+// client, whose servers the client finds itself.
+func (n *Redis) QuietDial(ctx context.Context) error {
+	rc, ok := n.client.(*redis.Client)
+	if !ok || n.address == FailoverAddr {
+		return nil
+	}
+	o := rc.Options()
+	if o.Dialer == nil {
+		return nil
+	}
+	dctx := ctx
+	if o.DialTimeout > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, o.DialTimeout)
+		defer cancel()
+	}
+	conn, err := o.Dialer(dctx, o.Network, o.Addr)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", o.Addr, err)
+	}
+	_ = conn.Close()
+	return nil
+}
+
+// CheckAddr reports an address a client of one server cannot dial as
+// written: a TCP address without a port ("localhost"), which go-redis
+// would only find out by failing every dial.
+func CheckAddr(c redis.UniversalClient) error {
+	rc, ok := c.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	o := rc.Options()
+	if o.Addr == FailoverAddr || o.Network != "" && o.Network != "tcp" && !strings.HasPrefix(o.Network, "tcp") {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
+		return fmt.Errorf("address %q cannot be dialled: %w (write host:port, such as %q)", o.Addr, err, net.JoinHostPort(o.Addr, "6379"))
+	}
+	return nil
+}
