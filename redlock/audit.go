@@ -315,7 +315,7 @@ func (au *auditor) judge(a *NodeAudit, f node.Facts) {
 		}
 	}
 	slices.Sort(a.Missing)
-	if f.Rights["eval"] == nil && f.Rights["evalsha"] == nil {
+	if f.Rights["evalsha"] == nil {
 		a.Ways = append(a.Ways, "scripts")
 	}
 	if f.DelEx {
@@ -405,7 +405,7 @@ func (au *auditor) judgeRights(a *NodeAudit, f node.Facts, add func(Severity, st
 		cmds []string
 		what string
 	}{
-		{"scripts", []string{"eval", "evalsha", "script|load"}, "the node is spoken to by transactions: a Mutex works; semaphores, reader-writer and multi-name locks are refused there"},
+		{"scripts", []string{"evalsha", "eval", "script|load"}, "the node is spoken to by transactions: a Mutex works; semaphores, reader-writer and multi-name locks are refused there"},
 		{"queue", []string{"zadd", "zrem", "zpopmin"}, "waiters do not take turns on this node"},
 		{"channels", []string{"publish", "subscribe"}, "releases are not announced there: waiters poll (grant &redlock:* and the commands)"},
 		{"time", []string{"time"}, "the node's clock is not checked (see WithClockTolerance)"},
@@ -416,6 +416,6 @@ func (au *auditor) judgeRights(a *NodeAudit, f node.Facts, add func(Severity, st
 		}
 	}
 	if !f.DryRun {
-		add(SeverityInfo, "rights", "ACL DRYRUN refused: only EVAL, PUBLISH, TIME and INFO were tried; the queue's rights were not checked")
+		add(SeverityInfo, "rights", "ACL DRYRUN refused: each command was tried in a form that changes nothing; SUBSCRIBE was not checked")
 	}
 }

@@ -69,7 +69,9 @@ func (r *Redlock) Health() []NodeHealth {
 // the order of the clients given to [New]: for a service's readiness
 // check, or `redlock doctor`. It sends only commands that change nothing
 // (INFO, CONFIG GET, TIME, ACL WHOAMI and ACL DRYRUN, or where ACL DRYRUN
-// is refused EVAL of "return 1" and PUBLISH to a channel no one hears),
+// is refused each command in a form that changes nothing: EVALSHA of a
+// script no node has, SET and ZADD with XX on a key that does not exist,
+// PUBLISH to a channel no one hears),
 // every node at once, down nodes included, and returns once every node
 // was read or ctx ended (each node is given at most five seconds). A node
 // that could not be read has its error in [NodeAudit.Err]. It records what

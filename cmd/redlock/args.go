@@ -26,7 +26,7 @@ const (
 
 // invocation is a parsed command line.
 type invocation struct {
-	cmd     string // "run", "status", "unlock" or "help"
+	cmd     string // "run", "status", "unlock", "doctor" or "help"
 	topic   string // help: the subcommand asked about ("" for the overview)
 	nodes   []*redis.Options
 	addrs   []string // the node URLs with passwords redacted, for messages
@@ -66,12 +66,18 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 		}
 		return nil, usagef("%s: %v", inv.cmd, err)
 	}
-	rest, err := parseName(inv, fs.Args())
-	if err != nil {
-		return nil, err
-	}
-	if err := parseRest(inv, rest); err != nil {
-		return nil, err
+	if inv.cmd == "doctor" {
+		if len(fs.Args()) > 0 {
+			return nil, usagef("doctor: unexpected %q: doctor takes no lock name", strings.Join(fs.Args(), " "))
+		}
+	} else {
+		rest, err := parseName(inv, fs.Args())
+		if err != nil {
+			return nil, err
+		}
+		if err := parseRest(inv, rest); err != nil {
+			return nil, err
+		}
 	}
 	if inv.cmd == "unlock" && !*force {
 		return nil, usagef("unlock: --force is required: it deletes the lock whoever holds it (see redlock help unlock)")
@@ -86,7 +92,7 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 // complete without flags (help).
 func parseSubcommand(args []string) (inv *invocation, done bool, err error) {
 	if len(args) == 0 {
-		return nil, true, usagef("no subcommand: use run, status or unlock (see redlock --help)")
+		return nil, true, usagef("no subcommand: use run, status, unlock or doctor (see redlock --help)")
 	}
 	inv = &invocation{cmd: args[0]}
 	switch args[0] {
@@ -95,13 +101,13 @@ func parseSubcommand(args []string) (inv *invocation, done bool, err error) {
 		return inv, true, nil
 	case "help":
 		return inv, true, parseHelp(inv, args[1:])
-	case "run", "status", "unlock":
+	case "run", "status", "unlock", "doctor":
 		return inv, false, nil
 	}
 	if strings.HasPrefix(args[0], "-") {
 		return nil, true, usagef("flag %s before the subcommand: use redlock SUBCOMMAND [FLAGS] NAME", args[0])
 	}
-	return nil, true, usagef("unknown subcommand %q: use run, status or unlock", args[0])
+	return nil, true, usagef("unknown subcommand %q: use run, status, unlock or doctor", args[0])
 }
 
 // parseHelp reads help's one optional subcommand.
@@ -112,7 +118,7 @@ func parseHelp(inv *invocation, args []string) error {
 	if len(args) == 1 {
 		inv.topic = args[0]
 		if _, ok := helpTexts[inv.topic]; !ok {
-			return usagef("no help for %q: the subcommands are run, status and unlock", inv.topic)
+			return usagef("no help for %q: the subcommands are run, status, unlock and doctor", inv.topic)
 		}
 	}
 	return nil
@@ -132,7 +138,7 @@ func newFlagSet(inv *invocation) (fs *flag.FlagSet, nodes *string, force *bool) 
 		fs.BoolVar(&inv.fencing, "fencing", false, "")
 		fs.Func("permits", "", func(v string) error { return parsePermits(inv, v) })
 		fs.BoolVar(&inv.read, "read", false, "")
-	case "status":
+	case "status", "doctor":
 		fs.BoolVar(&inv.json, "json", false, "")
 	case "unlock":
 		fs.BoolVar(force, "force", false, "")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,9 +15,9 @@ import (
 // The audit: what a node says of itself that decides whether it can keep
 // a lock (eviction, persistence, replication, its clock) and what its user
 // may run. It only reads: INFO, CONFIG GET, TIME, ACL WHOAMI and ACL
-// DRYRUN, or, where ACL DRYRUN is refused, commands that change nothing
-// (EVAL of "return 1", PUBLISH to a channel no one hears). The layers
-// above judge the facts.
+// DRYRUN, or, where ACL DRYRUN is refused, the commands themselves in
+// forms that change nothing (see probes). The layers above judge the
+// facts.
 
 // Facts is what an audit read from a node. A field the node would not
 // tell is left zero, with the refusal in Refused.
@@ -116,8 +117,9 @@ func (n *Redis) Audit(ctx context.Context) (Facts, error) {
 	return f, nil
 }
 
-// rights checks the user's rights to AuditedCommands: with ACL DRYRUN when
-// the user may run it, else by running the commands that change nothing.
+// rights checks the user's rights to AuditedCommands: with ACL DRYRUN
+// when the user may run it, else by running each command in a form that
+// changes nothing (see probes).
 func rights(ctx context.Context, c redis.UniversalClient, user string) (map[string]error, bool) {
 	out := map[string]error{}
 	if user != "" {
@@ -141,12 +143,33 @@ func rights(ctx context.Context, c redis.UniversalClient, user string) (map[stri
 		}
 		clear(out)
 	}
-	if err := c.Publish(ctx, ChannelPrefix+"audit", "").Err(); Misconfigured(err) {
-		out["publish"] = err
-	} else if err == nil {
-		out["publish"] = nil
+	key := "redlock:audit:" + strconv.FormatInt(time.Now().UnixNano(), 36) // no such key: nothing changes
+	for cmd, args := range probes(key) {
+		err := c.Do(ctx, args...).Err()
+		switch {
+		case err == nil || !Misconfigured(err):
+			out[cmd] = nil // refused for its key at most: the command is granted
+		case strings.Contains(err.Error(), " key"): // "one of the keys", "a key"
+			out[cmd] = nil
+		default:
+			out[cmd] = err
+		}
 	}
 	return out, false
+}
+
+// probes are, for a user that may not run ACL DRYRUN, each audited
+// command but SUBSCRIBE (which would take the connection) in a form that
+// changes nothing on a key that does not exist: EVALSHA of a script no
+// node has (NOSCRIPT), SET and ZADD only if present (XX), PUBLISH to a
+// channel no one hears.
+func probes(key string) map[string][]any {
+	return map[string][]any{
+		"set": {"set", key, "x", "xx"}, "del": {"del", key}, "pexpire": {"pexpire", key, 1}, "pttl": {"pttl", key},
+		"evalsha": {"evalsha", "0000000000000000000000000000000000000000", 0},
+		"zadd":    {"zadd", key, "xx", 1, "x"}, "zrem": {"zrem", key, "x"}, "zpopmin": {"zpopmin", key},
+		"publish": {"publish", ChannelPrefix + "audit", ""},
+	}
 }
 
 // infoFields reads an INFO reply's "key:value" lines.
