@@ -102,6 +102,15 @@ func (n *Redis) Audit(ctx context.Context) (Facts, error) {
 		}
 	}
 	f.User, _ = c.Do(ctx, "acl", "whoami").Text()
+	if f.User == "" { // CLIENT INFO is in @connection, which least-privilege lines grant
+		if ci, err := c.Do(ctx, "client", "info").Text(); err == nil {
+			for _, field := range strings.Fields(ci) {
+				if u, ok := strings.CutPrefix(field, "user="); ok {
+					f.User = u
+				}
+			}
+		}
+	}
 	f.Rights, f.DryRun = rights(ctx, c, f.User)
 	if f.Info == nil && f.Rights["info"] == nil {
 		f.Rights["info"] = errors.New("INFO refused")
