@@ -168,7 +168,8 @@ its TTL passes); 64 for usage errors; 70 when nothing could be asked.
 
 Example:
   redlock unlock --force deploy:shop
-`,	"doctor": `Usage: redlock doctor [--nodes URLS] [--json]
+`,
+	"doctor": `Usage: redlock doctor [--nodes URLS] [--json]
 
 Audits every node, changing nothing (INFO, CONFIG GET, TIME, ACL WHOAMI and
 ACL DRYRUN where permitted), and prints one row per node: server and version,
