@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
@@ -394,4 +395,58 @@ type stderrLogger struct{}
 
 func (stderrLogger) Printf(_ context.Context, format string, v ...any) {
 	println("redis: " + fmt.Sprintf(format, v...))
+}
+
+// redlock doctor against a good set of nodes (exit 0) and a misconfigured
+// one (exit 1), as a table and as JSON. Its output is logged (go test -v).
+func TestDoctor(t *testing.T) {
+	t.Parallel()
+	good := startCluster(t, 3, WithArgs(synced, synced, synced))
+	bad := startCluster(t, 3, WithArgs(with("--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru"),
+		[]string{"--appendonly", "no"}, with("--appendfsync", "everysec")))
+	closed, err := freePorts(1)
+	require.NoError(t, err)
+	bin := buildCLI(t)
+	urls := func(addrs ...string) string {
+		for i, a := range addrs {
+			addrs[i] = "redis://" + a
+		}
+		return strings.Join(addrs, ",")
+	}
+
+	cli := cliRunner{bin: bin, nodes: urls(good.Addr(0), good.Addr(1), good.Addr(2))}
+	code, out, stderr := cli.run(t, "doctor")
+	t.Logf("redlock doctor (good set), exit %d:\n%s%s", code, out, stderr)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, 3, strings.Count(out, " ok\n"), "every node ok")
+
+	cli = cliRunner{bin: bin, nodes: urls(bad.Addr(0), bad.Addr(1), bad.Addr(2), addr(closed[0]))}
+	code, out, stderr = cli.run(t, "doctor")
+	t.Logf("redlock doctor (misconfigured set), exit %d:\n%s%s", code, out, stderr)
+	assert.Equal(t, 1, code)
+	for _, want := range []string{
+		bad.Addr(0) + ": unsafe eviction: maxmemory 104857600 with maxmemory-policy volatile-lru",
+		bad.Addr(1) + ": unsafe persistence: appendonly no",
+		bad.Addr(2) + ": unsafe persistence: appendfsync everysec",
+		addr(closed[0]) + ": degraded unreachable",
+	} {
+		assert.Contains(t, out, want)
+	}
+
+	code, out, _ = cli.run(t, "doctor", "--json")
+	assert.Equal(t, 1, code)
+	var nodes []struct {
+		Addr     string `json:"addr"`
+		Verdict  string `json:"verdict"`
+		Findings []struct {
+			Severity, Code string
+		} `json:"findings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &nodes), out)
+	require.Len(t, nodes, 4)
+	verdicts := make([]string, len(nodes))
+	for i, n := range nodes {
+		verdicts[i] = n.Verdict
+	}
+	assert.Equal(t, []string{"unsafe", "unsafe", "unsafe", "unreachable"}, verdicts)
 }

@@ -27,7 +27,7 @@ type findingJSON struct {
 // auditJSON is one node in doctor --json.
 type auditJSON struct {
 	Addr          string        `json:"addr"`
-	Verdict       string        `json:"verdict"` // "ok", "info", "degraded", "unsafe" or "unreachable"
+	Verdict       string        `json:"verdict"` // "ok", "degraded", "unsafe" or "unreachable"
 	Error         string        `json:"error,omitempty"`
 	Server        string        `json:"server,omitempty"`
 	Version       string        `json:"version,omitempty"`
@@ -85,7 +85,11 @@ func doctor(inv *invocation, stdout, stderr io.Writer) int {
 
 // auditToJSON is a as doctor prints it.
 func auditToJSON(a *redlock.NodeAudit) auditJSON {
-	j := auditJSON{Addr: a.Addr, Verdict: a.Verdict().String(), Server: a.Server, Version: a.Version, Role: a.Role,
+	verdict := a.Verdict()
+	if verdict == redlock.SeverityInfo {
+		verdict = 0 // nothing to fix: "ok"
+	}
+	j := auditJSON{Addr: a.Addr, Verdict: verdict.String(), Server: a.Server, Version: a.Version, Role: a.Role,
 		Replicas: a.Replicas, MaxMemory: a.MaxMemory, Policy: a.Policy, AppendOnly: a.AppendOnly, AppendFsync: a.AppendFsync,
 		OffsetMillis: millis(a.ClockOffset), RoundTripMs: millis(a.RoundTrip), User: a.User, Ways: a.Ways, MissingRights: a.Missing}
 	if a.Err != nil {

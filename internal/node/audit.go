@@ -216,7 +216,7 @@ func (n *Redis) QuietDial(ctx context.Context) error {
 	}
 	conn, err := o.Dialer(dctx, o.Network, o.Addr)
 	if err != nil {
-		return fmt.Errorf("dial %s: %w", o.Addr, err)
+		return err // "dial tcp ADDR: ..." names the address
 	}
 	_ = conn.Close()
 	return nil
