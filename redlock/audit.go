@@ -324,7 +324,7 @@ func (au *auditor) judge(a *NodeAudit, f node.Facts) {
 	a.Ways = append(a.Ways, "transactions")
 
 	var fs []Finding
-	add := func(s Severity, code, format string, args ...any) {
+	add := func(s Severity, code, format string, args ...any) { // an addFunc
 		fs = append(fs, Finding{s, code, fmt.Sprintf(format, args...)})
 	}
 	if info != nil {
@@ -338,7 +338,21 @@ func (au *auditor) judge(a *NodeAudit, f node.Facts) {
 
 // judgeKeeping judges whether the node keeps a key for its TTL: eviction,
 // persistence, replication, its clock.
-func (au *auditor) judgeKeeping(a *NodeAudit, f node.Facts, add func(Severity, string, string, ...any)) {
+func (au *auditor) judgeKeeping(a *NodeAudit, f node.Facts, add addFunc) {
+	judgeEviction(a, add)
+	if f.Info != nil || f.Config != nil {
+		au.judgePersistence(a, add)
+	}
+	au.judgeReplication(a, add)
+	if f.Clocked {
+		au.judgeClock(a, add)
+	}
+}
+
+// addFunc adds a finding.
+type addFunc func(s Severity, code, format string, args ...any)
+
+func judgeEviction(a *NodeAudit, add addFunc) {
 	switch {
 	case a.Policy == "" || a.Policy == "noeviction":
 	case a.MaxMemory == 0:
@@ -350,24 +364,28 @@ func (au *auditor) judgeKeeping(a *NodeAudit, f node.Facts, add func(Severity, s
 		add(SeverityUnsafe, "eviction", "maxmemory %d with maxmemory-policy %s: under memory pressure the node evicts keys, "+
 			"lock keys included: a held lock can vanish and be taken by another client; set maxmemory-policy noeviction", a.MaxMemory, a.Policy)
 	}
-	if f.Info != nil || f.Config != nil {
-		var lose string
-		switch {
-		case !a.AppendOnly:
-			lose = "appendonly no: a restarted node has forgotten the locks it granted"
-		case a.AppendFsync == "":
-			add(SeverityInfo, "config", "CONFIG GET refused: appendfsync unknown (always is needed to keep every grant across a crash)")
-		case a.AppendFsync != "always":
-			lose = "appendfsync " + a.AppendFsync + ": a crash loses the last grants, which a restarted node has then forgotten"
-		}
-		switch {
-		case lose == "":
-		case au.restart > 0:
-			add(SeverityInfo, "persistence", "%s; the restart delay (%v) covers it", lose, au.restart)
-		default:
-			add(SeverityUnsafe, "persistence", "%s, and another client can take them; set appendonly yes and appendfsync always, or use WithRestartDelay", lose)
-		}
+}
+
+func (au *auditor) judgePersistence(a *NodeAudit, add addFunc) {
+	var lose string
+	switch {
+	case !a.AppendOnly:
+		lose = "appendonly no: a restarted node has forgotten the locks it granted"
+	case a.AppendFsync == "":
+		add(SeverityInfo, "config", "CONFIG GET refused: appendfsync unknown (always is needed to keep every grant across a crash)")
+	case a.AppendFsync != "always":
+		lose = "appendfsync " + a.AppendFsync + ": a crash loses the last grants, which a restarted node has then forgotten"
 	}
+	switch {
+	case lose == "":
+	case au.restart > 0:
+		add(SeverityInfo, "persistence", "%s; the restart delay (%v) covers it", lose, au.restart)
+	default:
+		add(SeverityUnsafe, "persistence", "%s, and another client can take them; set appendonly yes and appendfsync always, or use WithRestartDelay", lose)
+	}
+}
+
+func (au *auditor) judgeReplication(a *NodeAudit, add addFunc) {
 	switch {
 	case a.Role == "replica":
 		add(SeverityDegraded, "replication", "the node is a replica: it refuses writes; give the library its master")
@@ -377,17 +395,21 @@ func (au *auditor) judgeKeeping(a *NodeAudit, f node.Facts, add func(Severity, s
 	case au.replicas > a.Replicas:
 		add(SeverityDegraded, "replication", "WithReplicaAck waits for %d replicas and %d are attached: every grant fails there", au.replicas, a.Replicas)
 	}
-	if f.Clocked && au.tolerance > 0 && abs(a.ClockOffset) > au.tolerance+a.RoundTrip/2 {
-		add(SeverityDegraded, "clock", "the node's clock is %v from this process's: the clock guard does not count its votes; synchronise its clock (NTP)",
-			a.ClockOffset.Round(time.Millisecond))
-	} else if f.Clocked && au.tolerance == 0 && abs(a.ClockOffset) > DefaultClockTolerance {
+}
+
+func (au *auditor) judgeClock(a *NodeAudit, add addFunc) {
+	off := a.ClockOffset.Round(time.Millisecond)
+	switch {
+	case au.tolerance > 0 && abs(a.ClockOffset) > au.tolerance+a.RoundTrip/2:
+		add(SeverityDegraded, "clock", "the node's clock is %v from this process's: the clock guard does not count its votes; synchronise its clock (NTP)", off)
+	case au.tolerance == 0 && abs(a.ClockOffset) > DefaultClockTolerance:
 		add(SeverityUnsafe, "clock", "the node's clock is %v from this process's and the clock guard is off: its keys expire early or late; "+
-			"synchronise its clock (NTP)", a.ClockOffset.Round(time.Millisecond))
+			"synchronise its clock (NTP)", off)
 	}
 }
 
 // judgeRights judges the rights the user lacks.
-func (au *auditor) judgeRights(a *NodeAudit, f node.Facts, add func(Severity, string, string, ...any)) {
+func (au *auditor) judgeRights(a *NodeAudit, f node.Facts, add addFunc) {
 	missing := func(cmds ...string) []string {
 		var out []string
 		for _, c := range cmds {

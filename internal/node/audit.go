@@ -79,19 +79,45 @@ func (n *Redis) Audit(ctx context.Context) (Facts, error) {
 	if err := c.Ping(ctx).Err(); err != nil && (Unreachable(err) || AuthFailure(err)) {
 		return f, err
 	}
+	if err := f.readClock(ctx, c); err != nil {
+		return f, err
+	}
+	if err := f.readSettings(ctx, c); err != nil {
+		return f, err
+	}
+	f.readUser(ctx, c)
+	f.readRights(ctx, c)
+	if r, err := c.Do(ctx, "command", "info", "delex").Slice(); err == nil && len(r) == 1 && r[0] != nil {
+		f.DelEx = true
+	}
+	return f, nil
+}
+
+// readClock reads the node's clock with TIME; it returns an error only
+// when the node could not be reached.
+func (f *Facts) readClock(ctx context.Context, c redis.UniversalClient) error {
 	sent := time.Now()
 	t, err := c.Time(ctx).Result()
 	got := time.Now()
-	if err == nil {
+	switch {
+	case err == nil:
 		f.Clocked, f.RoundTrip = true, got.Sub(sent)
 		f.Offset = t.Sub(sent.Add(f.RoundTrip / 2).Round(0))
-	} else if Unreachable(err) {
-		return f, err
+	case Unreachable(err):
+		return err
 	}
-	if info, err := c.Info(ctx, "server", "memory", "persistence", "replication").Result(); err == nil {
+	return nil
+}
+
+// readSettings reads INFO and CONFIG GET; it returns an error only when
+// the node could not be reached.
+func (f *Facts) readSettings(ctx context.Context, c redis.UniversalClient) error {
+	info, err := c.Info(ctx, "server", "memory", "persistence", "replication").Result()
+	switch {
+	case err == nil:
 		f.Info = infoFields(info)
-	} else if Unreachable(err) {
-		return f, err
+	case Unreachable(err):
+		return err
 	}
 	if cfg, err := c.ConfigGet(ctx, "*").Result(); err == nil {
 		f.Config = map[string]string{}
@@ -101,16 +127,12 @@ func (n *Redis) Audit(ctx context.Context) (Facts, error) {
 			}
 		}
 	}
-	f.User, _ = c.Do(ctx, "acl", "whoami").Text()
-	if f.User == "" { // CLIENT INFO is in @connection, which least-privilege lines grant
-		if ci, err := c.Do(ctx, "client", "info").Text(); err == nil {
-			for _, field := range strings.Fields(ci) {
-				if u, ok := strings.CutPrefix(field, "user="); ok {
-					f.User = u
-				}
-			}
-		}
-	}
+	return nil
+}
+
+// readRights reads the user's rights, TIME's and INFO's as they were
+// answered.
+func (f *Facts) readRights(ctx context.Context, c redis.UniversalClient) {
 	f.Rights, f.DryRun = rights(ctx, c, f.User)
 	if f.Info == nil && f.Rights["info"] == nil {
 		f.Rights["info"] = errors.New("INFO refused")
@@ -120,10 +142,23 @@ func (n *Redis) Audit(ctx context.Context) (Facts, error) {
 	} else if f.Rights["time"] == nil {
 		f.Rights["time"] = errors.New("TIME refused")
 	}
-	if r, err := c.Do(ctx, "command", "info", "delex").Slice(); err == nil && len(r) == 1 && r[0] != nil {
-		f.DelEx = true
+}
+
+// readUser reads the connection's user: ACL WHOAMI, or CLIENT INFO, which
+// is in @connection, which least-privilege lines grant.
+func (f *Facts) readUser(ctx context.Context, c redis.UniversalClient) {
+	if f.User, _ = c.Do(ctx, "acl", "whoami").Text(); f.User != "" {
+		return
 	}
-	return f, nil
+	ci, err := c.Do(ctx, "client", "info").Text()
+	if err != nil {
+		return
+	}
+	for _, field := range strings.Fields(ci) {
+		if u, ok := strings.CutPrefix(field, "user="); ok {
+			f.User = u
+		}
+	}
 }
 
 // rights checks the user's rights to AuditedCommands: with ACL DRYRUN
