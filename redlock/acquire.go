@@ -101,6 +101,9 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 		return grant{}, refusal{}, err
 	}
 	defer e.wg.Done()
+	if err := e.safeQuorum(ctx, s.quorum); err != nil {
+		return grant{}, refusal{hopeless: true, local: true}, err
+	}
 	if e.guard != nil {
 		e.guard.inUse(s.cfg.ttl)
 	}

@@ -149,20 +149,25 @@ type auditor struct {
 	tolerance time.Duration
 	observer  AuditObserver // nil: none
 
-	once sync.Once // the first audit starts once
-	mu   sync.Mutex
-	last []*NodeAudit
-	told []map[string]bool // per node: the finding codes told
+	gate      bool          // WithSafeQuorum
+	once      sync.Once     // the first audit starts once
+	first     chan struct{} // closed when the first audit ended
+	firstOnce sync.Once
+
+	mu      sync.Mutex
+	running bool // an audit started in the background runs
+	last    []*NodeAudit
+	told    []map[string]bool // per node: the finding codes told
 }
 
 func newAuditor(n int, tolerance time.Duration) *auditor {
-	return &auditor{tolerance: tolerance, last: make([]*NodeAudit, n), told: make([]map[string]bool, n)}
+	return &auditor{tolerance: tolerance, first: make(chan struct{}), last: make([]*NodeAudit, n), told: make([]map[string]bool, n)}
 }
 
 // judgeBy sets the options findings are judged against, New's, and the
 // Observer told of them.
 func (a *auditor) judgeBy(cfg config) {
-	a.restart, a.replicas = cfg.restart, cfg.ack.Replicas
+	a.restart, a.replicas, a.gate = cfg.restart, cfg.ack.Replicas, cfg.safeQuorum
 	a.observer, _ = cfg.observer.(AuditObserver)
 }
 
@@ -181,27 +186,106 @@ func (a *auditor) of(i int) *NodeAudit {
 // every node in the background.
 func (e *engine) auditFirst() {
 	e.audits.once.Do(func() {
-		if e.track(1) != nil {
-			return
+		if !e.auditLater() { // closed
+			e.audits.firstOnce.Do(func() { close(e.audits.first) })
 		}
-		go func() {
-			defer e.wg.Done()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Go(func() { // Close cuts the audit short
-				select {
-				case <-e.done:
-					cancel()
-				case <-stop:
-				}
-			})
-			e.audit(ctx)
-			close(stop)
-			wg.Wait()
-		}()
 	})
+}
+
+// auditLater audits every node in the background, unless an audit started
+// that way runs (or the engine is closed): it reports whether it started
+// one. Close cuts it short.
+func (e *engine) auditLater() bool {
+	au := e.audits
+	au.mu.Lock()
+	if au.running {
+		au.mu.Unlock()
+		return false
+	}
+	au.running = true
+	au.mu.Unlock()
+	if e.track(1) != nil {
+		return false
+	}
+	go func() {
+		defer e.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			select {
+			case <-e.done:
+				cancel()
+			case <-stop:
+			}
+		})
+		e.audit(ctx)
+		close(stop)
+		wg.Wait()
+		au.mu.Lock()
+		au.running = false
+		au.mu.Unlock()
+		au.firstOnce.Do(func() { close(au.first) })
+	}()
+	return true
+}
+
+// safe counts the nodes found safe by their last audit, says why each
+// other is not, and returns when the last audit ended.
+func (au *auditor) safe() (safe int, why []string, last time.Time) {
+	au.mu.Lock()
+	defer au.mu.Unlock()
+	for i, a := range au.last {
+		switch {
+		case a == nil:
+			why = append(why, fmt.Sprintf("node %d not audited", i))
+			continue
+		case a.Err != nil:
+			why = append(why, fmt.Sprintf("node %d could not be audited", i))
+		case a.Verdict() >= SeverityUnsafe:
+			why = append(why, fmt.Sprintf("node %d unsafe (%s)", i, a.Findings[0].Code))
+		default:
+			safe++
+		}
+		if a.At.After(last) {
+			last = a.At
+		}
+	}
+	return safe, why, last
+}
+
+// reauditEvery is how often, at most, acquisitions refused by
+// WithSafeQuorum start another audit, so that a node fixed meanwhile is
+// found safe again.
+const reauditEvery = 5 * time.Second
+
+// safeQuorum refuses, with WithSafeQuorum, an acquisition that needs q
+// nodes (0: a majority) while fewer than q were found safe by their last
+// audit; it waits for the first audit, at most until ctx ends. Without the
+// option it returns nil at once.
+func (e *engine) safeQuorum(ctx context.Context, q int) error {
+	au := e.audits
+	if !au.gate {
+		return nil
+	}
+	select {
+	case <-au.first:
+	case <-ctx.Done():
+		return errors.Join(fmt.Errorf("%w: the nodes' first audit had not ended (WithSafeQuorum)", ErrNotAcquired), ctx.Err())
+	}
+	if q == 0 {
+		q = quorum(e.pool.size())
+	}
+	safe, why, last := au.safe()
+	if safe >= q {
+		return nil
+	}
+	if e.now().Sub(last) >= reauditEvery {
+		e.auditLater()
+	}
+	return fmt.Errorf("%w: %d of %d nodes safe by their last audit, quorum %d (WithSafeQuorum): %s",
+		ErrNotAcquired, safe, len(au.last), q, strings.Join(why, ", "))
 }
 
 // audit audits every node at once, records and tells what it found, and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -193,4 +194,39 @@ func TestNewRefusesAddressWithoutPort(t *testing.T) {
 	r, err := New([]redis.UniversalClient{good, unix})
 	require.NoError(t, err, "a unix socket has no port")
 	require.NoError(t, r.Close(t.Context()))
+}
+
+// WithSafeQuorum refuses at once while no quorum of nodes is safe, naming
+// them, and lets acquisitions through once a later audit finds the nodes
+// fixed.
+func TestSafeQuorum(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3, WithSafeQuorum())
+		evicting := safeFacts()
+		evicting.Info["maxmemory"], evicting.Info["maxmemory_policy"] = "1000", "allkeys-lru"
+		for _, f := range fs[1:] {
+			f.Faults(func(n *nodetest.Fake) { n.Facts = &evicting })
+		}
+		m := newFakeMutex(t, r, "k")
+		start := time.Now()
+		err := m.Lock(t.Context())
+		require.ErrorIs(t, err, ErrNotAcquired)
+		assert.ErrorContains(t, err, "1 of 3 nodes safe by their last audit, quorum 2 (WithSafeQuorum): node 1 unsafe (eviction), node 2 unsafe (eviction)")
+		assert.Zero(t, time.Since(start), "refused at once")
+		assert.Zero(t, fs[0].Count("acquire"), "nothing asked")
+
+		fs[2].Faults(func(n *nodetest.Fake) { n.Facts = nil }) // fixed
+		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired, "not audited again yet")
+		time.Sleep(reauditEvery)
+		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired, "this one starts another audit")
+		synctest.Wait()
+		require.NoError(t, m.Lock(t.Context()), "a quorum is safe again")
+		require.NoError(t, m.Unlock(t.Context()))
+
+		_, err = r.NewMutex("k", WithSafeQuorum())
+		assert.NoError(t, err, "the same value as New's")
+		r2, _ := newFakeRedlock(t, 3)
+		_, err = r2.NewMutex("k", WithSafeQuorum())
+		assert.ErrorIs(t, err, ErrInvalidArgument, "New only")
+	})
 }

@@ -157,7 +157,7 @@ func (r *Redlock) initMutex(m *Mutex, name string, cfg config, kind lockKind) er
 
 // newOnly refuses, in the options of a primitive, those only New takes.
 func (r *Redlock) newOnly(cfg config) error {
-	if cfg.noScripts != r.cfg.noScripts || cfg.clockTolerance != r.cfg.clockTolerance {
+	if cfg.noScripts != r.cfg.noScripts || cfg.clockTolerance != r.cfg.clockTolerance || cfg.safeQuorum != r.cfg.safeQuorum {
 		return errNewOnlyOption
 	}
 	return nil
@@ -165,7 +165,7 @@ func (r *Redlock) newOnly(cfg config) error {
 
 // errNewOnlyOption is the error of WithoutScripts or WithClockTolerance
 // given to anything but New.
-var errNewOnlyOption = invalid("WithoutScripts and WithClockTolerance apply to New only: how a node is spoken to, and whether its clock is trusted, are the node's, not one lock's")
+var errNewOnlyOption = invalid("WithoutScripts, WithClockTolerance and WithSafeQuorum apply to New only: how a node is spoken to, whether its clock is trusted, and whether it is safe, are the node's, not one lock's")
 
 // errQuorumOption is the error of WithQuorum given to New or NewMutex.
 var errQuorumOption = invalid("WithQuorum applies to semaphores only: a lock's quorum is a majority")
