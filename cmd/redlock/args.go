@@ -37,7 +37,8 @@ type invocation struct {
 	permits int  // run --permits: a semaphore of that many permits; 0 for a lock
 	read    bool // run --read: a read lock of a reader-writer lock
 	json    bool
-	argv    []string // run: the command and its arguments
+	restart time.Duration // doctor --restart-delay: judge as a Redlock given WithRestartDelay
+	argv    []string      // run: the command and its arguments
 }
 
 // usageError is a command line that cannot be run: exit 64.
@@ -66,18 +67,8 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 		}
 		return nil, usagef("%s: %v", inv.cmd, err)
 	}
-	if inv.cmd == "doctor" {
-		if len(fs.Args()) > 0 {
-			return nil, usagef("doctor: unexpected %q: doctor takes no lock name", strings.Join(fs.Args(), " "))
-		}
-	} else {
-		rest, err := parseName(inv, fs.Args())
-		if err != nil {
-			return nil, err
-		}
-		if err := parseRest(inv, rest); err != nil {
-			return nil, err
-		}
+	if err := parseOperands(inv, fs.Args()); err != nil {
+		return nil, err
 	}
 	if inv.cmd == "unlock" && !*force {
 		return nil, usagef("unlock: --force is required: it deletes the lock whoever holds it (see redlock help unlock)")
@@ -138,12 +129,34 @@ func newFlagSet(inv *invocation) (fs *flag.FlagSet, nodes *string, force *bool) 
 		fs.BoolVar(&inv.fencing, "fencing", false, "")
 		fs.Func("permits", "", func(v string) error { return parsePermits(inv, v) })
 		fs.BoolVar(&inv.read, "read", false, "")
-	case "status", "doctor":
+	case "status":
 		fs.BoolVar(&inv.json, "json", false, "")
+	case "doctor":
+		fs.BoolVar(&inv.json, "json", false, "")
+		fs.DurationVar(&inv.restart, "restart-delay", 0, "")
 	case "unlock":
 		fs.BoolVar(force, "force", false, "")
 	}
 	return fs, nodes, force
+}
+
+// parseOperands reads what follows the flags: the lock name and what
+// follows it, or for doctor nothing (and it checks doctor's flags).
+func parseOperands(inv *invocation, args []string) error {
+	if inv.cmd != "doctor" {
+		rest, err := parseName(inv, args)
+		if err != nil {
+			return err
+		}
+		return parseRest(inv, rest)
+	}
+	if len(args) > 0 {
+		return usagef("doctor: unexpected %q: doctor takes no lock name", strings.Join(args, " "))
+	}
+	if inv.restart != 0 && inv.restart < 2*opNodeTimeout {
+		return usagef("doctor: --restart-delay must be 0 or at least %v, got %v", 2*opNodeTimeout, inv.restart)
+	}
+	return nil
 }
 
 // parseName reads the lock name from what follows the flags, and returns

@@ -48,7 +48,11 @@ type auditJSON struct {
 // doctor is `redlock doctor`: every node's audit, one row per node, or as
 // JSON; exit 1 when a node is unsafe or could not be read.
 func doctor(inv *invocation, stdout, stderr io.Writer) int {
-	rl, closeAll, err := connect(inv, redlock.WithNodeTimeout(opNodeTimeout))
+	opts := []redlock.Option{redlock.WithNodeTimeout(opNodeTimeout)}
+	if inv.restart > 0 { // the TTL may not exceed the delay
+		opts = append(opts, redlock.WithTTL(min(inv.restart, defaultTTL)), redlock.WithRestartDelay(inv.restart))
+	}
+	rl, closeAll, err := connect(inv, opts...)
 	if err != nil {
 		return connectFailed(stderr, "doctor", err)
 	}
