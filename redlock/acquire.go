@@ -101,6 +101,8 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 		return grant{}, refusal{}, err
 	}
 	defer e.wg.Done()
+	// The first attempt has the nodes to itself; the audit follows it.
+	defer e.auditFirst()
 	if err := e.safeQuorum(ctx, s.quorum); err != nil {
 		return grant{}, refusal{hopeless: true, local: true}, err
 	}
@@ -172,7 +174,6 @@ func (e *engine) enter() (*round, error) {
 		e.wg.Done()
 		return nil, invalid("%v", err)
 	}
-	e.auditFirst()
 	return e.ids.first(), nil
 }
 

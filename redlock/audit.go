@@ -182,8 +182,9 @@ func (a *auditor) of(i int) *NodeAudit {
 	return &c
 }
 
-// auditFirst starts, at the Redlock's first acquisition, an audit of
-// every node in the background.
+// auditFirst starts, once the Redlock's first attempt to acquire ended
+// (before it, with WithSafeQuorum), an audit of every node in the
+// background.
 func (e *engine) auditFirst() {
 	e.audits.once.Do(func() {
 		if !e.auditLater() { // closed
@@ -269,6 +270,7 @@ func (e *engine) safeQuorum(ctx context.Context, q int) error {
 	if !au.gate {
 		return nil
 	}
+	e.auditFirst()
 	select {
 	case <-au.first:
 	case <-ctx.Done():

@@ -85,16 +85,12 @@ func (n *Redis) Audit(ctx context.Context) (Facts, error) {
 	if err := f.readSettings(ctx, c); err != nil {
 		return f, err
 	}
-	f.readUser(ctx, c)
 	f.readRights(ctx, c)
-	if r, err := c.Do(ctx, "command", "info", "delex").Slice(); err == nil && len(r) == 1 && r[0] != nil {
-		f.DelEx = true
-	}
 	return f, nil
 }
 
-// readClock reads the node's clock with TIME; it returns an error only
-// when the node could not be reached.
+// readClock reads the node's clock with TIME, alone in its round trip; it
+// returns an error only when the node could not be reached.
 func (f *Facts) readClock(ctx context.Context, c redis.UniversalClient) error {
 	sent := time.Now()
 	t, err := c.Time(ctx).Result()
@@ -109,25 +105,49 @@ func (f *Facts) readClock(ctx context.Context, c redis.UniversalClient) error {
 	return nil
 }
 
-// readSettings reads INFO and CONFIG GET; it returns an error only when
-// the node could not be reached.
+// readSettings reads, in one round trip, INFO, CONFIG GET, the user (ACL
+// WHOAMI, or CLIENT INFO, which is in @connection, which least-privilege
+// lines grant) and whether the server has DELEX; it returns an error only
+// when the node could not be reached.
 func (f *Facts) readSettings(ctx context.Context, c redis.UniversalClient) error {
-	info, err := c.Info(ctx, "server", "memory", "persistence", "replication").Result()
-	switch {
-	case err == nil:
-		f.Info = infoFields(info)
-	case Unreachable(err):
+	pipe := c.Pipeline()
+	info := pipe.Info(ctx, "server", "memory", "persistence", "replication")
+	cfg := pipe.ConfigGet(ctx, "*")
+	whoami := pipe.Do(ctx, "acl", "whoami")
+	client := pipe.Do(ctx, "client", "info")
+	delex := pipe.Do(ctx, "command", "info", "delex")
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	if err := info.Err(); err == nil {
+		f.Info = infoFields(info.Val())
+	} else if Unreachable(err) {
 		return err
 	}
-	if cfg, err := c.ConfigGet(ctx, "*").Result(); err == nil {
+	if cfg.Err() == nil {
 		f.Config = map[string]string{}
 		for _, k := range []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync"} {
-			if v, ok := cfg[k]; ok {
+			if v, ok := cfg.Val()[k]; ok {
 				f.Config[k] = v
 			}
 		}
 	}
+	f.User, _ = whoami.Text()
+	if ci, err := client.Text(); err == nil && f.User == "" {
+		f.User = clientUser(ci)
+	}
+	if r, err := delex.Slice(); err == nil && len(r) == 1 && r[0] != nil {
+		f.DelEx = true
+	}
 	return nil
+}
+
+// clientUser reads the user from a CLIENT INFO reply.
+func clientUser(info string) string {
+	for _, field := range strings.Fields(info) {
+		if u, ok := strings.CutPrefix(field, "user="); ok {
+			return u
+		}
+	}
+	return ""
 }
 
 // readRights reads the user's rights, TIME's and INFO's as they were
@@ -144,53 +164,19 @@ func (f *Facts) readRights(ctx context.Context, c redis.UniversalClient) {
 	}
 }
 
-// readUser reads the connection's user: ACL WHOAMI, or CLIENT INFO, which
-// is in @connection, which least-privilege lines grant.
-func (f *Facts) readUser(ctx context.Context, c redis.UniversalClient) {
-	if f.User, _ = c.Do(ctx, "acl", "whoami").Text(); f.User != "" {
-		return
-	}
-	ci, err := c.Do(ctx, "client", "info").Text()
-	if err != nil {
-		return
-	}
-	for _, field := range strings.Fields(ci) {
-		if u, ok := strings.CutPrefix(field, "user="); ok {
-			f.User = u
-		}
-	}
-}
-
-// rights checks the user's rights to AuditedCommands: with ACL DRYRUN
-// when the user may run it, else by running each command in a form that
-// changes nothing (see probes).
+// rights checks the user's rights to AuditedCommands, in one round trip:
+// with ACL DRYRUN when the user may run it, else (one more) by running
+// each command in a form that changes nothing (see probes).
 func rights(ctx context.Context, c redis.UniversalClient, user string) (map[string]error, bool) {
-	out := map[string]error{}
 	if user != "" {
-		dry := true
-		for cmd, args := range AuditedCommands {
-			res, err := c.Do(ctx, append([]any{"acl", "dryrun", user}, args...)...).Text()
-			if err != nil {
-				dry = false
-				break
-			}
-			if (res != "OK" && !strings.Contains(res, "access the")) || strings.Contains(res, "channel") {
-				// A key outside the user's patterns is not a missing
-				// right: the lock's keys are the caller's to allow.
-				out[cmd] = errors.New(res)
-			} else {
-				out[cmd] = nil
-			}
-		}
-		if dry {
+		if out, ok := dryRun(ctx, c, user); ok {
 			return out, true
 		}
-		clear(out)
 	}
 	key := "redlock:audit:" + strconv.FormatInt(time.Now().UnixNano(), 36) // no such key: nothing changes
-	for cmd, args := range probes(key) {
-		err := c.Do(ctx, args...).Err()
-		switch {
+	out := map[string]error{}
+	for cmd, rc := range pipelined(ctx, c, probes(key)) {
+		switch err := rc.Err(); {
 		case err == nil || !Misconfigured(err):
 			out[cmd] = nil // refused for its key at most: the command is granted
 		case strings.Contains(err.Error(), " key"): // "one of the keys", "a key"
@@ -200,6 +186,42 @@ func rights(ctx context.Context, c redis.UniversalClient, user string) (map[stri
 		}
 	}
 	return out, false
+}
+
+// dryRun checks the user's rights with ACL DRYRUN; false when the user may
+// not run it.
+func dryRun(ctx context.Context, c redis.UniversalClient, user string) (map[string]error, bool) {
+	args := make(map[string][]any, len(AuditedCommands))
+	for cmd, a := range AuditedCommands {
+		args[cmd] = append([]any{"acl", "dryrun", user}, a...)
+	}
+	out := map[string]error{}
+	for cmd, rc := range pipelined(ctx, c, args) {
+		res, err := rc.Text()
+		if err != nil {
+			return nil, false
+		}
+		if (res != "OK" && !strings.Contains(res, "access the")) || strings.Contains(res, "channel") {
+			// A key outside the user's patterns is not a missing
+			// right: the lock's keys are the caller's to allow.
+			out[cmd] = errors.New(res)
+		} else {
+			out[cmd] = nil
+		}
+	}
+	return out, true
+}
+
+// pipelined sends every command of cmds in one round trip and returns
+// them answered, each with its own reply or error.
+func pipelined(ctx context.Context, c redis.UniversalClient, cmds map[string][]any) map[string]*redis.Cmd {
+	pipe := c.Pipeline()
+	sent := make(map[string]*redis.Cmd, len(cmds))
+	for name, args := range cmds {
+		sent[name] = pipe.Do(ctx, args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	return sent
 }
 
 // probes are, for a user that may not run ACL DRYRUN, each audited
