@@ -20,7 +20,7 @@ import (
 // append-only file, replicas written without acknowledgement, a clock far
 // off. The audit reads each node's settings and its user's rights
 // (node.Facts) and judges them against the Redlock's options: once in the
-// background at the first acquisition, and whenever [Redlock.Audit] is
+// background right after the first attempt to acquire, and whenever [Redlock.Audit] is
 // called. Each finding is kept for [NodeHealth.Audit] and told once to the
 // Observer.
 

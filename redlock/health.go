@@ -42,7 +42,7 @@ type NodeHealth struct {
 	// its user's rights and what they risk, or why it could not be read
 	// (a wrong password, an address that refuses connections); nil until
 	// the first audit of the node ended. The first runs in the background
-	// at the Redlock's first acquisition.
+	// right after the Redlock's first attempt to acquire.
 	Audit *NodeAudit
 }
 
