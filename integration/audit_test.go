@@ -301,64 +301,43 @@ func infoField(info, field string) string {
 	return ""
 }
 
-// logCapture is a go-redis logger that keeps every line, with the mark of
-// the operation whose context it came with ("" for none: the library's
-// background).
+// logCapture is a go-redis logger that keeps every line.
 type logCapture struct {
 	mu    sync.Mutex
 	lines []string
-	marks []string
 }
 
-type opMark struct{}
-
-func (l *logCapture) Printf(ctx context.Context, format string, v ...any) {
+func (l *logCapture) Printf(_ context.Context, format string, v ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	mark, _ := ctx.Value(opMark{}).(string)
 	l.lines = append(l.lines, fmt.Sprintf(format, v...))
-	l.marks = append(l.marks, mark)
 }
 
-// about returns the lines that mention address, those of operations and
-// the others.
-func (l *logCapture) about(address string) (ops, background []string) {
+// about returns the lines that mention address.
+func (l *logCapture) about(address string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, line := range l.lines {
-		switch {
-		case !strings.Contains(line, address):
-		case l.marks[i] != "":
-			ops = append(ops, line)
-		default:
-			background = append(background, line)
+	var out []string
+	for _, line := range l.lines {
+		if strings.Contains(line, address) {
+			out = append(out, line)
 		}
 	}
-	return ops, background
+	return out
 }
-
-// marker is an Observer that marks each operation's context, so that a
-// client's log line says whether an operation's call made it.
-type marker struct{}
-
-func (marker) OpStart(ctx context.Context, op redlock.Op) context.Context {
-	return context.WithValue(ctx, opMark{}, op.Kind.String())
-}
-func (marker) OpEnd(context.Context, redlock.Op, redlock.OpResult) {}
-func (marker) HoldEnd(redlock.Hold)                                {}
-func (marker) NodeFailed(context.Context, *redlock.NodeError)      {}
 
 // The library's own checks of a node that is down make the client log
 // nothing: a node stopped for 10 s while locks are taken on the others
 // gets no go-redis log line from the probes (the operations' own calls to
-// it, before it is found down, are the caller's client's business).
+// it, before it is found down, are the caller's client's business: they
+// end before the 10 s start).
 // Not parallel: the go-redis logger is global.
 func TestQuietProbes(t *testing.T) {
 	c := startCluster(t, 3)
 	logs := &logCapture{}
 	redis.SetLogger(logs)
 	t.Cleanup(func() { redis.SetLogger(stderrLogger{}) })
-	rl := newRedlock(t, c, redlock.WithObserver(marker{}))
+	rl := newRedlock(t, c)
 	m := newMutex(t, rl, "audit:quiet", redlock.WithTTL(2*time.Second))
 	require.NoError(t, m.Lock(t.Context()))
 	require.NoError(t, m.Unlock(t.Context()))
@@ -374,7 +353,7 @@ func TestQuietProbes(t *testing.T) {
 		return rl.Health()[2].Down
 	}, 10*time.Second, 50*time.Millisecond)
 	time.Sleep(3 * time.Second)
-	_, before := logs.about(c.Addr(2))
+	before := logs.about(c.Addr(2))
 	end := time.Now().Add(10 * time.Second)
 	locks := 0
 	for time.Now().Before(end) {
@@ -386,10 +365,10 @@ func TestQuietProbes(t *testing.T) {
 	}
 	assert.Positive(t, locks)
 	assert.True(t, rl.Health()[2].Down, "the node was probed as down all along")
-	ops, background := logs.about(c.Addr(2))
-	t.Logf("go-redis log lines about the stopped node: %d before it was found down, %d in the 10 s it was probed (%d from operations)",
-		len(before), len(background)-len(before), len(ops))
-	assert.Empty(t, background[len(before):], "the probes of a down node make the client log")
+	after := logs.about(c.Addr(2))
+	t.Logf("go-redis log lines about the stopped node: %d before it was found down, %d in the 10 s it was probed",
+		len(before), len(after)-len(before))
+	assert.Empty(t, after[len(before):], "the probes of a down node make the client log")
 	require.NoError(t, c.Restart(ctx, 2))
 }
 
