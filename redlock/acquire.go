@@ -101,8 +101,8 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 		return grant{}, refusal{}, err
 	}
 	defer e.wg.Done()
-	// The first attempt has the nodes to itself; the audit follows it.
-	defer e.auditFirst()
+	// The first attempts have the nodes to themselves; the audit follows.
+	defer e.auditFirst(firstAuditAfter)
 	if err := e.safeQuorum(ctx, s.quorum); err != nil {
 		return grant{}, refusal{hopeless: true, local: true}, err
 	}

@@ -20,7 +20,7 @@ import (
 // append-only file, replicas written without acknowledgement, a clock far
 // off. The audit reads each node's settings and its user's rights
 // (node.Facts) and judges them against the Redlock's options: once in the
-// background right after the first attempt to acquire, and whenever [Redlock.Audit] is
+// background a second after the first attempt to acquire, and whenever [Redlock.Audit] is
 // called. Each finding is kept for [NodeHealth.Audit] and told once to the
 // Observer.
 
@@ -182,21 +182,27 @@ func (a *auditor) of(i int) *NodeAudit {
 	return &c
 }
 
-// auditFirst starts, once the Redlock's first attempt to acquire ended
-// (before it, with WithSafeQuorum), an audit of every node in the
-// background.
-func (e *engine) auditFirst() {
+// firstAuditAfter is how long after the Redlock's first attempt to
+// acquire its first audit starts: a short-lived process's first locks do
+// not share the nodes with it, and one that closes sooner is not audited.
+const firstAuditAfter = time.Second
+
+// auditFirst starts the Redlock's first audit of every node in the
+// background, firstAuditAfter after its first attempt to acquire ended
+// (now, with WithSafeQuorum, whose first attempt waits for it).
+func (e *engine) auditFirst(after time.Duration) {
 	e.audits.once.Do(func() {
-		if !e.auditLater() { // closed
+		if !e.auditLater(after) { // closed
 			e.audits.firstOnce.Do(func() { close(e.audits.first) })
 		}
 	})
 }
 
-// auditLater audits every node in the background, unless an audit started
-// that way runs (or the engine is closed): it reports whether it started
-// one. Close cuts it short.
-func (e *engine) auditLater() bool {
+// auditLater audits every node in the background after a pause of after,
+// unless an audit started that way runs (or the engine is closed): it
+// reports whether it started one. Close cuts the pause and the audit
+// short.
+func (e *engine) auditLater(after time.Duration) bool {
 	au := e.audits
 	au.mu.Lock()
 	if au.running {
@@ -221,7 +227,9 @@ func (e *engine) auditLater() bool {
 			case <-stop:
 			}
 		})
-		e.audit(ctx)
+		if e.sleep(after) {
+			e.audit(ctx)
+		}
 		close(stop)
 		wg.Wait()
 		au.mu.Lock()
@@ -270,7 +278,7 @@ func (e *engine) safeQuorum(ctx context.Context, q int) error {
 	if !au.gate {
 		return nil
 	}
-	e.auditFirst()
+	e.auditFirst(0)
 	select {
 	case <-au.first:
 	case <-ctx.Done():
@@ -284,7 +292,7 @@ func (e *engine) safeQuorum(ctx context.Context, q int) error {
 		return nil
 	}
 	if e.now().Sub(last) >= reauditEvery {
-		e.auditLater()
+		e.auditLater(0)
 	}
 	return fmt.Errorf("%w: %d of %d nodes safe by their last audit, quorum %d (WithSafeQuorum): %s",
 		ErrNotAcquired, safe, len(au.last), q, strings.Join(why, ", "))

@@ -42,7 +42,8 @@ type NodeHealth struct {
 	// its user's rights and what they risk, or why it could not be read
 	// (a wrong password, an address that refuses connections); nil until
 	// the first audit of the node ended. The first runs in the background
-	// right after the Redlock's first attempt to acquire.
+	// a second after the Redlock's first attempt to acquire (a Redlock
+	// closed sooner is not audited).
 	Audit *NodeAudit
 }
 

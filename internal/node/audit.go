@@ -117,18 +117,16 @@ func (f *Facts) readSettings(ctx context.Context, c redis.UniversalClient) error
 	client := pipe.Do(ctx, "client", "info")
 	delex := pipe.Do(ctx, "command", "info", "delex")
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	if err := info.Err(); err != nil && !Misconfigured(err) && !Unreachable(err) {
+		info = c.Info(ctx) // a server before Redis 7 takes one section: all of them
+	}
 	if err := info.Err(); err == nil {
 		f.Info = infoFields(info.Val())
 	} else if Unreachable(err) {
 		return err
 	}
 	if cfg.Err() == nil {
-		f.Config = map[string]string{}
-		for _, k := range []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync"} {
-			if v, ok := cfg.Val()[k]; ok {
-				f.Config[k] = v
-			}
-		}
+		f.Config = configFields(cfg.Val())
 	}
 	f.User, _ = whoami.Text()
 	if ci, err := client.Text(); err == nil && f.User == "" {
@@ -138,6 +136,17 @@ func (f *Facts) readSettings(ctx context.Context, c redis.UniversalClient) error
 		f.DelEx = true
 	}
 	return nil
+}
+
+// configFields keeps, of CONFIG GET's answer, the settings audited.
+func configFields(cfg map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, k := range []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync"} {
+		if v, ok := cfg[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // clientUser reads the user from a CLIENT INFO reply.
