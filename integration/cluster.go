@@ -52,7 +52,8 @@ type node struct {
 	port     int
 	persist  bool
 	image    string
-	clockDir string // host directory mounted at /clock; "" on the real clock
+	clockDir string   // host directory mounted at /clock; "" on the real clock
+	args     []string // server options added after the harness's own
 	ctr      *testcontainers.DockerContainer
 }
 
@@ -62,6 +63,7 @@ type Option func(*startConfig)
 type startConfig struct {
 	persist, clocks bool
 	ports           []int
+	args            [][]string // per node; a shorter list leaves the rest alone
 }
 
 // WithPorts runs the nodes on these ports of 127.0.0.1, one per node, in
@@ -69,6 +71,11 @@ type startConfig struct {
 // servers, as the README's quick start does. Start fails when one of them
 // is taken.
 func WithPorts(ports ...int) Option { return func(c *startConfig) { c.ports = ports } }
+
+// WithArgs adds server options to each node, args[i] to node i, after the
+// harness's own (a later option wins: "--appendonly", "yes" turns
+// persistence on); nodes past the end of args get none.
+func WithArgs(args ...[]string) Option { return func(c *startConfig) { c.args = args } }
 
 // WithPersistence runs every node with appendonly yes and appendfsync
 // always: each write is on disk before it is acknowledged, so a node that
@@ -112,6 +119,9 @@ func Start(ctx context.Context, n int, opts ...Option) (*Cluster, error) {
 	}
 	for i := range n {
 		c.nodes[i] = &node{port: ports[i], persist: cfg.persist, image: image}
+		if i < len(cfg.args) {
+			c.nodes[i].args = cfg.args[i]
+		}
 		if cfg.clocks {
 			if c.nodes[i].clockDir, err = newClockDir(); err != nil {
 				_ = c.Close(context.WithoutCancel(ctx))
@@ -150,6 +160,7 @@ func (n *node) run(ctx context.Context) error {
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
+	args = append(args, n.args...)
 	ctr, err := testcontainers.Run(ctx, n.image,
 		testcontainers.WithCmd(args...),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -65,6 +66,11 @@ type spec struct {
 	// not, so that a caller that tries in a loop gets a quick answer every
 	// time.
 	reasks int
+	// notAcquired is the error a failed attempt wraps (nil:
+	// ErrNotAcquired), and rule the quorum rule its message names ("":
+	// none): a permit's or a read lock's words.
+	notAcquired error
+	rule        string
 }
 
 // acquire makes one attempt to take s.op on a quorum.
@@ -95,6 +101,11 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 		return grant{}, refusal{}, err
 	}
 	defer e.wg.Done()
+	// The first attempts have the nodes to themselves; the audit follows.
+	defer e.auditFirst(firstAuditAfter)
+	if err := e.safeQuorum(ctx, s.quorum); err != nil {
+		return grant{}, refusal{hopeless: true, local: true}, err
+	}
 	if a, ok := s.op.(*node.Acquire); ok {
 		// A plain grant reads the node's time only as often as the guard
 		// needs (see clockguard.go); with no guard, never.
@@ -121,7 +132,7 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 	if idErr != nil {
 		return grant{}, failed, idErr
 	}
-	return grant{}, failed, e.fail(ErrNotAcquired, notAcquired(t, a, failed.took, s.cfg.ttl)+e.skewed(), ctxErr, t)
+	return grant{}, failed, e.fail(cmp.Or(s.notAcquired, ErrNotAcquired), notAcquired(t, a, failed.took, s.cfg.ttl, s.rule)+e.skewed(), ctxErr, t)
 }
 
 // granted returns the grant of votes counted from start (an attempt's,
@@ -171,13 +182,23 @@ func (e *engine) enter() (*round, error) {
 	return e.ids.first(), nil
 }
 
-// notAcquired says why an attempt failed.
-func notAcquired(t *tally, a *attempt, took, ttl time.Duration) string {
+// notAcquired says why an attempt failed; rule is the quorum rule that
+// applied, named when nodes failed ("": none).
+func notAcquired(t *tally, a *attempt, took, ttl time.Duration, rule string) string {
 	did, do := "granted", "grant" // a lock's nodes grant; a semaphore's admit
 	if !a.split {
 		did, do = "admitted", "admit"
 	}
 	reason := fmt.Sprintf("%d of %d nodes %s, quorum %d", t.yes, t.n, did, t.quorum)
+	if failed := len(t.failures); failed > 0 && !t.won() {
+		reason += fmt.Sprintf("; %d of %d nodes failed", failed, t.n)
+		if p := t.pending(); p > 0 {
+			reason += fmt.Sprintf(", %d not waited for (no quorum was left)", p)
+		}
+		if rule != "" {
+			reason += ": " + rule
+		}
+	}
 	switch {
 	case t.hopeless():
 		reason += fmt.Sprintf("; misconfigured nodes: %d, too many for a quorum to %s until they are fixed", t.misconfigured(), do)

@@ -3,8 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Do runs fn while holding the lock called name: it acquires the lock as
@@ -97,7 +97,11 @@ func runHeld(ctx context.Context, done <-chan struct{}, lost func() error, unloc
 	unlockErr := unlock(context.WithoutCancel(ctx))
 	switch {
 	case lostErr != nil:
-		return errors.Join(fnErr, fmt.Errorf("redlock: %s: %w", what, lostErr))
+		if errors.Is(fnErr, lostErr) {
+			fnErr = nil // fn returned its context's cause: said once, below
+		}
+		msg := strings.Replace(lostErr.Error(), ErrLockLost.Error(), ErrLockLost.Error()+" while "+what+" ran", 1)
+		return errors.Join(fnErr, &wordsError{msg: msg, err: lostErr})
 	case unlockErr != nil:
 		return errors.Join(fnErr, unlockErr)
 	}

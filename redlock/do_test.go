@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"strings"
+
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 
 	"context"
@@ -61,6 +63,9 @@ func TestDoCancelsWorkBeforeValidityEnds(t *testing.T) {
 		until = fs[1].Expiry("job")
 		require.ErrorIs(t, err, ErrLockLost)
 		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, 1, strings.Count(err.Error(), "lock lost"), "said once: %v", err)
+		assert.ErrorContains(t, err, `redlock: lock lost while do "job" ran: validity ran out`)
+		assert.NotEmpty(t, NodeErrors(err), "the nodes that failed are named")
 		assert.False(t, cancelledAt.IsZero())
 		// The key on the healthy node expires a full TTL after the last
 		// extension; the validity ended TTL/20 + drift earlier than that,

@@ -42,6 +42,7 @@ type engine struct {
 	sharded bool
 
 	features *features // the optional features each node refused (see features.go)
+	audits   *auditor  // each node's last audit (see audit.go)
 
 	guard    *clockGuard // the nodes' clocks (see clockguard.go); nil: no check
 	watching bool        // the clock watcher runs; guarded by leasesMu
@@ -54,6 +55,7 @@ func newEngine(nodes []node.Node, o Observer, tolerance time.Duration) *engine {
 	e.pool = newPool(nodes, e.now)
 	e.report = e.reporter(o)
 	e.features = newFeatures(len(nodes))
+	e.audits = newAuditor(len(nodes), tolerance)
 	e.ids = newIdentifier(e.pool, e.now, e.featureOff)
 	e.pool.report, e.pool.back = e.report, e.ids.again
 	e.waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })

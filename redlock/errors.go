@@ -130,6 +130,16 @@ func (e *NodeError) Error() string {
 // Unwrap returns the cause, so errors.Is(err, redlock.ErrNodeTimeout) works.
 func (e *NodeError) Unwrap() error { return e.Err }
 
+// wordsError is a sentinel in the words of the primitive that returns it
+// ("redlock: permit not acquired"): errors.Is finds the sentinel.
+type wordsError struct {
+	msg string
+	err error
+}
+
+func (e *wordsError) Error() string { return e.msg }
+func (e *wordsError) Unwrap() error { return e.err }
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }

@@ -1,6 +1,10 @@
 package redlock
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"time"
+)
 
 // NodeHealth is what a Redlock knows of one node (see [Redlock.Health]).
 type NodeHealth struct {
@@ -34,6 +38,13 @@ type NodeHealth struct {
 	// error wrapping [ErrClockJump]; see [WithClockTolerance]), nil while
 	// it votes.
 	Clock error
+	// Audit is the node's last audit (see [Redlock.Audit]): its settings,
+	// its user's rights and what they risk, or why it could not be read
+	// (a wrong password, an address that refuses connections); nil until
+	// the first audit of the node ended. The first runs in the background
+	// a second after the Redlock's first attempt to acquire (a Redlock
+	// closed sooner is not audited).
+	Audit *NodeAudit
 }
 
 // Health returns what the Redlock knows of each node's health, in the order
@@ -48,7 +59,45 @@ func (r *Redlock) Health() []NodeHealth {
 		if r.e.guard != nil {
 			h.Clock = r.e.guard.refused(i)
 		}
+		h.Audit = r.e.audits.of(i)
 		out[i] = h
 	}
 	return out
+}
+
+// Audit reads every node's settings and its user's rights now, judges
+// them (see [NodeAudit] and [Finding]) and returns them, one per node in
+// the order of the clients given to [New]: for a service's readiness
+// check, or `redlock doctor`. It sends only commands that change nothing
+// (INFO, CONFIG GET, TIME, ACL WHOAMI and ACL DRYRUN, or where ACL DRYRUN
+// is refused each command in a form that changes nothing: EVALSHA of a
+// script no node has, SET and ZADD with XX on a key that does not exist,
+// PUBLISH to a channel no one hears),
+// every node at once, down nodes included, and returns once every node
+// was read or ctx ended (each node is given at most five seconds). A node
+// that could not be read has its error in [NodeAudit.Err]. It records what
+// it found for [NodeHealth.Audit], and tells an [AuditObserver] of each
+// finding above [SeverityInfo] not told before for that node.
+//
+// Findings are judged against the options given to New: the restart
+// delay, replica acknowledgement and clock tolerance (a Mutex given other
+// values is not judged apart).
+//
+// It returns an error wrapping [ErrInvalidArgument] for a nil context,
+// [ErrClosed] after [Redlock.Close], and, when ctx ended before every node
+// was read, the audits so far (the others with ctx's error) and an error
+// wrapping ctx.Err().
+func (r *Redlock) Audit(ctx context.Context) ([]NodeAudit, error) {
+	if ctx == nil {
+		return nil, invalid("nil context")
+	}
+	if err := r.e.track(1); err != nil {
+		return nil, err
+	}
+	defer r.e.wg.Done()
+	out := r.e.audit(ctx)
+	if err := ctx.Err(); err != nil {
+		return out, fmt.Errorf("redlock: audit: %w", err)
+	}
+	return out, nil
 }

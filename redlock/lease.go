@@ -36,6 +36,12 @@ type lease struct {
 	holds int         // holds taken on a reentrant lock; 1 otherwise
 	err   error       // why the lease ended; set before done is closed
 	loss  *time.Timer // ends the lease lossMargin before until
+
+	// stopped says why renewal stopped ("": it did not), and failed is
+	// the last extension's failure (nil: none, or one succeeded since):
+	// what a lease whose validity ran out says of why.
+	stopped string
+	failed  error
 }
 
 // live reports whether l has not ended. Called with the holder's mu held.
@@ -110,7 +116,7 @@ func (h *holder) take(ctx context.Context, token, notice string, g grant, join b
 		return
 	}
 	h.lease = l
-	l.loss = time.AfterFunc(h.untilLoss(l), func() { h.end(l, fmt.Errorf("%w: validity ran out", ErrLockLost)) })
+	l.loss = time.AfterFunc(h.untilLoss(l), func() { h.end(l, h.ranOut(l)) })
 	h.mu.Unlock()
 	if old != nil {
 		h.end(old, fmt.Errorf("%w: acquired again", ErrLockLost))
@@ -128,6 +134,23 @@ func (h *holder) take(ctx context.Context, token, notice string, g grant, join b
 // held.
 func (h *holder) untilLoss(l *lease) time.Duration {
 	return time.Until(l.until.Add(-lossMargin(h.cfg.ttl)))
+}
+
+// ranOut is why lease l ended when its validity ran out: what stopped its
+// renewal, and the last extension's failure, with its node errors.
+func (h *holder) ranOut(l *lease) error {
+	h.mu.Lock()
+	stopped, failed := l.stopped, l.failed
+	h.mu.Unlock()
+	msg := "validity ran out"
+	if stopped != "" {
+		msg += " (" + stopped + ")"
+	}
+	err := fmt.Errorf("%w: %s", ErrLockLost, msg)
+	if failed != nil {
+		err = errors.Join(err, fmt.Errorf("the last extension failed: %w", failed))
+	}
+	return err
 }
 
 // moveUntil moves l's validity to until when later, and its loss timer

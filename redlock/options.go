@@ -53,6 +53,7 @@ type config struct {
 	ack         node.Ack      // replicas that must acknowledge a write; zero: none
 	quorum      int           // a semaphore's quorum; 0: its default
 	noScripts   bool          // New's nodes speak without scripts from the start
+	safeQuorum  bool          // refuse acquisitions while no quorum is safe (see audit.go)
 	// clockTolerance is the clock guard's (see clockguard.go); 0: off.
 	clockTolerance time.Duration
 }
@@ -344,6 +345,22 @@ func WithQuorum(q int) Option {
 func WithoutScripts() Option {
 	return optionFunc(func(c *config) error {
 		c.noScripts = true
+		return nil
+	})
+}
+
+// WithSafeQuorum makes every acquisition (a lock, a permit, a read lock)
+// refuse while fewer than its quorum of nodes were found safe by their
+// last audit (see [Redlock.Audit]): audited, and without an unsafe
+// finding (eviction, no persistence, replicas not waited for...). The
+// first acquisition waits for the first audit, at most until its context
+// ends; a refused one returns at once, with an error wrapping
+// [ErrNotAcquired] that names the nodes, and starts another audit (at
+// most every five seconds) so that nodes fixed meanwhile count again.
+// Only [New] accepts it. Default: off, the audit only reports.
+func WithSafeQuorum() Option {
+	return optionFunc(func(c *config) error {
+		c.safeQuorum = true
 		return nil
 	})
 }

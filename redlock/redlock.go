@@ -56,6 +56,9 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 				return nil, invalid("clients %d and %d are the same client", j, i)
 			}
 		}
+		if err := node.CheckAddr(c); err != nil {
+			return nil, invalid("client %d: %v", i, err)
+		}
 		addr := node.ClientAddr(c)
 		if j, dup := seen[addr]; dup {
 			return nil, invalid("clients %d and %d both address %s", j, i, addr)
@@ -85,6 +88,7 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 		}
 	}
 	r := &Redlock{e: newEngine(nodes, cfg.observer, cfg.clockTolerance), cfg: cfg}
+	r.e.audits.judgeBy(cfg)
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}
@@ -153,7 +157,7 @@ func (r *Redlock) initMutex(m *Mutex, name string, cfg config, kind lockKind) er
 
 // newOnly refuses, in the options of a primitive, those only New takes.
 func (r *Redlock) newOnly(cfg config) error {
-	if cfg.noScripts != r.cfg.noScripts || cfg.clockTolerance != r.cfg.clockTolerance {
+	if cfg.noScripts != r.cfg.noScripts || cfg.clockTolerance != r.cfg.clockTolerance || cfg.safeQuorum != r.cfg.safeQuorum {
 		return errNewOnlyOption
 	}
 	return nil
@@ -161,7 +165,7 @@ func (r *Redlock) newOnly(cfg config) error {
 
 // errNewOnlyOption is the error of WithoutScripts or WithClockTolerance
 // given to anything but New.
-var errNewOnlyOption = invalid("WithoutScripts and WithClockTolerance apply to New only: how a node is spoken to, and whether its clock is trusted, are the node's, not one lock's")
+var errNewOnlyOption = invalid("WithoutScripts, WithClockTolerance and WithSafeQuorum apply to New only: how a node is spoken to, whether its clock is trusted, and whether it is safe, are the node's, not one lock's")
 
 // errQuorumOption is the error of WithQuorum given to New or NewMutex.
 var errQuorumOption = invalid("WithQuorum applies to semaphores only: a lock's quorum is a majority")

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -46,6 +47,7 @@ func (h *holder) renewing(holdCtx context.Context, l *lease) {
 		case <-l.done:
 			return
 		case <-holdCtx.Done():
+			h.renewal(l, "renewal stopped: the context it was acquired with ended", nil)
 			return
 		case <-h.e.done:
 			return
@@ -53,9 +55,12 @@ func (h *holder) renewing(holdCtx context.Context, l *lease) {
 		}
 		now := h.e.now()
 		if !holdEnd.IsZero() && !now.Before(holdEnd) {
-			return // bounded: the lease runs out at its validity
+			// Bounded: the lease runs out at its validity.
+			h.renewal(l, fmt.Sprintf("renewal stopped at the maximum hold, WithMaxHold(%v)", cfg.maxHold), nil)
+			return
 		}
 		err := h.renewOnce(holdCtx, l)
+		h.renewal(l, "", err)
 		switch {
 		case err == nil:
 			failures = 0
@@ -69,6 +74,18 @@ func (h *holder) renewing(holdCtx context.Context, l *lease) {
 			timer.Reset(cfg.retry().delay(failures))
 		}
 	}
+}
+
+// renewal records what renewal knows of lease l for the loss it may end
+// in (see holder.ranOut): why it stopped ("": it goes on), and its last
+// extension's failure (nil: it succeeded).
+func (h *holder) renewal(l *lease, stopped string, failed error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if stopped != "" {
+		l.stopped = stopped
+	}
+	l.failed = failed
 }
 
 // renewOnce is one extension of lease l by renewal, observed as one.

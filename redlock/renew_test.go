@@ -80,6 +80,8 @@ func TestRenewalMaxHold(t *testing.T) {
 		assert.Equal(t, 9, fs[0].Count("extend"), "every 100ms, none at or after max hold")
 		assert.Greater(t, held, time.Second)
 		assert.LessOrEqual(t, held, time.Second+300*time.Millisecond, "max hold plus at most one TTL")
+		assert.ErrorIs(t, m.Err(), ErrLockLost)
+		assert.EqualError(t, m.Err(), "redlock: lock lost: validity ran out (renewal stopped at the maximum hold, WithMaxHold(1s))")
 	})
 }
 
@@ -94,6 +96,12 @@ func TestRenewalFailsWhenMajorityStalls(t *testing.T) {
 		}
 		<-m.Done()
 		assert.ErrorIs(t, m.Err(), ErrLockLost)
+		assert.ErrorContains(t, m.Err(), "redlock: lock lost: validity ran out\nthe last extension failed: redlock: lock not held: extended on")
+		var failed []int
+		for _, ne := range NodeErrors(m.Err()) {
+			failed = append(failed, ne.Index)
+		}
+		assert.ElementsMatch(t, []int{0, 1, 2}, failed, "the nodes that failed are named: %v", m.Err())
 		assert.True(t, time.Now().Before(m.Until()), "loss is signalled before the validity ends")
 		assert.Greater(t, fs[3].Count("extend"), 2, "failed extensions are retried")
 		// No extension after the loss; the key is not re-created.

@@ -432,3 +432,35 @@ func TestSemaphoreObserved(t *testing.T) {
 		assert.ErrorIs(t, nodes[0].err, errBoom)
 	})
 }
+
+// A permit's or a read lock's refusal says so in its own words, counts the
+// nodes that answered, and names the quorum rule that applied.
+func TestRefusalWords(t *testing.T) {
+	r, fs := newFakeRedlock(t, 3)
+	fs[2].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
+	s := newFakeSemaphore(t, r, "words:sem", 2)
+	err := s.TryAcquire(t.Context())
+	require.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorContains(t, err, "redlock: permit not acquired: ")
+	assert.ErrorContains(t, err, "nodes admitted, quorum 3; 1 of 3 nodes failed")
+	assert.ErrorContains(t, err, ": a 2-permit semaphore on 3 nodes needs 3 of them")
+	assert.ErrorContains(t, err, "WithQuorum")
+	assert.NotContains(t, err.Error(), "lock not acquired")
+
+	q := newFakeSemaphore(t, r, "words:q", 2, WithQuorum(3))
+	assert.ErrorContains(t, q.TryAcquire(t.Context()), "quorum 3 set by WithQuorum")
+
+	fs[1].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
+	rw, err := r.NewRWMutex("words:rw")
+	require.NoError(t, err)
+	err = rw.TryRLock(t.Context())
+	require.ErrorIs(t, err, ErrNotAcquired)
+	assert.ErrorContains(t, err, "redlock: read lock not acquired: ")
+	assert.ErrorContains(t, err, "nodes admitted, quorum 2; 2 of 3 nodes failed")
+	assert.ErrorContains(t, err, ": a read lock needs a majority\n")
+
+	m := newFakeMutex(t, r, "words:lock")
+	err = m.TryLock(t.Context())
+	assert.ErrorContains(t, err, "redlock: lock not acquired: ")
+	assert.ErrorContains(t, err, "nodes granted, quorum 2; 2 of 3 nodes failed")
+}

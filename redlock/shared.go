@@ -21,6 +21,10 @@ import (
 type sharing interface {
 	leaseKind
 	acquire(name, token string, cfg *config) node.Op
+	// refused is the quorum rule that applied to an attempt refused on n
+	// nodes at quorum q (chosen: set by WithQuorum), and the error it
+	// wraps, ErrNotAcquired in the primitive's words.
+	refused(n, q int, chosen bool) (string, error)
 }
 
 // shared is one holder of shared holds of a name (a Semaphore value, or an
@@ -79,8 +83,9 @@ func (s *shared) try(ctx context.Context, _ string) (refusal, error) {
 		return refusal{}, err
 	}
 	cfg := &s.h.cfg
+	rule, notAcquired := s.kind.refused(s.h.e.pool.size(), s.h.quorum, cfg.quorum != 0)
 	g, failed, err := s.h.e.acquire(ctx, spec{op: s.kind.acquire(s.h.name, token, cfg), undo: s.kind.undo(s.h.name, token),
-		token: token, cfg: cfg, report: s.h.report, quorum: s.h.quorum})
+		token: token, cfg: cfg, report: s.h.report, quorum: s.h.quorum, notAcquired: notAcquired, rule: rule})
 	if err != nil {
 		return failed, err
 	}
@@ -162,6 +167,20 @@ func (permitsOf) extend(name, token string, cfg *config) node.Op {
 	return &node.SemExtend{Key: name, Token: token, TTL: cfg.ttl}
 }
 
+// The refusals of a permit and of a read lock, in their own words.
+var (
+	errPermitNotAcquired = &wordsError{"redlock: permit not acquired", ErrNotAcquired}
+	errReadNotAcquired   = &wordsError{"redlock: read lock not acquired", ErrNotAcquired}
+)
+
+func (p permitsOf) refused(n, q int, chosen bool) (string, error) {
+	if chosen {
+		return fmt.Sprintf("quorum %d set by WithQuorum", q), errPermitNotAcquired
+	}
+	return fmt.Sprintf("a %d-permit semaphore on %d nodes needs %d of them (N·K/(K+1)+1, so that no K+1 holders "+
+		"can each have a quorum; WithQuorum sets another)", int(p), n, q), errPermitNotAcquired
+}
+
 func (permitsOf) kinds() [4]OpKind {
 	return [4]OpKind{OpAcquire, OpTryAcquire, OpRelease, OpExtendPermit}
 }
@@ -181,6 +200,10 @@ func (reading) undo(name, token string) node.Op { return &node.ReadRelease{Key: 
 
 func (reading) extend(name, token string, cfg *config) node.Op {
 	return &node.ReadExtend{Key: name, Token: token, TTL: cfg.ttl}
+}
+
+func (reading) refused(int, int, bool) (string, error) {
+	return "a read lock needs a majority", errReadNotAcquired
 }
 
 func (reading) kinds() [4]OpKind { return [4]OpKind{OpRLock, OpTryRLock, OpRUnlock, OpExtendRead} }

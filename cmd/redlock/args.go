@@ -26,7 +26,7 @@ const (
 
 // invocation is a parsed command line.
 type invocation struct {
-	cmd     string // "run", "status", "unlock" or "help"
+	cmd     string // "run", "status", "unlock", "doctor" or "help"
 	topic   string // help: the subcommand asked about ("" for the overview)
 	nodes   []*redis.Options
 	addrs   []string // the node URLs with passwords redacted, for messages
@@ -37,7 +37,8 @@ type invocation struct {
 	permits int  // run --permits: a semaphore of that many permits; 0 for a lock
 	read    bool // run --read: a read lock of a reader-writer lock
 	json    bool
-	argv    []string // run: the command and its arguments
+	restart time.Duration // doctor --restart-delay: judge as a Redlock given WithRestartDelay
+	argv    []string      // run: the command and its arguments
 }
 
 // usageError is a command line that cannot be run: exit 64.
@@ -66,11 +67,7 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 		}
 		return nil, usagef("%s: %v", inv.cmd, err)
 	}
-	rest, err := parseName(inv, fs.Args())
-	if err != nil {
-		return nil, err
-	}
-	if err := parseRest(inv, rest); err != nil {
+	if err := parseOperands(inv, fs.Args()); err != nil {
 		return nil, err
 	}
 	if inv.cmd == "unlock" && !*force {
@@ -86,7 +83,7 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 // complete without flags (help).
 func parseSubcommand(args []string) (inv *invocation, done bool, err error) {
 	if len(args) == 0 {
-		return nil, true, usagef("no subcommand: use run, status or unlock (see redlock --help)")
+		return nil, true, usagef("no subcommand: use run, status, unlock or doctor (see redlock --help)")
 	}
 	inv = &invocation{cmd: args[0]}
 	switch args[0] {
@@ -95,13 +92,13 @@ func parseSubcommand(args []string) (inv *invocation, done bool, err error) {
 		return inv, true, nil
 	case "help":
 		return inv, true, parseHelp(inv, args[1:])
-	case "run", "status", "unlock":
+	case "run", "status", "unlock", "doctor":
 		return inv, false, nil
 	}
 	if strings.HasPrefix(args[0], "-") {
 		return nil, true, usagef("flag %s before the subcommand: use redlock SUBCOMMAND [FLAGS] NAME", args[0])
 	}
-	return nil, true, usagef("unknown subcommand %q: use run, status or unlock", args[0])
+	return nil, true, usagef("unknown subcommand %q: use run, status, unlock or doctor", args[0])
 }
 
 // parseHelp reads help's one optional subcommand.
@@ -112,7 +109,7 @@ func parseHelp(inv *invocation, args []string) error {
 	if len(args) == 1 {
 		inv.topic = args[0]
 		if _, ok := helpTexts[inv.topic]; !ok {
-			return usagef("no help for %q: the subcommands are run, status and unlock", inv.topic)
+			return usagef("no help for %q: the subcommands are run, status, unlock and doctor", inv.topic)
 		}
 	}
 	return nil
@@ -134,10 +131,32 @@ func newFlagSet(inv *invocation) (fs *flag.FlagSet, nodes *string, force *bool) 
 		fs.BoolVar(&inv.read, "read", false, "")
 	case "status":
 		fs.BoolVar(&inv.json, "json", false, "")
+	case "doctor":
+		fs.BoolVar(&inv.json, "json", false, "")
+		fs.DurationVar(&inv.restart, "restart-delay", 0, "")
 	case "unlock":
 		fs.BoolVar(force, "force", false, "")
 	}
 	return fs, nodes, force
+}
+
+// parseOperands reads what follows the flags: the lock name and what
+// follows it, or for doctor nothing (and it checks doctor's flags).
+func parseOperands(inv *invocation, args []string) error {
+	if inv.cmd != "doctor" {
+		rest, err := parseName(inv, args)
+		if err != nil {
+			return err
+		}
+		return parseRest(inv, rest)
+	}
+	if len(args) > 0 {
+		return usagef("doctor: unexpected %q: doctor takes no lock name", strings.Join(args, " "))
+	}
+	if inv.restart != 0 && inv.restart < 2*opNodeTimeout {
+		return usagef("doctor: --restart-delay must be 0 or at least %v, got %v", 2*opNodeTimeout, inv.restart)
+	}
+	return nil
 }
 
 // parseName reads the lock name from what follows the flags, and returns

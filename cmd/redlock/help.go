@@ -9,6 +9,7 @@ Usage:
   redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing | --read | --permits K] NAME -- COMMAND [ARGS...]
   redlock status [--nodes URLS] [--json] NAME
   redlock unlock --force [--nodes URLS] NAME
+  redlock doctor [--nodes URLS] [--json] [--restart-delay D]
   redlock help [SUBCOMMAND]
 
 Nodes: --nodes takes comma-separated redis:// or rediss:// URLs, one per
@@ -39,7 +40,11 @@ Examples:
   redlock status nightly-report
   redlock unlock --force nightly-report
 
-See "redlock help run", "redlock help status", "redlock help unlock".
+  # before a deployment: is every node fit to keep a lock?
+  redlock doctor || exit 1
+
+See "redlock help run", "redlock help status", "redlock help unlock",
+"redlock help doctor".
 `
 
 var helpTexts = map[string]string{
@@ -163,5 +168,34 @@ its TTL passes); 64 for usage errors; 70 when nothing could be asked.
 
 Example:
   redlock unlock --force deploy:shop
+`,
+	"doctor": `Usage: redlock doctor [--nodes URLS] [--json] [--restart-delay D]
+
+Audits every node, changing nothing (INFO, CONFIG GET, TIME, ACL WHOAMI and
+ACL DRYRUN where permitted), and prints one row per node: server and version,
+role and replicas, eviction (maxmemory-policy and maxmemory), persistence
+(append-only file and appendfsync), the clock's offset from this host's and
+the round trip, the ways the node can be spoken to (scripts, native,
+transactions), the commands its user may not run, and a verdict: ok,
+degraded (a feature falls back, or the node takes no part: its clock is off,
+it refuses this client), unsafe (it can lose a held lock: eviction, no
+persistence, replicas not waited for) or unreachable. Then one line per
+finding beyond the server's version, saying what it risks and how to fix it;
+docs/DEPLOYMENTS.md explains each. Findings are judged as for a Redlock with
+the library's defaults: no replica acknowledgement, a clock tolerance of 1s,
+and no restart delay unless --restart-delay gives the one your clients use
+(a node without persistence is then not unsafe).
+
+Flags:
+  --nodes URLS         comma-separated redis:// or rediss:// URLs (default: $REDLOCK_NODES)
+  --json               print a JSON array, one object per node, instead
+  --restart-delay D    judge as clients given WithRestartDelay(D) (0 or at least 2s)
+
+Exit status: 0 when no node is unsafe or unreachable (degraded nodes
+included); 1 when one is, so that it can gate a deployment; 64 for usage
+errors; 70 when nothing could be asked.
+
+Example:
+  redlock doctor --nodes redis://r1:6379,redis://r2:6379,redis://r3:6379
 `,
 }

@@ -5,6 +5,7 @@
 //	redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing | --permits K] NAME -- COMMAND [ARGS...]
 //	redlock status [--nodes URLS] [--json] NAME
 //	redlock unlock --force [--nodes URLS] NAME
+//	redlock doctor [--nodes URLS] [--json] [--restart-delay D]
 //
 // Install it with
 //
@@ -49,6 +50,8 @@ func cli(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return run(inv, stderr)
 	case "status":
 		return status(inv, stdout, stderr)
+	case "doctor":
+		return doctor(inv, stdout, stderr)
 	default: // "unlock": parseArgs accepts nothing else
 		return unlock(inv, stdout, stderr)
 	}

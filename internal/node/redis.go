@@ -142,8 +142,13 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 }
 
 // Ping implements Node: PING on its own connection, beside the queue, since
-// the workers may all be stuck on a silent node.
+// the workers may all be stuck on a silent node. The server is dialled
+// quietly first (see QuietDial): a node that refuses connections is found
+// down without the client's dial retries, which go-redis logs each time.
 func (n *Redis) Ping(ctx context.Context) error {
+	if err := n.QuietDial(ctx); err != nil {
+		return err
+	}
 	return n.client.Ping(ctx).Err()
 }
 

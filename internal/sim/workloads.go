@@ -123,6 +123,9 @@ func reentrantLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 	for ctx.Err() == nil {
 		attempt := time.Now()
 		if err := mu.LockWithin(ctx, waitFor(rng)); err != nil {
+			if DebugErr != nil {
+				DebugErr(c.idx, err)
+			}
 			idle(rng)
 			continue
 		}
@@ -255,3 +258,5 @@ func doLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 		idle(rng)
 	}
 }
+
+var DebugErr func(int, error)

@@ -65,6 +65,9 @@ type Fake struct {
 	// reader's token and when its hold expires, as rw.lua keeps them. A
 	// waiting writer's mark is an Entry of Data (see node.IntentKey).
 	Readers map[string]map[string]time.Time
+	// Facts is what an audit reads (node.Auditor); nil: a server with
+	// default settings whose user may run everything.
+	Facts *node.Facts
 
 	lanesMu sync.Mutex
 	lanes   map[string][]laneCall // per lock name: calls not yet answered, in order
@@ -392,6 +395,23 @@ func (n *Fake) acked(a node.Ack, rep node.Reply) node.Reply {
 func (n *Fake) Ping(context.Context) error {
 	_, err := n.apply("ping", "", func() bool { return true })
 	return err
+}
+
+// Audit implements node.Auditor: Facts, or Err when ErrOnly is "audit".
+// It is neither counted nor recorded among the calls applied: audits run
+// in the background, and the tests of the lock's calls do not expect them.
+func (n *Fake) Audit(context.Context) (node.Facts, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.Err != nil && n.ErrOnly == "audit" {
+		return node.Facts{}, n.Err
+	}
+	if n.Facts != nil {
+		return *n.Facts, nil
+	}
+	return node.Facts{Clocked: true, Info: map[string]string{"redis_version": "7.0.15", "role": "master", "connected_slaves": "0",
+		"maxmemory": "0", "maxmemory_policy": "noeviction", "aof_enabled": "1"},
+		Config: map[string]string{"appendonly": "yes", "appendfsync": "always"}, User: "default", DryRun: true, Rights: map[string]error{}}, nil
 }
 
 // apply runs one call with the node's faults around fn, which runs under

@@ -1,0 +1,537 @@
+package redlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// The audit. Redlock's safety assumes that a node keeps a key until its
+// TTL ends or its owner deletes it, and that its clock runs with everyone
+// else's. Ordinary settings break that: eviction under maxmemory, no
+// append-only file, replicas written without acknowledgement, a clock far
+// off. The audit reads each node's settings and its user's rights
+// (node.Facts) and judges them against the Redlock's options: once in the
+// background a second after the first attempt to acquire, and whenever [Redlock.Audit] is
+// called. Each finding is kept for [NodeHealth.Audit] and told once to the
+// Observer.
+
+// Severity says how much a [Finding] matters.
+type Severity uint8
+
+// The severities, least first.
+const (
+	// SeverityInfo is a fact worth knowing that costs nothing (the server's
+	// version, a setting that could not be read).
+	SeverityInfo Severity = iota + 1
+	// SeverityDegraded is a feature that falls back (a right missing: the
+	// lock works without it), or a node that does not take part (it cannot
+	// be reached, refuses this client, or does not vote for its clock):
+	// the lock tolerates it as a failed node.
+	SeverityDegraded
+	// SeverityUnsafe is a setting under which the node can lose a lock it
+	// granted while it is held (eviction, no persistence, replicas not
+	// waited for): another client can then take it.
+	SeverityUnsafe
+)
+
+// String returns "info", "degraded" or "unsafe"; "ok" for zero.
+func (s Severity) String() string {
+	switch s {
+	case SeverityInfo:
+		return "info"
+	case SeverityDegraded:
+		return "degraded"
+	case SeverityUnsafe:
+		return "unsafe"
+	}
+	return "ok"
+}
+
+// Finding is one thing an audit found on a node (see [NodeAudit]).
+type Finding struct {
+	Severity Severity
+	// Code names what was found: "eviction", "persistence", "replication",
+	// "clock" (unsafe or degraded); "scripts", "queue", "channels",
+	// "time", "info" (a right missing: degraded), "commands" (a right the
+	// lock needs: unsafe, every lock fails there), "unreachable",
+	// "refused" (degraded); "server", "config", "rights" (info).
+	// docs/DEPLOYMENTS.md says what each means and how to fix it.
+	Code string
+	// Message says what was found, what it risks, and how to fix it.
+	Message string
+}
+
+// String returns the finding as "severity code: message".
+func (f Finding) String() string { return f.Severity.String() + " " + f.Code + ": " + f.Message }
+
+// NodeAudit is what an audit found on one node (see [Redlock.Audit]).
+type NodeAudit struct {
+	// Index is the node's position in the clients given to [New].
+	Index int
+	// Addr is the node's address as its client reports it.
+	Addr string
+	// At is when the audit ended.
+	At time.Time
+	// Err is why the node could not be read, a [*NodeError]: it could not
+	// be reached, or refused this client (a wrong password: it wraps
+	// [ErrMisconfigured]). The fields below are then zero but Findings.
+	Err error
+	// Server is "redis" or "valkey", and Version its version; "" when
+	// INFO was refused.
+	Server, Version string
+	// Role is "master" or "replica" (INFO's "slave"), and Replicas how
+	// many replicas are attached.
+	Role     string
+	Replicas int
+	// MaxMemory is maxmemory in bytes (0: no limit), and Policy
+	// maxmemory-policy.
+	MaxMemory int64
+	Policy    string
+	// AppendOnly says whether the append-only file is on, and AppendFsync
+	// its fsync policy ("" when CONFIG GET was refused).
+	AppendOnly  bool
+	AppendFsync string
+	// ClockOffset is the node's clock minus this process's, read by TIME
+	// with a round trip of RoundTrip; both zero when TIME was refused.
+	ClockOffset, RoundTrip time.Duration
+	// User is the connection's ACL user ("" when ACL WHOAMI was refused).
+	User string
+	// Ways are the ways the node can be spoken to (see [NodeHealth.Way]):
+	// "scripts" unless scripting is refused, "native" when the server has
+	// DELEX, and "transactions".
+	Ways []string
+	// Missing are the commands the user may not run, of those the library
+	// sends, sorted; nil when none (or they could not be checked: see the
+	// finding "rights").
+	Missing []string
+	// Findings are what was found, most severe first.
+	Findings []Finding
+}
+
+// Verdict returns the severity of the most severe finding; 0 when none.
+func (a *NodeAudit) Verdict() Severity {
+	var v Severity
+	for _, f := range a.Findings {
+		v = max(v, f.Severity)
+	}
+	return v
+}
+
+// AuditObserver is an [Observer] that also hears what audits find (see
+// [Redlock.Audit]). Give it to [New] with [WithObserver].
+type AuditObserver interface {
+	Observer
+	// Found is called once per node and [Finding.Code] above
+	// [SeverityInfo], the first time an audit finds it, on the goroutine
+	// of the audit (the background's, or Audit's caller's): index and
+	// addr name the node as [NodeAudit] does.
+	Found(index int, addr string, f Finding)
+}
+
+// auditTimeout bounds one node's audit (a dozen round trips).
+const auditTimeout = 5 * time.Second
+
+// auditor keeps each node's last audit and what was told of it.
+type auditor struct {
+	// judged against: New's restart delay and replica
+	// acknowledgement, and the clock guard's tolerance (0: off).
+	restart   time.Duration
+	replicas  int
+	tolerance time.Duration
+	observer  AuditObserver // nil: none
+
+	gate      bool          // WithSafeQuorum
+	once      sync.Once     // the first audit starts once
+	first     chan struct{} // closed when the first audit ended
+	firstOnce sync.Once
+
+	mu      sync.Mutex
+	running bool // an audit started in the background runs
+	last    []*NodeAudit
+	told    []map[string]bool // per node: the finding codes told
+}
+
+func newAuditor(n int, tolerance time.Duration) *auditor {
+	return &auditor{tolerance: tolerance, first: make(chan struct{}), last: make([]*NodeAudit, n), told: make([]map[string]bool, n)}
+}
+
+// judgeBy sets the options findings are judged against, New's, and the
+// Observer told of them.
+func (a *auditor) judgeBy(cfg config) {
+	a.restart, a.replicas, a.gate = cfg.restart, cfg.ack.Replicas, cfg.safeQuorum
+	a.observer, _ = cfg.observer.(AuditObserver)
+}
+
+// of returns node i's last audit, nil before the first ended.
+func (a *auditor) of(i int) *NodeAudit {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.last[i] == nil {
+		return nil
+	}
+	c := *a.last[i]
+	return &c
+}
+
+// firstAuditAfter is how long after the Redlock's first attempt to
+// acquire its first audit starts: a short-lived process's first locks do
+// not share the nodes with it, and one that closes sooner is not audited.
+const firstAuditAfter = time.Second
+
+// auditFirst starts the Redlock's first audit of every node in the
+// background, firstAuditAfter after its first attempt to acquire ended
+// (now, with WithSafeQuorum, whose first attempt waits for it).
+func (e *engine) auditFirst(after time.Duration) {
+	e.audits.once.Do(func() {
+		if !e.auditLater(after) { // closed
+			e.audits.firstOnce.Do(func() { close(e.audits.first) })
+		}
+	})
+}
+
+// auditLater audits every node in the background after a pause of after,
+// unless an audit started that way runs (or the engine is closed): it
+// reports whether it started one. Close cuts the pause and the audit
+// short.
+func (e *engine) auditLater(after time.Duration) bool {
+	au := e.audits
+	au.mu.Lock()
+	if au.running {
+		au.mu.Unlock()
+		return false
+	}
+	au.running = true
+	au.mu.Unlock()
+	if e.track(1) != nil {
+		return false
+	}
+	go func() {
+		defer e.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			select {
+			case <-e.done:
+				cancel()
+			case <-stop:
+			}
+		})
+		if e.sleep(after) {
+			e.audit(ctx)
+		}
+		close(stop)
+		wg.Wait()
+		au.mu.Lock()
+		au.running = false
+		au.mu.Unlock()
+		au.firstOnce.Do(func() { close(au.first) })
+	}()
+	return true
+}
+
+// safe counts the nodes found safe by their last audit, says why each
+// other is not, and returns when the last audit ended.
+func (au *auditor) safe() (safe int, why []string, last time.Time) {
+	au.mu.Lock()
+	defer au.mu.Unlock()
+	for i, a := range au.last {
+		switch {
+		case a == nil:
+			why = append(why, fmt.Sprintf("node %d not audited", i))
+			continue
+		case a.Err != nil:
+			why = append(why, fmt.Sprintf("node %d could not be audited", i))
+		case a.Verdict() >= SeverityUnsafe:
+			why = append(why, fmt.Sprintf("node %d unsafe (%s)", i, a.Findings[0].Code))
+		default:
+			safe++
+		}
+		if a.At.After(last) {
+			last = a.At
+		}
+	}
+	return safe, why, last
+}
+
+// reauditEvery is how often, at most, acquisitions refused by
+// WithSafeQuorum start another audit, so that a node fixed meanwhile is
+// found safe again.
+const reauditEvery = 5 * time.Second
+
+// safeQuorum refuses, with WithSafeQuorum, an acquisition that needs q
+// nodes (0: a majority) while fewer than q were found safe by their last
+// audit; it waits for the first audit, at most until ctx ends. Without the
+// option it returns nil at once.
+func (e *engine) safeQuorum(ctx context.Context, q int) error {
+	au := e.audits
+	if !au.gate {
+		return nil
+	}
+	e.auditFirst(0)
+	select {
+	case <-au.first:
+	case <-ctx.Done():
+		return errors.Join(fmt.Errorf("%w: the nodes' first audit had not ended (WithSafeQuorum)", ErrNotAcquired), ctx.Err())
+	}
+	if q == 0 {
+		q = quorum(e.pool.size())
+	}
+	safe, why, last := au.safe()
+	if safe >= q {
+		return nil
+	}
+	if e.now().Sub(last) >= reauditEvery {
+		e.auditLater(0)
+	}
+	return fmt.Errorf("%w: %d of %d nodes safe by their last audit, quorum %d (WithSafeQuorum): %s",
+		ErrNotAcquired, safe, len(au.last), q, strings.Join(why, ", "))
+}
+
+// audit audits every node at once, records and tells what it found, and
+// returns it once every node's audit ended, or ctx did.
+func (e *engine) audit(ctx context.Context) []NodeAudit {
+	n := e.pool.size()
+	out := make([]NodeAudit, n)
+	ends := make(chan int, n)
+	for i := range n {
+		out[i] = NodeAudit{Index: i, Addr: e.pool.addr(i)}
+		res := make(chan NodeAudit, 1)
+		e.pool.wg.Go(func() { // counted as a node call: Close waits for it, within bounds
+			actx, cancel := context.WithTimeout(ctx, auditTimeout)
+			defer cancel()
+			res <- e.auditNode(actx, i)
+		})
+		go func() {
+			select {
+			case a := <-res:
+				out[i] = a
+			case <-ctx.Done():
+				out[i].Err = e.nodeError(i, ctx.Err())
+			}
+			ends <- i
+		}()
+	}
+	for range n {
+		i := <-ends
+		e.recordAudit(&out[i])
+	}
+	return out
+}
+
+// auditNode reads node i and judges what it read.
+func (e *engine) auditNode(ctx context.Context, i int) NodeAudit {
+	a := NodeAudit{Index: i, Addr: e.pool.addr(i)}
+	au, ok := e.pool.nodes[i].(node.Auditor)
+	if !ok {
+		a.Findings = []Finding{{SeverityInfo, "rights", "this node cannot be audited"}}
+		a.At = e.now()
+		return a
+	}
+	f, err := au.Audit(ctx)
+	a.At = e.now()
+	if err != nil {
+		err = node.Classify(node.ClientErr(err))
+		a.Err = e.nodeError(i, err)
+		code, msg := "unreachable", "the node could not be reached: it takes no part in locks until it can"
+		if errors.Is(err, ErrMisconfigured) {
+			code, msg = "refused", "the node refuses this client (check its password, user and TLS settings): it takes no part in locks until it accepts it"
+		}
+		a.Findings = []Finding{{SeverityDegraded, code, msg + ": " + err.Error()}}
+		return a
+	}
+	e.audits.judge(&a, f)
+	return a
+}
+
+// recordAudit keeps a as its node's last audit, and tells the
+// AuditObserver of each finding above info not told before for that node.
+func (e *engine) recordAudit(a *NodeAudit) {
+	au := e.audits
+	au.mu.Lock()
+	if a.Err == nil || au.last[a.Index] == nil || au.last[a.Index].Err != nil {
+		// A cancelled audit keeps what the last one read.
+		c := *a
+		au.last[a.Index] = &c
+	}
+	if au.told[a.Index] == nil {
+		au.told[a.Index] = map[string]bool{}
+	}
+	var tell []Finding
+	for _, f := range a.Findings {
+		if au.observer != nil && f.Severity >= SeverityDegraded && !au.told[a.Index][f.Code] {
+			au.told[a.Index][f.Code] = true
+			tell = append(tell, f)
+		}
+	}
+	au.mu.Unlock()
+	for _, f := range tell {
+		au.observer.Found(a.Index, a.Addr, f)
+	}
+}
+
+// judge fills a from the facts f and judges them.
+func (au *auditor) judge(a *NodeAudit, f node.Facts) {
+	info := f.Info
+	a.Server, a.Version = "redis", info["redis_version"]
+	if v := info["valkey_version"]; v != "" {
+		a.Server, a.Version = "valkey", v
+	}
+	if info == nil {
+		a.Server = ""
+	}
+	a.Role = info["role"]
+	if a.Role == "slave" {
+		a.Role = "replica"
+	}
+	a.Replicas, _ = strconv.Atoi(info["connected_slaves"])
+	a.MaxMemory, _ = strconv.ParseInt(cmp.Or(f.Config["maxmemory"], info["maxmemory"]), 10, 64)
+	a.Policy = cmp.Or(f.Config["maxmemory-policy"], info["maxmemory_policy"])
+	a.AppendOnly = f.Config["appendonly"] == "yes" || info["aof_enabled"] == "1"
+	a.AppendFsync = f.Config["appendfsync"]
+	if f.Clocked {
+		a.ClockOffset, a.RoundTrip = f.Offset, f.RoundTrip
+	}
+	a.User = f.User
+	for cmd, err := range f.Rights {
+		if err != nil {
+			a.Missing = append(a.Missing, cmd)
+		}
+	}
+	slices.Sort(a.Missing)
+	if f.Rights["evalsha"] == nil {
+		a.Ways = append(a.Ways, "scripts")
+	}
+	if f.DelEx {
+		a.Ways = append(a.Ways, "native")
+	}
+	a.Ways = append(a.Ways, "transactions")
+
+	var fs []Finding
+	add := func(s Severity, code, format string, args ...any) { // an addFunc
+		fs = append(fs, Finding{s, code, fmt.Sprintf(format, args...)})
+	}
+	if info != nil {
+		add(SeverityInfo, "server", "%s %s, %s with %d replicas", a.Server, a.Version, a.Role, a.Replicas)
+	}
+	au.judgeKeeping(a, f, add)
+	au.judgeRights(a, f, add)
+	slices.SortStableFunc(fs, func(x, y Finding) int { return int(y.Severity) - int(x.Severity) })
+	a.Findings = fs
+}
+
+// judgeKeeping judges whether the node keeps a key for its TTL: eviction,
+// persistence, replication, its clock.
+func (au *auditor) judgeKeeping(a *NodeAudit, f node.Facts, add addFunc) {
+	judgeEviction(a, add)
+	if f.Info != nil || f.Config != nil {
+		au.judgePersistence(a, add)
+	}
+	au.judgeReplication(a, add)
+	if f.Clocked {
+		au.judgeClock(a, add)
+	}
+}
+
+// addFunc adds a finding.
+type addFunc func(s Severity, code, format string, args ...any)
+
+func judgeEviction(a *NodeAudit, add addFunc) {
+	switch {
+	case a.Policy == "" || a.Policy == "noeviction":
+	case a.MaxMemory == 0:
+		add(SeverityInfo, "eviction", "maxmemory-policy %s has no effect while maxmemory is 0 (no limit); set noeviction before setting a limit", a.Policy)
+	case strings.HasPrefix(a.Policy, "volatile-"):
+		add(SeverityUnsafe, "eviction", "maxmemory %d with maxmemory-policy %s: under memory pressure the node evicts keys that have a TTL, "+
+			"and every lock key has one: a held lock can vanish and be taken by another client; set maxmemory-policy noeviction", a.MaxMemory, a.Policy)
+	default:
+		add(SeverityUnsafe, "eviction", "maxmemory %d with maxmemory-policy %s: under memory pressure the node evicts keys, "+
+			"lock keys included: a held lock can vanish and be taken by another client; set maxmemory-policy noeviction", a.MaxMemory, a.Policy)
+	}
+}
+
+func (au *auditor) judgePersistence(a *NodeAudit, add addFunc) {
+	var lose string
+	switch {
+	case !a.AppendOnly:
+		lose = "appendonly no: a restarted node has forgotten the locks it granted"
+	case a.AppendFsync == "":
+		add(SeverityInfo, "config", "CONFIG GET refused: appendfsync unknown (always is needed to keep every grant across a crash)")
+	case a.AppendFsync != "always":
+		lose = "appendfsync " + a.AppendFsync + ": a crash loses the last grants, which a restarted node has then forgotten"
+	}
+	switch {
+	case lose == "":
+	case au.restart > 0:
+		add(SeverityInfo, "persistence", "%s; the restart delay (%v) covers it", lose, au.restart)
+	default:
+		add(SeverityUnsafe, "persistence", "%s, and another client can take them; set appendonly yes and appendfsync always, or use WithRestartDelay", lose)
+	}
+}
+
+func (au *auditor) judgeReplication(a *NodeAudit, add addFunc) {
+	switch {
+	case a.Role == "replica":
+		add(SeverityDegraded, "replication", "the node is a replica: it refuses writes; give the library its master")
+	case a.Replicas > 0 && au.replicas == 0:
+		add(SeverityUnsafe, "replication", "%d replicas attached and no WithReplicaAck: a failover to a replica that had not received "+
+			"a fresh grant loses it; use WithReplicaAck", a.Replicas)
+	case au.replicas > a.Replicas:
+		add(SeverityDegraded, "replication", "WithReplicaAck waits for %d replicas and %d are attached: every grant fails there", au.replicas, a.Replicas)
+	}
+}
+
+func (au *auditor) judgeClock(a *NodeAudit, add addFunc) {
+	off := a.ClockOffset.Round(time.Millisecond)
+	switch {
+	case au.tolerance > 0 && abs(a.ClockOffset) > au.tolerance+a.RoundTrip/2:
+		add(SeverityDegraded, "clock", "the node's clock is %v from this process's: the clock guard does not count its votes; synchronise its clock (NTP)", off)
+	case au.tolerance == 0 && abs(a.ClockOffset) > DefaultClockTolerance:
+		add(SeverityUnsafe, "clock", "the node's clock is %v from this process's and the clock guard is off: its keys expire early or late; "+
+			"synchronise its clock (NTP)", off)
+	}
+}
+
+// judgeRights judges the rights the user lacks.
+func (au *auditor) judgeRights(a *NodeAudit, f node.Facts, add addFunc) {
+	missing := func(cmds ...string) []string {
+		var out []string
+		for _, c := range cmds {
+			if f.Rights[c] != nil {
+				out = append(out, strings.ToUpper(c))
+			}
+		}
+		return out
+	}
+	if m := missing("set", "del", "pexpire", "pttl"); len(m) > 0 {
+		add(SeverityUnsafe, "commands", "%s refused: every lock fails on this node; grant them (docs/DEPLOYMENTS.md has the ACL line)", strings.Join(m, ", "))
+	}
+	for _, r := range []struct {
+		code string
+		cmds []string
+		what string
+	}{
+		{"scripts", []string{"evalsha", "eval", "script|load"}, "the node is spoken to by transactions: a Mutex works; semaphores, reader-writer and multi-name locks are refused there"},
+		{"queue", []string{"zadd", "zrem", "zpopmin"}, "waiters do not take turns on this node"},
+		{"channels", []string{"publish", "subscribe"}, "releases are not announced there: waiters poll (grant &redlock:* and the commands)"},
+		{"time", []string{"time"}, "the node's clock is not checked (see WithClockTolerance)"},
+		{"info", []string{"info"}, "the node is not checked for being the same server as another, and cannot be audited in full"},
+	} {
+		if m := missing(r.cmds...); len(m) > 0 {
+			add(SeverityDegraded, r.code, "%s refused: %s", strings.Join(m, ", "), r.what)
+		}
+	}
+	if !f.DryRun {
+		add(SeverityInfo, "rights", "ACL DRYRUN refused: each command was tried in a form that changes nothing; SUBSCRIBE was not checked")
+	}
+}
