@@ -127,16 +127,6 @@ func lockCases() []fakeCase {
 				{op: reentrant(k, "p", false), want: granted},
 			}
 		}},
-		{"reentrant: a fresh acquisition over the owner's stale holds", func(k string) []step {
-			return []step{
-				{op: reentrant(k, "o", false), want: granted},
-				{op: reentrant(k, "o", true), want: granted}, // two holds its Mutex no longer has
-				{op: reentrant(k, "o", false), want: granted},
-				{op: drop(k, "o", node.DropUndo), want: granted}, // the attempt failed elsewhere: frees
-				{op: drop(k, "o", node.DropUndo), want: gone},
-				{op: reentrant(k, "p", false), want: granted},
-			}
-		}},
 		{"reentrant: undo, extend, fence", func(k string) []step {
 			fe := reentrant(k, "o", false)
 			fe.FenceKey = node.FenceKey(k)

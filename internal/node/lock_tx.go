@@ -174,10 +174,8 @@ func (o *Acquire) reentrantWrites(kind string, owned bool, pttl int64) ([][]any,
 		return nil, nil // released or lost meanwhile: never re-created
 	case kind == "none":
 		return [][]any{{"hset", o.Key, o.Token, 1}, {"pexpire", o.Key, o.TTL.Milliseconds()}}, nil
-	case kind == "hash" && owned && o.Reenter:
+	case kind == "hash" && owned:
 		return [][]any{{"hincrby", o.Key, o.Token, 1}, {"pexpire", o.Key, o.TTL.Milliseconds()}}, nil
-	case kind == "hash" && owned: // stale holds: see acquire_reentrant.lua
-		return [][]any{{"hset", o.Key, o.Token, 1}, {"pexpire", o.Key, o.TTL.Milliseconds()}}, nil
 	}
 	return nil, alien(o.Key, kind, pttl)
 }

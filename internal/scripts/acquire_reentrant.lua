@@ -34,18 +34,7 @@ if kind == "none" then
 	return {1, n}
 end
 if kind == "hash" and redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then
-	local holds = 1
-	if ARGV[3] == "1" then
-		holds = redis.call("HINCRBY", KEYS[1], ARGV[1], 1)
-	else
-		-- A fresh acquisition by an owner whose Mutex holds nothing: the
-		-- holds left here are stale (a release that never reached this
-		-- node). Counting on them would keep the key alive past its TTL,
-		-- since a failed attempt's undo drops one hold and re-arming
-		-- leaves the rest: owners each stuck on a node of their own would
-		-- refuse each other for as long as they retried.
-		redis.call("HSET", KEYS[1], ARGV[1], 1)
-	end
+	local holds = redis.call("HINCRBY", KEYS[1], ARGV[1], 1)
 	redis.call("PEXPIRE", KEYS[1], ARGV[2])
 	return {holds, n}
 end

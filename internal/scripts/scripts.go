@@ -137,7 +137,7 @@ var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: 
 // unless the node has been up less than ARGV[4] seconds; it returns
 // {holds, counter} (holds 0: held by another) or {-1, uptime}; an error
 // reply when KEYS[1] holds something that is not a lock.
-var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "ec0a79f4bdcafd7129eca7369ca3cb2e5267b7cb"}
+var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "81008efba1c7b52eaa83c823315cc9e27887ddc5"}
 
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner

@@ -102,9 +102,6 @@ func (n *Fake) grantReentrant(r *node.Acquire) (bool, string, error) {
 			return false, "", nil
 		}
 		e.Holds++
-		if !r.Reenter {
-			e.Holds = 1 // the owner's holds left here are stale
-		}
 		e.Expires = time.Now().Add(r.TTL)
 		n.Data[r.Key] = e
 		return true, "", nil
