@@ -123,9 +123,6 @@ func reentrantLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 	for ctx.Err() == nil {
 		attempt := time.Now()
 		if err := mu.LockWithin(ctx, waitFor(rng)); err != nil {
-			if DebugErr != nil {
-				DebugErr(c.idx, err)
-			}
 			idle(rng)
 			continue
 		}
@@ -258,5 +255,3 @@ func doLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 		idle(rng)
 	}
 }
-
-var DebugErr func(int, error)
