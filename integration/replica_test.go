@@ -97,7 +97,7 @@ func TestReplicaAckStoppedReplica(t *testing.T) {
 	c := replicated(t)
 	obs := &failures{}
 	rl := redlockOn(t, c, []int{0, 1, 2}, redlock.WithObserver(obs),
-		redlock.WithNodeTimeout(300*time.Millisecond), redlock.WithReplicaAck(1, 100*time.Millisecond))
+		redlock.WithNodeTimeout(800*time.Millisecond), redlock.WithReplicaAck(1, 400*time.Millisecond))
 	ctx := t.Context()
 	m := newMutex(t, rl, "replica:held", redlock.WithTTL(10*time.Second))
 	require.NoError(t, m.TryLock(ctx), "every replica acknowledges")
@@ -111,7 +111,7 @@ func TestReplicaAckStoppedReplica(t *testing.T) {
 	require.Eventually(t, func() bool { return len(obs.of(0, since)) > 0 }, 2*time.Second, 10*time.Millisecond)
 	f := obs.of(0, since)[0]
 	assert.ErrorIs(t, f.e, redlock.ErrNotReplicated, "the node it did without, reported: %v", f.e)
-	assert.Contains(t, f.e.Error(), "0 of 1 replicas acknowledged within 100ms")
+	assert.Contains(t, f.e.Error(), "0 of 1 replicas acknowledged within 400ms")
 	assert.Equal(t, c.Addr(0), f.e.Addr)
 
 	err := m.Extend(ctx)
