@@ -151,7 +151,8 @@ func (h *history) overlaps(res string, hs []hold) []string {
 }
 
 // fences checks that fencing tokens increase along acquisitions, between
-// two acquisitions with no node restarted without its data in between.
+// two acquisitions with no node restarted without its data from the first
+// one's grant to the second one's.
 func (h *history) fences(res string, hs []hold) []string {
 	var out []string
 	for _, b := range hs {
@@ -159,7 +160,9 @@ func (h *history) fences(res string, hs []hold) []string {
 			continue
 		}
 		for _, a := range hs {
-			if a.fence == 0 || !a.start.Before(b.attempt) || a.fence < b.fence || h.wipedBetween(a.start, b.attempt) {
+			// A node wiped before b read the counters (at its grant, after
+			// its attempt began) no longer kept the token it recorded.
+			if a.fence == 0 || !a.start.Before(b.attempt) || a.fence < b.fence || h.wipedBetween(a.start, b.start) {
 				continue
 			}
 			out = append(out, fmt.Sprintf("%s: %s got fence %d at %v, after %s got %d at %v",
