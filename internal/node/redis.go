@@ -257,13 +257,10 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	at := n.exchange(ctx, pipe, batch, cmds)
 	refused := false
 	for _, c := range batch {
-		for i, cmd := range c.cmds {
-			// The node lost its script cache (a restart): EVAL loads it.
-			if eval := evalFallback(ctx, n.client, cmd); eval != nil {
-				c.cmds[i] = eval
-			}
-			if scriptsRefused(c.cmds[i].Err()) {
-				n.refuseScripts(c.cmds[i].Err())
+		reload(ctx, n.client, c.cmds)
+		for _, cmd := range c.cmds {
+			if scriptsRefused(cmd.Err()) {
+				n.refuseScripts(cmd.Err())
 				refused = true
 			}
 		}

@@ -44,9 +44,43 @@ func script(ctx context.Context, s *scripts.Script, keys []string, args ...any) 
 	return redis.NewCmd(ctx, evalArgs(s, keys, args...)...)
 }
 
-// evalFallback returns the EVAL that replaces cmd, an EVALSHA the node
-// answered NOSCRIPT, run on c; nil when cmd is no such command.
-func evalFallback(ctx context.Context, c redis.Scripter, cmd redis.Cmder) redis.Cmder {
+// reload runs again, as EVAL (which loads the script), each EVALSHA of
+// one call's cmds that the node answered NOSCRIPT (it lost its script
+// cache: a restart, a failover), and replaces it with its EVAL. A WAIT
+// that followed such a script in cmds ran after nothing was written, and
+// would vouch for a write it never waited for: it is sent again after the
+// EVALs, in the same pipeline (one connection, whose last write it waits
+// for), and replaces the first.
+func reload(ctx context.Context, c redis.UniversalClient, cmds []redis.Cmder) {
+	var pipe redis.Pipeliner
+	wait := -1
+	for i, cmd := range cmds {
+		if pipe != nil && cmd.Name() == "wait" {
+			wait = i
+		}
+		eval := evalOf(ctx, cmd)
+		if eval == nil {
+			continue
+		}
+		if pipe == nil {
+			pipe = c.Pipeline()
+		}
+		cmds[i] = eval
+		_ = pipe.Process(ctx, eval)
+	}
+	if pipe == nil {
+		return
+	}
+	if wait >= 0 {
+		cmds[wait] = redis.NewIntCmd(ctx, cmds[wait].Args()...)
+		_ = pipe.Process(ctx, cmds[wait])
+	}
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+}
+
+// evalOf returns the EVAL that replaces cmd, an EVALSHA the node answered
+// NOSCRIPT; nil when cmd is no such command.
+func evalOf(ctx context.Context, cmd redis.Cmder) *redis.Cmd {
 	if cmd.Err() == nil || !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		return nil
 	}
@@ -60,11 +94,9 @@ func evalFallback(ctx context.Context, c redis.Scripter, cmd redis.Cmder) redis.
 		return nil
 	}
 	n, _ := args[2].(int)
-	keys := make([]string, 0, n)
-	for _, k := range args[3 : 3+n] {
-		keys = append(keys, k.(string))
-	}
-	return c.Eval(ctx, s.Source, keys, args[3+n:]...)
+	eval := make([]any, 0, len(args))
+	eval = append(eval, "eval", s.Source, n)
+	return redis.NewCmd(ctx, append(eval, args[3:]...)...)
 }
 
 // encoding is an operation's command arguments, per layout (plain or
