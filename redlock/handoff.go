@@ -141,7 +141,7 @@ func (wt *waiting) tryHanded(ctx context.Context, try func(ctx context.Context, 
 	g, ok := wt.handed()
 	ho.used = true
 	if ok {
-		wt.h.take(ctx, ho.token, ho.token, g, false)
+		wt.h.take(ctx, ho.token, ho.token, g)
 		return refusal{}, nil
 	}
 	return try(ctx, ho.token)

@@ -28,7 +28,7 @@ type LockState struct {
 	// Nodes has one entry per node, in the order of the clients given to
 	// [New].
 	Nodes []NodeLockState
-	// Holder is the token (for a reentrant lock, the owner id) that holds
+	// Holder is the token (for a reentrant lock, with its hold count) that holds
 	// the lock on the most nodes; "" when no node holds it.
 	Holder string
 	// Held is how many nodes Holder holds the lock on.
@@ -140,8 +140,8 @@ type NodeLockState struct {
 	// TTL is how long the node was to keep the lock when it answered (its
 	// PTTL); 0 when free.
 	TTL time.Duration
-	// Holder is the holder's token, or for a reentrant lock (see
-	// [WithReentrant]) its owner id; "" when free. Tokens are secrets of
+	// Holder is the holder's token (a reentrant lock's too: see
+	// [WithReentrant]); "" when free. Tokens are secrets of
 	// sorts: whoever knows one can release or extend that acquisition.
 	Holder string
 	// Reentrant is set when the lock is a reentrant one.
@@ -300,7 +300,7 @@ type ForcedRelease struct {
 	Err error
 	// Deleted is set when the node held the lock and deleted it.
 	Deleted bool
-	// Holder is the token (for a reentrant lock, the owner id) of the lock
+	// Holder is the token (for a reentrant lock, with its hold count) of the lock
 	// deleted; "" when the node did not hold it.
 	Holder string
 	// Reentrant is set when the lock deleted was a reentrant one.

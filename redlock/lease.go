@@ -21,8 +21,7 @@ import (
 // or its loss. Fields after done are guarded by the holder's mu.
 type lease struct {
 	token string
-	// notice is unique to the acquisition: its release announces it (a
-	// reentrant lock's token is the same for all its acquisitions).
+	// notice is unique to the acquisition: its release announces it.
 	notice string
 	start  time.Time // the attempt's start: the validity counts from it
 	fence  uint64    // the fencing token; 0 when not fenced
@@ -102,19 +101,11 @@ func (h *holder) holding() bool {
 }
 
 // take makes g, the acquisition of token, the holder's lease, ends the
-// one it replaces, and starts its renewal when asked to. With join, a live
-// lease of the same token (a reentrant lock's, taken meanwhile by another
-// goroutine's first TryLock) gets one more hold instead.
-func (h *holder) take(ctx context.Context, token, notice string, g grant, join bool) {
+// one it replaces, and starts its renewal when asked to.
+func (h *holder) take(ctx context.Context, token, notice string, g grant) {
 	l := &lease{token: token, notice: notice, start: g.start, fence: g.fence, done: make(chan struct{}), until: g.until, holds: 1, voters: g.voters, jumps: g.jumps}
 	h.mu.Lock()
 	old := h.lease
-	if join && old.live() {
-		old.holds++
-		h.moveUntil(old, g.until)
-		h.mu.Unlock()
-		return
-	}
 	h.lease = l
 	l.loss = time.AfterFunc(h.untilLoss(l), func() { h.end(l, h.ranOut(l)) })
 	h.mu.Unlock()

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -78,23 +79,39 @@ func (plainLock) acquire(name, token string, cfg *config, _ bool) *node.Acquire 
 func (plainLock) release(name string, l *lease) node.Op { return announced(name, l) }
 
 // reentrantLock is a lock whose Mutex value is its owner (WithReentrant):
-// every acquisition's token is the owner's id, so that the Mutex
-// recognises its own lock on the nodes, and each TryLock while it holds
-// the lock takes one more hold.
+// each TryLock while the Mutex holds the lock takes one more hold on that
+// acquisition. Every acquisition has a token of its own, as a plain lock's
+// does: a hold that an acquisition left on a node (a release that did not
+// reach it, an undo still on its way) is another's to the next
+// acquisition, which neither re-arms it nor counts it, so that it ends
+// with its TTL. The owner's goroutines take turns for a first
+// acquisition: the second waits for the first, then takes one more hold
+// on what it won.
 type reentrantLock struct {
 	lockBase
-	owner string
+	turn chan struct{} // one acquisition of the owner at a time
 }
 
-func newReentrant() (*reentrantLock, error) {
-	id, err := uuid.NewRandom()
-	if err != nil {
-		return nil, fmt.Errorf("redlock: owner id: %w", err)
+func newReentrant() *reentrantLock { return &reentrantLock{turn: make(chan struct{}, 1)} }
+
+// tryLock is m's TryLock: one more hold on m's live lease, or else a new
+// acquisition, one of the owner's goroutines at a time.
+func (re *reentrantLock) tryLock(ctx context.Context, m *Mutex, released string, reasks int) (refusal, error) {
+	select {
+	case re.turn <- struct{}{}:
+	case <-ctx.Done():
+		return refusal{}, errors.Join(fmt.Errorf("%w: context done while another goroutine of the owner tried", ErrNotAcquired), ctx.Err())
 	}
-	return &reentrantLock{owner: id.String()}, nil
+	defer func() { <-re.turn }()
+	if l := m.live(); l != nil {
+		return refusal{}, re.reenter(ctx, m, l)
+	}
+	token, notice, err := re.token()
+	if err != nil {
+		return refusal{}, err
+	}
+	return m.tryWith(ctx, token, notice, released, reasks)
 }
-
-func (re *reentrantLock) token() (string, string, error) { return re.owner, uuid.NewString(), nil }
 
 func (*reentrantLock) acquire(name, token string, cfg *config, reenter bool) *node.Acquire {
 	op := newAcquire(name, token, cfg)

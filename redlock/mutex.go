@@ -131,9 +131,7 @@ func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (refus
 		return refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
 	}
 	if re, ok := m.lock.(*reentrantLock); ok {
-		if l := m.live(); l != nil {
-			return refusal{}, re.reenter(ctx, m, l)
-		}
+		return re.tryLock(ctx, m, released, reasks)
 	}
 	token, notice, err := m.lock.token()
 	if err != nil {
@@ -151,8 +149,7 @@ func (m *Mutex) tryWith(ctx context.Context, token, notice, released string, rea
 	if err != nil {
 		return failed, err
 	}
-	_, reentrant := m.lock.(*reentrantLock)
-	m.h.take(ctx, token, notice, g, reentrant)
+	m.h.take(ctx, token, notice, g)
 	return refusal{}, nil
 }
 

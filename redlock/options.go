@@ -216,8 +216,10 @@ func WithMaxHold(d time.Duration) Option {
 // (Go has no thread identity to use): every goroutine using that Mutex
 // shares its ownership, and another Mutex, even on the same Redlock and
 // name, is another owner and is refused. On each node the key is a hash
-// whose one field, the owner's id, counts its holds, as Redisson stores
-// them; a reentrant and a non-reentrant Mutex on the same name refuse each
+// whose one field, the acquisition's token, counts its holds, as Redisson
+// stores them (there the field is the thread); each acquisition has a
+// token of its own, so that a hold an earlier one left on a node is
+// another's and ends with its TTL; a reentrant and a non-reentrant Mutex on the same name refuse each
 // other (the key of the other kind counts as held). Default: off (plain string keys).
 func WithReentrant() Option {
 	return optionFunc(func(c *config) error {

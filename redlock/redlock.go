@@ -142,11 +142,7 @@ func (r *Redlock) initMutex(m *Mutex, name string, cfg config, kind lockKind) er
 	switch {
 	case kind != nil:
 	case cfg.reentrant:
-		re, err := newReentrant()
-		if err != nil {
-			return err
-		}
-		kind = re
+		kind = newReentrant()
 	default:
 		kind = plainLock{}
 	}

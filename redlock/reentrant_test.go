@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"errors"
+
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 
@@ -210,5 +212,31 @@ func TestReentrantFailedFirstLockLeavesNoKey(t *testing.T) {
 		require.ErrorIs(t, m.TryLock(t.Context()), ErrNotAcquired)
 		synctest.Wait()
 		assert.Zero(t, keyOn(fs[3:], "k"), "the two grants are undone")
+	})
+}
+
+// A hold an earlier acquisition left on a node (its release failed there)
+// is another's to the Mutex's next acquisition: it is neither counted nor
+// re-armed, so that it ends with its TTL. Were it the owner's, every
+// attempt would re-arm it, and owners that each left one on a node of
+// their own would refuse one another for ever (the simulator found it).
+func TestReentrantLeftHoldIsNotReArmed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithReentrant(), WithTTL(10*time.Second))
+		require.NoError(t, m.Lock(t.Context()))
+		synctest.Wait()
+		left := fs[0].Expiry("k")
+		fs[0].Faults(func(n *nodetest.Fake) { n.Err = errors.New("down") })
+		require.NoError(t, m.Unlock(t.Context()), "released on 2 of 3")
+		fs[0].Faults(func(n *nodetest.Fake) { n.Err = nil })
+
+		time.Sleep(time.Second)
+		require.NoError(t, m.Lock(t.Context()), "nodes 1 and 2")
+		synctest.Wait()
+		v, _ := fs[0].Get("k")
+		assert.NotEqual(t, m.live().token, v, "the left hold is not the new acquisition's")
+		assert.Equal(t, left, fs[0].Expiry("k"), "nor re-armed by it")
+		require.NoError(t, m.Unlock(t.Context()))
 	})
 }

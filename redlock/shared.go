@@ -89,7 +89,7 @@ func (s *shared) try(ctx context.Context, _ string) (refusal, error) {
 	if err != nil {
 		return failed, err
 	}
-	s.h.take(ctx, token, token, g, false)
+	s.h.take(ctx, token, token, g)
 	return refusal{}, nil
 }
 

@@ -22,8 +22,8 @@ import (
 // Grant when there is a holder or a counter to report.
 type Acquire struct {
 	Key string
-	// Token is the acquisition's random token, or for a reentrant lock the
-	// owner id of the Mutex.
+	// Token is the acquisition's random token (a reentrant lock's hash
+	// field: its holds are counted under it).
 	Token     string
 	TTL       time.Duration
 	Reentrant bool
