@@ -107,9 +107,9 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 		return grant{}, refusal{hopeless: true, local: true}, err
 	}
 	if a, ok := s.op.(*node.Acquire); ok {
-		// A plain grant reads the node's time only as often as the guard
-		// needs (see clockguard.go); with no guard, never.
-		a.Clock = e.guard != nil && e.guard.due(e.now())
+		// Every grant carries the node's time while the guard is on (see
+		// clockguard.go); with no guard, none does.
+		a.Clock = e.guard != nil
 	}
 	if e.guard != nil {
 		e.guard.inUse(s.cfg.ttl)

@@ -139,14 +139,14 @@ func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.O
 		// Apart from the reported one below, so that its closure holds no
 		// more than without a report.
 		p.nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-			done.receive(p.clocked(i, now, op, p.received(i, rep)))
+			done.receive(p.clocked(i, now, p.received(i, rep)))
 			p.wg.Done()
 		})
 		return
 	}
 	w := watchAfter(ctx, &p.wg, p, i, now, timeout, report)
 	p.nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-		rep = p.clocked(i, now, op, p.received(i, rep))
+		rep = p.clocked(i, now, p.received(i, rep))
 		w.replied(rep, p.now().After(sendBy))
 		done.receive(rep)
 		p.wg.Done()
@@ -452,21 +452,11 @@ func (p *pool) way(i int) node.Way {
 	return node.Scripts
 }
 
-// clocked passes node i's reply to op, sent at sent, through the guard: a
-// vote from a node that may not vote becomes an error wrapping
+// clocked passes node i's reply, to a request sent at sent, through the
+// guard: a vote from a node that may not vote becomes an error wrapping
 // ErrClockJump (the node may hold the token: an attempt undoes it there).
-// A vote that carries no time (a plain grant not asked for it) is judged
-// by what the guard knows of the node already.
-func (p *pool) clocked(i int, sent time.Time, op node.Op, rep node.Reply) node.Reply {
-	if p.guard == nil || rep.Err != nil {
-		return rep
-	}
-	if rep.Time.IsZero() {
-		if a, ok := op.(*node.Acquire); ok && rep.OK && !a.Clocked() {
-			if why := p.guard.refused(i); why != nil {
-				return node.Reply{Err: why, Value: rep.Value}
-			}
-		}
+func (p *pool) clocked(i int, sent time.Time, rep node.Reply) node.Reply {
+	if p.guard == nil || rep.Err != nil || rep.Time.IsZero() {
 		return rep
 	}
 	if why := p.guard.check(i, sent, p.now(), rep.Time); why != nil && rep.OK {

@@ -26,7 +26,7 @@
 --                 stored.lua, which scripts.go puts in front of this file),
 --                 or SET failed otherwise
 --
--- The grant asked no time ends here, ahead of the functions the rest
+-- A grant ends here, ahead of the functions the rest
 -- needs (stored.lua, granted.lua and acquire_plain_tail.lua follow, put
 -- there by scripts.go): Lua makes a closure of each local function a
 -- script defines, on every call, whether it runs or not.
@@ -34,6 +34,15 @@
 -- One SET ... NX GET rather than GET then SET: a command fewer per call
 -- (about a seventh of the script's cost on Redis 7.0).
 local v = redis.pcall("SET", KEYS[1], ARGV[1], "NX", "GET", "PX", ARGV[2])
-if v == false and ARGV[3] ~= "1" then
-	return 1 -- granted, no time asked: nothing more runs (see release_head.lua)
+if v == false then
+	-- Granted: nothing more runs (see release_head.lua). The node's time,
+	-- when asked, is read here as node_time in granted.lua reads it.
+	if ARGV[3] ~= "1" then
+		return 1
+	end
+	local t = redis.pcall("TIME")
+	if t.err then
+		return 1
+	end
+	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end

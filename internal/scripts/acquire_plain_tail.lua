@@ -1,10 +1,6 @@
 -- acquire_plain_tail.lua is the rest of acquire_plain.lua (see there),
--- after the functions it needs: v is what its SET ... NX GET answered.
-if v == false then
-	-- granted, the node's time asked: in Unix milliseconds (see
-	-- granted.lua), or 1 when the user may not run TIME
-	return node_time() or 1
-end
+-- after the functions it needs: v is what its SET ... NX GET answered,
+-- other than a grant.
 if type(v) == "table" then
 	if string.sub(v.err, 1, 10) == "WRONGTYPE " then
 		return alien(KEYS[1]) or 0

@@ -122,7 +122,7 @@ var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6be
 // when the user may not run TIME)
 // when KEYS[1] holds ARGV[1] (now, or already), the value holding it otherwise, 0 when a reentrant lock holds
 // it, and an error reply when KEYS[1] holds something that is not a lock.
-var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSource + acquirePlainTailSource, Hash: "5330ba693226078351acda2164c3b179a7e3d4ee"}
+var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSource + acquirePlainTailSource, Hash: "fc6e5211e82cda476a1087b84753840fa016fd49"}
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
