@@ -49,7 +49,8 @@ type Redis struct {
 	// way is how the node is spoken to (a Way); see way.go.
 	way     atomic.Uint32
 	refusal atomic.Pointer[error] // the node's refusal of scripts, once seen
-	probe   sync.Once             // asks once whether the node has DELEX
+	probe   sync.Once             // asks once for the node's Caps
+	caps    atomic.Pointer[Caps]  // what the probe found; nil until it answered
 	forced  atomic.Bool           // the way was set, not found: no probe
 	told    sync.Once             // onWay is called once
 
@@ -84,6 +85,9 @@ type call struct {
 	cmds   []redis.Cmder
 	buf    [2]redis.Cmder
 	done   func(Reply)
+	// native is set when cmds are the server's own commands (see
+	// native.go), not the operation's script.
+	native bool
 }
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
@@ -116,7 +120,7 @@ func (n *Redis) Layout() Layout { return n.layout }
 
 // Do implements Node.
 func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply)) {
-	n.start.Do(n.run)
+	n.start.Do(func() { n.run(LaneOf(op)) })
 	c := callPool.Get().(*call)
 	c.ctx, c.sendBy, c.op, c.done = ctx, sendBy, op, done
 	if r, ok := op.(Runner); ok {
@@ -131,7 +135,14 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 		}
 		return
 	}
-	c.cmds = op.Encode(ctx, n.layout, c.buf[:0])
+	if w := n.Way(); w != Scripts {
+		if o, ok := op.(nativeOp); ok {
+			c.cmds, c.native = o.encodeNative(ctx, speech{way: w, caps: n.Caps()}, c.buf[:0])
+		}
+	}
+	if !c.native {
+		c.cmds = op.Encode(ctx, n.layout, c.buf[:0])
+	}
 	if len(c.cmds) == 0 && !isTimed(op) {
 		c.finish(op.Decode(nil)) // nothing to send
 		return
@@ -152,10 +163,13 @@ func (n *Redis) Ping(ctx context.Context) error {
 	return n.client.Ping(ctx).Err()
 }
 
-// run starts the workers, and loads the scripts into the node's cache so
-// that EVALSHA in a pipeline finds them (a node that is down or restarts
-// answers NOSCRIPT, and send falls back to EVAL, which loads them).
-func (n *Redis) run() {
+// run starts the workers, asks the node's Caps (with a key beside name,
+// the first lock name it is asked about), and loads the scripts into the
+// node's cache so that EVALSHA in a pipeline finds them (a node that is
+// down or restarts answers NOSCRIPT, and send falls back to EVAL, which
+// loads them).
+func (n *Redis) run(name string) {
+	n.wg.Go(func() { n.probeCaps(name) })
 	n.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -200,9 +214,10 @@ func (n *Redis) work() {
 // send makes one round trip for batch and hands each call its reply. Calls
 // whose sendBy has passed are answered ErrUnsent without being sent.
 func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
+	var rest []*call
 	if n.Way() != Scripts {
-		n.transactAll(batch)
-		return
+		batch, rest = pipelinable(batch)
+		defer n.transactAll(rest)
 	}
 	now := time.Now()
 	live := batch[:0]
@@ -268,7 +283,8 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 			}
 		}
 	}
-	var again []*call
+	var again, more []*call
+	var asks []func(context.Context, *Tx) Reply
 	for _, c := range batch {
 		if refused && slices.ContainsFunc(c.cmds, func(cmd redis.Cmder) bool { return scriptsRefused(cmd.Err()) }) {
 			// The node ran none of this call's scripts: it goes again,
@@ -276,13 +292,62 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 			again = append(again, c)
 			continue
 		}
-		rep := c.op.Decode(c.cmds)
-		if isTimed(c.op) && (rep.Time.IsZero() || n.layout.Sharded) {
-			rep.Time = at // a sharded layout's carries none (see clockFor)
+		var rep Reply
+		if c.native {
+			var ask func(context.Context, *Tx) Reply
+			if rep, ask = c.op.(nativeOp).decodeNative(c.cmds); ask != nil {
+				more, asks = append(more, c), append(asks, ask)
+				continue
+			}
+		} else {
+			rep = c.op.Decode(c.cmds)
 		}
-		c.finish(rep)
+		c.finish(n.timed(c.op, rep, at))
+	}
+	for i, c := range more {
+		// What a native command's reply left open (see native.go): the
+		// call's name has no other call in the batch (see pipelinable).
+		c.finish(n.timed(c.op, asks[i](c.ctx, n.tx(n.Way(), c.sendBy)), at))
 	}
 	n.transactAll(again)
+}
+
+// timed gives rep, the reply to op, the node's time at, read at the end
+// of its round trip, when op is Timed and its reply carries none.
+func (n *Redis) timed(op Op, rep Reply, at time.Time) Reply {
+	if isTimed(op) && (rep.Time.IsZero() || n.layout.Sharded) {
+		rep.Time = at // a sharded layout's carries none (see clockFor)
+	}
+	return rep
+}
+
+// pipelinable splits the batch of a node without scripts into the calls
+// whose commands are the server's own (see native.go), batched in one
+// round trip as scripts are, and the rest, carried by transactions. A
+// name with another call in the batch goes whole to the transactions,
+// which apply its calls one after the other: what a native reply leaves
+// open is asked after the round trip (see roundTrip), when a later call
+// of the same name would already have changed the key.
+func pipelinable(batch []*call) (pipelined, rest []*call) {
+	var names [MaxBatch]string
+	var shared [MaxBatch]bool
+	for i, c := range batch {
+		names[i] = LaneOf(c.op)
+		for j := range i {
+			if names[j] == names[i] {
+				shared[i], shared[j] = true, true
+			}
+		}
+	}
+	pipelined = batch[:0]
+	for i, c := range batch {
+		if c.native && !shared[i] {
+			pipelined = append(pipelined, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	return pipelined, rest
 }
 
 // finish hands c's reply to its callback and recycles c.
