@@ -29,11 +29,16 @@ type NodeHealth struct {
 	Off map[string]error
 	// Way is how the node is spoken to: "scripts" (Lua scripts, the
 	// default), or, for a node that refuses them (see [FeatureScripts] and
-	// [WithoutScripts]), "native" (the server's own DELEX for plain
-	// releases, transactions for the rest) or "transactions" (WATCH,
-	// MULTI, EXEC; also the way of a node told to avoid scripts that has
-	// not been asked yet whether it has DELEX).
+	// [WithoutScripts]), "native" (a plain Mutex's operations in the
+	// server's own commands, see [NodeCaps]; transactions for the rest)
+	// or "transactions" (a plain acquisition's SET NX GET PX, WATCH,
+	// MULTI and EXEC for the rest; also the way of a node told to avoid
+	// scripts that has not answered the probe yet).
 	Way string
+	// Caps is what the node's server is and which of its own
+	// compare-and-set commands its user may run, asked once, with the
+	// node's first request; zero until it answered.
+	Caps NodeCaps
 	// Clock is why the node does not vote now because of its clock (an
 	// error wrapping [ErrClockJump]; see [WithClockTolerance]), nil while
 	// it votes.
@@ -56,6 +61,7 @@ func (r *Redlock) Health() []NodeHealth {
 		h.Down, h.Since, h.Owed, h.Err = r.e.pool.health(i)
 		h.Off = r.e.features.of(i)
 		h.Way = r.e.pool.way(i).String()
+		h.Caps = NodeCaps(r.e.pool.caps(i))
 		if r.e.guard != nil {
 			h.Clock = r.e.guard.refused(i)
 		}
