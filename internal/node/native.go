@@ -141,11 +141,22 @@ func (o *Release) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context,
 	case n == 1:
 		return Reply{OK: true, Value: heard(pub, "")}, nil
 	}
-	return Reply{}, o.absent
+	return Reply{Value: absent{}}, nil
 }
 
-// absent answers a release whose compare-and-delete deleted nothing:
-// not held (another's), or, when the key is not there at all, gone.
+// absent is the Value of a native release's reply that deleted nothing:
+// whether the key is there at all is still to ask (see Redis.askAbsent).
+type absent struct{}
+
+// isAbsent reports whether rep is a native release's that deleted nothing.
+func isAbsent(rep Reply) bool {
+	_, ok := rep.Value.(absent)
+	return ok
+}
+
+// absent answers a release whose compare-and-delete deleted nothing, on a
+// connection of its own: not held (another's), or, when the key is not
+// there at all, gone.
 func (o *Release) absent(ctx context.Context, t *Tx) Reply {
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
 		exists := redis.NewIntCmd(ctx, "exists", o.Key)
@@ -171,8 +182,54 @@ func transactNative(ctx context.Context, t *Tx, op nativeOp, key string) (Reply,
 		return Reply{Err: err}, true
 	}
 	rep, more := op.decodeNative(cmds)
-	if more != nil {
+	switch r, ok := op.(*Release); {
+	case more != nil:
 		return more(ctx, t), true
+	case ok && isAbsent(rep):
+		return r.absent(ctx, t), true
 	}
 	return rep, true
+}
+
+// askAbsent answers the native releases of calls that deleted nothing
+// (see isAbsent) as release.lua does, in one round trip for them all:
+// EXISTS of each key, and the server's run id (INFO server, once) for
+// those that announce. A sharded node asks each on the key's server.
+func (n *Redis) askAbsent(ctx context.Context, calls []*call) []Reply {
+	out := make([]Reply, len(calls))
+	if n.layout.Sharded {
+		for i, c := range calls {
+			out[i] = c.op.(*Release).absent(c.ctx, n.tx(n.Way(), c.sendBy))
+		}
+		return out
+	}
+	exists := make([]*redis.IntCmd, len(calls))
+	var info *redis.StringCmd
+	_, _ = n.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, c := range calls {
+			exists[i] = p.Exists(ctx, c.op.(*Release).Key)
+			if info == nil && c.op.(*Release).Channel != "" {
+				info = p.Info(ctx, "server")
+			}
+		}
+		return nil
+	})
+	id := ""
+	if info != nil {
+		id, _ = infoField(info.Result())("run_id") // a user without INFO: "", which matches no server
+	}
+	for i, c := range calls {
+		v, err := exists[i].Result()
+		switch {
+		case err != nil:
+			out[i] = Reply{Err: err}
+		case v > 0:
+			out[i] = Reply{} // another's
+		case c.op.(*Release).Channel != "":
+			out[i] = Reply{Value: Released{Gone: true, Server: id}}
+		default:
+			out[i] = Reply{Value: Released{Gone: true}} // an undo: no one reads whose server
+		}
+	}
+	return out
 }

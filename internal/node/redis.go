@@ -283,7 +283,7 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 			}
 		}
 	}
-	var again, more []*call
+	var again, more, gone []*call
 	var asks []func(context.Context, *Tx) Reply
 	for _, c := range batch {
 		if refused && slices.ContainsFunc(c.cmds, func(cmd redis.Cmder) bool { return scriptsRefused(cmd.Err()) }) {
@@ -299,14 +299,23 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 				more, asks = append(more, c), append(asks, ask)
 				continue
 			}
+			if isAbsent(rep) {
+				gone = append(gone, c)
+				continue
+			}
 		} else {
 			rep = c.op.Decode(c.cmds)
 		}
 		c.finish(n.timed(c.op, rep, at))
 	}
+	// What a native command's reply left open (see native.go): the
+	// call's name has no other call in the batch (see pipelinable).
+	if len(gone) > 0 {
+		for i, rep := range n.askAbsent(ctx, gone) {
+			gone[i].finish(rep)
+		}
+	}
 	for i, c := range more {
-		// What a native command's reply left open (see native.go): the
-		// call's name has no other call in the batch (see pipelinable).
 		c.finish(n.timed(c.op, asks[i](c.ctx, n.tx(n.Way(), c.sendBy)), at))
 	}
 	n.transactAll(again)
