@@ -129,7 +129,7 @@ func (o *Release) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder
 func (o *Release) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, *Tx) Reply) {
 	del := cmds[0].(*redis.IntCmd)
 	var pub *redis.IntCmd
-	if len(cmds) > 1 {
+	if o.Channel != "" {
 		pub = cmds[1].(*redis.IntCmd)
 	}
 	n, err := del.Result()
@@ -140,13 +140,31 @@ func (o *Release) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context,
 		return Reply{Err: err}, nil
 	case n == 1:
 		return Reply{OK: true, Value: heard(pub, "")}, nil
+	case !o.checks(cmds):
+		return Reply{Value: absent{}}, nil
 	}
-	return Reply{Value: absent{}}, nil
+	switch v, err := cmds[len(cmds)-1].(*redis.IntCmd).Result(); {
+	case err != nil:
+		return Reply{Err: err}, nil
+	case v > 0:
+		return Reply{}, nil // another's
+	}
+	return Reply{Value: absent{checked: true}}, nil
+}
+
+// checks reports whether cmds, the release's native commands, end with
+// the EXISTS of its key (see pipelinable).
+func (o *Release) checks(cmds []redis.Cmder) bool {
+	if o.Channel != "" {
+		return len(cmds) > 2
+	}
+	return len(cmds) > 1
 }
 
 // absent is the Value of a native release's reply that deleted nothing:
-// whether the key is there at all is still to ask (see Redis.askAbsent).
-type absent struct{}
+// whether the key is there at all is still to ask (see Redis.askAbsent),
+// unless checked: it is not.
+type absent struct{ checked bool }
 
 // isAbsent reports whether rep is a native release's that deleted nothing.
 func isAbsent(rep Reply) bool {
@@ -194,8 +212,10 @@ func transactNative(ctx context.Context, t *Tx, op nativeOp, key string) (Reply,
 // askAbsent answers the native releases of calls that deleted nothing
 // (see isAbsent) as release.lua does, in one round trip for them all:
 // EXISTS of each key, and the server's run id (INFO server, once) for
-// those that announce. A sharded node asks each on the key's server.
-func (n *Redis) askAbsent(ctx context.Context, calls []*call) []Reply {
+// those that announce (reps are their replies: an EXISTS read in the
+// pipeline is not asked again). A sharded node asks each on the key's
+// server.
+func (n *Redis) askAbsent(ctx context.Context, calls []*call, reps []Reply) []Reply {
 	out := make([]Reply, len(calls))
 	if n.layout.Sharded {
 		for i, c := range calls {
@@ -207,7 +227,9 @@ func (n *Redis) askAbsent(ctx context.Context, calls []*call) []Reply {
 	var info *redis.StringCmd
 	_, _ = n.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range calls {
-			exists[i] = p.Exists(ctx, c.op.(*Release).Key)
+			if a, _ := reps[i].Value.(absent); !a.checked {
+				exists[i] = p.Exists(ctx, c.op.(*Release).Key)
+			}
 			if info == nil && c.op.(*Release).Channel != "" {
 				info = p.Info(ctx, "server")
 			}
@@ -219,7 +241,11 @@ func (n *Redis) askAbsent(ctx context.Context, calls []*call) []Reply {
 		id, _ = infoField(info.Result())("run_id") // a user without INFO: "", which matches no server
 	}
 	for i, c := range calls {
-		v, err := exists[i].Result()
+		var v int64
+		var err error
+		if exists[i] != nil {
+			v, err = exists[i].Result()
+		}
 		switch {
 		case err != nil:
 			out[i] = Reply{Err: err}

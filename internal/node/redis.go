@@ -216,7 +216,7 @@ func (n *Redis) work() {
 func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 	var rest []*call
 	if n.Way() != Scripts {
-		batch, rest = pipelinable(batch)
+		batch, rest = pipelinable(batch[0].ctx, batch)
 		defer n.transactAll(rest)
 	}
 	now := time.Now()
@@ -285,6 +285,7 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	}
 	var again, more, gone []*call
 	var asks []func(context.Context, *Tx) Reply
+	var goneReps []Reply
 	for _, c := range batch {
 		if refused && slices.ContainsFunc(c.cmds, func(cmd redis.Cmder) bool { return scriptsRefused(cmd.Err()) }) {
 			// The node ran none of this call's scripts: it goes again,
@@ -300,7 +301,7 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 				continue
 			}
 			if isAbsent(rep) {
-				gone = append(gone, c)
+				gone, goneReps = append(gone, c), append(goneReps, rep)
 				continue
 			}
 		} else {
@@ -308,10 +309,9 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 		}
 		c.finish(n.timed(c.op, rep, at))
 	}
-	// What a native command's reply left open (see native.go): the
-	// call's name has no other call in the batch (see pipelinable).
+	// What a native command's reply left open (see native.go).
 	if len(gone) > 0 {
-		for i, rep := range n.askAbsent(ctx, gone) {
+		for i, rep := range n.askAbsent(ctx, gone, goneReps) {
 			gone[i].finish(rep)
 		}
 	}
@@ -333,24 +333,25 @@ func (n *Redis) timed(op Op, rep Reply, at time.Time) Reply {
 // pipelinable splits the batch of a node without scripts into the calls
 // whose commands are the server's own (see native.go), batched in one
 // round trip as scripts are, and the rest, carried by transactions. A
-// name with another call in the batch goes whole to the transactions,
-// which apply its calls one after the other: what a native reply leaves
-// open is asked after the round trip (see roundTrip), when a later call
-// of the same name would already have changed the key.
-func pipelinable(batch []*call) (pipelined, rest []*call) {
+// native release whose name has another call in the batch reads EXISTS of
+// its key right after its delete, in the same round trip: what it found
+// must not be asked after the round trip, when a later call of the same
+// name would already have changed the key (see Release.decodeNative).
+func pipelinable(ctx context.Context, batch []*call) (pipelined, rest []*call) {
 	var names [MaxBatch]string
-	var shared [MaxBatch]bool
 	for i, c := range batch {
 		names[i] = LaneOf(c.op)
 		for j := range i {
-			if names[j] == names[i] {
-				shared[i], shared[j] = true, true
+			if names[j] == names[i] && batch[j].native {
+				if r, ok := batch[j].op.(*Release); ok && !r.checks(batch[j].cmds) {
+					batch[j].cmds = append(batch[j].cmds, redis.NewIntCmd(ctx, "exists", r.Key))
+				}
 			}
 		}
 	}
 	pipelined = batch[:0]
-	for i, c := range batch {
-		if c.native && !shared[i] {
+	for _, c := range batch {
+		if c.native {
 			pipelined = append(pipelined, c)
 		} else {
 			rest = append(rest, c)
