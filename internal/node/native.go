@@ -70,6 +70,10 @@ func (o *Acquire) encodeNative(ctx context.Context, _ speech, cmds []redis.Cmder
 
 func (o *Acquire) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, *Tx) Reply) {
 	set := cmds[0].(*redis.Cmd)
+	if errors.Is(set.Err(), redis.Nil) {
+		// Granted: as acquire_plain.lua's, the reply says no more.
+		return o.Ack.check(cmds[1:], Reply{OK: true}), nil
+	}
 	rep, wrongType := o.granted(set.Val(), set.Err(), 0)
 	if wrongType {
 		return Reply{}, func(ctx context.Context, t *Tx) Reply { return t.refusedByType(ctx, o.Key, rep) }
@@ -138,8 +142,10 @@ func (o *Release) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context,
 		return Reply{}, o.watched
 	case err != nil:
 		return Reply{Err: err}, nil
-	case n == 1:
+	case n == 1 && pub != nil && pub.Val() > 0:
 		return Reply{OK: true, Value: heard(pub, "")}, nil
+	case n == 1:
+		return Reply{OK: true}, nil // heard by no one: release.lua's 1
 	case !o.checks(cmds):
 		return Reply{Value: absent{}}, nil
 	}

@@ -240,6 +240,13 @@ func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 // (zero when not asked).
 func (n *Redis) exchange(ctx context.Context, pipe redis.Pipeliner, batch []*call, cmds int) time.Time {
 	clock := n.clockFor(ctx, batch)
+	if leadsNil(batch) {
+		// go-redis runs its retry checks (a dozen allocations) on the
+		// error of a round trip's first reply, and reads a native grant's
+		// nil as one: a PING, whose reply is no error, leads instead.
+		_ = pipe.Process(ctx, redis.NewStatusCmd(ctx, pingArgs...))
+		cmds++
+	}
 	if cmds == 1 && clock == nil {
 		// One command, not always the first call's: a call may carry none
 		// (a Clock on a sharded node, a Queue with nothing to change).
@@ -262,6 +269,20 @@ func (n *Redis) exchange(ctx context.Context, pipe redis.Pipeliner, batch []*cal
 	return n.readClock(clock)
 }
 
+// pingArgs are PING's arguments, shared: go-redis only reads them.
+var pingArgs = []any{"ping"}
+
+// leadsNil reports whether batch's first command is a native grant's SET
+// NX GET PX, whose reply is nil when it grants (see pipelinable, which
+// puts a release first where the batch has one).
+func leadsNil(batch []*call) bool {
+	if len(batch) == 0 || !batch[0].native {
+		return false
+	}
+	_, ok := batch[0].op.(*Acquire)
+	return ok
+}
+
 // roundTrip sends the commands of batch, cmds in all, in one round trip.
 func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	// No deadline: the client's own timeouts bound the round trip. A
@@ -272,6 +293,9 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	at := n.exchange(ctx, pipe, batch, cmds)
 	refused := false
 	for _, c := range batch {
+		if c.native {
+			continue // no script: nothing to load, nothing refused
+		}
 		for i, cmd := range c.cmds {
 			// The node lost its script cache (a restart): EVAL loads it.
 			if eval := evalFallback(ctx, n.client, cmd); eval != nil {
@@ -350,12 +374,26 @@ func pipelinable(ctx context.Context, batch []*call) (pipelined, rest []*call) {
 		}
 	}
 	pipelined = batch[:0]
-	for _, c := range batch {
-		if c.native {
-			pipelined = append(pipelined, c)
-		} else {
+	first := -1 // a release that may lead the pipeline
+	for i, c := range batch {
+		if !c.native {
 			rest = append(rest, c)
+			continue
 		}
+		if _, ok := c.op.(*Release); ok && first < 0 && !slices.Contains(names[:i], names[i]) {
+			first = len(pipelined)
+		}
+		pipelined = append(pipelined, c)
+	}
+	if first > 0 {
+		// go-redis runs its retry checks on the error of a pipeline's
+		// first reply, and a grant's is nil, which it reads as one (a
+		// dozen allocations): a release, whose reply is a number, goes
+		// first. Its name has no call before it, and names apart may be
+		// applied in any order (see Laned).
+		c := pipelined[first]
+		copy(pipelined[1:first+1], pipelined[:first])
+		pipelined[0] = c
 	}
 	return pipelined, rest
 }
