@@ -52,16 +52,25 @@ type speech struct {
 // without a probe (DELEX, see SetWay).
 func (s speech) deletes() bool { return s.way == Native && (s.caps.Deletes() || !s.caps.Known) }
 
-// setsIfEq reports whether a plain extension is SET ... IFEQ ... PX.
-func (s speech) setsIfEq() bool { return s.way == Native && s.caps.SetIfEq }
+// setsIfEq reports whether a plain extension is SET ... IFEQ ... PX: on a
+// Native node that has it, and beside scripts (see beside).
+func (s speech) setsIfEq() bool { return (s.way == Native || s.beside()) && s.caps.SetIfEq }
+
+// beside reports whether a node that speaks scripts carries the plain
+// lock's grant and extension in the server's own commands: where it has
+// SET IFEQ (Valkey 8.1, Redis 8.4), on which they cost the server a
+// tenth of their scripts and the client no more (measured: see
+// docs/DEPLOYMENTS.md). Its release keeps its script, which hands the
+// lock over to the oldest queued waiter.
+func (s speech) beside() bool { return s.way == Scripts && s.caps.SetIfEq }
 
 // plain reports whether o is a plain lock's acquisition.
 func (o *Acquire) plain() bool {
 	return !o.Reentrant && o.FenceKey == "" && o.MinUptime <= 0 && len(o.Also) == 0 && o.Intent == ""
 }
 
-func (o *Acquire) encodeNative(ctx context.Context, _ speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
-	if !o.plain() {
+func (o *Acquire) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
+	if !o.plain() || s.way == Scripts && !s.beside() {
 		return cmds, false
 	}
 	args := o.nenc.at(0, func() []any { return []any{"set", o.Key, o.Token, "nx", "get", "px", o.TTL.Milliseconds()} })

@@ -60,6 +60,12 @@ type Redis struct {
 	// run it, and a plain grant's script reads it itself (see clockFor).
 	clockOn atomic.Bool
 	onWay   func(w Way, why error)
+	// scriptsRan is set once a batch's scripts ran (none was refused):
+	// from then on a node that speaks scripts carries a plain grant and
+	// extension in the server's own commands where it has SET IFEQ (see
+	// speech.beside), which no refusal of scripts can then split from
+	// the name's scripted calls of the same batch.
+	scriptsRan atomic.Bool
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -135,7 +141,7 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 		}
 		return
 	}
-	if w := n.Way(); w != Scripts {
+	if w := n.Way(); w != Scripts || n.scriptsRan.Load() {
 		if o, ok := op.(nativeOp); ok {
 			c.cmds, c.native = o.encodeNative(ctx, speech{way: w, caps: n.Caps()}, c.buf[:0])
 		}
@@ -330,6 +336,9 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 			}
 		} else {
 			rep = c.op.Decode(c.cmds)
+			if !refused && !n.scriptsRan.Load() {
+				n.scriptsRan.Store(true) // see Do: the plain lock may speak natively beside scripts
+			}
 		}
 		c.finish(n.timed(c.op, rep, at))
 	}
