@@ -70,7 +70,9 @@ var ErrAborted = errors.New("redlock: a watched key changed in every transaction
 
 // scriptsRefused reports whether err is a node's refusal to run a script at
 // all (as opposed to a script that ran and failed): the user lacks
-// EVALSHA or EVAL, or the command is unknown (renamed away).
+// EVALSHA or EVAL, the command is unknown (renamed away), or the server
+// has no Lua engine (a Valkey 9 without it answers EVALSHA NOSCRIPT, and
+// the EVAL that follows "ERR Could not find scripting engine 'lua'").
 func scriptsRefused(err error) bool {
 	// Checked on every reply: nil first, before errors.As's target (which
 	// escapes to the heap) is made.
@@ -83,6 +85,9 @@ func refusedScripts(err error) bool {
 		return false
 	}
 	msg := strings.ToLower(rerr.Error())
+	if strings.HasPrefix(msg, "err could not find scripting engine") {
+		return true // a Valkey whose Lua engine is not loaded (MODULE UNLOAD lua)
+	}
 	if !strings.HasPrefix(msg, "noperm") && !strings.HasPrefix(msg, "err unknown command") {
 		return false
 	}

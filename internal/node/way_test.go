@@ -317,3 +317,25 @@ func TestPlainGrantCarriesItsOwnClock(t *testing.T) {
 		assert.Zero(t, times.n.Load(), "no TIME beside a %s grant", op.Name())
 	}
 }
+
+// A Valkey without its Lua engine (MODULE UNLOAD lua) answers EVALSHA
+// NOSCRIPT and the EVAL that follows "ERR Could not find scripting
+// engine": the node speaks without scripts as for a user refused them (the
+// Mutex works), and what needs scripts is refused with ErrNoScripts.
+func TestNodeWithoutLuaEngine(t *testing.T) {
+	_, clients := nodetest.Miniredis(t, 1)
+	c := clients[0].(*redis.Client)
+	nodetest.NoLua(c)
+	n := node.NewRedis(c)
+	t.Cleanup(n.Close)
+	rep := callOne(n, lock("k", "a"))
+	require.NoError(t, rep.Err)
+	assert.True(t, rep.OK, "the refused grant went again without scripts")
+	assert.Equal(t, node.Native, n.Way(), "miniredis answers DELEX")
+	require.ErrorContains(t, n.Refusal(), "scripting engine")
+	assert.True(t, callOne(n, extend("k", "a", ttl)).OK)
+	assert.True(t, callOne(n, unlock("k", "a")).OK)
+	rep = callOne(n, sem("s", "a", 2))
+	require.ErrorIs(t, rep.Err, node.ErrNoScripts)
+	assert.Contains(t, rep.Err.Error(), "scripting engine", "the refusal is named")
+}
