@@ -60,16 +60,6 @@ func (c Caps) String() string {
 	return server + ": " + strings.Join(cmds, ", ")
 }
 
-// delete returns the compare-and-delete of key holding token: DELIFEQ
-// where the node has it, else DELEX ... IFEQ (also for a node set to
-// Native without a probe, see SetWay).
-func (c Caps) delete(ctx context.Context, key, token string) *redis.IntCmd {
-	if c.DelIfEq {
-		return redis.NewIntCmd(ctx, "delifeq", key, token)
-	}
-	return redis.NewIntCmd(ctx, "delex", key, "ifeq", token)
-}
-
 // Caps returns the node's capabilities, Known once the probe answered.
 func (n *Redis) Caps() Caps {
 	if c := n.caps.Load(); c != nil {

@@ -75,12 +75,6 @@ func TestNativeEncodings(t *testing.T) {
 	}
 }
 
-// replyErr is a server's error reply.
-type errReply string
-
-func (e errReply) Error() string { return string(e) }
-func (errReply) RedisError()     {}
-
 // answered sets cmd's reply: an error, or a value.
 func answered(cmd redis.Cmder, v any) redis.Cmder {
 	if err, ok := v.(error); ok {
@@ -98,7 +92,7 @@ func answered(cmd redis.Cmder, v any) redis.Cmder {
 
 func TestNativeReplies(t *testing.T) {
 	ctx := context.Background()
-	wrongType := errReply("WRONGTYPE Operation against a key holding the wrong kind of value")
+	wrongType := replyError("WRONGTYPE Operation against a key holding the wrong kind of value")
 	down := errors.New("i/o timeout")
 	a := &Acquire{Key: "k", Token: "t", TTL: time.Second}
 	e := &Extend{Key: "k", Token: "t", TTL: time.Second}

@@ -275,20 +275,6 @@ func (n *Redis) exchange(ctx context.Context, pipe redis.Pipeliner, batch []*cal
 	return n.readClock(clock)
 }
 
-// pingArgs are PING's arguments, shared: go-redis only reads them.
-var pingArgs = []any{"ping"}
-
-// leadsNil reports whether batch's first command is a native grant's SET
-// NX GET PX, whose reply is nil when it grants (see pipelinable, which
-// puts a release first where the batch has one).
-func leadsNil(batch []*call) bool {
-	if len(batch) == 0 || !batch[0].native {
-		return false
-	}
-	_, ok := batch[0].op.(*Acquire)
-	return ok
-}
-
 // roundTrip sends the commands of batch, cmds in all, in one round trip.
 func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	// No deadline: the client's own timeouts bound the round trip. A
@@ -297,13 +283,40 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	// to a far node, on nearly every call.
 	ctx := batch[0].ctx
 	at := n.exchange(ctx, pipe, batch, cmds)
+	refused := n.checkScripts(ctx, batch)
+	var again []*call
+	var open openCalls
+	for _, c := range batch {
+		if refused && slices.ContainsFunc(c.cmds, func(cmd redis.Cmder) bool { return scriptsRefused(cmd.Err()) }) {
+			// The node ran none of this call's scripts: it goes again,
+			// without them, in the order of the batch.
+			again = append(again, c)
+			continue
+		}
+		if !c.native {
+			if !refused && !n.scriptsRan.Load() {
+				n.scriptsRan.Store(true) // see Do: the plain lock may speak natively beside scripts
+			}
+			c.finish(n.timed(c.op, c.op.Decode(c.cmds), at))
+		} else if rep, done := open.decode(c); done {
+			c.finish(n.timed(c.op, rep, at))
+		}
+	}
+	open.ask(ctx, n, at)
+	n.transactAll(again)
+}
+
+// checkScripts reads the replies of batch's scripts once their round trip
+// is over: a script the node lost (a restart) is sent again with EVAL,
+// which loads it; it reports whether the node refused scripts (and
+// switches it, see refuseScripts).
+func (n *Redis) checkScripts(ctx context.Context, batch []*call) bool {
 	refused := false
 	for _, c := range batch {
 		if c.native {
 			continue // no script: nothing to load, nothing refused
 		}
 		for i, cmd := range c.cmds {
-			// The node lost its script cache (a restart): EVAL loads it.
 			if eval := evalFallback(ctx, n.client, cmd); eval != nil {
 				c.cmds[i] = eval
 			}
@@ -313,45 +326,7 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 			}
 		}
 	}
-	var again, more, gone []*call
-	var asks []func(context.Context, *Tx) Reply
-	var goneReps []Reply
-	for _, c := range batch {
-		if refused && slices.ContainsFunc(c.cmds, func(cmd redis.Cmder) bool { return scriptsRefused(cmd.Err()) }) {
-			// The node ran none of this call's scripts: it goes again,
-			// without them, in the order of the batch.
-			again = append(again, c)
-			continue
-		}
-		var rep Reply
-		if c.native {
-			var ask func(context.Context, *Tx) Reply
-			if rep, ask = c.op.(nativeOp).decodeNative(c.cmds); ask != nil {
-				more, asks = append(more, c), append(asks, ask)
-				continue
-			}
-			if isAbsent(rep) {
-				gone, goneReps = append(gone, c), append(goneReps, rep)
-				continue
-			}
-		} else {
-			rep = c.op.Decode(c.cmds)
-			if !refused && !n.scriptsRan.Load() {
-				n.scriptsRan.Store(true) // see Do: the plain lock may speak natively beside scripts
-			}
-		}
-		c.finish(n.timed(c.op, rep, at))
-	}
-	// What a native command's reply left open (see native.go).
-	if len(gone) > 0 {
-		for i, rep := range n.askAbsent(ctx, gone, goneReps) {
-			gone[i].finish(rep)
-		}
-	}
-	for i, c := range more {
-		c.finish(n.timed(c.op, asks[i](c.ctx, n.tx(n.Way(), c.sendBy)), at))
-	}
-	n.transactAll(again)
+	return refused
 }
 
 // timed gives rep, the reply to op, the node's time at, read at the end
@@ -361,50 +336,6 @@ func (n *Redis) timed(op Op, rep Reply, at time.Time) Reply {
 		rep.Time = at // a sharded layout's carries none (see clockFor)
 	}
 	return rep
-}
-
-// pipelinable splits the batch of a node without scripts into the calls
-// whose commands are the server's own (see native.go), batched in one
-// round trip as scripts are, and the rest, carried by transactions. A
-// native release whose name has another call in the batch reads EXISTS of
-// its key right after its delete, in the same round trip: what it found
-// must not be asked after the round trip, when a later call of the same
-// name would already have changed the key (see Release.decodeNative).
-func pipelinable(ctx context.Context, batch []*call) (pipelined, rest []*call) {
-	var names [MaxBatch]string
-	for i, c := range batch {
-		names[i] = LaneOf(c.op)
-		for j := range i {
-			if names[j] == names[i] && batch[j].native {
-				if r, ok := batch[j].op.(*Release); ok && !r.checks(batch[j].cmds) {
-					batch[j].cmds = append(batch[j].cmds, redis.NewIntCmd(ctx, "exists", r.Key))
-				}
-			}
-		}
-	}
-	pipelined = batch[:0]
-	first := -1 // a release that may lead the pipeline
-	for i, c := range batch {
-		if !c.native {
-			rest = append(rest, c)
-			continue
-		}
-		if _, ok := c.op.(*Release); ok && first < 0 && !slices.Contains(names[:i], names[i]) {
-			first = len(pipelined)
-		}
-		pipelined = append(pipelined, c)
-	}
-	if first > 0 {
-		// go-redis runs its retry checks on the error of a pipeline's
-		// first reply, and a grant's is nil, which it reads as one (a
-		// dozen allocations): a release, whose reply is a number, goes
-		// first. Its name has no call before it, and names apart may be
-		// applied in any order (see Laned).
-		c := pipelined[first]
-		copy(pipelined[1:first+1], pipelined[:first])
-		pipelined[0] = c
-	}
-	return pipelined, rest
 }
 
 // finish hands c's reply to its callback and recycles c.
