@@ -130,3 +130,31 @@ func TestNativeReplies(t *testing.T) {
 		})
 	}
 }
+
+// A batch without scripts: the native calls share the pipeline (their
+// order kept per name), a release leads it, a release whose name has
+// another call in the batch reads EXISTS of its key in the same round
+// trip, and the rest goes to the transactions.
+func TestPipelinable(t *testing.T) {
+	ctx := context.Background()
+	s := speech{way: Native, caps: Caps{Known: true, SetIfEq: true, DelIfEq: true}}
+	native := func(op nativeOp) *call {
+		cmds, ok := op.encodeNative(ctx, s, nil)
+		require.True(t, ok)
+		return &call{op: op, cmds: cmds, native: true}
+	}
+	grantC := native(&Acquire{Key: "c", Token: "t", TTL: time.Second})
+	releaseA := native(&Release{Key: "a", Token: "t", Channel: "ch"})
+	grantA := native(&Acquire{Key: "a", Token: "u", TTL: time.Second})
+	releaseB := native(&Release{Key: "b", Token: "t", Channel: "ch"})
+	fenced := &call{op: &Acquire{Key: "e", Token: "t", TTL: time.Second, FenceKey: "f"}}
+	extendD := native(&Extend{Key: "d", Token: "t", TTL: time.Second})
+
+	pipelined, rest := pipelinable(ctx, []*call{grantC, releaseA, grantA, fenced, extendD, releaseB})
+	assert.Equal(t, []*call{releaseA, grantC, grantA, extendD, releaseB}, pipelined,
+		"the first release whose name has no call before it leads; a's grant stays after a's release")
+	assert.Equal(t, []*call{fenced}, rest)
+	assert.Len(t, releaseA.cmds, 3, "a's release, with a's grant after it, reads EXISTS after its delete")
+	assert.Equal(t, "exists", releaseA.cmds[2].Name())
+	assert.Len(t, releaseB.cmds, 2, "b's, alone in the batch, does not")
+}
