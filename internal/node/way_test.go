@@ -91,11 +91,7 @@ func refusesWhatNeedsScripts(t *testing.T, n node.Node) {
 // scripts (none is lost or answered with the refusal), the switch is told
 // once, and the server's DELEX is found by asking it.
 func TestNodeSwitchesWhenScriptsRefused(t *testing.T) {
-	_, clients := nodetest.Miniredis(t, 1)
-	c := clients[0].(*redis.Client)
-	nodetest.RefuseScripts(c)
-	n := node.NewRedis(c)
-	t.Cleanup(n.Close)
+	n := refusingNode(t, nodetest.RefuseScripts)
 	var told []string
 	n.OnWay(func(w node.Way, why error) { told = append(told, w.String()+": "+why.Error()) })
 	require.Equal(t, node.Scripts, n.Way())
@@ -323,11 +319,7 @@ func TestPlainGrantCarriesItsOwnClock(t *testing.T) {
 // engine": the node speaks without scripts as for a user refused them (the
 // Mutex works), and what needs scripts is refused with ErrNoScripts.
 func TestNodeWithoutLuaEngine(t *testing.T) {
-	_, clients := nodetest.Miniredis(t, 1)
-	c := clients[0].(*redis.Client)
-	nodetest.NoLua(c)
-	n := node.NewRedis(c)
-	t.Cleanup(n.Close)
+	n := refusingNode(t, nodetest.NoLua)
 	rep := callOne(n, lock("k", "a"))
 	require.NoError(t, rep.Err)
 	assert.True(t, rep.OK, "the refused grant went again without scripts")
@@ -338,4 +330,16 @@ func TestNodeWithoutLuaEngine(t *testing.T) {
 	rep = callOne(n, sem("s", "a", 2))
 	require.ErrorIs(t, rep.Err, node.ErrNoScripts)
 	assert.Contains(t, rep.Err.Error(), "scripting engine", "the refusal is named")
+}
+
+// refusingNode is a node over a miniredis server whose client refuse
+// makes refuse scripts.
+func refusingNode(t *testing.T, refuse func(*redis.Client)) *node.Redis {
+	t.Helper()
+	_, clients := nodetest.Miniredis(t, 1)
+	c := clients[0].(*redis.Client)
+	refuse(c)
+	n := node.NewRedis(c)
+	t.Cleanup(n.Close)
+	return n
 }
