@@ -78,7 +78,9 @@ func (r *Redlock) Health() []NodeHealth {
 // (INFO, CONFIG GET, TIME, ACL WHOAMI and ACL DRYRUN, or where ACL DRYRUN
 // is refused each command in a form that changes nothing: EVALSHA of a
 // script no node has, SET and ZADD with XX on a key that does not exist,
-// PUBLISH to a channel no one hears),
+// PUBLISH to a channel no one hears; and SET ... IFEQ, DELIFEQ and DELEX
+// ... IFEQ on the key "redlock:probe", which holds nothing, for
+// [NodeAudit.Caps]: a user whose key patterns leave it out shows none),
 // every node at once, down nodes included, and returns once every node
 // was read or ctx ended (each node is given at most five seconds). A node
 // that could not be read has its error in [NodeAudit.Err]. It records what
