@@ -104,8 +104,11 @@ type NodeAudit struct {
 	User string
 	// Ways are the ways the node can be spoken to (see [NodeHealth.Way]):
 	// "scripts" unless scripting is refused, "native" when the server has
-	// DELEX, and "transactions".
+	// a compare-and-set of its own (see Caps), and "transactions".
 	Ways []string
+	// Caps is what the server is and which of its own compare-and-set
+	// commands the user may run (see [NodeHealth.Caps]).
+	Caps NodeCaps
 	// Missing are the commands the user may not run, of those the library
 	// sends, sorted; nil when none (or they could not be checked: see the
 	// finding "rights").

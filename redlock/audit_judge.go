@@ -46,7 +46,8 @@ func (au *auditor) judge(a *NodeAudit, f node.Facts) {
 	if f.Rights["evalsha"] == nil {
 		a.Ways = append(a.Ways, "scripts")
 	}
-	if f.DelEx {
+	a.Caps = NodeCaps(f.Caps)
+	if f.Caps.Native() {
 		a.Ways = append(a.Ways, "native")
 	}
 	a.Ways = append(a.Ways, "transactions")

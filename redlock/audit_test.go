@@ -88,7 +88,7 @@ func TestAuditJudge(t *testing.T) {
 func TestAuditFields(t *testing.T) {
 	f := safeFacts()
 	f.Info["valkey_version"], f.Info["maxmemory"], f.Info["maxmemory_policy"] = "8.0.1", "1024", "volatile-ttl"
-	f.Offset, f.DelEx = 3*time.Millisecond, true
+	f.Offset, f.Caps = 3*time.Millisecond, node.Caps{Known: true, DelEx: true}
 	f.Rights["zadd"] = errors.New("NOPERM")
 	au := newAuditor(1, time.Second)
 	var a NodeAudit

@@ -29,11 +29,16 @@ type NodeHealth struct {
 	Off map[string]error
 	// Way is how the node is spoken to: "scripts" (Lua scripts, the
 	// default), or, for a node that refuses them (see [FeatureScripts] and
-	// [WithoutScripts]), "native" (the server's own DELEX for plain
-	// releases, transactions for the rest) or "transactions" (WATCH,
-	// MULTI, EXEC; also the way of a node told to avoid scripts that has
-	// not been asked yet whether it has DELEX).
+	// [WithoutScripts]), "native" (a plain Mutex's operations in the
+	// server's own commands, see [NodeCaps]; transactions for the rest)
+	// or "transactions" (a plain acquisition's SET NX GET PX, WATCH,
+	// MULTI and EXEC for the rest; also the way of a node told to avoid
+	// scripts that has not answered the probe yet).
 	Way string
+	// Caps is what the node's server is and which of its own
+	// compare-and-set commands its user may run, asked once, with the
+	// node's first request; zero until it answered.
+	Caps NodeCaps
 	// Clock is why the node does not vote now because of its clock (an
 	// error wrapping [ErrClockJump]; see [WithClockTolerance]), nil while
 	// it votes.
@@ -56,6 +61,7 @@ func (r *Redlock) Health() []NodeHealth {
 		h.Down, h.Since, h.Owed, h.Err = r.e.pool.health(i)
 		h.Off = r.e.features.of(i)
 		h.Way = r.e.pool.way(i).String()
+		h.Caps = NodeCaps(r.e.pool.caps(i))
 		if r.e.guard != nil {
 			h.Clock = r.e.guard.refused(i)
 		}
@@ -72,7 +78,9 @@ func (r *Redlock) Health() []NodeHealth {
 // (INFO, CONFIG GET, TIME, ACL WHOAMI and ACL DRYRUN, or where ACL DRYRUN
 // is refused each command in a form that changes nothing: EVALSHA of a
 // script no node has, SET and ZADD with XX on a key that does not exist,
-// PUBLISH to a channel no one hears),
+// PUBLISH to a channel no one hears; and SET ... IFEQ, DELIFEQ and DELEX
+// ... IFEQ on the key "redlock:probe", which holds nothing, for
+// [NodeAudit.Caps]: a user whose key patterns leave it out shows none),
 // every node at once, down nodes included, and returns once every node
 // was read or ctx ended (each node is given at most five seconds). A node
 // that could not be read has its error in [NodeAudit.Err]. It records what

@@ -64,18 +64,21 @@ func TestMutexWithoutScripts(t *testing.T) {
 
 	for _, h := range r.Health() {
 		assert.Equal(t, "native", h.Way, "miniredis answers DELEX: node %d", h.Index)
+		assert.Equal(t, NodeCaps{Known: true, DelEx: true}, h.Caps, "found once: no INFO server, no SET IFEQ, no DELIFEQ in miniredis")
+		assert.Equal(t, "server ?: DELEX IFEQ", h.Caps.String())
 		require.Contains(t, h.Off, FeatureScripts)
 		assert.ErrorContains(t, h.Off[FeatureScripts], "'evalsha'")
 	}
 	told := 0
 	obs.mu.Lock()
 	for _, f := range obs.nodes {
-		if errors.Is(f.err, ErrMisconfigured) && f.err.Err != nil && strings.Contains(f.err.Err.Error(), "scripts refused") {
+		if errors.Is(f.err, ErrMisconfigured) && f.err.Err != nil && strings.Contains(f.err.Err.Error(), "scripts refused") &&
+			strings.Contains(f.err.Err.Error(), "DELEX IFEQ") { // the node's capabilities, found before it is told
 			told++
 		}
 	}
 	obs.mu.Unlock()
-	assert.Equal(t, 3, told, "the switch is reported once per node")
+	assert.Equal(t, 3, told, "the switch is reported once per node, with the node's capabilities")
 }
 
 // What needs scripts is refused at once, naming scripting, and leaves

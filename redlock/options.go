@@ -333,9 +333,15 @@ func WithQuorum(q int) Option {
 
 // WithoutScripts makes every node speak without Lua scripts from the first
 // request on, for nodes whose ACL denies @scripting (EVAL, EVALSHA) or
-// whose provider disabled them: each node then uses the server's own
-// compare-and-delete (DELEX ... IFEQ) where it has one, and optimistic
-// transactions (WATCH, MULTI, EXEC) for the rest. Without this option a
+// whose provider disabled them: each node then carries a plain Mutex's
+// operations in the server's own commands where it has them (SET NX GET
+// PX; SET IFEQ PX on Valkey 8.1 and Redis 8.4; DELIFEQ on Valkey 9, DELEX
+// IFEQ on Redis 8.4), batched with its other requests as scripts are, and
+// optimistic transactions (WATCH, MULTI, EXEC) for the rest (see
+// [NodeCaps]). On a server that has them all the plain Mutex is faster so
+// than with scripts, but its release no longer hands the lock over to the
+// oldest queued waiter: every waiter wakes and they race (see
+// docs/DEPLOYMENTS.md, "Which operations need scripts"). Without this option a
 // node switches by itself at its first refusal of a script (the refused
 // requests go again without scripts, and the switch is reported once to
 // the Observer and in [NodeHealth]); the option only saves that first

@@ -452,6 +452,15 @@ func (p *pool) way(i int) node.Way {
 	return node.Scripts
 }
 
+// caps returns node i's capabilities (see node.Caps): zero for a node
+// that does not say.
+func (p *pool) caps(i int) node.Caps {
+	if c, ok := p.nodes[i].(interface{ Caps() node.Caps }); ok {
+		return c.Caps()
+	}
+	return node.Caps{}
+}
+
 // clocked passes node i's reply, to a request sent at sent, through the
 // guard: a vote from a node that may not vote becomes an error wrapping
 // ErrClockJump (the node may hold the token: an attempt undoes it there).

@@ -41,6 +41,7 @@ type auditJSON struct {
 	RoundTripMs   float64       `json:"round_trip_ms"`
 	User          string        `json:"user,omitempty"`
 	Ways          []string      `json:"ways,omitempty"`
+	Native        []string      `json:"native,omitempty"` // the server's own compare-and-set commands the user may run
 	MissingRights []string      `json:"missing_rights,omitempty"`
 	Findings      []findingJSON `json:"findings,omitempty"`
 }
@@ -95,7 +96,7 @@ func auditToJSON(a *redlock.NodeAudit) auditJSON {
 	}
 	j := auditJSON{Addr: a.Addr, Verdict: verdict.String(), Server: a.Server, Version: a.Version, Role: a.Role,
 		Replicas: a.Replicas, MaxMemory: a.MaxMemory, Policy: a.Policy, AppendOnly: a.AppendOnly, AppendFsync: a.AppendFsync,
-		OffsetMillis: millis(a.ClockOffset), RoundTripMs: millis(a.RoundTrip), User: a.User, Ways: a.Ways, MissingRights: a.Missing}
+		OffsetMillis: millis(a.ClockOffset), RoundTripMs: millis(a.RoundTrip), User: a.User, Ways: a.Ways, Native: native(a.Caps), MissingRights: a.Missing}
 	if a.Err != nil {
 		j.Verdict, j.Error = "unreachable", nodeCause(a.Err)
 	}
@@ -105,16 +106,31 @@ func auditToJSON(a *redlock.NodeAudit) auditJSON {
 	return j
 }
 
+// native lists the server's own compare-and-set commands that c says the
+// user may run.
+func native(c redlock.NodeCaps) []string {
+	var out []string
+	for _, n := range []struct {
+		has  bool
+		name string
+	}{{c.SetIfEq, "SET IFEQ"}, {c.DelIfEq, "DELIFEQ"}, {c.DelEx, "DELEX IFEQ"}} {
+		if n.has {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // printDoctor prints out as a table, one row per node, then each finding
 // above info.
 func printDoctor(w io.Writer, out []auditJSON) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSERVER\tROLE\tEVICTION\tPERSISTENCE\tCLOCK\tWAYS\tMISSING\tVERDICT")
+	fmt.Fprintln(tw, "NODE\tSERVER\tROLE\tEVICTION\tPERSISTENCE\tCLOCK\tWAYS\tNATIVE\tMISSING\tVERDICT")
 	for _, a := range out {
 		if a.Error != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t%s\n", a.Addr, a.Verdict)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", a.Addr, a.Verdict)
 			continue
 		}
 		role := a.Role
@@ -130,8 +146,8 @@ func printDoctor(w io.Writer, out []auditJSON) {
 			persistence = "aof " + dash(a.AppendFsync)
 		}
 		clock := fmt.Sprintf("%+.1fms (rtt %.1fms)", a.OffsetMillis, a.RoundTripMs)
-		fmt.Fprintf(tw, "%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Addr, dash(a.Server), a.Version, dash(role), dash(eviction),
-			persistence, clock, strings.Join(a.Ways, ","), dash(strings.Join(a.MissingRights, ",")), a.Verdict)
+		fmt.Fprintf(tw, "%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Addr, dash(a.Server), a.Version, dash(role), dash(eviction),
+			persistence, clock, strings.Join(a.Ways, ","), dash(strings.Join(a.Native, "+")), dash(strings.Join(a.MissingRights, ",")), a.Verdict)
 	}
 	_ = tw.Flush()
 	for _, a := range out {

@@ -176,7 +176,9 @@ ACL DRYRUN where permitted), and prints one row per node: server and version,
 role and replicas, eviction (maxmemory-policy and maxmemory), persistence
 (append-only file and appendfsync), the clock's offset from this host's and
 the round trip, the ways the node can be spoken to (scripts, native,
-transactions), the commands its user may not run, and a verdict: ok,
+transactions), the server's own compare-and-set commands its user may run
+(SET IFEQ, DELIFEQ, DELEX IFEQ), the commands its user may not run, and a
+verdict: ok,
 degraded (a feature falls back, or the node takes no part: its clock is off,
 it refuses this client), unsafe (it can lose a held lock: eviction, no
 persistence, replicas not waited for) or unreachable. Then one line per

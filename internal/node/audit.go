@@ -42,8 +42,9 @@ type Facts struct {
 	// (all of them), or commands that change nothing (some).
 	Rights map[string]error
 	DryRun bool
-	// DelEx is set when the server has DELEX (see Native).
-	DelEx bool
+	// Caps is what the probe of the node's capabilities found (see Caps);
+	// zero when it could not ask.
+	Caps Caps
 }
 
 // AuditedCommands are the commands whose rights an audit checks, each
@@ -107,7 +108,8 @@ func (f *Facts) readClock(ctx context.Context, c redis.UniversalClient) error {
 
 // readSettings reads, in one round trip, INFO, CONFIG GET, the user (ACL
 // WHOAMI, or CLIENT INFO, which is in @connection, which least-privilege
-// lines grant) and whether the server has DELEX; it returns an error only
+// lines grant), then the node's Caps (commands on a key that holds nothing,
+// which change nothing); it returns an error only
 // when the node could not be reached.
 func (f *Facts) readSettings(ctx context.Context, c redis.UniversalClient) error {
 	pipe := c.Pipeline()
@@ -115,7 +117,6 @@ func (f *Facts) readSettings(ctx context.Context, c redis.UniversalClient) error
 	cfg := pipe.ConfigGet(ctx, "*")
 	whoami := pipe.Do(ctx, "acl", "whoami")
 	client := pipe.Do(ctx, "client", "info")
-	delex := pipe.Do(ctx, "command", "info", "delex")
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
 	if err := info.Err(); err != nil && !Misconfigured(err) && !Unreachable(err) {
 		info = c.Info(ctx) // a server before Redis 7 takes one section: all of them
@@ -132,9 +133,7 @@ func (f *Facts) readSettings(ctx context.Context, c redis.UniversalClient) error
 	if ci, err := client.Text(); err == nil && f.User == "" {
 		f.User = clientUser(ci)
 	}
-	if r, err := delex.Slice(); err == nil && len(r) == 1 && r[0] != nil {
-		f.DelEx = true
-	}
+	f.Caps, _ = askCaps(ctx, c, Layout{Sharded: isSharded(c)}, "")
 	return nil
 }
 

@@ -70,7 +70,7 @@ func (n *Redis) clockFor(ctx context.Context, batch []*call) *redis.TimeCmd {
 	}
 	mine := n.clockOn.Load() // until a TIME was answered, a refusal is found out here
 	for _, c := range batch {
-		if isTimed(c.op) && (!mine || !ownsClock(c.op)) {
+		if isTimed(c.op) && (!mine || !c.ownsClock()) {
 			return redis.NewTimeCmd(ctx, timeArgs...)
 		}
 	}
@@ -90,6 +90,16 @@ func ownsClock(op Op) bool {
 		return true
 	}
 	return false
+}
+
+// ownsClock is ownsClock of c's operation as c carries it: a plain grant
+// in the server's own SET NX GET PX reads no time, and needs the batch's
+// TIME when it was asked for the clock (see Acquire.Clock).
+func (c *call) ownsClock() bool {
+	if a, ok := c.op.(*Acquire); ok && c.native {
+		return !a.Clock
+	}
+	return ownsClock(c.op)
 }
 
 // timeArgs are TIME's arguments, shared: go-redis only reads them.

@@ -55,6 +55,7 @@ type Acquire struct {
 	// as often as it needs one. Every other grant carries the time always.
 	Clock bool
 	enc   encoding
+	nenc  encoding // SET NX GET PX (see native.go)
 }
 
 // Grant is what an Acquire's reply says beyond OK: the value that holds
@@ -250,8 +251,9 @@ type Extend struct {
 	// name holds Token, and then every one is extended.
 	Also []string
 	// Ack, when set, makes the extension count only once replicas have it.
-	Ack Ack
-	enc encoding
+	Ack  Ack
+	enc  encoding
+	nenc encoding // SET IFEQ PX (see native.go)
 }
 
 // Name implements Op.

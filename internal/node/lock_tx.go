@@ -13,7 +13,8 @@ import (
 // A lock's operations without scripts (see tx.go): each answers as its
 // script does, so that the layers above read one reply whatever the way.
 
-// Transact implements Transacted: SET NX GET PX alone for a plain lock;
+// Transact implements Transacted: SET NX GET PX alone for a plain lock
+// (see native.go);
 // MULTI with the fencing counter's GET for a fenced one (after INFO, on
 // the same connection, for the restart delay); an optimistic transaction
 // for a reentrant one. Multi-name and reader-writer acquisitions need
@@ -24,25 +25,11 @@ func (o *Acquire) Transact(ctx context.Context, t *Tx) Reply {
 		return Reply{Err: WithoutScripts(o, nil)}
 	case o.Reentrant:
 		return t.Watch(ctx, o.Key, o.reentrantTry(ctx, t))
-	case o.FenceKey == "" && o.MinUptime <= 0:
-		return o.plainTx(ctx, t)
+	case o.plain():
+		rep, _ := transactNative(ctx, t, o, o.Key)
+		return rep
 	}
 	return t.Watch(ctx, o.Key, o.fencedTry(ctx, t))
-}
-
-// plainTx is SET key token NX GET PX ttl (and WAIT): one round trip.
-func (o *Acquire) plainTx(ctx context.Context, t *Tx) Reply {
-	set := redis.NewCmd(ctx, "set", o.Key, o.Token, "nx", "get", "px", o.TTL.Milliseconds())
-	after := o.Ack.encode(ctx, nil)
-	if err := t.Pipelined(ctx, o.Key, append([]redis.Cmder{set}, after...)...); err != nil {
-		return Reply{Err: err}
-	}
-	v, err := set.Result()
-	rep, wrongType := o.granted(v, err, 0)
-	if wrongType {
-		return t.refusedByType(ctx, o.Key, rep)
-	}
-	return o.Ack.check(after, rep)
 }
 
 // granted reads the reply of SET key token NX GET PX as a grant, with n
@@ -222,11 +209,15 @@ func holding(ctx context.Context, key, token string, reentrant bool) (func() boo
 	return func() bool { v, _ := text(get.Val()); return get.Err() == nil && v == token }, []redis.Cmder{get}
 }
 
-// Transact implements Transacted: PEXPIRE under WATCH, when the key holds
-// the token. Multi-name locks need scripts.
+// Transact implements Transacted: SET key token IFEQ token PX ttl where
+// the server has it (see native.go), else PEXPIRE under WATCH, when the
+// key holds the token. Multi-name locks need scripts.
 func (o *Extend) Transact(ctx context.Context, t *Tx) Reply {
 	if err := WithoutScripts(o, nil); err != nil {
 		return Reply{Err: err}
+	}
+	if rep, ok := transactNative(ctx, t, o, o.Key); ok {
+		return rep
 	}
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
 		held, holds := holding(ctx, o.Key, o.Token, o.Reentrant)

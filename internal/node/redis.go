@@ -49,7 +49,8 @@ type Redis struct {
 	// way is how the node is spoken to (a Way); see way.go.
 	way     atomic.Uint32
 	refusal atomic.Pointer[error] // the node's refusal of scripts, once seen
-	probe   sync.Once             // asks once whether the node has DELEX
+	probe   sync.Once             // asks once for the node's Caps
+	caps    atomic.Pointer[Caps]  // what the probe found; nil until it answered
 	forced  atomic.Bool           // the way was set, not found: no probe
 	told    sync.Once             // onWay is called once
 
@@ -59,6 +60,12 @@ type Redis struct {
 	// run it, and a plain grant's script reads it itself (see clockFor).
 	clockOn atomic.Bool
 	onWay   func(w Way, why error)
+	// scriptsRan is set once a batch's scripts ran (none was refused):
+	// from then on a node that speaks scripts carries a plain grant and
+	// extension in the server's own commands where it has SET IFEQ (see
+	// speech.beside), which no refusal of scripts can then split from
+	// the name's scripted calls of the same batch.
+	scriptsRan atomic.Bool
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -84,6 +91,9 @@ type call struct {
 	cmds   []redis.Cmder
 	buf    [2]redis.Cmder
 	done   func(Reply)
+	// native is set when cmds are the server's own commands (see
+	// native.go), not the operation's script.
+	native bool
 }
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
@@ -116,7 +126,7 @@ func (n *Redis) Layout() Layout { return n.layout }
 
 // Do implements Node.
 func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply)) {
-	n.start.Do(n.run)
+	n.start.Do(func() { n.run(LaneOf(op)) })
 	c := callPool.Get().(*call)
 	c.ctx, c.sendBy, c.op, c.done = ctx, sendBy, op, done
 	if r, ok := op.(Runner); ok {
@@ -131,7 +141,14 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 		}
 		return
 	}
-	c.cmds = op.Encode(ctx, n.layout, c.buf[:0])
+	if w := n.Way(); w != Scripts || n.scriptsRan.Load() {
+		if o, ok := op.(nativeOp); ok {
+			c.cmds, c.native = o.encodeNative(ctx, speech{way: w, caps: n.Caps()}, c.buf[:0])
+		}
+	}
+	if !c.native {
+		c.cmds = op.Encode(ctx, n.layout, c.buf[:0])
+	}
 	if len(c.cmds) == 0 && !isTimed(op) {
 		c.finish(op.Decode(nil)) // nothing to send
 		return
@@ -152,10 +169,13 @@ func (n *Redis) Ping(ctx context.Context) error {
 	return n.client.Ping(ctx).Err()
 }
 
-// run starts the workers, and loads the scripts into the node's cache so
-// that EVALSHA in a pipeline finds them (a node that is down or restarts
-// answers NOSCRIPT, and send falls back to EVAL, which loads them).
-func (n *Redis) run() {
+// run starts the workers, asks the node's Caps (with a key beside name,
+// the first lock name it is asked about), and loads the scripts into the
+// node's cache so that EVALSHA in a pipeline finds them (a node that is
+// down or restarts answers NOSCRIPT, and send falls back to EVAL, which
+// loads them).
+func (n *Redis) run(name string) {
+	n.wg.Go(func() { n.probeCaps(name) })
 	n.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -200,9 +220,10 @@ func (n *Redis) work() {
 // send makes one round trip for batch and hands each call its reply. Calls
 // whose sendBy has passed are answered ErrUnsent without being sent.
 func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
+	var rest []*call
 	if n.Way() != Scripts {
-		n.transactAll(batch)
-		return
+		batch, rest = pipelinable(batch[0].ctx, batch)
+		defer n.transactAll(rest)
 	}
 	now := time.Now()
 	live := batch[:0]
@@ -225,6 +246,13 @@ func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 // (zero when not asked).
 func (n *Redis) exchange(ctx context.Context, pipe redis.Pipeliner, batch []*call, cmds int) time.Time {
 	clock := n.clockFor(ctx, batch)
+	if leadsNil(batch) {
+		// go-redis runs its retry checks (a dozen allocations) on the
+		// error of a round trip's first reply, and reads a native grant's
+		// nil as one: a PING, whose reply is no error, leads instead.
+		_ = pipe.Process(ctx, redis.NewStatusCmd(ctx, pingArgs...))
+		cmds++
+	}
 	if cmds == 1 && clock == nil {
 		// One command, not always the first call's: a call may carry none
 		// (a Clock on a sharded node, a Queue with nothing to change).
@@ -255,8 +283,39 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	// to a far node, on nearly every call.
 	ctx := batch[0].ctx
 	at := n.exchange(ctx, pipe, batch, cmds)
+	refused := n.checkScripts(ctx, batch)
+	var again []*call
+	var open openCalls
+	for _, c := range batch {
+		if refused && slices.ContainsFunc(c.cmds, func(cmd redis.Cmder) bool { return scriptsRefused(cmd.Err()) }) {
+			// The node ran none of this call's scripts: it goes again,
+			// without them, in the order of the batch.
+			again = append(again, c)
+			continue
+		}
+		if !c.native {
+			if !refused && !n.scriptsRan.Load() {
+				n.scriptsRan.Store(true) // see Do: the plain lock may speak natively beside scripts
+			}
+			c.finish(n.timed(c.op, c.op.Decode(c.cmds), at))
+		} else if rep, done := open.decode(c); done {
+			c.finish(n.timed(c.op, rep, at))
+		}
+	}
+	open.ask(ctx, n, at)
+	n.transactAll(again)
+}
+
+// checkScripts reads the replies of batch's scripts once their round trip
+// is over: a script the node lost (a restart) is sent again with EVAL,
+// which loads it; it reports whether the node refused scripts (and
+// switches it, see refuseScripts).
+func (n *Redis) checkScripts(ctx context.Context, batch []*call) bool {
 	refused := false
 	for _, c := range batch {
+		if c.native {
+			continue // no script: nothing to load, nothing refused
+		}
 		reload(ctx, n.client, c.cmds)
 		for _, cmd := range c.cmds {
 			if scriptsRefused(cmd.Err()) {
@@ -265,21 +324,16 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 			}
 		}
 	}
-	var again []*call
-	for _, c := range batch {
-		if refused && slices.ContainsFunc(c.cmds, func(cmd redis.Cmder) bool { return scriptsRefused(cmd.Err()) }) {
-			// The node ran none of this call's scripts: it goes again,
-			// without them, in the order of the batch.
-			again = append(again, c)
-			continue
-		}
-		rep := c.op.Decode(c.cmds)
-		if isTimed(c.op) && (rep.Time.IsZero() || n.layout.Sharded) {
-			rep.Time = at // a sharded layout's carries none (see clockFor)
-		}
-		c.finish(rep)
+	return refused
+}
+
+// timed gives rep, the reply to op, the node's time at, read at the end
+// of its round trip, when op is Timed and its reply carries none.
+func (n *Redis) timed(op Op, rep Reply, at time.Time) Reply {
+	if isTimed(op) && (rep.Time.IsZero() || n.layout.Sharded) {
+		rep.Time = at // a sharded layout's carries none (see clockFor)
 	}
-	n.transactAll(again)
+	return rep
 }
 
 // finish hands c's reply to its callback and recycles c.

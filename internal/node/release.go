@@ -33,6 +33,9 @@ type Release struct {
 	// Acquire.Intent).
 	Intent, Writer string
 	enc            encoding
+	// nenc keeps DELIFEQ's arguments and DELEX's, pub the
+	// announcement's (see native.go).
+	nenc, pub encoding
 }
 
 // Drop says what a reentrant release drops.

@@ -7,19 +7,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Transact implements Transacted. A plain lock's release is DELEX key IFEQ
-// token where the server has it (Native), with its announcement to every
+// Transact implements Transacted. A plain lock's release is DELIFEQ key
+// token or DELEX key IFEQ token where the server has one (Native), with its announcement to every
 // waiter in the same round trip; otherwise the holder and the oldest
 // queued waiter are read under WATCH of the key, then the key is deleted
 // and the waiter unqueued in MULTI ... EXEC, and the release announced to
 // that waiter's process after it. Multi-name and reader-writer releases
 // need scripts.
 func (o *Release) Transact(ctx context.Context, t *Tx) Reply {
-	switch {
-	case WithoutScripts(o, nil) != nil:
-		return Reply{Err: WithoutScripts(o, nil)}
-	case t.Native() && !o.Reentrant:
-		return o.native(ctx, t)
+	if err := WithoutScripts(o, nil); err != nil {
+		return Reply{Err: err}
+	}
+	if rep, ok := transactNative(ctx, t, o, o.Key); ok {
+		return rep
 	}
 	return o.watched(ctx, t)
 }
@@ -140,46 +140,6 @@ func (o *Release) gone(ctx context.Context, s *Step) (Reply, error) {
 	}
 	id, _ := infoField(info.Result())("run_id") // a user without INFO: "", which matches no server
 	return Reply{Value: Released{Gone: true, Server: id}}, nil
-}
-
-// native is a plain release on a server with DELEX: one round trip, the
-// announcement to every waiter in it (a waiter hears it even when the
-// delete found another holder: it tries, and is refused). A delete that
-// found nothing to delete asks, in a second round trip, whether the key is
-// there at all, to answer as release.lua does.
-func (o *Release) native(ctx context.Context, t *Tx) Reply {
-	del := redis.NewIntCmd(ctx, "delex", o.Key, "ifeq", o.Token)
-	cmds := []redis.Cmder{del}
-	var pub *redis.IntCmd
-	if o.Channel != "" {
-		pub = announcement(ctx, o.Key, o.Channel, o.Token, "")
-		cmds = append(cmds, pub)
-	}
-	if err := t.Pipelined(ctx, o.Key, cmds...); err != nil {
-		return Reply{Err: err}
-	}
-	n, err := del.Result()
-	switch {
-	case err != nil && isReply(err):
-		// A key of another type (a reentrant lock) is refused with an
-		// error reply whose words differ between servers: the
-		// transaction reads what the key is.
-		return o.watched(ctx, t)
-	case err != nil:
-		return Reply{Err: err}
-	case n == 1:
-		return Reply{OK: true, Value: heard(pub, "")}
-	}
-	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
-		exists := redis.NewIntCmd(ctx, "exists", o.Key)
-		if err := s.Read(ctx, nil, exists); err != nil {
-			return Reply{}, err
-		}
-		if exists.Val() > 0 {
-			return Reply{}, nil
-		}
-		return o.gone(ctx, s)
-	})
 }
 
 // announcement is the PUBLISH that tells waiters a lock is free (see

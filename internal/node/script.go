@@ -116,8 +116,12 @@ func kind(l Layout) int {
 
 // args returns the arguments kept for layout l, building them with build
 // the first time (a race builds twice and keeps one).
-func (e *encoding) args(l Layout, build func() []any) []any {
-	p := &e.enc[kind(l)]
+func (e *encoding) args(l Layout, build func() []any) []any { return e.at(kind(l), build) }
+
+// at returns the arguments kept in slot i (0 or 1), building them with
+// build the first time.
+func (e *encoding) at(i int, build func() []any) []any {
+	p := &e.enc[i]
 	if a := p.Load(); a != nil {
 		return *a
 	}

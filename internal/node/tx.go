@@ -40,7 +40,7 @@ type Transacted interface {
 type Tx struct {
 	c      redis.UniversalClient
 	layout Layout
-	way    Way
+	speech
 	// until is when an operation stops starting transactions again (its
 	// node timeout, sendBy).
 	until time.Time
@@ -49,8 +49,14 @@ type Tx struct {
 // Layout is how the node keeps the keys beside a name.
 func (t *Tx) Layout() Layout { return t.layout }
 
-// Native reports whether the node has the server's own compare-and-delete.
+// Native reports whether the node speaks the server's own commands.
 func (t *Tx) Native() bool { return t.way == Native }
+
+// tx is the node spoken to without scripts in way w, for an operation
+// whose node timeout passes at until.
+func (n *Redis) tx(w Way, until time.Time) *Tx {
+	return &Tx{c: n.client, layout: n.layout, speech: speech{way: w, caps: n.Caps()}, until: until}
+}
 
 // server returns the client of the one server that keeps key.
 func (t *Tx) server(ctx context.Context, key string) (*redis.Client, error) {

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,9 +11,10 @@ import (
 )
 
 // Way is how a node is spoken to. A node starts with scripts; a node whose
-// user is refused scripts (an ACL without @scripting, EVAL renamed away)
-// switches by itself, once, to the server's own compare-and-delete where it
-// has one and to optimistic transactions for the rest.
+// user is refused scripts (an ACL without @scripting, EVAL renamed away, a
+// Valkey without its Lua engine) switches by itself, once, to the server's
+// own commands where the plain lock has them (see Caps) and to optimistic
+// transactions for the rest.
 type Way uint32
 
 // The ways a node is spoken to.
@@ -22,14 +22,18 @@ const (
 	// Scripts runs each operation as one Lua script (EVALSHA): one round
 	// trip, batched with other names' operations.
 	Scripts Way = iota
-	// Native is Transactions, except that a plain lock's release is the
-	// server's own DELEX key IFEQ token (Redis 8.4, Valkey 9.2): one round
-	// trip, but it names no queued waiter (every waiter hears it).
+	// Native is Transactions, except that a plain lock's extension is
+	// SET key token IFEQ token PX ttl where the server has it (Valkey 8.1,
+	// Redis 8.4), and its release DELIFEQ key token (Valkey 9.0) or DELEX
+	// key IFEQ token (Redis 8.4): single commands, batched with the node's
+	// other operations as scripts are. A native release names no queued
+	// waiter: it is announced to every waiter in the same round trip.
 	Native
 	// Transactions carries each operation without scripts: a single
-	// command where one does the job (SET NX GET PX), else WATCH of the
-	// keys, the reads, then MULTI ... EXEC, retried while a watched key
-	// changed, until the node timeout.
+	// command where one does the job (a plain lock's SET NX GET PX,
+	// batched with the node's other operations), else WATCH of the keys,
+	// the reads, then MULTI ... EXEC, retried while a watched key
+	// changed, until the node timeout, on a connection of its own.
 	Transactions
 )
 
@@ -66,7 +70,9 @@ var ErrAborted = errors.New("redlock: a watched key changed in every transaction
 
 // scriptsRefused reports whether err is a node's refusal to run a script at
 // all (as opposed to a script that ran and failed): the user lacks
-// EVALSHA or EVAL, or the command is unknown (renamed away).
+// EVALSHA or EVAL, the command is unknown (renamed away), or the server
+// has no Lua engine (a Valkey 9 without it answers EVALSHA NOSCRIPT, and
+// the EVAL that follows "ERR Could not find scripting engine 'lua'").
 func scriptsRefused(err error) bool {
 	// Checked on every reply: nil first, before errors.As's target (which
 	// escapes to the heap) is made.
@@ -79,6 +85,9 @@ func refusedScripts(err error) bool {
 		return false
 	}
 	msg := strings.ToLower(rerr.Error())
+	if strings.HasPrefix(msg, "err could not find scripting engine") {
+		return true // a Valkey whose Lua engine is not loaded (MODULE UNLOAD lua)
+	}
 	if !strings.HasPrefix(msg, "noperm") && !strings.HasPrefix(msg, "err unknown command") {
 		return false
 	}
@@ -89,16 +98,18 @@ func refusedScripts(err error) bool {
 func (n *Redis) Way() Way { return Way(n.way.Load()) }
 
 // SetWay makes the node speak w from its first request on, with no probe:
-// Transactions or Native for a node known to refuse scripts (or, in tests,
-// to have DELEX), Scripts to start as every node does. Call it before the
-// first Do.
+// Transactions or Native for a node known to refuse scripts (Native
+// speaks the commands the probe finds, DELEX until it answered: in tests,
+// a miniredis, which has DELEX), Scripts to start as every node does. Call
+// it before the first Do.
 func (n *Redis) SetWay(w Way) {
 	n.forced.Store(w != Scripts)
 	n.way.Store(uint32(w))
 }
 
 // AvoidScripts makes the node speak without scripts from its first
-// request on, as if it had refused them: it asks once whether it has DELEX.
+// request on, as if it had refused them: Native once the probe finds the
+// server's own commands (see Caps), Transactions otherwise.
 // Call it before the first Do.
 func (n *Redis) AvoidScripts() { n.way.Store(uint32(Transactions)) }
 
@@ -116,34 +127,18 @@ func (n *Redis) Refusal() error {
 }
 
 // refuseScripts switches the node to speaking without scripts, once, for
-// the refusal err (told by transactAll, once it asked for DELEX).
+// the refusal err: natively where the node's Caps allow (the probe, still
+// under way, may find them later: it then switches Transactions to
+// Native), with transactions otherwise.
 func (n *Redis) refuseScripts(err error) {
 	if !n.refusal.CompareAndSwap(nil, &err) {
 		return
 	}
-	n.way.CompareAndSwap(uint32(Scripts), uint32(Transactions))
-}
-
-// probeNative asks the node, once, whether it has DELEX key IFEQ value,
-// with a key beside name (the first lock name it is asked about, so that
-// an ACL key pattern that lets the user lock the name lets it ask; "" for
-// none): a DELEX that matches no value answers 0 where the server has the
-// command, and an error where it does not (unknown) or the user lacks it.
-func (n *Redis) probeNative(name string) {
-	if n.forced.Load() || n.Way() == Scripts {
-		return
+	w := Transactions
+	if n.Caps().Native() {
+		w = Native
 	}
-	n.probe.Do(func() {
-		key := n.layout.Beside(name, name+":redlock:probe")
-		if key == "" {
-			key = "redlock:probe"
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if n.client.Do(ctx, "delex", key, "ifeq", "redlock:probe").Err() == nil {
-			n.way.CompareAndSwap(uint32(Transactions), uint32(Native))
-		}
-	})
+	n.way.CompareAndSwap(uint32(Scripts), uint32(w))
 }
 
 // transactAll runs the calls of a batch without scripts: each name's calls
@@ -154,7 +149,7 @@ func (n *Redis) transactAll(batch []*call) {
 	if len(batch) == 0 {
 		return
 	}
-	n.probeNative(LaneOf(batch[0].op))
+	n.probeCaps(LaneOf(batch[0].op)) // waits for the probe run started with the node
 	w := n.Way()
 	if why := n.Refusal(); why != nil && n.onWay != nil {
 		n.told.Do(func() { n.onWay(w, why) }) // once the way is known
@@ -188,7 +183,7 @@ func (n *Redis) transactEach(calls []*call, w Way) {
 			c.finish(Reply{Err: err})
 			continue
 		}
-		rep := op.Transact(c.ctx, &Tx{c: n.client, layout: n.layout, way: w, until: c.sendBy})
+		rep := op.Transact(c.ctx, n.tx(w, c.sendBy))
 		if rep.Err == nil {
 			rep.Time = n.clockOf(c.ctx, c.op)
 		}

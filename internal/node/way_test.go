@@ -91,11 +91,7 @@ func refusesWhatNeedsScripts(t *testing.T, n node.Node) {
 // scripts (none is lost or answered with the refusal), the switch is told
 // once, and the server's DELEX is found by asking it.
 func TestNodeSwitchesWhenScriptsRefused(t *testing.T) {
-	_, clients := nodetest.Miniredis(t, 1)
-	c := clients[0].(*redis.Client)
-	nodetest.RefuseScripts(c)
-	n := node.NewRedis(c)
-	t.Cleanup(n.Close)
+	n := refusingNode(t, nodetest.RefuseScripts)
 	var told []string
 	n.OnWay(func(w node.Way, why error) { told = append(told, w.String()+": "+why.Error()) })
 	require.Equal(t, node.Scripts, n.Way())
@@ -316,4 +312,34 @@ func TestPlainGrantCarriesItsOwnClock(t *testing.T) {
 		assert.WithinDuration(t, at, rep.Time, time.Second, op.Name())
 		assert.Zero(t, times.n.Load(), "no TIME beside a %s grant", op.Name())
 	}
+}
+
+// A Valkey without its Lua engine (MODULE UNLOAD lua) answers EVALSHA
+// NOSCRIPT and the EVAL that follows "ERR Could not find scripting
+// engine": the node speaks without scripts as for a user refused them (the
+// Mutex works), and what needs scripts is refused with ErrNoScripts.
+func TestNodeWithoutLuaEngine(t *testing.T) {
+	n := refusingNode(t, nodetest.NoLua)
+	rep := callOne(n, lock("k", "a"))
+	require.NoError(t, rep.Err)
+	assert.True(t, rep.OK, "the refused grant went again without scripts")
+	assert.Equal(t, node.Native, n.Way(), "miniredis answers DELEX")
+	require.ErrorContains(t, n.Refusal(), "scripting engine")
+	assert.True(t, callOne(n, extend("k", "a", ttl)).OK)
+	assert.True(t, callOne(n, unlock("k", "a")).OK)
+	rep = callOne(n, sem("s", "a", 2))
+	require.ErrorIs(t, rep.Err, node.ErrNoScripts)
+	assert.Contains(t, rep.Err.Error(), "scripting engine", "the refusal is named")
+}
+
+// refusingNode is a node over a miniredis server whose client refuse
+// makes refuse scripts.
+func refusingNode(t *testing.T, refuse func(*redis.Client)) *node.Redis {
+	t.Helper()
+	_, clients := nodetest.Miniredis(t, 1)
+	c := clients[0].(*redis.Client)
+	refuse(c)
+	n := node.NewRedis(c)
+	t.Cleanup(n.Close)
+	return n
 }

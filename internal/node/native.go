@@ -1,0 +1,225 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The plain lock in the server's own words. A node without scripts
+// carries a plain lock's operations as single commands where the server
+// has them, batched with the node's other operations (send, exchange) as
+// scripts are, rather than on a connection of their own:
+//
+//   - acquisition: SET key token NX GET PX ttl, on every server (what
+//     acquire_plain.lua runs);
+//   - extension: SET key token IFEQ token PX ttl (Valkey 8.1, Redis 8.4):
+//     set only when the key holds the token, as extend.lua's GET then
+//     PEXPIRE;
+//   - release: DELIFEQ key token (Valkey 9.0) or DELEX key IFEQ token
+//     (Redis 8.4), then PUBLISH to every waiter, as Release.native.
+//
+// Each reads its reply as the script's Decode does. The rare answers a
+// single command cannot give (a key of another type, a release that found
+// nothing to delete: is the key there at all?) are asked after the round
+// trip, on a connection of their own, as the transactions path asks them.
+// Fenced, restart-delayed, reentrant, multi-name and reader-writer
+// operations keep their transactions (or need scripts).
+
+// nativeOp is an Op that a node without scripts may carry in the server's
+// own commands.
+type nativeOp interface {
+	Op
+	// encodeNative appends the operation's commands for a node that
+	// speaks s; ok is false when it has none there.
+	encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) (out []redis.Cmder, ok bool)
+	// decodeNative reads their replies once the round trip is over: the
+	// reply, or (more not nil) what is still to ask on a connection of
+	// its own to answer as the script does.
+	decodeNative(cmds []redis.Cmder) (rep Reply, more func(ctx context.Context, t *Tx) Reply)
+}
+
+// speech is how a node without scripts speaks: its way and its Caps.
+type speech struct {
+	way  Way
+	caps Caps
+}
+
+// deletes reports whether a plain release is the server's own
+// compare-and-delete: a Native node that has one, or whose way was set
+// without a probe (DELEX, see SetWay).
+func (s speech) deletes() bool { return s.way == Native && (s.caps.Deletes() || !s.caps.Known) }
+
+// setsIfEq reports whether a plain extension is SET ... IFEQ ... PX: on a
+// Native node that has it, and beside scripts (see beside).
+func (s speech) setsIfEq() bool { return (s.way == Native || s.beside()) && s.caps.SetIfEq }
+
+// beside reports whether a node that speaks scripts carries the plain
+// lock's grant and extension in the server's own commands: where it has
+// SET IFEQ (Valkey 8.1, Redis 8.4), on which they cost the server a
+// tenth of their scripts and the client no more (measured: see
+// docs/DEPLOYMENTS.md). Its release keeps its script, which hands the
+// lock over to the oldest queued waiter.
+func (s speech) beside() bool { return s.way == Scripts && s.caps.SetIfEq }
+
+// plain reports whether o is a plain lock's acquisition.
+func (o *Acquire) plain() bool {
+	return !o.Reentrant && o.FenceKey == "" && o.MinUptime <= 0 && len(o.Also) == 0 && o.Intent == ""
+}
+
+func (o *Acquire) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
+	if !o.plain() || s.way == Scripts && !s.beside() {
+		return cmds, false
+	}
+	args := o.nenc.at(0, func() []any { return []any{"set", o.Key, o.Token, "nx", "get", "px", o.TTL.Milliseconds()} })
+	return o.Ack.encode(ctx, append(cmds, redis.NewCmd(ctx, args...))), true
+}
+
+func (o *Acquire) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, *Tx) Reply) {
+	set := cmds[0].(*redis.Cmd)
+	if errors.Is(set.Err(), redis.Nil) {
+		// Granted: as acquire_plain.lua's, the reply says no more.
+		return o.Ack.check(cmds[1:], Reply{OK: true}), nil
+	}
+	rep, wrongType := o.granted(set.Val(), set.Err(), 0)
+	if wrongType {
+		return Reply{}, func(ctx context.Context, t *Tx) Reply { return t.refusedByType(ctx, o.Key, rep) }
+	}
+	return o.Ack.check(cmds[1:], rep), nil
+}
+
+func (o *Extend) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
+	if o.Reentrant || len(o.Also) > 0 || !s.setsIfEq() {
+		return cmds, false
+	}
+	args := o.nenc.at(0, func() []any { return []any{"set", o.Key, o.Token, "ifeq", o.Token, "px", o.TTL.Milliseconds()} })
+	return o.Ack.encode(ctx, append(cmds, redis.NewCmd(ctx, args...))), true
+}
+
+// decodeNative reads SET ... IFEQ: OK when the key held the token (and
+// now has the new time to live), nil when it did not; a key of another
+// type is not the caller's (extend.lua answers 0).
+func (o *Extend) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, *Tx) Reply) {
+	err := cmds[0].Err()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return Reply{}, nil
+	case err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE"):
+		return Reply{}, nil
+	case err != nil:
+		return Reply{Err: err}, nil
+	}
+	return o.Ack.check(cmds[1:], Reply{OK: true}), nil
+}
+
+func (o *Release) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
+	if o.Reentrant || len(o.Also) > 0 || o.Intent != "" || !s.deletes() {
+		return cmds, false
+	}
+	var del []any
+	if s.caps.DelIfEq {
+		del = o.nenc.at(0, func() []any { return []any{"delifeq", o.Key, o.Token} })
+	} else {
+		del = o.nenc.at(1, func() []any { return []any{"delex", o.Key, "ifeq", o.Token} })
+	}
+	cmds = append(cmds, redis.NewIntCmd(ctx, del...))
+	if o.Channel != "" {
+		// To every waiter (announce.lua's "id|"): the delete cannot pop
+		// the queue's oldest in the same step.
+		pub := o.pub.at(0, func() []any { return []any{"publish", o.Channel, o.Token + "|"} })
+		cmds = append(cmds, redis.NewIntCmd(ctx, pub...))
+	}
+	return cmds, true
+}
+
+// decodeNative reads the compare-and-delete and the announcement. A
+// delete refused with an error reply (a key of another type, a reentrant
+// lock: the words differ between servers) is read again by the
+// transaction; one that deleted nothing asks whether the key is there at
+// all, to answer as release.lua does.
+func (o *Release) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, *Tx) Reply) {
+	del := cmds[0].(*redis.IntCmd)
+	var pub *redis.IntCmd
+	if o.Channel != "" {
+		pub = cmds[1].(*redis.IntCmd)
+	}
+	n, err := del.Result()
+	switch {
+	case err != nil && isReply(err):
+		return Reply{}, o.watched
+	case err != nil:
+		return Reply{Err: err}, nil
+	case n == 1 && pub != nil && pub.Val() > 0:
+		return Reply{OK: true, Value: heard(pub, "")}, nil
+	case n == 1:
+		return Reply{OK: true}, nil // heard by no one: release.lua's 1
+	case !o.checks(cmds):
+		return Reply{Value: absent{}}, nil
+	}
+	switch v, err := cmds[len(cmds)-1].(*redis.IntCmd).Result(); {
+	case err != nil:
+		return Reply{Err: err}, nil
+	case v > 0:
+		return Reply{}, nil // another's
+	}
+	return Reply{Value: absent{checked: true}}, nil
+}
+
+// checks reports whether cmds, the release's native commands, end with
+// the EXISTS of its key (see pipelinable).
+func (o *Release) checks(cmds []redis.Cmder) bool {
+	if o.Channel != "" {
+		return len(cmds) > 2
+	}
+	return len(cmds) > 1
+}
+
+// absent is the Value of a native release's reply that deleted nothing:
+// whether the key is there at all is still to ask (see Redis.askAbsent),
+// unless checked: it is not.
+type absent struct{ checked bool }
+
+// isAbsent reports whether rep is a native release's that deleted nothing.
+func isAbsent(rep Reply) bool {
+	_, ok := rep.Value.(absent)
+	return ok
+}
+
+// absent answers a release whose compare-and-delete deleted nothing, on a
+// connection of its own: not held (another's), or, when the key is not
+// there at all, gone.
+func (o *Release) absent(ctx context.Context, t *Tx) Reply {
+	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
+		exists := redis.NewIntCmd(ctx, "exists", o.Key)
+		if err := s.Read(ctx, nil, exists); err != nil {
+			return Reply{}, err
+		}
+		if exists.Val() > 0 {
+			return Reply{}, nil
+		}
+		return o.gone(ctx, s)
+	})
+}
+
+// transactNative carries op, which has a native form for t, on a
+// connection of its own: its commands in one round trip, then what its
+// reply still needs.
+func transactNative(ctx context.Context, t *Tx, op nativeOp, key string) (Reply, bool) {
+	cmds, ok := op.encodeNative(ctx, t.speech, nil)
+	if !ok {
+		return Reply{}, false
+	}
+	if err := t.Pipelined(ctx, key, cmds...); err != nil {
+		return Reply{Err: err}, true
+	}
+	rep, more := op.decodeNative(cmds)
+	switch r, ok := op.(*Release); {
+	case more != nil:
+		return more(ctx, t), true
+	case ok && isAbsent(rep):
+		return r.absent(ctx, t), true
+	}
+	return rep, true
+}

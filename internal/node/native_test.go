@@ -1,0 +1,160 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The native encodings that miniredis cannot run (it has no SET ... IFEQ
+// and no DELIFEQ): which command each way and capability sends, and how
+// each reply a server gives is read, as the operation's script answers
+// (acquire_plain.lua, extend.lua, release.lua). The replies were read from
+// Redis 8.6, Valkey 8.1 and Valkey 9.1 (see docs/DEPLOYMENTS.md); what
+// miniredis runs is compared with the scripts in TestTransactionsAnswerAsScripts.
+
+// nativeArgs returns the commands op sends natively to a node that speaks
+// s, nil when it has none there.
+func nativeArgs(t *testing.T, op nativeOp, s speech) [][]any {
+	t.Helper()
+	cmds, ok := op.encodeNative(context.Background(), s, nil)
+	if !ok {
+		require.Empty(t, cmds)
+		return nil
+	}
+	out := make([][]any, len(cmds))
+	for i, c := range cmds {
+		out[i] = c.Args()
+	}
+	return out
+}
+
+func TestNativeEncodings(t *testing.T) {
+	all := Caps{Known: true, SetIfEq: true, DelIfEq: true, DelEx: true}
+	valkey9 := Caps{Known: true, SetIfEq: true, DelIfEq: true}
+	redis8 := Caps{Known: true, SetIfEq: true, DelEx: true}
+	acquire := func() *Acquire { return &Acquire{Key: "k", Token: "t", TTL: time.Second} }
+	extend := func() *Extend { return &Extend{Key: "k", Token: "t", TTL: time.Second} }
+	release := func() *Release { return &Release{Key: "k", Token: "t", Channel: "ch"} }
+	set := []any{"set", "k", "t", "nx", "get", "px", int64(1000)}
+	setIfEq := []any{"set", "k", "t", "ifeq", "t", "px", int64(1000)}
+	pub := []any{"publish", "ch", "t|"}
+	for _, c := range []struct {
+		name string
+		op   func() nativeOp
+		s    speech
+		want [][]any
+	}{
+		{"grant, transactions", func() nativeOp { return acquire() }, speech{way: Transactions}, [][]any{set}},
+		{"grant, scripts without SET IFEQ", func() nativeOp { return acquire() }, speech{way: Scripts, caps: Caps{Known: true, DelEx: true}}, nil},
+		{"grant beside scripts", func() nativeOp { return acquire() }, speech{way: Scripts, caps: redis8}, [][]any{set}},
+		{"fenced grant", func() nativeOp { a := acquire(); a.FenceKey = "f"; return a }, speech{way: Native, caps: all}, nil},
+		{"restart-delayed grant", func() nativeOp { a := acquire(); a.MinUptime = 5; return a }, speech{way: Native, caps: all}, nil},
+		{"reentrant grant", func() nativeOp { a := acquire(); a.Reentrant = true; return a }, speech{way: Native, caps: all}, nil},
+		{"grant with WAIT", func() nativeOp { a := acquire(); a.Ack = Ack{Replicas: 1, Timeout: time.Second}; return a },
+			speech{way: Native, caps: all}, [][]any{set, {"wait", 1, int64(1000)}}},
+		{"extension, transactions", func() nativeOp { return extend() }, speech{way: Transactions, caps: all}, nil},
+		{"extension, Valkey 8.0", func() nativeOp { return extend() }, speech{way: Native, caps: Caps{Known: true}}, nil},
+		{"extension, native", func() nativeOp { return extend() }, speech{way: Native, caps: valkey9}, [][]any{setIfEq}},
+		{"extension beside scripts", func() nativeOp { return extend() }, speech{way: Scripts, caps: valkey9}, [][]any{setIfEq}},
+		{"reentrant extension", func() nativeOp { e := extend(); e.Reentrant = true; return e }, speech{way: Native, caps: all}, nil},
+		{"release, Valkey 9", func() nativeOp { return release() }, speech{way: Native, caps: valkey9}, [][]any{{"delifeq", "k", "t"}, pub}},
+		{"release, Redis 8.4", func() nativeOp { return release() }, speech{way: Native, caps: redis8}, [][]any{{"delex", "k", "ifeq", "t"}, pub}},
+		{"release, set Native without a probe", func() nativeOp { return release() }, speech{way: Native}, [][]any{{"delex", "k", "ifeq", "t"}, pub}},
+		{"release, Valkey 8.1", func() nativeOp { return release() }, speech{way: Native, caps: Caps{Known: true, SetIfEq: true}}, nil},
+		{"release beside scripts", func() nativeOp { return release() }, speech{way: Scripts, caps: all}, nil},
+		{"undo", func() nativeOp { return &Release{Key: "k", Token: "t"} }, speech{way: Native, caps: valkey9}, [][]any{{"delifeq", "k", "t"}}},
+		{"reentrant release", func() nativeOp { r := release(); r.Reentrant = true; return r }, speech{way: Native, caps: all}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) { assert.Equal(t, c.want, nativeArgs(t, c.op(), c.s)) })
+	}
+}
+
+// answered sets cmd's reply: an error, or a value.
+func answered(cmd redis.Cmder, v any) redis.Cmder {
+	if err, ok := v.(error); ok {
+		cmd.SetErr(err)
+		return cmd
+	}
+	switch c := cmd.(type) {
+	case *redis.Cmd:
+		c.SetVal(v)
+	case *redis.IntCmd:
+		c.SetVal(v.(int64))
+	}
+	return cmd
+}
+
+func TestNativeReplies(t *testing.T) {
+	ctx := context.Background()
+	wrongType := replyError("WRONGTYPE Operation against a key holding the wrong kind of value")
+	down := errors.New("i/o timeout")
+	a := &Acquire{Key: "k", Token: "t", TTL: time.Second}
+	e := &Extend{Key: "k", Token: "t", TTL: time.Second}
+	r := &Release{Key: "k", Token: "t", Channel: "ch"}
+	cmd := func(v any) redis.Cmder { return answered(redis.NewCmd(ctx), v) }
+	num := func(v any) redis.Cmder { return answered(redis.NewIntCmd(ctx), v) }
+	for _, c := range []struct {
+		name string
+		op   nativeOp
+		cmds []redis.Cmder
+		want Reply
+		more bool // the reply asks more on a connection of its own
+	}{
+		{"grant", a, []redis.Cmder{cmd(redis.Nil)}, Reply{OK: true}, false},
+		{"grant resent", a, []redis.Cmder{cmd("t")}, Reply{OK: true, Value: Grant{}}, false},
+		{"held by another", a, []redis.Cmder{cmd("u")}, Reply{Value: Grant{Holder: "u"}}, false},
+		{"grant on another type", a, []redis.Cmder{cmd(wrongType)}, Reply{}, true},
+		{"grant, node down", a, []redis.Cmder{cmd(down)}, Reply{Err: down}, false},
+		{"extended", e, []redis.Cmder{cmd("OK")}, Reply{OK: true}, false},
+		{"extension of another's", e, []redis.Cmder{cmd(redis.Nil)}, Reply{}, false},
+		{"extension of another type", e, []redis.Cmder{cmd(wrongType)}, Reply{}, false},
+		{"extension, node down", e, []redis.Cmder{cmd(down)}, Reply{Err: down}, false},
+		{"released, heard by two", r, []redis.Cmder{num(int64(1)), num(int64(2))}, Reply{OK: true, Value: Released{Heard: 2}}, false},
+		{"released, heard by none", r, []redis.Cmder{num(int64(1)), num(int64(0))}, Reply{OK: true}, false},
+		{"nothing deleted", r, []redis.Cmder{num(int64(0)), num(int64(0))}, Reply{Value: absent{}}, false},
+		{"nothing deleted, another's", r, []redis.Cmder{num(int64(0)), num(int64(0)), num(int64(1))}, Reply{}, false},
+		{"nothing deleted, no key", r, []redis.Cmder{num(int64(0)), num(int64(0)), num(int64(0))}, Reply{Value: absent{checked: true}}, false},
+		{"release of another type", r, []redis.Cmder{num(wrongType), num(int64(0))}, Reply{}, true},
+		{"release, node down", r, []redis.Cmder{num(down), num(down)}, Reply{Err: down}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, more := c.op.decodeNative(c.cmds)
+			assert.Equal(t, c.want, got)
+			assert.Equal(t, c.more, more != nil, "asks more")
+		})
+	}
+}
+
+// A batch without scripts: the native calls share the pipeline (their
+// order kept per name), a release leads it, a release whose name has
+// another call in the batch reads EXISTS of its key in the same round
+// trip, and the rest goes to the transactions.
+func TestPipelinable(t *testing.T) {
+	ctx := context.Background()
+	s := speech{way: Native, caps: Caps{Known: true, SetIfEq: true, DelIfEq: true}}
+	native := func(op nativeOp) *call {
+		cmds, ok := op.encodeNative(ctx, s, nil)
+		require.True(t, ok)
+		return &call{op: op, cmds: cmds, native: true}
+	}
+	grantC := native(&Acquire{Key: "c", Token: "t", TTL: time.Second})
+	releaseA := native(&Release{Key: "a", Token: "t", Channel: "ch"})
+	grantA := native(&Acquire{Key: "a", Token: "u", TTL: time.Second})
+	releaseB := native(&Release{Key: "b", Token: "t", Channel: "ch"})
+	fenced := &call{op: &Acquire{Key: "e", Token: "t", TTL: time.Second, FenceKey: "f"}}
+	extendD := native(&Extend{Key: "d", Token: "t", TTL: time.Second})
+
+	pipelined, rest := pipelinable(ctx, []*call{grantC, releaseA, grantA, fenced, extendD, releaseB})
+	assert.Equal(t, []*call{releaseA, grantC, grantA, extendD, releaseB}, pipelined,
+		"the first release whose name has no call before it leads; a's grant stays after a's release")
+	assert.Equal(t, []*call{fenced}, rest)
+	assert.Len(t, releaseA.cmds, 3, "a's release, with a's grant after it, reads EXISTS after its delete")
+	assert.Equal(t, "exists", releaseA.cmds[2].Name())
+	assert.Len(t, releaseB.cmds, 2, "b's, alone in the batch, does not")
+}
