@@ -84,10 +84,37 @@ func (o *Acquire) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context,
 		return o.Ack.check(cmds[1:], Reply{OK: true}), nil
 	}
 	rep, wrongType := o.granted(set.Val(), set.Err(), 0)
-	if wrongType {
+	switch {
+	case wrongType:
 		return Reply{}, func(ctx context.Context, t *Tx) Reply { return t.refusedByType(ctx, o.Key, rep) }
+	case rep.OK:
+		// The key held the token already: a release handed the lock over
+		// to it, or the client resent the SET. SET NX left its TTL as it
+		// was, which may end before the validity that counts from this
+		// attempt: re-armed, as acquire_plain.lua re-arms it.
+		return Reply{}, o.rearm
 	}
 	return o.Ack.check(cmds[1:], rep), nil
+}
+
+// rearm re-arms the key of a grant that found it holding the token
+// already, for the grant's TTL, if it still holds it (then acknowledged
+// as a grant is).
+func (o *Acquire) rearm(ctx context.Context, t *Tx) Reply {
+	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
+		get := redis.NewStringCmd(ctx, "get", o.Key)
+		if err := s.Read(ctx, []string{o.Key}, get); err != nil {
+			return Reply{}, err
+		}
+		if get.Val() != o.Token {
+			return Reply{Value: Grant{Holder: get.Val()}}, nil // released or taken meanwhile
+		}
+		after := o.Ack.encode(ctx, nil)
+		if _, err := s.Exec(ctx, [][]any{{"pexpire", o.Key, o.TTL.Milliseconds()}}, after...); err != nil {
+			return Reply{}, err
+		}
+		return o.Ack.check(after, Reply{OK: true, Value: Grant{}}), nil
+	})
 }
 
 func (o *Extend) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {

@@ -343,3 +343,30 @@ func refusingNode(t *testing.T, refuse func(*redis.Client)) *node.Redis {
 	t.Cleanup(n.Close)
 	return n
 }
+
+// A grant that finds the key holding its token already (a release handed
+// the lock over to it, or the client resent the SET) re-arms the key for
+// its own TTL, as acquire_plain.lua does, also in the server's own SET NX
+// GET PX, which leaves the TTL as it was: the grant's validity counts from
+// this attempt and must not outlast the key.
+func TestNativeGrantOfItsOwnTokenReArms(t *testing.T) {
+	for _, w := range []node.Way{node.Scripts, node.Transactions} {
+		t.Run(w.String(), func(t *testing.T) {
+			servers, clients := nodetest.Miniredis(t, 1)
+			s, n := servers[0], node.NewRedis(clients[0])
+			n.SetWay(w)
+			t.Cleanup(n.Close)
+			require.NoError(t, s.Set("k", "t1"))
+			s.SetTTL("k", 100*time.Millisecond)
+			rep := callOne(n, &node.Acquire{Key: "k", Token: "t1", TTL: 5 * time.Second})
+			require.NoError(t, rep.Err)
+			assert.True(t, rep.OK)
+			assert.Equal(t, 5*time.Second, s.TTL("k"))
+
+			s.Set("k", "other")
+			rep = callOne(n, &node.Acquire{Key: "k", Token: "t1", TTL: 5 * time.Second})
+			require.NoError(t, rep.Err)
+			assert.False(t, rep.OK)
+		})
+	}
+}
