@@ -363,7 +363,7 @@ func TestNativeGrantOfItsOwnTokenReArms(t *testing.T) {
 			assert.True(t, rep.OK)
 			assert.Equal(t, 5*time.Second, s.TTL("k"))
 
-			s.Set("k", "other")
+			require.NoError(t, s.Set("k", "other"))
 			rep = callOne(n, &node.Acquire{Key: "k", Token: "t1", TTL: 5 * time.Second})
 			require.NoError(t, rep.Err)
 			assert.False(t, rep.OK)
