@@ -20,13 +20,14 @@ import (
 // name may overlap and no update may be lost; every worker must finish
 // (no deadlock), with or without a minority of nodes paused and killed.
 func TestMultiMutexContention(t *testing.T) {
-	t.Run("healthy", func(t *testing.T) { multiContention(t, false) })
-	t.Run("minority paused and killed", func(t *testing.T) { multiContention(t, true) })
+	t.Run("healthy", func(t *testing.T) { multiContention(t, startCluster(t, 5), false) })
+	t.Run("minority paused and killed", func(t *testing.T) { multiContention(t, startCluster(t, 5), true) })
 }
 
-func multiContention(t *testing.T, faults bool) {
+// multiContention runs the contention on c's nodes, pausing node 1 and
+// killing node 3 midway when faults is set.
+func multiContention(t *testing.T, c nodeSet, faults bool) {
 	t.Helper()
-	c := startCluster(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	name := func(s string) string { return "{multi:" + t.Name() + "}:" + s }

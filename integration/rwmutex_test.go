@@ -21,8 +21,8 @@ import (
 // should overlap one another, and no write is lost.
 
 func TestRWMutexContention(t *testing.T) {
-	t.Run("healthy", func(t *testing.T) { rwContention(t, false) })
-	t.Run("minority paused and killed", func(t *testing.T) { rwContention(t, true) })
+	t.Run("healthy", func(t *testing.T) { rwContention(t, startCluster(t, 5), false) })
+	t.Run("minority paused and killed", func(t *testing.T) { rwContention(t, startCluster(t, 5), true) })
 }
 
 // rwWindow is one hold: a read, or a write (by an RWMutex or a Mutex).
@@ -31,9 +31,10 @@ type rwWindow struct {
 	write bool
 }
 
-func rwContention(t *testing.T, faults bool) {
+// rwContention runs the contention on c's nodes, pausing node 1 and
+// killing node 3 midway when faults is set.
+func rwContention(t *testing.T, c nodeSet, faults bool) {
 	t.Helper()
-	c := startCluster(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	name := "rw:" + t.Name()
