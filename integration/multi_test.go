@@ -25,8 +25,9 @@ func TestMultiMutexContention(t *testing.T) {
 }
 
 // multiContention runs the contention on c's nodes, pausing node 1 and
-// killing node 3 midway when faults is set.
-func multiContention(t *testing.T, c nodeSet, faults bool) {
+// killing node 3 midway when faults is set; more options follow the
+// holders' own (a longer node timeout for a machine under load).
+func multiContention(t *testing.T, c nodeSet, faults bool, more ...redlock.Option) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -44,6 +45,7 @@ func multiContention(t *testing.T, c nodeSet, faults bool) {
 	faulted := make(chan struct{})
 	opts := []redlock.Option{redlock.WithTTL(3 * time.Second), redlock.WithNodeTimeout(100 * time.Millisecond),
 		redlock.WithRetryDelay(time.Millisecond, 30*time.Millisecond)}
+	opts = append(opts, more...)
 	for w, own := range holders {
 		names := make([]string, len(own))
 		for i, s := range own {

@@ -32,8 +32,9 @@ type rwWindow struct {
 }
 
 // rwContention runs the contention on c's nodes, pausing node 1 and
-// killing node 3 midway when faults is set.
-func rwContention(t *testing.T, c nodeSet, faults bool) {
+// killing node 3 midway when faults is set; more options follow the
+// holders' own (a longer node timeout for a machine under load).
+func rwContention(t *testing.T, c nodeSet, faults bool, more ...redlock.Option) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -60,6 +61,7 @@ func rwContention(t *testing.T, c nodeSet, faults bool) {
 	origin := time.Now()
 	opts := []redlock.Option{redlock.WithTTL(3 * time.Second), redlock.WithNodeTimeout(100 * time.Millisecond),
 		redlock.WithRetryDelay(time.Millisecond, 30*time.Millisecond)}
+	opts = append(opts, more...)
 	record := func(w int, write bool, start time.Time, until time.Time) {
 		end := time.Now()
 		if until.Before(end) {
