@@ -36,6 +36,7 @@ func requireOnEvery(t *testing.T, admin []*redis.Client, key, want string) {
 // cannot take; Extend renews every node's TTL; Unlock deletes the key
 // everywhere and a second Unlock finds it not held; Do runs its function.
 func matrixLock(t *testing.T, s *Servers) {
+	t.Helper()
 	ctx := timeout(t, time.Minute)
 	admin := inspector(t, s)
 	rl, other := newRedlock(t, s), newRedlock(t, s)
@@ -71,6 +72,7 @@ func matrixLock(t *testing.T, s *Servers) {
 // matrixSemaphore: four clients contend for 2 s for a semaphore of two
 // permits; never more than two hold at once, and both are used together.
 func matrixSemaphore(t *testing.T, s *Servers) {
+	t.Helper()
 	cs := semContenders(t, s, "matrix:sem", 4, redlock.WithTTL(2*time.Second))
 	var log permitLog
 	stop := make(chan struct{})
@@ -88,6 +90,7 @@ func matrixSemaphore(t *testing.T, s *Servers) {
 // against the table, and that the primitives that need scripts are
 // refused at once, naming scripting, with nothing written.
 func matrixWithoutScripts(t *testing.T, s *Servers, row serverRow) {
+	t.Helper()
 	noScriptsUser(t, s)
 	users := allClients(s, &redis.Options{Username: "noscripts", Password: "pw"})
 	for _, kind := range []lockKind{plainKind, lockKinds[1]} { // plain and fenced
@@ -140,6 +143,7 @@ func matrixWithoutScripts(t *testing.T, s *Servers, row serverRow) {
 // shows the guard off on every node: what the check would see if TIME
 // failed on a server.
 func matrixClock(t *testing.T, s *Servers) {
+	t.Helper()
 	noScriptsUser(t, s)
 	ctx := timeout(t, time.Minute)
 	for _, user := range []string{"", "noscripts"} {

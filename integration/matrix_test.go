@@ -139,6 +139,7 @@ func accepted(t *testing.T, err error) bool {
 // matrixDetected probes the server's native commands and what the library
 // detects (Audit, Health) and compares both with the table's row.
 func matrixDetected(t *testing.T, s *Servers, row serverRow) {
+	t.Helper()
 	ctx := timeout(t, time.Minute)
 	launcher, err := os.ReadFile(s.Launcher().Path)
 	require.NoError(t, err)
