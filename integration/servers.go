@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -101,14 +103,44 @@ func StartServers(ctx context.Context, l Launcher, n int) (*Servers, error) {
 			return nil, errors.Join(err, s.Close())
 		}
 	}
-	addrs := make([]string, n)
-	for i := range addrs {
-		addrs[i] = s.Addr(i)
-	}
-	if err := pingEach(ctx, addrs, nil); err != nil {
-		return nil, errors.Join(fmt.Errorf("integration: %s: %w (its logs: %s)", l.Name, err, s.logs()), s.Close())
+	for i := range n {
+		if err := s.waitReady(ctx, i); err != nil {
+			return nil, errors.Join(fmt.Errorf("integration: %s: %w (the servers' output: %s)", l.Name, err, s.logs()), s.Close())
+		}
 	}
 	return s, nil
+}
+
+// waitReady polls PING on server i until it answers, and gives up at once
+// when its process has exited (a launcher that cannot start its server).
+func (s *Servers) waitReady(ctx context.Context, i int) error {
+	rc := adminClient(s.Addr(i), nil)
+	defer func() { _ = rc.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	for {
+		err := rc.Ping(ctx).Err()
+		switch {
+		case err == nil:
+			return nil
+		case s.exited(i):
+			return fmt.Errorf("server %d (%s) exited before it answered PING", i, s.Addr(i))
+		case ctx.Err() != nil:
+			return fmt.Errorf("PING %s: gave up: %w", s.Addr(i), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// exited reports whether server i's process has exited and waits to be
+// reaped (a zombie: state Z in /proc/PID/stat).
+func (s *Servers) exited(i int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.Pid(i)))
+	if err != nil {
+		return true
+	}
+	_, rest, _ := bytes.Cut(stat, []byte(") "))
+	return len(rest) > 0 && rest[0] == 'Z'
 }
 
 // start starts server i; its output goes to a file (no goroutine copies
