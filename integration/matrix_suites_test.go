@@ -69,22 +69,6 @@ func matrixLock(t *testing.T, s *Servers) {
 	requireOnEvery(t, admin, name, "")
 }
 
-// matrixSemaphore: four clients contend for 2 s for a semaphore of two
-// permits; never more than two hold at once, and both are used together.
-func matrixSemaphore(t *testing.T, s *Servers) {
-	t.Helper()
-	cs := semContenders(t, s, "matrix:sem", 4, redlock.WithTTL(2*time.Second))
-	var log permitLog
-	stop := make(chan struct{})
-	time.AfterFunc(2*time.Second, func() { close(stop) })
-	n := contendSemaphore(t, cs, &log, stop)
-	t.Logf("%d permits acquired in 2s by 4 contenders", n)
-	requireNoOverAdmission(t, &log)
-	most, _ := log.maxOverlap()
-	assert.Equal(t, semPermits, most, "both permits in use at once at some point")
-	assert.Greater(t, n, 20)
-}
-
 // matrixWithoutScripts runs the Mutex's safety workload as a user refused
 // scripts (+@all -@scripting), checks the way each node is spoken to
 // against the table, and that the primitives that need scripts are
