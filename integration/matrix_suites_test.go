@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -33,7 +32,7 @@ func requireOnEvery(t *testing.T, admin []*redis.Client, key, want string) {
 }
 
 // matrixLock: Lock writes one token on every node, which another Redlock
-// cannot take; Extend renews every node's TTL; Unlock deletes the key
+// cannot take and Inspect finds; Extend renews every node's TTL; Unlock deletes the key
 // everywhere and a second Unlock finds it not held; Do runs its function.
 func matrixLock(t *testing.T, s *Servers) {
 	t.Helper()
@@ -47,6 +46,11 @@ func matrixLock(t *testing.T, s *Servers) {
 	require.NotEmpty(t, token)
 	requireOnEvery(t, admin, name, token)
 	require.ErrorIs(t, newMutex(t, other, name).TryLock(ctx), redlock.ErrNotAcquired, "held by another")
+	st, err := other.Inspect(ctx, name)
+	require.NoError(t, err)
+	assert.Equal(t, redlock.KindLock, st.Kind)
+	assert.Equal(t, token, st.Holder)
+	assert.Equal(t, []int{matrixNodes, matrixNodes/2 + 1}, []int{st.Held, st.Quorum}, "Inspect: held on every node, and the quorum")
 
 	time.Sleep(ttl / 3)
 	until := m.Until()
@@ -87,6 +91,16 @@ func matrixWithoutScripts(t *testing.T, s *Servers, row serverRow) {
 	require.NoError(t, m.Lock(ctx))
 	require.NoError(t, m.Extend(ctx))
 	require.NoError(t, m.Unlock(ctx))
+	// Lock, Extend and Unlock return at a quorum: the last node may
+	// refuse its first script, and switch, after them.
+	require.Eventually(t, func() bool {
+		for _, h := range rl.Health() {
+			if _, off := h.Off[redlock.FeatureScripts]; !off {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond, "every node switched: %+v", rl.Health())
 	for _, h := range rl.Health() {
 		assert.Equal(t, row.withoutScripts, h.Way, "node %d: the way without scripts (the table's)", h.Index)
 		require.Contains(t, h.Off, redlock.FeatureScripts, "node %d", h.Index)
@@ -158,11 +172,18 @@ func matrixClock(t *testing.T, s *Servers) {
 			require.NoError(t, a.Do(ctx, "ACL", "SETUSER", "notime", "on", ">pw", "~*", "&*", "+@all", "-time").Err(), "node %d", i)
 		}
 		rl := redlockOver(t, s.Clients(&redis.Options{Username: "notime", Password: "pw"}))
-		m := newMutex(t, rl, "matrix:clock:notime")
+		m := newMutex(t, rl, "matrix:clock:notime", redlock.WithTTL(5*time.Second))
 		require.NoError(t, m.Lock(ctx))
+		// Lock returns at a quorum: the last node's TIME may be refused
+		// after it, or only when the watch reads it (every second).
+		require.Eventually(t, func() bool {
+			for _, h := range rl.Health() {
+				if _, off := h.Off[redlock.FeatureClock]; !off {
+					return false
+				}
+			}
+			return true
+		}, 3*time.Second, 10*time.Millisecond, "every node's clock guard off: %+v", rl.Health())
 		require.NoError(t, m.Unlock(ctx))
-		for _, h := range rl.Health() {
-			assert.Contains(t, h.Off, redlock.FeatureClock, "node %d: %v", h.Index, fmt.Sprint(h.Off))
-		}
 	})
 }
