@@ -75,6 +75,7 @@ func TestServersHarness(t *testing.T) {
 			ctx := timeout(t, time.Minute)
 			s, err := StartServers(ctx, l, 2)
 			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() }) // a second Close does nothing
 			pids := []int{s.Pid(0), s.Pid(1)}
 			require.NotEqual(t, s.Addr(0), s.Addr(1))
 			admin := inspector(t, s)
