@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -86,33 +87,63 @@ type Servers struct {
 	procs    []*exec.Cmd // nil once reaped
 }
 
-// StartServers starts n servers of l at once and waits until each answers
-// PING. On error, the servers already started are stopped.
+// StartServers starts n servers of l and waits until each answers PING.
+// On error, the servers already started are stopped.
 func StartServers(ctx context.Context, l Launcher, n int) (*Servers, error) {
 	ports, err := freePorts(n)
 	if err != nil {
 		return nil, err
 	}
+	return startOn(ctx, l, ports)
+}
+
+// startOn starts one server of l per port; one whose port is taken starts
+// on another (see startReady).
+func startOn(ctx context.Context, l Launcher, ports []int) (*Servers, error) {
+	n := len(ports)
 	dir, err := os.MkdirTemp("", "redlock-"+l.Name+"-")
 	if err != nil {
 		return nil, fmt.Errorf("integration: %w", err)
 	}
 	s := &Servers{launcher: l, dir: dir, ports: ports, procs: make([]*exec.Cmd, n)}
 	for i := range n {
-		if err := s.start(i); err != nil {
-			return nil, errors.Join(err, s.Close())
-		}
-	}
-	for i := range n {
-		if err := s.waitReady(ctx, i); err != nil {
+		if err := s.startReady(ctx, i); err != nil {
 			return nil, errors.Join(fmt.Errorf("integration: %s: %w (the servers' output: %s)", l.Name, err, s.logs()), s.Close())
 		}
 	}
 	return s, nil
 }
 
-// waitReady polls PING on server i until it answers, and gives up at once
-// when its process has exited (a launcher that cannot start its server).
+// errPortTaken is a server that found its port taken: another program
+// bound it between freePorts and the server's start.
+var errPortTaken = errors.New("port taken")
+
+// startReady starts server i and waits until it answers; a server that
+// found its port taken starts again on another, up to three times.
+func (s *Servers) startReady(ctx context.Context, i int) error {
+	for attempt := 1; ; attempt++ {
+		if err := s.start(i); err != nil {
+			return err
+		}
+		err := s.waitReady(ctx, i)
+		if err == nil || attempt == 3 || !errors.Is(err, errPortTaken) {
+			return err
+		}
+		if err := s.Kill(ctx, i); err != nil {
+			return err
+		}
+		ports, err := freePorts(1)
+		if err != nil {
+			return err
+		}
+		s.ports[i] = ports[0]
+	}
+}
+
+// waitReady polls PING on server i until it answers as itself (INFO's
+// process_id is its PID, not another program's that took its port), and
+// gives up at once when its process has exited (a launcher that cannot
+// start its server, a port taken).
 func (s *Servers) waitReady(ctx context.Context, i int) error {
 	rc := adminClient(s.Addr(i), nil)
 	defer func() { _ = rc.Close() }()
@@ -122,14 +153,30 @@ func (s *Servers) waitReady(ctx context.Context, i int) error {
 		err := rc.Ping(ctx).Err()
 		switch {
 		case err == nil:
-			return nil
+			return s.isItself(ctx, i, rc)
 		case s.exited(i):
+			if out, _ := os.ReadFile(s.logPath(i)); bytes.Contains(out, []byte("Address already in use")) {
+				return fmt.Errorf("server %d (%s): %w", i, s.Addr(i), errPortTaken)
+			}
 			return fmt.Errorf("server %d (%s) exited before it answered PING", i, s.Addr(i))
 		case ctx.Err() != nil:
 			return fmt.Errorf("PING %s: gave up: %w", s.Addr(i), err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// isItself checks that the server answering on server i's port is server
+// i's process.
+func (s *Servers) isItself(ctx context.Context, i int, rc *redis.Client) error {
+	info, err := rc.Info(ctx, "server").Result()
+	if err != nil {
+		return fmt.Errorf("INFO server of %s: %w", s.Addr(i), err)
+	}
+	if pid := infoField(info, "process_id"); pid != strconv.Itoa(s.Pid(i)) {
+		return fmt.Errorf("server %d (%s): the server there is process %s, not %d: %w", i, s.Addr(i), pid, s.Pid(i), errPortTaken)
+	}
+	return nil
 }
 
 // exited reports whether server i's process has exited and waits to be
@@ -259,4 +306,14 @@ func (s *Servers) Close() error {
 	}
 	errs = append(errs, os.RemoveAll(s.dir))
 	return errors.Join(errs...)
+}
+
+// infoField reads one field of an INFO reply.
+func infoField(info, field string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }

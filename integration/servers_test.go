@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -60,7 +61,8 @@ func alive(pid int) bool {
 // TestServersHarness checks the process harness on each launcher: the
 // servers answer on their own loopback ports, a paused one is silent and
 // answers again once resumed, a killed one refuses connections and its
-// process is gone, and Close leaves no process behind. Without
+// process is gone, and Close leaves no process behind; a server whose port
+// was taken starts on another. Without
 // REDLOCK_SERVERS, Launchers says to run make test.
 func TestServersHarness(t *testing.T) {
 	t.Run("without "+ServersEnv, func(t *testing.T) {
@@ -70,7 +72,19 @@ func TestServersHarness(t *testing.T) {
 		assert.ErrorContains(t, err, "make test")
 		assert.ErrorContains(t, err, "scripts/fetch-servers.sh")
 	})
-	for _, l := range requireLaunchers(t) {
+	launchers := requireLaunchers(t)
+	t.Run("port taken", func(t *testing.T) {
+		// The port freePorts found free is taken when the server starts:
+		// it starts on another, and is not mistaken for the server there.
+		taken := startServers(t, launchers[0], 1)
+		s, err := startOn(timeout(t, time.Minute), launchers[0], []int{taken.ports[0]})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		assert.NotEqual(t, taken.Addr(0), s.Addr(0))
+		info := inspector(t, s)[0].Info(t.Context(), "server").Val()
+		assert.Equal(t, strconv.Itoa(s.Pid(0)), infoField(info, "process_id"))
+	})
+	for _, l := range launchers {
 		t.Run(l.Name, func(t *testing.T) {
 			ctx := timeout(t, time.Minute)
 			s, err := StartServers(ctx, l, 2)
