@@ -31,6 +31,21 @@ func requireOnEvery(t *testing.T, admin []*redis.Client, key, want string) {
 	}, 5*time.Second, 5*time.Millisecond, "%s is %q on every node: %q", key, want, got)
 }
 
+// requireOffEverywhere waits until every node of rl shows feature off:
+// what a node refused after a call returned at a quorum shows a little
+// later.
+func requireOffEverywhere(t *testing.T, rl *redlock.Redlock, feature string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, h := range rl.Health() {
+			if _, off := h.Off[feature]; !off {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond, "%s off on every node: %+v", feature, rl.Health())
+}
+
 // matrixLock: Lock writes one token on every node, which another Redlock
 // cannot take and Inspect finds; Extend renews every node's TTL; Unlock deletes the key
 // everywhere and a second Unlock finds it not held; Do runs its function.
@@ -93,14 +108,7 @@ func matrixWithoutScripts(t *testing.T, s *Servers, row serverRow) {
 	require.NoError(t, m.Unlock(ctx))
 	// Lock, Extend and Unlock return at a quorum: the last node may
 	// refuse its first script, and switch, after them.
-	require.Eventually(t, func() bool {
-		for _, h := range rl.Health() {
-			if _, off := h.Off[redlock.FeatureScripts]; !off {
-				return false
-			}
-		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond, "every node switched: %+v", rl.Health())
+	requireOffEverywhere(t, rl, redlock.FeatureScripts)
 	for _, h := range rl.Health() {
 		assert.Equal(t, row.withoutScripts, h.Way, "node %d: the way without scripts (the table's)", h.Index)
 		require.Contains(t, h.Off, redlock.FeatureScripts, "node %d", h.Index)
@@ -176,14 +184,7 @@ func matrixClock(t *testing.T, s *Servers) {
 		require.NoError(t, m.Lock(ctx))
 		// Lock returns at a quorum: the last node's TIME may be refused
 		// after it, or only when the watch reads it (every second).
-		require.Eventually(t, func() bool {
-			for _, h := range rl.Health() {
-				if _, off := h.Off[redlock.FeatureClock]; !off {
-					return false
-				}
-			}
-			return true
-		}, 3*time.Second, 10*time.Millisecond, "every node's clock guard off: %+v", rl.Health())
+		requireOffEverywhere(t, rl, redlock.FeatureClock)
 		require.NoError(t, m.Unlock(ctx))
 	})
 }
