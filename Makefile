@@ -1,7 +1,8 @@
 # The two commands the README gives: `make demo` and `make test`. Each does
 # all its own set-up: scripts/with-redis-env.sh finds or starts a Docker
 # engine (installing Debian's docker.io when running as root), builds the
-# Redis image when it cannot be pulled, and stops what it started.
+# Redis image when it cannot be pulled, and stops what it started; make
+# test also fetches the server matrix's servers (scripts/fetch-servers.sh).
 
 GO ?= go
 GOLANGCI_LINT_VERSION := v2.15.0
@@ -10,7 +11,9 @@ BIN := $(CURDIR)/bin
 .PHONY: test unit integration soak sim demo lint fuzz bench-handoff bench bench-availability bench-cpu
 
 ## test: every test: vet, unit tests with -race (no Redis needed), then the
-## integration scenarios with -race on five Redis containers.
+## integration scenarios with -race on Redis containers, and the server
+## matrix (TestServerMatrix) on Redis 7.0 and 8.6, Valkey 8.0, 8.1 and 9.1
+## run as processes on loopback.
 test: unit integration
 
 # integration/ and bench/ are modules of their own (the harness's and the
@@ -24,8 +27,13 @@ unit:
 	$(GO) test -race -count=1 ./internal/sim -sim.time=15s
 	$(GO) test -count=1 -run TestSimulation ./internal/sim -sim.time=60s -v
 
+# scripts/fetch-servers.sh fetches the matrix's servers from Debian's
+# archive into .servers/ (REDLOCK_SERVERS_DIR), about 20 s the first time
+# and nothing after, and prints the list of their launchers, which the
+# tests read from REDLOCK_SERVERS: without it TestServerMatrix fails.
 integration:
-	cd integration && ../scripts/with-redis-env.sh $(GO) test -race -count=1 -timeout 20m -v ./...
+	servers=$$(scripts/fetch-servers.sh) && \
+	cd integration && REDLOCK_SERVERS="$$servers" ../scripts/with-redis-env.sh $(GO) test -race -count=1 -timeout 20m -v ./...
 
 ## soak: about a minute (REDLOCK_SOAK_DURATION) of five clients contending
 ## for one fenced lock under random faults, one at a time (latency,

@@ -291,16 +291,6 @@ func TestAuditEvictionLosesHeldLock(t *testing.T) {
 	assert.Less(t, time.Since(acquired), time.Minute, "within the first holder's validity")
 }
 
-// infoField reads one field of an INFO reply.
-func infoField(info, field string) string {
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // logCapture is a go-redis logger that keeps every line.
 type logCapture struct {
 	mu    sync.Mutex

@@ -177,7 +177,7 @@ func assertAvailable(t *testing.T, free, faulty phase) {
 // pauseNodes pauses the given nodes and returns a function that unpauses
 // them, which also runs at cleanup (before the clients close, whose
 // background calls to those nodes must end) if the test did not call it.
-func pauseNodes(t *testing.T, c *Cluster, nodes ...int) (unpause func()) {
+func pauseNodes(t *testing.T, c nodeSet, nodes ...int) (unpause func()) {
 	t.Helper()
 	var once sync.Once
 	unpause = func() {

@@ -2,6 +2,8 @@
 // that starts N Redis nodes in containers (testcontainers-go, host
 // networking on 127.0.0.1) and injects faults into them, and the scenarios
 // in its tests. The demo (integration/cmd/redlock-demo) uses the same harness.
+// The server matrix runs each Redis and Valkey build scripts/fetch-servers.sh
+// fetches as processes instead (servers.go).
 //
 // The image is $REDLOCK_REDIS_IMAGE, redlock-redis:7 when unset, which
 // scripts/build-redis-image.sh builds from Debian's redis-server package.

@@ -38,7 +38,7 @@ func redlockOver(tb testing.TB, clients []redis.UniversalClient, opts ...redlock
 }
 
 // userClients returns one new client per node of c, logged in as user.
-func userClients(c *Cluster, user, pass string) []redis.UniversalClient {
+func userClients(c nodeSet, user, pass string) []redis.UniversalClient {
 	return c.Clients(&redis.Options{Username: user, Password: pass})
 }
 

@@ -49,7 +49,7 @@ func startCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 
 // newRedlock returns a Redlock with its own clients (as a separate process
 // would have, at go-redis' default options), closed after the test.
-func newRedlock(tb testing.TB, c *Cluster, opts ...redlock.Option) *redlock.Redlock {
+func newRedlock(tb testing.TB, c nodeSet, opts ...redlock.Option) *redlock.Redlock {
 	tb.Helper()
 	clients := c.Clients(nil)
 	rl, err := redlock.New(clients, opts...)
@@ -74,7 +74,7 @@ func newMutex(tb testing.TB, rl *redlock.Redlock, name string, opts ...redlock.O
 
 // inspector returns direct clients to every node, for reading and planting
 // keys behind the lock's back.
-func inspector(t *testing.T, c *Cluster) []*redis.Client {
+func inspector(t *testing.T, c nodeSet) []*redis.Client {
 	t.Helper()
 	out := make([]*redis.Client, c.Len())
 	for i := range out {

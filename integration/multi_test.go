@@ -20,13 +20,15 @@ import (
 // name may overlap and no update may be lost; every worker must finish
 // (no deadlock), with or without a minority of nodes paused and killed.
 func TestMultiMutexContention(t *testing.T) {
-	t.Run("healthy", func(t *testing.T) { multiContention(t, false) })
-	t.Run("minority paused and killed", func(t *testing.T) { multiContention(t, true) })
+	t.Run("healthy", func(t *testing.T) { multiContention(t, startCluster(t, 5), false) })
+	t.Run("minority paused and killed", func(t *testing.T) { multiContention(t, startCluster(t, 5), true) })
 }
 
-func multiContention(t *testing.T, faults bool) {
+// multiContention runs the contention on c's nodes, pausing node 1 and
+// killing node 3 midway when faults is set; more options follow the
+// holders' own (a longer node timeout for a machine under load).
+func multiContention(t *testing.T, c nodeSet, faults bool, more ...redlock.Option) {
 	t.Helper()
-	c := startCluster(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	name := func(s string) string { return "{multi:" + t.Name() + "}:" + s }
@@ -43,6 +45,7 @@ func multiContention(t *testing.T, faults bool) {
 	faulted := make(chan struct{})
 	opts := []redlock.Option{redlock.WithTTL(3 * time.Second), redlock.WithNodeTimeout(100 * time.Millisecond),
 		redlock.WithRetryDelay(time.Millisecond, 30*time.Millisecond)}
+	opts = append(opts, more...)
 	for w, own := range holders {
 		names := make([]string, len(own))
 		for i, s := range own {

@@ -19,7 +19,7 @@ import (
 // noScriptsUser creates, on every node, the user an operator who denies
 // Lua scripting gives an application (+@all -@scripting), and checks that
 // the node refuses it EVAL.
-func noScriptsUser(t *testing.T, c *Cluster) {
+func noScriptsUser(t *testing.T, c nodeSet) {
 	t.Helper()
 	ctx := timeout(t, time.Minute)
 	for _, a := range inspector(t, c) {

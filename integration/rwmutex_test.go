@@ -21,8 +21,8 @@ import (
 // should overlap one another, and no write is lost.
 
 func TestRWMutexContention(t *testing.T) {
-	t.Run("healthy", func(t *testing.T) { rwContention(t, false) })
-	t.Run("minority paused and killed", func(t *testing.T) { rwContention(t, true) })
+	t.Run("healthy", func(t *testing.T) { rwContention(t, startCluster(t, 5), false) })
+	t.Run("minority paused and killed", func(t *testing.T) { rwContention(t, startCluster(t, 5), true) })
 }
 
 // rwWindow is one hold: a read, or a write (by an RWMutex or a Mutex).
@@ -31,9 +31,11 @@ type rwWindow struct {
 	write bool
 }
 
-func rwContention(t *testing.T, faults bool) {
+// rwContention runs the contention on c's nodes, pausing node 1 and
+// killing node 3 midway when faults is set; more options follow the
+// holders' own (a longer node timeout for a machine under load).
+func rwContention(t *testing.T, c nodeSet, faults bool, more ...redlock.Option) {
 	t.Helper()
-	c := startCluster(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	name := "rw:" + t.Name()
@@ -59,6 +61,7 @@ func rwContention(t *testing.T, faults bool) {
 	origin := time.Now()
 	opts := []redlock.Option{redlock.WithTTL(3 * time.Second), redlock.WithNodeTimeout(100 * time.Millisecond),
 		redlock.WithRetryDelay(time.Millisecond, 30*time.Millisecond)}
+	opts = append(opts, more...)
 	record := func(w int, write bool, start time.Time, until time.Time) {
 		end := time.Now()
 		if until.Before(end) {

@@ -85,7 +85,7 @@ type semContender struct {
 	sem *redlock.Semaphore
 }
 
-func semContenders(t *testing.T, c *Cluster, name string, n int, opts ...redlock.Option) []*semContender {
+func semContenders(t *testing.T, c nodeSet, name string, n int, opts ...redlock.Option) []*semContender {
 	t.Helper()
 	out := make([]*semContender, n)
 	for i := range out {
@@ -147,18 +147,27 @@ func requireNoOverAdmission(t *testing.T, log *permitLog) {
 }
 
 func TestSemaphoreContention(t *testing.T) {
-	c := startCluster(t, 5)
-	cs := semContenders(t, c, "sem:"+t.Name(), 6, redlock.WithTTL(2*time.Second))
-	assert.Equal(t, 4, cs[0].sem.Quorum())
+	n, quorum := semContention(t, startCluster(t, 5), 6, 3*time.Second)
+	assert.Equal(t, 4, quorum)
+	assert.Greater(t, n, 50)
+}
+
+// semContention has n contenders on c's nodes contend for d for a
+// semaphore of two permits, each with a 2 s TTL: never more than two may
+// hold at once, and both must be in use together at some point. It
+// returns how many permits were acquired, and the semaphore's quorum.
+func semContention(t *testing.T, c nodeSet, n int, d time.Duration) (acquired, quorum int) {
+	t.Helper()
+	cs := semContenders(t, c, "sem:"+t.Name(), n, redlock.WithTTL(2*time.Second))
 	var log permitLog
 	stop := make(chan struct{})
-	time.AfterFunc(3*time.Second, func() { close(stop) })
-	n := contendSemaphore(t, cs, &log, stop)
-	t.Logf("%d permits acquired in 3s by 6 contenders", n)
+	time.AfterFunc(d, func() { close(stop) })
+	acquired = contendSemaphore(t, cs, &log, stop)
+	t.Logf("%d permits acquired in %v by %d contenders", acquired, d, n)
 	requireNoOverAdmission(t, &log)
 	most, _ := log.maxOverlap()
 	assert.Equal(t, semPermits, most, "both permits in use at once at some point")
-	assert.Greater(t, n, 50)
+	return acquired, cs[0].sem.Quorum()
 }
 
 // One node paused, then it resumes and another is killed: the quorum, 4 of
