@@ -96,12 +96,14 @@ func promote(t *testing.T, c *Cluster, i int, cut bool) {
 // so is a grant on a node that lost its scripts.
 // The acknowledgement waits 1.5 s: a live replica answers WAIT's GETACK at
 // once, and otherwise acknowledges on its own once a second; 400 ms missed
-// a live replica in one CI run and in one local run of six.
+// a live replica in one CI run and in one local run of six. The node
+// timeout (4 s) covers two such waits: a node that lost its scripts waits
+// once after the refused script and once after its EVAL.
 func TestReplicaAckStoppedReplica(t *testing.T) {
 	c := replicated(t)
 	obs := &failures{}
 	rl := redlockOn(t, c, []int{0, 1, 2}, redlock.WithObserver(obs),
-		redlock.WithNodeTimeout(2500*time.Millisecond), redlock.WithReplicaAck(1, 1500*time.Millisecond))
+		redlock.WithNodeTimeout(4*time.Second), redlock.WithReplicaAck(1, 1500*time.Millisecond))
 	ctx := t.Context()
 	m := newMutex(t, rl, "replica:held", redlock.WithTTL(10*time.Second))
 	require.NoError(t, m.TryLock(ctx), "every replica acknowledges")
@@ -119,7 +121,9 @@ func TestReplicaAckStoppedReplica(t *testing.T) {
 	since := time.Now()
 	other := newMutex(t, rl, "replica:one-stopped")
 	require.NoError(t, other.TryLock(ctx), "nodes 1 and 2 acknowledged")
-	require.Eventually(t, func() bool { return len(obs.of(0, since)) > 0 }, 2*time.Second, 10*time.Millisecond)
+	// Node 0 answers after two WAITs (the one after the refused EVALSHA,
+	// then the one after the EVAL), each of them the full 1.5 s.
+	require.Eventually(t, func() bool { return len(obs.of(0, since)) > 0 }, 5*time.Second, 10*time.Millisecond)
 	f := obs.of(0, since)[0]
 	assert.ErrorIs(t, f.e, redlock.ErrNotReplicated, "the node it did without, reported: %v", f.e)
 	assert.Contains(t, f.e.Error(), "0 of 1 replicas acknowledged within 1.5s")
