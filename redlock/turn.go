@@ -44,7 +44,11 @@ import (
 //
 // The invariant: a node's answer counts toward a quorum only if the node
 // holds the voter's token from then on, for the validity counted. A grant
-// or an extension is the node's own reply after it set the key. A handoff
+// or an extension is the node's own reply after it set the key, with the
+// key's TTL armed by that step (a grant that finds its own token re-arms
+// it: acquire_plain.lua, Acquire.rearm), and with the node's time read
+// after it, so that a node whose clock jumped and dropped keys does not
+// vote (clockguard.go). A handoff
 // is announced only by the script step that set the key, where the
 // node's own server counts the waiter's process (never inferred from a
 // PUBLISH count: on a Redis Cluster it counts one master's subscribers);

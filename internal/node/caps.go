@@ -80,14 +80,16 @@ func (n *Redis) Caps() Caps {
 func (n *Redis) probeCaps(name string) {
 	n.probe.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
+		watched := make(chan struct{})
 		go func() { // Close must not wait out a silent node's timeout
+			defer close(watched)
 			select {
 			case <-n.stop:
 				cancel()
 			case <-ctx.Done():
 			}
 		}()
+		defer func() { cancel(); <-watched }() // the watcher ends with the probe
 		c, err := askCaps(ctx, n.client, n.layout, name)
 		if err != nil {
 			return // unknown: the node speaks as before, and is asked no more
