@@ -40,17 +40,31 @@ func (n *Redis) LastDialFailure() *DialFailure {
 	if n.dials == nil {
 		return nil
 	}
-	return n.dials.failure.Load()
+	return n.dials.last.Load().failure
 }
 
 // dials is what a client's dial hook learns, shared by every Redis over
 // that client. Safe for concurrent use.
 type dials struct {
-	failure atomic.Pointer[DialFailure]
+	// last is the outcome of the dial started last among those that ended:
+	// dials run side by side (an operation's, the capability probe's, the
+	// pool's own retries), and one that began before a success may fail
+	// after it; its failure is stale and must not hide the success.
+	last    atomic.Pointer[dialOutcome]
+	started atomic.Uint64 // dials begun; numbers them
 	// master is the master a Sentinel-managed client's last connection
 	// reached (see sentinel.go); nil for another client.
 	master *masterName
 }
+
+// dialOutcome is a dial's number in start order and its failure, nil
+// when it succeeded.
+type dialOutcome struct {
+	n       uint64
+	failure *DialFailure
+}
+
+var noDial = &dialOutcome{}
 
 // watched holds the dials of each client watched. Entries go with their
 // clients.
@@ -65,6 +79,7 @@ func dialsOf(c *redis.Client) *dials {
 		return v.(*dials)
 	}
 	d := new(dials)
+	d.last.Store(noDial)
 	if ClientAddr(c) == FailoverAddr {
 		d.master = new(masterName)
 	}
@@ -76,8 +91,9 @@ func dialsOf(c *redis.Client) *dials {
 	return d
 }
 
-// dialed records a dial's outcome.
-func (d *dials) dialed(conn net.Conn, err error) {
+// dialed records the outcome of dial number n, unless a dial started after
+// it has already ended.
+func (d *dials) dialed(n uint64, conn net.Conn, err error) {
 	switch {
 	case errors.Is(err, context.Canceled):
 		// The pool or its caller gave up on the dial: nothing learned of
@@ -88,12 +104,21 @@ func (d *dials) dialed(conn net.Conn, err error) {
 			// the caller's context ending (see ClientErr).
 			err = errors.New(err.Error())
 		}
-		d.failure.Store(&DialFailure{Err: err, At: time.Now()})
+		d.record(&dialOutcome{n: n, failure: &DialFailure{Err: err, At: time.Now()}})
 	default:
-		d.failure.Store(nil)
+		d.record(&dialOutcome{n: n})
 		if d.master != nil && conn.RemoteAddr() != nil {
 			a := conn.RemoteAddr().String() + " (Sentinel-managed master)"
 			d.master.at.Store(&a)
+		}
+	}
+}
+
+func (d *dials) record(o *dialOutcome) {
+	for {
+		cur := d.last.Load()
+		if cur.n > o.n || d.last.CompareAndSwap(cur, o) {
+			return
 		}
 	}
 }
@@ -104,8 +129,9 @@ type dialHook struct{ d *dials }
 
 func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		n := h.d.started.Add(1)
 		conn, err := next(ctx, network, addr)
-		h.d.dialed(conn, err)
+		h.d.dialed(n, conn, err)
 		return conn, err
 	}
 }
