@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -44,7 +46,7 @@ type spec struct {
 	undo   node.Op // gives back what op may have taken, silently
 	token  string  // what op sets: competitors are ranked against it
 	cfg    *config
-	report reportFunc
+	report quorum.ReportFunc
 	// quorum is how many nodes must grant: 0 for a majority.
 	quorum int
 	// split applies the split-vote rule (see outranks): a lock's attempt,
@@ -112,23 +114,23 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 		a.Clock = e.guard != nil
 	}
 	if e.guard != nil {
-		e.guard.inUse(s.cfg.ttl)
+		e.guard.InUse(s.cfg.ttl)
 	}
-	gates := newGates(e.pool.size())
-	rd := newRound(ctx, e.pool, s.cfg.nodeTimeout, s.report, e.pool.size()*(1+maxReasks)).needs(s.quorum)
-	a := newAttempt(rd, s.op, s.token, gates, s.split, s.reentrant, s.released, s.reasks)
-	ctxErr := a.run(ctx)
-	t := rd.t
-	won := ctxErr == nil && t.won()
-	idErr := e.ids.distinct(idr, won, rd.start, rd.start.Add(s.cfg.nodeTimeout))
-	if g, ok := e.granted(rd.start, s.cfg, t.grantedNodes); won && idErr == nil && ok {
+	gates := quorum.NewGates(e.pool.Size())
+	rd := quorum.NewRound(ctx, e.pool, s.cfg.nodeTimeout, s.report, e.pool.Size()*(1+quorum.MaxReasks)).Needs(s.quorum)
+	a := quorum.NewAttempt(rd, s.op, s.token, gates, s.split, s.reentrant, s.released, s.reasks)
+	ctxErr := a.Run(ctx)
+	t := rd.Tally
+	won := ctxErr == nil && t.Won()
+	idErr := e.ids.distinct(idr, won, rd.Start, rd.Start.Add(s.cfg.nodeTimeout))
+	if g, ok := e.granted(rd.Start, s.cfg, t.GrantedNodes); won && idErr == nil && ok {
 		if s.fence == nil {
 			return g, refusal{}, nil
 		}
-		return e.fence(ctx, s, g, a.highest)
+		return e.fence(ctx, s, g, a.Highest)
 	}
-	e.undo(ctx, s, gates, a.mayHold, ctxErr == nil, t.grantedNodes())
-	failed := refusal{granted: t.yes, took: e.now().Sub(rd.start), yielded: a.yielded, hopeless: t.hopeless()}
+	e.undo(ctx, s, gates, a.MayHold, ctxErr == nil, t.GrantedNodes())
+	failed := refusal{granted: t.Yes, took: e.now().Sub(rd.Start), yielded: a.Yielded, hopeless: t.Hopeless()}
 	if idErr != nil {
 		return grant{}, failed, idErr
 	}
@@ -142,13 +144,13 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 // the nodes whose votes counted, for the clock guard. Every grant is made
 // here.
 func (e *engine) granted(start time.Time, cfg *config, voters func() []int) (grant, bool) {
-	until := validUntil(start, cfg.ttl, cfg.driftFactor)
+	until := quorum.ValidUntil(start, cfg.ttl, cfg.driftFactor)
 	if !e.now().Before(until) {
 		return grant{}, false
 	}
 	g := grant{start: start, until: until}
 	if e.guard != nil {
-		g.voters, g.jumps = voters(), e.guard.jumpsOf()
+		g.voters, g.jumps = voters(), e.guard.JumpsOf()
 	}
 	return g, true
 }
@@ -160,7 +162,7 @@ func (e *engine) skewed() string {
 	if e.guard == nil {
 		return ""
 	}
-	if off, ok := e.guard.processSkew(); ok {
+	if off, ok := e.guard.ProcessSkew(); ok {
 		return fmt.Sprintf("; this process's wall clock is %v from every node's, so none votes: fix this machine's clock", (-off).Round(time.Millisecond))
 	}
 	return ""
@@ -171,7 +173,7 @@ func (e *engine) skewed() string {
 // two nodes were found to be one server, and returns the round asking
 // every node who it is when this is the Redlock's first acquisition (nil
 // otherwise).
-func (e *engine) enter() (*round, error) {
+func (e *engine) enter() (*quorum.Round, error) {
 	if err := e.track(1); err != nil {
 		return nil, err
 	}
@@ -184,15 +186,15 @@ func (e *engine) enter() (*round, error) {
 
 // notAcquired says why an attempt failed; rule is the quorum rule that
 // applied, named when nodes failed ("": none).
-func notAcquired(t *tally, a *attempt, took, ttl time.Duration, rule string) string {
+func notAcquired(t *quorum.Tally, a *quorum.Attempt, took, ttl time.Duration, rule string) string {
 	did, do := "granted", "grant" // a lock's nodes grant; a semaphore's admit
-	if !a.split {
+	if !a.Split {
 		did, do = "admitted", "admit"
 	}
-	reason := fmt.Sprintf("%d of %d nodes %s, quorum %d", t.yes, t.n, did, t.quorum)
-	if failed := len(t.failures); failed > 0 && !t.won() {
-		reason += fmt.Sprintf("; %d of %d nodes failed", failed, t.n)
-		if p := t.pending(); p > 0 {
+	reason := fmt.Sprintf("%d of %d nodes %s, quorum %d", t.Yes, t.N, did, t.Majority)
+	if failed := len(t.Failures); failed > 0 && !t.Won() {
+		reason += fmt.Sprintf("; %d of %d nodes failed", failed, t.N)
+		if p := t.Pending(); p > 0 {
 			reason += fmt.Sprintf(", %d not waited for (no quorum was left)", p)
 		}
 		if rule != "" {
@@ -200,11 +202,11 @@ func notAcquired(t *tally, a *attempt, took, ttl time.Duration, rule string) str
 		}
 	}
 	switch {
-	case t.hopeless():
-		reason += fmt.Sprintf("; misconfigured nodes: %d, too many for a quorum to %s until they are fixed", t.misconfigured(), do)
-	case a.yielded:
-		reason += fmt.Sprintf(", gave way to a competitor holding %d", a.rival)
-	case t.won():
+	case t.Hopeless():
+		reason += fmt.Sprintf("; misconfigured nodes: %d, too many for a quorum to %s until they are fixed", t.Misconfigured(), do)
+	case a.Yielded:
+		reason += fmt.Sprintf(", gave way to a competitor holding %d", a.Rival)
+	case t.Won():
 		reason = fmt.Sprintf("quorum %s after %v, no validity left of ttl %v", did, took, ttl)
 	}
 	return reason
@@ -216,19 +218,19 @@ func notAcquired(t *tally, a *attempt, took, ttl time.Duration, rule string) str
 // waits, at most a node timeout, for the releases of the nodes in
 // granted. An undo announces nothing, and the next attempt of the same
 // name follows it on each node (one lane per name).
-func (e *engine) undo(ctx context.Context, s spec, gates []*gate, only func(int) bool, wait bool, granted []int) {
+func (e *engine) undo(ctx context.Context, s spec, gates []*quorum.Gate, only func(int) bool, wait bool, granted []int) {
 	rd := e.releaseRound(ctx, s.cfg, s.report)
-	rd.sendAll(s.undo, gates, only)
+	rd.SendAll(s.undo, gates, only)
 	if wait {
-		rd.waitFor(granted, s.cfg.nodeTimeout)
+		rd.WaitFor(granted, s.cfg.nodeTimeout)
 	}
 }
 
 // releaseRound is a round that releases: a release that could not be
 // delivered is owed to its node.
-func (e *engine) releaseRound(ctx context.Context, cfg *config, report reportFunc) *round {
-	rd := newRound(ctx, e.pool, cfg.nodeTimeout, report, e.pool.size())
-	rd.oweFor = cfg.ttl
+func (e *engine) releaseRound(ctx context.Context, cfg *config, report quorum.ReportFunc) *quorum.Round {
+	rd := quorum.NewRound(ctx, e.pool, cfg.nodeTimeout, report, e.pool.Size())
+	rd.OweFor = cfg.ttl
 	return rd
 }
 
@@ -252,15 +254,15 @@ func (e *engine) fence(ctx context.Context, s spec, g grant, highest uint64) (gr
 		e.undo(ctx, s, nil, nil, false, nil)
 		return grant{}, refusal{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
 	}
-	rd := newRound(ctx, e.pool, s.cfg.nodeTimeout, s.report, e.pool.size()).sendAll(&commit, nil, nil)
-	ctxErr := rd.decide(ctx)
-	ft := rd.t
-	if ctxErr == nil && ft.won() && e.now().Before(g.until) {
+	rd := quorum.NewRound(ctx, e.pool, s.cfg.nodeTimeout, s.report, e.pool.Size()).SendAll(&commit, nil, nil)
+	ctxErr := rd.Decide(ctx)
+	ft := rd.Tally
+	if ctxErr == nil && ft.Won() && e.now().Before(g.until) {
 		// Wait for the nodes about as fast as the quorum, as Unlock does
 		// when someone waits: the more nodes know the token when TryLock
 		// returns, the more of them may later lose their data (see the
 		// package documentation).
-		rd.lingerAsLongAgain()
+		rd.LingerAsLongAgain()
 		g.fence = commit.Fence
 		return g, refusal{}, nil
 	}
@@ -268,8 +270,8 @@ func (e *engine) fence(ctx context.Context, s spec, g grant, highest uint64) (gr
 	// few nodes could be overtaken by a later holder's.
 	e.undo(ctx, s, nil, nil, false, nil)
 	took := e.now().Sub(g.start)
-	reason := fmt.Sprintf("fencing token %d recorded on %d of %d nodes holding the lock, quorum %d", commit.Fence, ft.yes, ft.n, ft.quorum)
-	if ft.won() {
+	reason := fmt.Sprintf("fencing token %d recorded on %d of %d nodes holding the lock, quorum %d", commit.Fence, ft.Yes, ft.N, ft.Majority)
+	if ft.Won() {
 		reason = fmt.Sprintf("fencing token recorded after %v, no validity left of ttl %v", took, s.cfg.ttl)
 	}
 	return grant{}, refusal{took: took}, e.fail(ErrNotAcquired, reason, ctxErr, ft)

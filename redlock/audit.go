@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -285,7 +287,7 @@ func (e *engine) safeQuorum(ctx context.Context, q int) error {
 		return errors.Join(fmt.Errorf("%w: the nodes' first audit had not ended (WithSafeQuorum)", ErrNotAcquired), ctx.Err())
 	}
 	if q == 0 {
-		q = quorum(e.pool.size())
+		q = quorum.Majority(e.pool.Size())
 	}
 	safe, why, last := au.safe()
 	if safe >= q {
@@ -301,13 +303,13 @@ func (e *engine) safeQuorum(ctx context.Context, q int) error {
 // audit audits every node at once, records and tells what it found, and
 // returns it once every node's audit ended, or ctx did.
 func (e *engine) audit(ctx context.Context) []NodeAudit {
-	n := e.pool.size()
+	n := e.pool.Size()
 	out := make([]NodeAudit, n)
 	ends := make(chan int, n)
 	for i := range n {
-		out[i] = NodeAudit{Index: i, Addr: e.pool.addr(i)}
+		out[i] = NodeAudit{Index: i, Addr: e.pool.Addr(i)}
 		res := make(chan NodeAudit, 1)
-		e.pool.wg.Go(func() { // counted as a node call: Close waits for it, within bounds
+		e.pool.WG.Go(func() { // counted as a node call: Close waits for it, within bounds
 			actx, cancel := context.WithTimeout(ctx, auditTimeout)
 			defer cancel()
 			res <- e.auditNode(actx, i)
@@ -331,8 +333,8 @@ func (e *engine) audit(ctx context.Context) []NodeAudit {
 
 // auditNode reads node i and judges what it read.
 func (e *engine) auditNode(ctx context.Context, i int) NodeAudit {
-	a := NodeAudit{Index: i, Addr: e.pool.addr(i)}
-	au, ok := e.pool.nodes[i].(node.Auditor)
+	a := NodeAudit{Index: i, Addr: e.pool.Addr(i)}
+	au, ok := e.pool.Nodes[i].(node.Auditor)
 	if !ok {
 		a.Findings = []Finding{{SeverityInfo, "rights", "this node cannot be audited"}}
 		a.At = e.now()

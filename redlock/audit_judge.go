@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -129,9 +131,9 @@ func (au *auditor) judgeReplication(a *NodeAudit, add addFunc) {
 func (au *auditor) judgeClock(a *NodeAudit, add addFunc) {
 	off := a.ClockOffset.Round(time.Millisecond)
 	switch {
-	case au.tolerance > 0 && abs(a.ClockOffset) > au.tolerance+a.RoundTrip/2:
+	case au.tolerance > 0 && a.ClockOffset.Abs() > au.tolerance+a.RoundTrip/2:
 		add(SeverityDegraded, "clock", "the node's clock is %v from this process's: the clock guard does not count its votes; synchronise its clock (NTP)", off)
-	case au.tolerance == 0 && abs(a.ClockOffset) > DefaultClockTolerance:
+	case au.tolerance == 0 && a.ClockOffset.Abs() > quorum.DefaultClockTolerance:
 		add(SeverityUnsafe, "clock", "the node's clock is %v from this process's and the clock guard is off: its keys expire early or late; "+
 			"synchronise its clock (NTP)", off)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -65,10 +67,10 @@ func TestClockJumpOnThreeNodes(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, ErrNotAcquired, "the jumped nodes do not vote")
-			assert.ErrorIs(t, err, ErrClockJump)
+			assert.ErrorIs(t, err, quorum.ErrClockJump)
 			assert.Eventually(t, func() bool { // the replies after the decision are read too
 				for _, h := range second.Health() {
-					if (h.Index < 3) != errors.Is(h.Clock, ErrClockJump) {
+					if (h.Index < 3) != errors.Is(h.Clock, quorum.ErrClockJump) {
 						return false
 					}
 				}
@@ -76,11 +78,11 @@ func TestClockJumpOnThreeNodes(t *testing.T) {
 			}, time.Second, time.Millisecond, "the jumped nodes, and only they, do not vote")
 			select {
 			case <-m1.Done():
-			case <-time.After(5 * clockWatchEvery):
+			case <-time.After(5 * quorum.ClockWatchEvery):
 				t.Fatal("the first holder did not find out")
 			}
 			require.ErrorIs(t, m1.Err(), ErrLockLost)
-			assert.ErrorIs(t, m1.Err(), ErrClockJump)
+			assert.ErrorIs(t, m1.Err(), quorum.ErrClockJump)
 			assert.Contains(t, m1.Err().Error(), "nodes that granted it still may hold it")
 			told := func() map[int]int {
 				out := map[int]int{}
@@ -93,8 +95,8 @@ func TestClockJumpOnThreeNodes(t *testing.T) {
 				}
 				return out
 			}
-			assert.Eventually(t, func() bool { return len(told()) == 3 }, 5*clockWatchEvery, 10*time.Millisecond, "every jumped node told")
-			time.Sleep(2 * clockWatchEvery) // more replies: still the same episodes
+			assert.Eventually(t, func() bool { return len(told()) == 3 }, 5*quorum.ClockWatchEvery, 10*time.Millisecond, "every jumped node told")
+			time.Sleep(2 * quorum.ClockWatchEvery) // more replies: still the same episodes
 			assert.Equal(t, map[int]int{0: 1, 1: 1, 2: 1}, told(), "each episode told once")
 		})
 	}
@@ -124,10 +126,10 @@ func TestClockJumpOnBareQuorum(t *testing.T) {
 	require.ErrorIs(t, m2.TryLock(ctx), ErrNotAcquired)
 	select {
 	case <-m1.Done():
-	case <-time.After(5 * clockWatchEvery):
+	case <-time.After(5 * quorum.ClockWatchEvery):
 		t.Fatal("the first holder did not find out")
 	}
-	assert.ErrorIs(t, m1.Err(), ErrClockJump)
+	assert.ErrorIs(t, m1.Err(), quorum.ErrClockJump)
 }
 
 var errCutOff = context.DeadlineExceeded
@@ -158,7 +160,7 @@ func TestClockQuarantineLastsTheLongestTTL(t *testing.T) {
 	fs[0].Jump(10 * time.Second)
 	require.NoError(t, m.Lock(ctx), "a quorum of the others")
 	// Node 0's reply may come after the quorum's.
-	require.Eventually(t, func() bool { return errors.Is(second.Health()[0].Clock, ErrClockJump) },
+	require.Eventually(t, func() bool { return errors.Is(second.Health()[0].Clock, quorum.ErrClockJump) },
 		time.Second, time.Millisecond, "seen ahead")
 	require.NoError(t, m.Unlock(ctx))
 	fs[0].Jump(-10 * time.Second) // back: it agrees again, but may have forgotten keys
@@ -213,13 +215,13 @@ func TestClockJumpSemaphore(t *testing.T) {
 	require.NoError(t, err)
 	err = s2.TryAcquire(ctx)
 	require.ErrorIs(t, err, ErrNotAcquired)
-	assert.ErrorIs(t, err, ErrClockJump)
+	assert.ErrorIs(t, err, quorum.ErrClockJump)
 	select {
 	case <-s1.Done():
-	case <-time.After(5 * clockWatchEvery):
+	case <-time.After(5 * quorum.ClockWatchEvery):
 		t.Fatal("the first holder did not find out")
 	}
-	assert.ErrorIs(t, s1.Err(), ErrClockJump)
+	assert.ErrorIs(t, s1.Err(), quorum.ErrClockJump)
 }
 
 // The same guard for a reader-writer lock, both ways: read locks held on
@@ -258,13 +260,13 @@ func TestClockJumpRWMutex(t *testing.T) {
 			}
 			err = other(ctx)
 			require.ErrorIs(t, err, ErrNotAcquired, "the jumped nodes do not vote")
-			assert.ErrorIs(t, err, ErrClockJump)
+			assert.ErrorIs(t, err, quorum.ErrClockJump)
 			select {
 			case <-rw1.Done():
-			case <-time.After(5 * clockWatchEvery):
+			case <-time.After(5 * quorum.ClockWatchEvery):
 				t.Fatal("the first holder did not find out")
 			}
-			assert.ErrorIs(t, rw1.Err(), ErrClockJump)
+			assert.ErrorIs(t, rw1.Err(), quorum.ErrClockJump)
 		})
 	}
 }
@@ -290,7 +292,7 @@ func TestGrantRightAfterAJumpDoesNotVote(t *testing.T) {
 		next := newFakeMutex(t, r, "k")
 		err := next.TryLock(ctx)
 		require.ErrorIs(t, err, ErrNotAcquired, "nodes 0 and 2 would make a quorum beside the holder's")
-		assert.ErrorIs(t, err, ErrClockJump, "node 0's vote refused: %v", err)
+		assert.ErrorIs(t, err, quorum.ErrClockJump, "node 0's vote refused: %v", err)
 		assert.ErrorIs(t, holder.Unlock(ctx), ErrNotHeld, "node 0 dropped the holder's key")
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -13,7 +15,7 @@ import (
 // when no lease is held, or at close; record starts it again.
 func (e *engine) watchClocks() {
 	defer e.wg.Done()
-	for e.sleep(clockWatchEvery) {
+	for e.sleep(quorum.ClockWatchEvery) {
 		e.leasesMu.Lock()
 		if len(e.leases) == 0 {
 			e.watching = false
@@ -24,8 +26,8 @@ func (e *engine) watchClocks() {
 		// Not waited for: the pool counts them, and close waits for
 		// them as for any call in flight (a silent node's client may hold
 		// one for its read timeout).
-		for i := range e.pool.size() {
-			e.pool.send(context.Background(), i, probeTimeout, node.Clock{}, nil, receiveFunc(func(node.Reply) {}))
+		for i := range e.pool.Size() {
+			e.pool.Send(context.Background(), i, quorum.ProbeTimeout, node.Clock{}, nil, quorum.ReceiveFunc(func(node.Reply) {}))
 		}
 	}
 	e.leasesMu.Lock()
@@ -38,7 +40,7 @@ func (e *engine) watchClocks() {
 // expired its key already. A lease left with fewer such nodes than its
 // quorum is lost, with a cause that names the clock.
 func (e *engine) clockJumped(i int) {
-	jumps := e.guard.jumpsOf()
+	jumps := e.guard.JumpsOf()
 	e.leasesMu.Lock()
 	var lost []func()
 	for l, h := range e.leases {
@@ -52,7 +54,7 @@ func (e *engine) clockJumped(i int) {
 			continue
 		}
 		cause := fmt.Errorf("%w: %w: node %d's clock jumped; %d of the %d nodes that granted it still may hold it, quorum %d",
-			ErrLockLost, ErrClockJump, i, kept, len(l.voters), h.quorumOf())
+			ErrLockLost, quorum.ErrClockJump, i, kept, len(l.voters), h.quorumOf())
 		lost = append(lost, func() { h.end(l, cause) })
 	}
 	e.leasesMu.Unlock()
@@ -66,5 +68,5 @@ func (h *holder) quorumOf() int {
 	if h.quorum > 0 {
 		return h.quorum
 	}
-	return quorum(h.e.pool.size())
+	return quorum.Majority(h.e.pool.Size())
 }

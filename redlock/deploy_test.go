@@ -182,20 +182,20 @@ func TestTimeoutKeepsLastCause(t *testing.T) {
 		p := r.e.pool
 		refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 		sent := time.Now()
-		assert.Equal(t, ErrNodeTimeout, p.timeoutErr(0, sent), "nothing known")
-		p.markDown(0, refused)
-		err := p.timeoutErr(0, sent)
+		assert.Equal(t, ErrNodeTimeout, p.TimeoutErr(0, sent), "nothing known")
+		p.MarkDown(0, refused)
+		err := p.TimeoutErr(0, sent)
 		require.ErrorIs(t, err, ErrNodeTimeout)
 		require.ErrorIs(t, err, syscall.ECONNREFUSED)
 		assert.ErrorContains(t, err, "connection refused")
 
 		time.Sleep(time.Millisecond)
-		p.answered(0)
-		assert.Equal(t, ErrNodeTimeout, p.timeoutErr(0, time.Now()), "the node answered since")
+		p.Answered(0)
+		assert.Equal(t, ErrNodeTimeout, p.TimeoutErr(0, time.Now()), "the node answered since")
 
 		bad := &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}
-		p.markDown(0, bad)
-		assert.ErrorIs(t, p.timeoutErr(0, time.Now()), ErrMisconfigured, "a certificate error is the cause")
+		p.MarkDown(0, bad)
+		assert.ErrorIs(t, p.TimeoutErr(0, time.Now()), ErrMisconfigured, "a certificate error is the cause")
 		r.Close(t.Context()) //nolint:errcheck // stops the probes
 	})
 }

@@ -3,6 +3,8 @@ package redlock
 import (
 	"strings"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 
 	"context"
@@ -70,7 +72,7 @@ func TestDoCancelsWorkBeforeValidityEnds(t *testing.T) {
 		// The key on the healthy node expires a full TTL after the last
 		// extension; the validity ended TTL/20 + drift earlier than that,
 		// and the work was cancelled before the validity ended.
-		assert.True(t, cancelledAt.Before(until.Add(-drift(time.Second, DefaultDriftFactor))), "cancelled at %v, key expiry %v", cancelledAt, until)
+		assert.True(t, cancelledAt.Before(until.Add(-quorum.Drift(time.Second, DefaultDriftFactor))), "cancelled at %v, key expiry %v", cancelledAt, until)
 	})
 }
 

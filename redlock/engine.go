@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/waitq"
 )
@@ -18,10 +20,10 @@ import (
 
 // engine is shared by every primitive of one Redlock.
 type engine struct {
-	pool *pool
-	now  clock
+	pool *quorum.Pool
+	now  quorum.Clock
 	// report tells the Redlock's Observer of background node failures.
-	report reportFunc
+	report quorum.ReportFunc
 
 	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
 	closed bool
@@ -44,31 +46,31 @@ type engine struct {
 	features *features // the optional features each node refused (see features.go)
 	audits   *auditor  // each node's last audit (see audit.go)
 
-	guard    *clockGuard // the nodes' clocks (see clockguard.go); nil: no check
-	watching bool        // the clock watcher runs; guarded by leasesMu
+	guard    *quorum.ClockGuard // the nodes' clocks (see clockguard.go); nil: no check
+	watching bool               // the clock watcher runs; guarded by leasesMu
 }
 
 // newEngine returns the engine of nodes, reporting background node
 // failures to o (nil: none).
 func newEngine(nodes []node.Node, o Observer, tolerance time.Duration) *engine {
 	e := &engine{now: time.Now, done: make(chan struct{}), leases: map[*lease]*holder{}}
-	e.pool = newPool(nodes, e.now)
+	e.pool = quorum.NewPool(nodes, e.now)
 	e.report = e.reporter(o)
 	e.features = newFeatures(len(nodes))
 	e.audits = newAuditor(len(nodes), tolerance)
 	e.ids = newIdentifier(e.pool, e.now, e.featureOff)
-	e.pool.report, e.pool.back = e.report, e.ids.again
+	e.pool.Report, e.pool.Back = e.report, e.ids.again
 	e.waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })
 	e.waiters.OnOrphan(e.orphan)
 	if tolerance > 0 {
-		e.guard = newClockGuard(len(nodes), tolerance)
-		e.guard.tell = func(i int, err error) {
+		e.guard = quorum.NewClockGuard(len(nodes), tolerance)
+		e.guard.Tell = func(i int, err error) {
 			if e.report != nil {
 				e.report(context.Background(), i, fmt.Errorf("redlock: the node does not vote until its clock agrees again: %w", err), false)
 			}
 		}
-		e.guard.jumped = e.clockJumped
-		e.pool.guard = e.guard
+		e.guard.Jumped = e.clockJumped
+		e.pool.Guard = e.guard
 	}
 	for i, n := range nodes {
 		e.sharded = e.sharded || n.Layout().Sharded
@@ -105,7 +107,7 @@ func (e *engine) track(n int) error {
 }
 
 // sleep waits for d, or until close; it reports whether d passed.
-func (e *engine) sleep(d time.Duration) bool { return sleepUnless(d, e.done) }
+func (e *engine) sleep(d time.Duration) bool { return quorum.SleepUnless(d, e.done) }
 
 // record records lease l of holder h, and reports false, recording nothing,
 // once the engine is closed.
@@ -166,7 +168,7 @@ func (e *engine) close(ctx context.Context) error {
 	for l, h := range leases {
 		h.end(l, errEngineClosed)
 	}
-	e.pool.stop()
+	e.pool.Stop()
 	ops := make(chan struct{})
 	go func() {
 		e.waiters.Close()
@@ -181,17 +183,17 @@ func (e *engine) close(ctx context.Context) error {
 	}
 	calls := make(chan struct{})
 	go func() {
-		e.pool.wait()
+		e.pool.Wait()
 		close(calls)
 	}()
-	timer := time.NewTimer(e.pool.longest() + probeTimeout)
+	timer := time.NewTimer(e.pool.Longest() + quorum.ProbeTimeout)
 	defer timer.Stop()
 	select {
 	case <-calls:
-		e.pool.close()
+		e.pool.Close()
 		return nil
 	case <-timer.C:
-		e.pool.abandon() // held by their clients past any wait of ours
+		e.pool.Abandon() // held by their clients past any wait of ours
 		return nil
 	case <-ctx.Done():
 		return e.abandon(ctx, "node calls")
@@ -201,7 +203,7 @@ func (e *engine) close(ctx context.Context) error {
 // abandon stops the nodes without waiting for their calls, for a close
 // whose ctx ended while what still ran: its error.
 func (e *engine) abandon(ctx context.Context, what string) error {
-	left := e.pool.abandon()
+	left := e.pool.Abandon()
 	err := fmt.Errorf("redlock: close: %w (waiting for %s)", ctx.Err(), what)
 	if left > 0 {
 		err = errors.Join(err, fmt.Errorf("redlock: close: %d node calls still in flight end at their client's timeout", left))
@@ -223,10 +225,10 @@ func (e *engine) deliver(ops []node.Op, timeout time.Duration) []node.Reply {
 			}
 		}
 	}
-	rd := newRound(context.Background(), e.pool, timeout, report, e.pool.size()).keepReplies()
+	rd := quorum.NewRound(context.Background(), e.pool, timeout, report, e.pool.Size()).KeepReplies()
 	for i, op := range ops {
-		rd.post(i, op, nil, func(int) bool { return op != nil }, false, false)
+		rd.Post(i, op, nil, func(int) bool { return op != nil }, false, false)
 	}
-	_ = rd.gather(context.Background())
-	return rd.replies
+	_ = rd.Gather(context.Background())
+	return rd.Replies
 }

@@ -6,6 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,7 +23,7 @@ import (
 func newFakeEngine(t *testing.T, n int) (*engine, []*nodetest.Fake) {
 	t.Helper()
 	fs := nodetest.Fakes(n)
-	e := newEngine(nodetest.Nodes(fs), nil, DefaultClockTolerance)
+	e := newEngine(nodetest.Nodes(fs), nil, quorum.DefaultClockTolerance)
 	t.Cleanup(func() {
 		for _, f := range fs {
 			f.Unhang()
@@ -48,7 +50,7 @@ func TestEngineAcquireGrant(t *testing.T) {
 		g, _, err := e.acquire(t.Context(), lockSpec(&cfg, "k", "t", true))
 		require.NoError(t, err)
 		assert.Equal(t, start, g.start)
-		assert.Equal(t, validUntil(start, cfg.ttl, cfg.driftFactor), g.until)
+		assert.Equal(t, quorum.ValidUntil(start, cfg.ttl, cfg.driftFactor), g.until)
 		assert.Zero(t, time.Since(start), "decided at the quorum, not at the slow node")
 	})
 }

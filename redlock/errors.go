@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -34,6 +36,12 @@ var ErrNotHeld = errors.New("redlock: lock not held")
 // wraps it when the loss is certain, and it is the cause
 // ([context.Cause]) of the context [Redlock.Do] gives its function.
 var ErrLockLost = errors.New("redlock: lock lost")
+
+// ErrClockJump marks a node that does not vote because its clock jumped,
+// or disagrees with this process's (see [WithClockTolerance]): in a
+// [NodeError], in [NodeHealth.Clock], and with [ErrLockLost] in the cause
+// of a lease lost because nodes that granted it jumped.
+var ErrClockJump = quorum.ErrClockJump
 
 // ErrNodeTimeout is the cause inside a [*NodeError] when a node did not
 // answer within the node timeout (see [WithNodeTimeout]).
@@ -172,26 +180,26 @@ func NodeErrors(err error) []*NodeError {
 // fail builds the error of an operation that failed: sentinel, the reason,
 // the context's error when it ended, and one *NodeError per node that
 // failed in round t.
-func (e *engine) fail(sentinel error, reason string, ctxErr error, t *tally) error {
-	errs := make([]error, 0, 2+len(t.failures))
+func (e *engine) fail(sentinel error, reason string, ctxErr error, t *quorum.Tally) error {
+	errs := make([]error, 0, 2+len(t.Failures))
 	errs = append(errs, fmt.Errorf("%w: %s", sentinel, reason))
 	if ctxErr != nil {
 		errs = append(errs, ctxErr)
 	}
-	for _, f := range t.failures {
-		errs = append(errs, e.nodeError(f.node, f.err))
+	for _, f := range t.Failures {
+		errs = append(errs, e.nodeError(f.Node, f.Err))
 	}
 	return errors.Join(errs...)
 }
 
 // nodeError is node i's failure with err.
 func (e *engine) nodeError(i int, err error) *NodeError {
-	return &NodeError{Index: i, Addr: e.pool.addr(i), Err: err}
+	return &NodeError{Index: i, Addr: e.pool.Addr(i), Err: err}
 }
 
 // reporter returns the function that tells o of node failures, nil when o
 // is nil.
-func (e *engine) reporter(o Observer) reportFunc {
+func (e *engine) reporter(o Observer) quorum.ReportFunc {
 	if o == nil {
 		return nil
 	}

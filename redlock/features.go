@@ -83,6 +83,6 @@ func (e *engine) featureOff(i int, feature string, err error) {
 func (e *engine) scriptsOff(i int, w node.Way, why error) {
 	if e.features.refused(i, FeatureScripts, why) && e.report != nil {
 		e.report(context.Background(), i, fmt.Errorf("redlock: scripts refused, the node is spoken to by %s from now on "+
-			"(%s; a Mutex works; semaphores, reader-writer and multi-name locks need scripts): %w", w, e.pool.caps(i), node.Classify(why)), false)
+			"(%s; a Mutex works; semaphores, reader-writer and multi-name locks need scripts): %w", w, e.pool.Caps(i), node.Classify(why)), false)
 	}
 }

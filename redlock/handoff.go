@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/waitq"
 )
 
@@ -64,7 +66,7 @@ type handoffOf struct {
 // ended first.
 func (wt *waiting) collect(ctx context.Context, h waitq.Handed) error {
 	e := wt.h.e
-	q := quorum(e.pool.size())
+	q := quorum.Majority(e.pool.Size())
 	timer := time.NewTimer(handoffWindow)
 	defer timer.Stop()
 	for {
@@ -104,16 +106,16 @@ func (wt *waiting) count(h waitq.Handed) {
 // for its next reply too: the node must then be voting, and its time
 // agree with this process's wall clock within the tolerance plus the
 // window, without being recorded.
-func refusedVote(g *clockGuard, h waitq.Handed, registered time.Time) bool {
+func refusedVote(g *quorum.ClockGuard, h waitq.Handed, registered time.Time) bool {
 	if h.NodeTime.IsZero() {
-		return g.refused(h.Node) != nil
+		return g.Refused(h.Node) != nil
 	}
 	window := h.At.Sub(registered)
-	if window <= g.tolerance {
-		return g.check(h.Node, registered, h.At, h.NodeTime) != nil
+	if window <= g.Tolerance {
+		return g.Check(h.Node, registered, h.At, h.NodeTime) != nil
 	}
 	mid := registered.Add(window / 2).Round(0) // the wall clock reading
-	return g.refused(h.Node) != nil || abs(h.NodeTime.Sub(mid)) > g.tolerance+window/2
+	return g.Refused(h.Node) != nil || h.NodeTime.Sub(mid).Abs() > g.Tolerance+window/2
 }
 
 // handed returns the grant of the votes collected with the current token,
@@ -121,7 +123,7 @@ func refusedVote(g *clockGuard, h waitq.Handed, registered time.Time) bool {
 func (wt *waiting) handed() (grant, bool) {
 	ho := wt.ho
 	e, cfg := wt.h.e, &wt.h.cfg
-	if ho == nil || ho.used || len(ho.votes) < quorum(e.pool.size()) {
+	if ho == nil || ho.used || len(ho.votes) < quorum.Majority(e.pool.Size()) {
 		return grant{}, false
 	}
 	if e.now().After(ho.registered.Add(cfg.ttl / 2)) {

@@ -6,6 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -65,7 +67,7 @@ func TestHandoffValidityCountsFromRegistration(t *testing.T) {
 				holds++
 			}
 		}
-		assert.GreaterOrEqual(t, holds, quorum(len(fs)), "a quorum holds the waiter's token")
+		assert.GreaterOrEqual(t, holds, quorum.Majority(len(fs)), "a quorum holds the waiter's token")
 		require.NoError(t, w.Unlock(t.Context()))
 	})
 }

@@ -55,15 +55,15 @@ type NodeHealth struct {
 // Health returns what the Redlock knows of each node's health, in the order
 // of the clients given to [New]. It does no I/O.
 func (r *Redlock) Health() []NodeHealth {
-	out := make([]NodeHealth, r.e.pool.size())
+	out := make([]NodeHealth, r.e.pool.Size())
 	for i := range out {
-		h := NodeHealth{Index: i, Addr: r.e.pool.addr(i)}
-		h.Down, h.Since, h.Owed, h.Err = r.e.pool.health(i)
+		h := NodeHealth{Index: i, Addr: r.e.pool.Addr(i)}
+		h.Down, h.Since, h.Owed, h.Err = r.e.pool.Health(i)
 		h.Off = r.e.features.of(i)
-		h.Way = r.e.pool.way(i).String()
-		h.Caps = NodeCaps(r.e.pool.caps(i))
+		h.Way = r.e.pool.Way(i).String()
+		h.Caps = NodeCaps(r.e.pool.Caps(i))
 		if r.e.guard != nil {
-			h.Clock = r.e.guard.refused(i)
+			h.Clock = r.e.guard.Refused(i)
 		}
 		h.Audit = r.e.audits.of(i)
 		out[i] = h

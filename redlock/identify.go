@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/identity"
 	"github.com/redlock-go/redlock/internal/node"
 )
@@ -46,9 +48,9 @@ import (
 // It owns the goroutines that ask again in the background; close stops
 // them and waits for them.
 type identifier struct {
-	pool *pool
+	pool *quorum.Pool
 	reg  *identity.Registry
-	now  clock
+	now  quorum.Clock
 	// off turns a feature off on a node that refused it for good.
 	off func(i int, feature string, err error)
 
@@ -60,8 +62,8 @@ type identifier struct {
 	wg     sync.WaitGroup
 }
 
-func newIdentifier(p *pool, now clock, off func(int, string, error)) *identifier {
-	id := &identifier{pool: p, reg: identity.New(p.size(), quorum(p.size())), now: now, off: off, done: make(chan struct{})}
+func newIdentifier(p *quorum.Pool, now quorum.Clock, off func(int, string, error)) *identifier {
+	id := &identifier{pool: p, reg: identity.New(p.Size(), quorum.Majority(p.Size())), now: now, off: off, done: make(chan struct{})}
 	id.life, id.kill = context.WithCancel(context.Background())
 	return id
 }
@@ -96,7 +98,7 @@ const identifyMax = 30 * time.Second
 
 // first starts asking every node who it is when this is the
 // Redlock's first acquisition, and returns the round; nil otherwise.
-func (id *identifier) first() *round {
+func (id *identifier) first() *quorum.Round {
 	if !id.reg.Begin() {
 		return nil
 	}
@@ -104,24 +106,24 @@ func (id *identifier) first() *round {
 }
 
 // ask sends Identify to the given nodes (nil: every node).
-func (id *identifier) ask(nodes []int) *round {
-	rd := newRound(context.Background(), id.pool, probeTimeout, nil, id.pool.size()).keepReplies()
-	rd.quiet = true // identification says nothing of a node's health
+func (id *identifier) ask(nodes []int) *quorum.Round {
+	rd := quorum.NewRound(context.Background(), id.pool, quorum.ProbeTimeout, nil, id.pool.Size()).KeepReplies()
+	rd.Quiet = true // identification says nothing of a node's health
 	if nodes == nil {
-		return rd.sendAll(node.Identify{}, nil, nil)
+		return rd.SendAll(node.Identify{}, nil, nil)
 	}
-	ask := make([]bool, id.pool.size())
+	ask := make([]bool, id.pool.Size())
 	for _, i := range nodes {
 		ask[i] = true
 	}
-	return rd.sendAll(node.Identify{}, nil, func(i int) bool { return ask[i] })
+	return rd.SendAll(node.Identify{}, nil, func(i int) bool { return ask[i] })
 }
 
 // distinct checks, for an attempt that a quorum granted, that no two of
 // the nodes are the same server (see wait); idr is the first round of
 // identities, nil unless this is the first acquisition. An attempt that
 // failed hands idr to the background.
-func (id *identifier) distinct(idr *round, won bool, start, deadline time.Time) error {
+func (id *identifier) distinct(idr *quorum.Round, won bool, start, deadline time.Time) error {
 	if !won {
 		id.later(idr)
 		return nil
@@ -135,14 +137,14 @@ func (id *identifier) distinct(idr *round, won bool, start, deadline time.Time) 
 // until deadline; those that started meanwhile until the first is done,
 // and at most until deadline. It returns the error of nodes found to share
 // a server.
-func (id *identifier) wait(idr *round, start, deadline time.Time) error {
+func (id *identifier) wait(idr *quorum.Round, start, deadline time.Time) error {
 	if idr == nil {
 		id.settled(deadline)
 		return id.err()
 	}
 	ctx, cancel := context.WithDeadline(id.life, deadline) // Close cuts the wait short
-	if idr.collect(ctx, answeredRule{idr}) == nil {
-		idr.linger(min(asLongAgain(id.now().Sub(start)), time.Until(deadline)))
+	if idr.Collect(ctx, answeredRule{idr}) == nil {
+		idr.Linger(min(quorum.AsLongAgain(id.now().Sub(start)), time.Until(deadline)))
 	}
 	cancel()
 	id.record(idr)
@@ -177,21 +179,21 @@ func (id *identifier) err() error {
 }
 
 // answeredRule waits for a quorum of answers, whatever they say.
-type answeredRule struct{ rd *round }
+type answeredRule struct{ rd *quorum.Round }
 
-func (a answeredRule) take(v vote) bool {
-	a.rd.add(v)
-	return a.rd.t.n-a.rd.t.pending() >= a.rd.t.quorum
+func (a answeredRule) Take(v quorum.Vote) bool {
+	a.rd.Add(v)
+	return a.rd.Tally.N-a.rd.Tally.Pending() >= a.rd.Tally.Majority
 }
-func (answeredRule) timer() <-chan time.Time { return nil }
-func (a answeredRule) tick() bool            { return a.rd.t.pending() == 0 }
-func (answeredRule) stop()                   {}
+func (answeredRule) Timer() <-chan time.Time { return nil }
+func (a answeredRule) Tick() bool            { return a.rd.Tally.Pending() == 0 }
+func (answeredRule) Stop()                   {}
 
 // later hands idr, the first round of identities (nil: none), to
 // the background: its remaining answers are collected, and the nodes that
 // have not answered are asked again until each has, the Redlock closes,
 // or two nodes are found to share a server.
-func (id *identifier) later(idr *round) {
+func (id *identifier) later(idr *quorum.Round) {
 	if idr == nil {
 		return
 	}
@@ -207,7 +209,7 @@ func (id *identifier) later(idr *round) {
 			id.gather(idr)
 			id.reg.Settle()
 			missing := id.reg.Missing()
-			if len(missing) == 0 || id.reg.Err() != nil || !sleepUnless(wait, id.done) {
+			if len(missing) == 0 || id.reg.Err() != nil || !quorum.SleepUnless(wait, id.done) {
 				return
 			}
 			wait = min(2*wait, identifyMax)
@@ -218,25 +220,25 @@ func (id *identifier) later(idr *round) {
 
 // gather collects every answer of idr (until the probe timeout,
 // or Close) and records them.
-func (id *identifier) gather(idr *round) {
-	_ = idr.gather(id.life)
+func (id *identifier) gather(idr *quorum.Round) {
+	_ = idr.Gather(id.life)
 	id.record(idr)
 }
 
 // record records the answers idr has so far: a node's run ids,
 // or that it cannot tell (an error reply: INFO refused). A node that was
 // not reached is left to be asked again.
-func (id *identifier) record(idr *round) {
-	sent := idr.start
-	for i, a := range idr.t.answers {
-		if a != granted && a != failed {
+func (id *identifier) record(idr *quorum.Round) {
+	sent := idr.Start
+	for i, a := range idr.Tally.Answers {
+		if a != quorum.Granted && a != quorum.Failed {
 			continue
 		}
-		rep := idr.replies[i]
+		rep := idr.Replies[i]
 		switch err := rep.Err; {
 		case err == nil:
 			ids, _ := rep.Value.([]string)
-			id.reg.Record(i, identity.Answer{IDs: ids}, sent, id.pool.addr)
+			id.reg.Record(i, identity.Answer{IDs: ids}, sent, id.pool.Addr)
 		case node.Unreachable(err), node.Unsent(err), errors.Is(err, node.ErrNodeTimeout):
 		default:
 			// A wrong password refuses every command, not INFO: each
@@ -244,7 +246,7 @@ func (id *identifier) record(idr *round) {
 			if errors.Is(err, node.ErrMisconfigured) && !node.AuthFailure(err) {
 				id.off(i, FeatureIdentify, err)
 			}
-			id.reg.Record(i, identity.Answer{Unknown: true}, sent, id.pool.addr)
+			id.reg.Record(i, identity.Answer{Unknown: true}, sent, id.pool.Addr)
 		}
 	}
 }

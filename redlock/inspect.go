@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/google/uuid"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -217,7 +219,7 @@ func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) 
 
 // nodeState is node i's state, from its reply rep to an Inspect.
 func (e *engine) nodeState(i int, rep node.Reply) NodeLockState {
-	ns := NodeLockState{Index: i, Addr: e.pool.addr(i)}
+	ns := NodeLockState{Index: i, Addr: e.pool.Addr(i)}
 	st, _ := rep.Value.(node.KeyState)
 	switch {
 	case rep.Err != nil:
@@ -277,7 +279,7 @@ func semaphoreState(nodes []NodeLockState, kind string) *SemaphoreState {
 		}
 	}
 	if s.Permits > 0 {
-		s.Quorum = semQuorum(len(nodes), s.Permits)
+		s.Quorum = quorum.Permits(len(nodes), s.Permits)
 	}
 	for token, n := range admitted {
 		s.Holders = append(s.Holders, PermitHolder{Token: token, Nodes: n})
@@ -341,7 +343,7 @@ func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]ForcedRelease
 	}
 	out := make([]ForcedRelease, len(replies))
 	for i, rep := range replies {
-		fr := ForcedRelease{Index: i, Addr: r.e.pool.addr(i)}
+		fr := ForcedRelease{Index: i, Addr: r.e.pool.Addr(i)}
 		switch f, _ := rep.Value.(node.Forced); {
 		case rep.Err != nil:
 			fr.Err = &NodeError{Index: i, Addr: fr.Addr, Err: rep.Err}
@@ -373,6 +375,6 @@ func (e *engine) survey(ctx context.Context, name string, op node.Op, timeout ti
 		return nil, err
 	}
 	defer e.wg.Done()
-	rd := newRound(ctx, e.pool, timeout, e.report, e.pool.size()).keepReplies().sendAll(op, nil, nil)
-	return rd.replies, rd.gather(ctx)
+	rd := quorum.NewRound(ctx, e.pool, timeout, e.report, e.pool.Size()).KeepReplies().SendAll(op, nil, nil)
+	return rd.Replies, rd.Gather(ctx)
 }

@@ -19,9 +19,7 @@ import (
 // files before it. Every non-test file is in exactly one layer.
 // docs/ARCHITECTURE.md explains the layers.
 var (
-	engineFiles = []string{"clock.go", "gate.go", "quorum.go", "report.go", "clockguard.go", "nodestate.go", "pool.go", "round.go", "attempt.go"}
-	layers      = [][]string{
-		engineFiles,
+	layers = [][]string{
 		// The lease: the engine as a whole, acquisitions, releases and
 		// extensions of any kind, the holder, renewal and the back-off.
 		{"errors.go", "observer.go", "options.go", "engine.go", "features.go", "caps.go", "audit.go", "audit_judge.go", "identify.go", "clockwatch.go",
@@ -52,11 +50,8 @@ func TestLayers(t *testing.T) {
 		for _, l := range layers[:li+1] {
 			upTo = append(upTo, l...)
 		}
-		for i, name := range layer {
+		for _, name := range layer {
 			allowed := upTo
-			if li == 0 {
-				allowed = engineFiles[:i+1]
-			}
 			f, ok := files[name]
 			require.True(t, ok, "%s is missing", name)
 			checkUses(t, files, name, f, allowed)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -73,8 +75,8 @@ type holder struct {
 	e      *engine
 	name   string
 	cfg    config
-	report reportFunc // the value's Observer, as a node failure reporter (nil: none)
-	quorum int        // nodes that must hold a lease: 0 for a majority
+	report quorum.ReportFunc // the value's Observer, as a node failure reporter (nil: none)
+	quorum int               // nodes that must hold a lease: 0 for a majority
 	kind   leaseKind
 
 	mu    sync.Mutex
@@ -211,7 +213,7 @@ func (h *holder) extend(ctx context.Context, l *lease) error {
 		}
 		return err
 	}
-	next := validUntil(start, h.cfg.ttl, h.cfg.driftFactor)
+	next := quorum.ValidUntil(start, h.cfg.ttl, h.cfg.driftFactor)
 	if !h.e.now().Before(next) {
 		return fmt.Errorf("%w: extended, but no validity left of ttl %v", ErrNotHeld, h.cfg.ttl)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/google/uuid"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -146,7 +148,7 @@ func (*reentrantLock) extend(name, token string, cfg *config) node.Op {
 // hold.
 func (re *reentrantLock) reenter(ctx context.Context, m *Mutex, l *lease) error {
 	s := m.spec(l.token, true)
-	s.reasks = maxReasks
+	s.reasks = quorum.MaxReasks
 	g, _, err := m.h.e.acquire(ctx, s)
 	if err != nil {
 		return err

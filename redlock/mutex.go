@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/google/uuid"
 )
 
@@ -77,10 +79,10 @@ func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 		attempts, failed, err := wt.wait(ctx, func(ctx context.Context, released string) (refusal, error) {
 			if wt.ho != nil {
 				return wt.tryHanded(ctx, func(ctx context.Context, token string) (refusal, error) {
-					return m.tryWith(ctx, token, token, released, maxReasks)
+					return m.tryWith(ctx, token, token, released, quorum.MaxReasks)
 				})
 			}
-			return m.tryLock(ctx, released, maxReasks)
+			return m.tryLock(ctx, released, quorum.MaxReasks)
 		})
 		hopeless = failed.hopeless
 		return attempts, err

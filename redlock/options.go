@@ -4,6 +4,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -66,7 +68,7 @@ func defaultConfig() config {
 		delayMin:       DefaultRetryDelayMin,
 		delayMax:       DefaultRetryDelayMax,
 		notify:         true,
-		clockTolerance: DefaultClockTolerance,
+		clockTolerance: quorum.DefaultClockTolerance,
 	}
 }
 
@@ -373,6 +375,10 @@ func WithSafeQuorum() Option {
 	})
 }
 
+// DefaultClockTolerance is how far a node's clock may be from this
+// process's, or move against it between two replies, and still vote.
+const DefaultClockTolerance = quorum.DefaultClockTolerance
+
 // WithClockTolerance sets how far a node's clock may be from this
 // process's wall clock, or move against its monotonic clock between two
 // replies of the node, and the node still vote. Every grant and extension
@@ -414,8 +420,8 @@ func (c *config) apply(opts []Option) error {
 	if c.restart > 0 && c.restart < c.ttl {
 		return invalid("restart delay %v must be at least the ttl %v", c.restart, c.ttl)
 	}
-	if drift(c.ttl, c.driftFactor) >= c.ttl {
-		return invalid("ttl %v leaves no validity after the drift allowance %v", c.ttl, drift(c.ttl, c.driftFactor))
+	if quorum.Drift(c.ttl, c.driftFactor) >= c.ttl {
+		return invalid("ttl %v leaves no validity after the drift allowance %v", c.ttl, quorum.Drift(c.ttl, c.driftFactor))
 	}
 	return nil
 }

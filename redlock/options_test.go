@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,7 +82,7 @@ func TestOptionsApply(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, config{
 		ttl: time.Minute, nodeTimeout: time.Second, driftFactor: 0, tries: 3,
-		delayMin: time.Millisecond, delayMax: 2 * time.Millisecond, notify: true, clockTolerance: DefaultClockTolerance,
+		delayMin: time.Millisecond, delayMax: 2 * time.Millisecond, notify: true, clockTolerance: quorum.DefaultClockTolerance,
 	}, m.h.cfg)
 	d, err := r.NewMutex("j")
 	require.NoError(t, err)

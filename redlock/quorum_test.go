@@ -5,6 +5,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -37,7 +39,7 @@ func TestSplitVoteLoserGivesWay(t *testing.T) {
 		fs[1].Set("k", "~", time.Minute)
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
-		_, err := m.tryLock(t.Context(), "", maxReasks)
+		_, err := m.tryLock(t.Context(), "", quorum.MaxReasks)
 		require.ErrorIs(t, err, ErrNotAcquired)
 		assert.Contains(t, err.Error(), "gave way")
 		assert.Less(t, time.Since(start), 10*time.Millisecond, "the loser waited for the far nodes")
@@ -58,7 +60,7 @@ func TestSplitVoteWinnerAsksAgain(t *testing.T) {
 		fs[0].Set("k", "0", 3*time.Millisecond)
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
-		_, err := m.tryLock(t.Context(), "", maxReasks) // as Lock's attempts do
+		_, err := m.tryLock(t.Context(), "", quorum.MaxReasks) // as Lock's attempts do
 		require.NoError(t, err)
 		took := time.Since(start)
 		assert.Less(t, took, 10*time.Millisecond, "the winner waited for the far nodes")
@@ -91,7 +93,7 @@ func TestNoReaskWithoutGrants(t *testing.T) {
 		}
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
-		_, err := m.tryLock(t.Context(), "", maxReasks)
+		_, err := m.tryLock(t.Context(), "", quorum.MaxReasks)
 		require.ErrorIs(t, err, ErrNotAcquired)
 		assert.Zero(t, time.Since(start), "held everywhere: decided at once, no wait for a re-ask")
 		time.Sleep(time.Second)
@@ -119,7 +121,7 @@ func TestReleasedTokenAskedAgain(t *testing.T) {
 			if told {
 				released = "released"
 			}
-			_, err := m.tryLock(t.Context(), released, maxReasks)
+			_, err := m.tryLock(t.Context(), released, quorum.MaxReasks)
 			if told {
 				require.NoError(t, err)
 				assert.Equal(t, 2, fs[0].Count("acquire"), "asked again")

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -167,7 +169,7 @@ var errNewOnlyOption = invalid("WithoutScripts, WithClockTolerance and WithSafeQ
 var errQuorumOption = invalid("WithQuorum applies to semaphores only: a lock's quorum is a majority")
 
 // Quorum returns how many nodes must agree for a lock to be held: N/2+1.
-func (r *Redlock) Quorum() int { return quorum(r.e.pool.size()) }
+func (r *Redlock) Quorum() int { return quorum.Majority(r.e.pool.Size()) }
 
 // Close stops new operations and renewal, ends the acquisitions still
 // held, and waits until every goroutine the Redlock started has returned,
@@ -314,10 +316,10 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	if cfg.reentrant || cfg.fencing {
 		return nil, invalid("semaphores support neither WithReentrant nor WithFencing")
 	}
-	n := r.e.pool.size()
+	n := r.e.pool.Size()
 	q := cfg.quorum
 	if q == 0 {
-		q = semQuorum(n, permits)
+		q = quorum.Permits(n, permits)
 	}
 	if q > n {
 		return nil, invalid("quorum %d is more than the %d nodes", q, n)
@@ -368,6 +370,6 @@ func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
 	}
 	rcfg := cfg
 	rcfg.fencing, rcfg.ack = false, node.Ack{}
-	rw.rd = newShared(r.e, name, rcfg, quorum(r.e.pool.size()), reading{})
+	rw.rd = newShared(r.e, name, rcfg, quorum.Majority(r.e.pool.Size()), reading{})
 	return rw, nil
 }

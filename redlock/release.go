@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/redlock-go/redlock/internal/identity"
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/waitq"
@@ -17,7 +19,7 @@ import (
 // lapse is one call of release or extend on a lease.
 type lapse struct {
 	cfg    *config
-	report reportFunc
+	report quorum.ReportFunc
 	// since and until, for a release, are the lease's start and validity
 	// end: until then, a node that found the key absent counts as holding
 	// the token if the same server answered (see release). Zero until
@@ -53,22 +55,22 @@ func (e *engine) free(ctx context.Context, op node.Op, name string, announced bo
 		return err
 	}
 	defer e.wg.Done()
-	rd := e.releaseRound(ctx, c.cfg, c.report).needs(c.quorum)
+	rd := e.releaseRound(ctx, c.cfg, c.report).Needs(c.quorum)
 	rule := &releaseRule{now: e.now, ids: e.ids.reg, waiters: e.waiters, name: name, since: c.since, until: c.until}
-	rd.grants = rule
+	rd.Grants = rule
 	if announced {
-		rd.hook = rule
+		rd.Hook = rule
 	}
-	rd.sendAll(op, nil, nil)
-	ctxErr := rd.decide(ctx)
-	t := rd.t
+	rd.SendAll(op, nil, nil)
+	ctxErr := rd.Decide(ctx)
+	t := rd.Tally
 	waited := announced && (rule.heardBy.Load() || e.waiters.Waiting(name))
 	if waited {
 		// Waiters heard the release: this process's next Lock on the
 		// name lets them go first (the courtesy, see turn.go).
-		e.waiters.Released(name, e.now().Sub(rd.start), e.now())
+		e.waiters.Released(name, e.now().Sub(rd.Start), e.now())
 	}
-	if ctxErr == nil && t.won() {
+	if ctxErr == nil && t.Won() {
 		if waited {
 			// Nodes that answer about as fast as the quorum did are
 			// waited for, up to as long again: the lock is then free
@@ -77,11 +79,11 @@ func (e *engine) free(ctx context.Context, op node.Op, name string, announced bo
 			// microseconds behind. A slow node is not waited for. With no
 			// one waiting, Unlock returns at the quorum (a quarter of an
 			// uncontended lock+unlock pair is that wait).
-			rd.lingerAsLongAgain()
+			rd.LingerAsLongAgain()
 		}
 		return nil
 	}
-	return e.failLapse("release", fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
+	return e.failLapse("release", fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.Yes, t.N, t.Majority), ctxErr, t)
 }
 
 // failLapse is the error of a release or extension that no quorum
@@ -89,16 +91,16 @@ func (e *engine) free(ctx context.Context, op node.Op, name string, announced bo
 // good (ErrMisconfigured: a missing ACL permission, say) left no quorum.
 // The lock is then not known to be lost: it is refused, and the error
 // wraps ErrMisconfigured instead.
-func (e *engine) failLapse(what, reason string, ctxErr error, t *tally) error {
-	if t.hopeless() {
-		return e.fail(ErrMisconfigured, fmt.Sprintf("%s refused by %d of %d nodes for a reason no retry changes, quorum %d", what, t.misconfigured(), t.n, t.quorum), ctxErr, t)
+func (e *engine) failLapse(what, reason string, ctxErr error, t *quorum.Tally) error {
+	if t.Hopeless() {
+		return e.fail(ErrMisconfigured, fmt.Sprintf("%s refused by %d of %d nodes for a reason no retry changes, quorum %d", what, t.Misconfigured(), t.N, t.Majority), ctxErr, t)
 	}
 	return e.fail(ErrNotHeld, reason, ctxErr, t)
 }
 
 // releaseRule reads a release's replies.
 type releaseRule struct {
-	now     clock
+	now     quorum.Clock
 	ids     *identity.Registry
 	waiters *waitq.Queue
 	name    string
@@ -110,7 +112,7 @@ type releaseRule struct {
 // grants is the release rule for one node's reply: it held the token, or
 // it found the key gone, before until, on the server it was known to be
 // since before since (see release).
-func (rr *releaseRule) grants(i int, rep node.Reply) bool {
+func (rr *releaseRule) Grants(i int, rep node.Reply) bool {
 	if rep.OK || rep.Err != nil {
 		return rep.OK
 	}
@@ -121,7 +123,7 @@ func (rr *releaseRule) grants(i int, rep node.Reply) bool {
 // heard notes when a release of the name was heard by a waiter: one that
 // the node named, or another process's (more clients than this process
 // heard it, or this process is not subscribed there).
-func (rr *releaseRule) heard(i int, rep node.Reply) {
+func (rr *releaseRule) Heard(i int, rep node.Reply) {
 	rel := node.ReleasedOf(rep)
 	if rel.Named || rel.Heard > 1 || rel.Heard == 1 && !rr.waiters.Listening(i, rr.name) {
 		rr.heardBy.Store(true)
@@ -135,14 +137,14 @@ func (e *engine) extend(ctx context.Context, op node.Op, c lapse) error {
 		return err
 	}
 	defer e.wg.Done()
-	rd := newRound(ctx, e.pool, c.cfg.nodeTimeout, c.report, e.pool.size()).needs(c.quorum).sendAll(op, nil, nil)
-	ctxErr := rd.decide(ctx)
-	t := rd.t
-	if ctxErr == nil && t.won() {
+	rd := quorum.NewRound(ctx, e.pool, c.cfg.nodeTimeout, c.report, e.pool.Size()).Needs(c.quorum).SendAll(op, nil, nil)
+	ctxErr := rd.Decide(ctx)
+	t := rd.Tally
+	if ctxErr == nil && t.Won() {
 		return nil
 	}
-	err := e.failLapse("extension", fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.yes, t.n, t.quorum), ctxErr, t)
-	if t.lostForGood() {
+	err := e.failLapse("extension", fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.Yes, t.N, t.Majority), ctxErr, t)
+	if t.LostForGood() {
 		// So many nodes answered that the token is gone (N-Q+1 of them, a
 		// quorum only for odd N) that no quorum can hold it. Extend never
 		// re-creates a key, so no later extension can succeed: the lock is
@@ -173,7 +175,7 @@ func (e *engine) orphans(nodes []int, name, token string, timeout time.Duration)
 	if e.track(1) != nil {
 		return // closed: the keys expire with their TTL
 	}
-	ops := make([]node.Op, e.pool.size())
+	ops := make([]node.Op, e.pool.Size())
 	op := &node.Release{Key: name, Token: token, Channel: node.ReleaseChannel(name), Notice: token,
 		Drop: node.DropAll, QueueKey: node.QueueKey(name)}
 	if nodes == nil {

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -47,15 +49,15 @@ func TestSemQuorum(t *testing.T) {
 		{1, 1, 1}, {3, 1, 2}, {5, 1, 3}, {7, 1, 4}, {4, 1, 3},
 		{3, 2, 3}, {5, 2, 4}, {5, 3, 4}, {5, 4, 5}, {5, 100, 5}, {7, 2, 5}, {7, 3, 6}, {9, 2, 7},
 	} {
-		assert.Equal(t, c.q, semQuorum(c.n, c.k), "N=%d K=%d", c.n, c.k)
+		assert.Equal(t, c.q, quorum.Permits(c.n, c.k), "N=%d K=%d", c.n, c.k)
 		if c.k == 1 {
-			assert.Equal(t, quorum(c.n), semQuorum(c.n, c.k), "one permit is a lock: a majority")
+			assert.Equal(t, quorum.Majority(c.n), quorum.Permits(c.n, c.k), "one permit is a lock: a majority")
 		}
 	}
 	// The price table of the README: N=5 tolerates 2 failed nodes with one
 	// permit, 1 with two or three, none from four on.
 	for k, tolerated := range map[int]int{1: 2, 2: 1, 3: 1, 4: 0, 5: 0, 1 << 40: 0} {
-		assert.Equal(t, tolerated, 5-semQuorum(5, k), "K=%d", k)
+		assert.Equal(t, tolerated, 5-quorum.Permits(5, k), "K=%d", k)
 	}
 	assert.Equal(t, 5, semBound(5, 2, 2), "WithQuorum(2): at most N·K/q holders")
 	assert.Equal(t, 2, semBound(5, 2, 4))
@@ -123,7 +125,7 @@ func fits(load, set []int, k int) bool {
 func TestSemQuorumNeverOverAdmits(t *testing.T) {
 	for n := 1; n <= 7; n++ {
 		for k := 1; k <= 5; k++ {
-			q := semQuorum(n, k)
+			q := quorum.Permits(n, k)
 			assert.False(t, admits(n, k, q, k+1), "N=%d K=%d: %d holders each on %d nodes", n, k, k+1, q)
 			if q > 1 {
 				assert.True(t, admits(n, k, q-1, k+1), "N=%d K=%d: quorum %d is not the least", n, k, q)
@@ -153,7 +155,7 @@ func TestSemBoundIsTight(t *testing.T) {
 func TestSemaphoreNoOverAdmission(t *testing.T) {
 	for _, c := range []struct{ n, k int }{{3, 2}, {4, 3}, {5, 2}, {5, 3}, {6, 4}, {7, 2}, {7, 3}, {7, 5}} {
 		for _, tooSmall := range []bool{false, true} {
-			q := semQuorum(c.n, c.k)
+			q := quorum.Permits(c.n, c.k)
 			var opts []Option
 			if tooSmall {
 				q--

@@ -83,7 +83,7 @@ func (s *shared) try(ctx context.Context, _ string) (refusal, error) {
 		return refusal{}, err
 	}
 	cfg := &s.h.cfg
-	rule, notAcquired := s.kind.refused(s.h.e.pool.size(), s.h.quorum, cfg.quorum != 0)
+	rule, notAcquired := s.kind.refused(s.h.e.pool.Size(), s.h.quorum, cfg.quorum != 0)
 	g, failed, err := s.h.e.acquire(ctx, spec{op: s.kind.acquire(s.h.name, token, cfg), undo: s.kind.undo(s.h.name, token),
 		token: token, cfg: cfg, report: s.h.report, quorum: s.h.quorum, notAcquired: notAcquired, rule: rule})
 	if err != nil {

@@ -1,4 +1,4 @@
-package redlock
+package quorum
 
 import (
 	"context"
@@ -12,12 +12,13 @@ import (
 // split-vote rule that lets contenders who split the free nodes sort
 // themselves out without waiting for slow nodes.
 
-// Re-asking: an attempt that split the nodes with competitors and ranks
-// first among them asks the nodes they hold again, up to maxReasks times
+// MaxReasks bounds re-asking: an attempt that split the nodes with
+// competitors and ranks first among them asks the nodes they hold again,
+// up to MaxReasks times
 // each, at growing intervals starting from about one round trip to the
 // nodes that answered: the competitors give way (see outranks) and release
 // them.
-const maxReasks = 3
+const MaxReasks = 3
 
 // outranks is the split-vote rule. When contenders split the free nodes
 // between them, none may reach a quorum without the nodes that have not
@@ -54,17 +55,17 @@ func mustUndo(rep node.Reply, reentrant bool) bool {
 	return !reentrant
 }
 
-// attempt is one acquire in progress: the votes so far, what they say of
+// Attempt is one acquire in progress: the votes so far, what they say of
 // competitors, and the re-asks scheduled. It is the rule of its round:
 // with split set, the split-vote rule (a lock's attempt, whose refusals
 // name the holder); otherwise a plain count, decided as soon as a quorum
 // granted or no quorum can (a semaphore's permits, a name's readers).
-type attempt struct {
-	rd        *round
+type Attempt struct {
+	rd        *Round
 	op        node.Op
 	token     string // what op sets, ranked against the competitors'
-	gates     []*gate
-	split     bool
+	gates     []*Gate
+	Split     bool
 	reentrant bool // an undo drops one hold (see mustUndo)
 
 	mu   sync.Mutex // guards held: written by node callbacks
@@ -76,11 +77,11 @@ type attempt struct {
 	inflight []bool // per node: a re-ask awaits its reply
 	reask    *time.Timer
 	gap      time.Duration // until the next re-ask
-	yielded  bool
-	rival    int    // nodes held by the competitor given way to
+	Yielded  bool
+	Rival    int    // nodes held by the competitor given way to
 	released string // a token being released: its holds count as about to go
 	reasks   int    // how many times a node may be asked again
-	highest  uint64 // the highest fencing counter read
+	Highest  uint64 // the highest fencing counter read
 }
 
 // rivals is what the refusals of an attempt say of its competitors.
@@ -89,21 +90,21 @@ type rivals struct {
 	seen    map[string]int // holder → refusing nodes
 }
 
-// newAttempt prepares an attempt of op, which sets token, over rd;
+// NewAttempt prepares an attempt of op, which sets token, over rd;
 // nothing is sent yet.
-func newAttempt(rd *round, op node.Op, token string, gates []*gate, split, reentrant bool, released string, reasks int) *attempt {
-	n := rd.p.size()
-	a := &attempt{
-		rd: rd, op: op, token: token, gates: gates, split: split, reentrant: reentrant, released: released, reasks: reasks,
+func NewAttempt(rd *Round, op node.Op, token string, gates []*Gate, split, reentrant bool, released string, reasks int) *Attempt {
+	n := rd.p.Size()
+	a := &Attempt{
+		rd: rd, op: op, token: token, gates: gates, Split: split, reentrant: reentrant, released: released, reasks: reasks,
 		held: make([]bool, n), asked: make([]int, n), inflight: make([]bool, n),
 		counters: rivals{holders: make([]string, n)},
 	}
-	rd.hook = a
+	rd.Hook = a
 	return a
 }
 
-// heard notes, on the node's goroutine, that node i may hold the token.
-func (a *attempt) heard(i int, rep node.Reply) {
+// Heard notes, on the node's goroutine, that node i may hold the token.
+func (a *Attempt) Heard(i int, rep node.Reply) {
 	if mustUndo(rep, a.reentrant) {
 		a.mu.Lock()
 		a.held[i] = true
@@ -113,48 +114,48 @@ func (a *attempt) heard(i int, rep node.Reply) {
 
 // ask sends the acquire request to node i, once the node's earlier
 // acquire requests of the same lease have returned.
-func (a *attempt) ask(i int) {
+func (a *Attempt) ask(i int) {
 	a.asked[i]++
-	a.rd.post(i, a.op, a.gates[i], nil, a.asked[i] > 1, true)
+	a.rd.Post(i, a.op, a.gates[i], nil, a.asked[i] > 1, true)
 }
 
-// mayHold reports whether node i must be released after a failed
+// MayHold reports whether node i must be released after a failed
 // attempt. It is called once every acquire request to node i returned.
-func (a *attempt) mayHold(i int) bool {
+func (a *Attempt) MayHold(i int) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.held[i]
 }
 
-// take counts a vote and reports whether the outcome is certain.
-func (a *attempt) take(v vote) bool {
-	t := a.rd.t
-	if !a.split {
-		a.rd.add(v)
+// Take counts a vote and reports whether the outcome is certain.
+func (a *Attempt) Take(v Vote) bool {
+	t := a.rd.Tally
+	if !a.Split {
+		a.rd.Add(v)
 		return t.decided()
 	}
 	i := v.node
 	g := node.GrantOf(v.rep)
 	if v.rep.Err == nil {
-		a.highest = max(a.highest, g.Counter)
+		a.Highest = max(a.Highest, g.Counter)
 	}
 	if v.again {
 		a.inflight[i] = false
-		if v.rep.OK && v.rep.Err == nil && t.answers[i] == refused {
+		if v.rep.OK && v.rep.Err == nil && t.Answers[i] == refused {
 			t.regrant(i)
 			a.counters.seen[a.counters.holders[i]]--
 		}
 		return a.judge()
 	}
-	a.rd.add(v)
-	if t.answers[i] == refused {
+	a.rd.Add(v)
+	if t.Answers[i] == refused {
 		a.refusedBy(i, g.Holder)
 	}
 	return a.judge()
 }
 
 // refusedBy notes that holder holds node i.
-func (a *attempt) refusedBy(i int, holder string) {
+func (a *Attempt) refusedBy(i int, holder string) {
 	if a.counters.seen == nil {
 		a.counters.seen = map[string]int{}
 	}
@@ -174,17 +175,17 @@ func (a *attempt) refusedBy(i int, holder string) {
 // applied when it fires (see tick), about one round trip later, so that
 // nodes a few microseconds behind are not taken for slow ones; it sets it
 // again while the nodes its competitors hold may still grant (see soft).
-func (a *attempt) judge() bool {
-	t := a.rd.t
-	if t.won() {
+func (a *Attempt) judge() bool {
+	t := a.rd.Tally
+	if t.Won() {
 		return true
 	}
-	split := t.yes > 0 && t.refused > 0
-	if split && t.pending() == 0 && a.outranked() {
+	split := t.Yes > 0 && t.refused > 0
+	if split && t.Pending() == 0 && a.outranked() {
 		return true // every node answered: nothing to wait for
 	}
 	soft := a.soft()
-	if t.yes+t.pending()+len(soft) < t.quorum {
+	if t.Yes+t.Pending()+len(soft) < t.Majority {
 		return true // lost, even if every competitor gave way
 	}
 	if a.reask == nil && (len(soft) > 0 || split && a.gap == 0) {
@@ -197,10 +198,10 @@ func (a *attempt) judge() bool {
 // took about the time so far: the others get as long again before they
 // are taken for slow ones. When all answered, competitors that are
 // outranked give way at once, and one round trip lets their releases land.
-func (a *attempt) schedule() {
+func (a *Attempt) schedule() {
 	if a.gap == 0 {
-		wait := 2 * a.rd.p.now().Sub(a.rd.start)
-		if a.rd.t.pending() == 0 {
+		wait := 2 * a.rd.p.now().Sub(a.rd.Start)
+		if a.rd.Tally.Pending() == 0 {
 			wait /= 2
 		}
 		a.gap = min(max(wait, graceMin), a.rd.timeout/10)
@@ -214,34 +215,34 @@ func (a *attempt) schedule() {
 // give way), or by the token whose release was announced. Only an attempt
 // with grants asks a competitor's nodes again; one without is not
 // splitting anything.
-func (a *attempt) soft() []int {
-	t := a.rd.t
-	if t.yes == 0 && a.released == "" {
+func (a *Attempt) soft() []int {
+	t := a.rd.Tally
+	if t.Yes == 0 && a.released == "" {
 		return nil
 	}
 	var out []int
-	for i, ans := range t.answers {
+	for i, ans := range t.Answers {
 		h := a.counters.holders[i]
 		releasing := h != "" && h == a.released
-		if ans == refused && (releasing || t.yes > 0 && a.counters.seen[h] <= t.yes) && (a.inflight[i] || a.asked[i] <= a.reasks) {
+		if ans == refused && (releasing || t.Yes > 0 && a.counters.seen[h] <= t.Yes) && (a.inflight[i] || a.asked[i] <= a.reasks) {
 			out = append(out, i)
 		}
 	}
 	return out
 }
 
-// timer returns the re-ask timer's channel, nil when none is set.
-func (a *attempt) timer() <-chan time.Time {
+// Timer returns the re-ask timer's channel, nil when none is set.
+func (a *Attempt) Timer() <-chan time.Time {
 	if a.reask == nil {
 		return nil
 	}
 	return a.reask.C
 }
 
-// tick applies the split-vote rule: the attempt gives way to a
+// Tick applies the split-vote rule: the attempt gives way to a
 // competitor that outranks it, or else asks the nodes its competitors hold
 // again.
-func (a *attempt) tick() bool {
+func (a *Attempt) Tick() bool {
 	a.reask = nil
 	if a.outranked() {
 		return true
@@ -257,29 +258,29 @@ func (a *attempt) tick() bool {
 
 // outranked reports whether a competitor outranks this attempt, and if so
 // records that the attempt gives way to it.
-func (a *attempt) outranked() bool {
-	t := a.rd.t
+func (a *Attempt) outranked() bool {
+	t := a.rd.Tally
 	for h, n := range a.counters.seen {
-		if n > 0 && h != a.released && outranks(n, h, t.yes, a.token) {
-			a.yielded, a.rival = true, n
+		if n > 0 && h != a.released && outranks(n, h, t.Yes, a.token) {
+			a.Yielded, a.Rival = true, n
 			return true
 		}
 	}
 	return false
 }
 
-// stop ends the re-asks when the vote loop returns.
-func (a *attempt) stop() {
+// Stop ends the re-asks when the vote loop returns.
+func (a *Attempt) Stop() {
 	if a.reask != nil {
 		a.reask.Stop()
 	}
 }
 
-// run sends the attempt to every node and collects the votes until the
+// Run sends the attempt to every node and collects the votes until the
 // outcome is certain; it returns ctx's error if ctx ended first.
-func (a *attempt) run(ctx context.Context) error {
-	for i := range a.rd.p.size() {
+func (a *Attempt) Run(ctx context.Context) error {
+	for i := range a.rd.p.Size() {
 		a.ask(i)
 	}
-	return a.rd.collect(ctx, a)
+	return a.rd.Collect(ctx, a)
 }

@@ -1,4 +1,4 @@
-package redlock
+package quorum
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 
 // Node failures, as the pool tells the layer above of them.
 
-// reportFunc tells the layer above of a node call that failed (nil: no
+// ReportFunc tells the layer above of a node call that failed (nil: no
 // one listens); late marks the error a call ended with after it was
 // reported as timed out (see watch).
-type reportFunc func(ctx context.Context, i int, err error, late bool)
+type ReportFunc func(ctx context.Context, i int, err error, late bool)
 
 // watch reports one reported request's failure once: at the node timeout
 // when no reply came by then, when the library stops waiting for it (a
@@ -27,7 +27,7 @@ type watch struct {
 	ctx      context.Context //nolint:containedctx // the operation's values, for the report
 	i        int
 	sent     time.Time
-	report   reportFunc
+	report   ReportFunc
 	timer    *time.Timer
 	reported atomic.Bool
 }
@@ -35,12 +35,12 @@ type watch struct {
 // timeouts gives the error of a request to node i sent at sent that the
 // node did not answer within the node timeout (see pool.timeoutErr).
 type timeouts interface {
-	timeoutErr(i int, sent time.Time) error
+	TimeoutErr(i int, sent time.Time) error
 }
 
 // watchAfter starts watching a request to node i sent at sent, reported
 // through report, for timeout; wg counts the timer until it ran or stopped.
-func watchAfter(ctx context.Context, wg *sync.WaitGroup, t timeouts, i int, sent time.Time, timeout time.Duration, report reportFunc) *watch {
+func watchAfter(ctx context.Context, wg *sync.WaitGroup, t timeouts, i int, sent time.Time, timeout time.Duration, report ReportFunc) *watch {
 	w := &watch{wg: wg, timeouts: t, ctx: ctx, i: i, sent: sent, report: report}
 	wg.Add(1)
 	w.timer = time.AfterFunc(timeout, w.expire)
@@ -51,7 +51,7 @@ func watchAfter(ctx context.Context, wg *sync.WaitGroup, t timeouts, i int, sent
 func (w *watch) expire() {
 	defer w.wg.Done()
 	if w.reported.CompareAndSwap(false, true) {
-		w.report(w.ctx, w.i, w.timeouts.timeoutErr(w.i, w.sent), false)
+		w.report(w.ctx, w.i, w.timeouts.TimeoutErr(w.i, w.sent), false)
 	}
 }
 

@@ -1,4 +1,4 @@
-package redlock
+package quorum
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 
 func TestQuorum(t *testing.T) {
 	for n, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4} {
-		assert.Equal(t, want, quorum(n), "quorum(%d)", n)
+		assert.Equal(t, want, Majority(n), "quorum(%d)", n)
 	}
 }
 
@@ -29,7 +29,7 @@ func TestTallyDecidesExactlyWhenCertain(t *testing.T) {
 	}{{true, nil}, {false, nil}, {false, nodetest.ErrLostReply}}
 	for n := 1; n <= 7; n++ {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			q := quorum(n)
+			q := Majority(n)
 			total := 1
 			for range n {
 				total *= len(outcomes)
@@ -47,9 +47,9 @@ func TestTallyDecidesExactlyWhenCertain(t *testing.T) {
 					certainWin := yes >= q
 					certainLoss := yes+left < q
 					assert.Equal(t, certainWin || certainLoss, tl.decided(), "n=%d code=%d after %d answers", n, code, i+1)
-					assert.Equal(t, certainWin, tl.won(), "n=%d code=%d after %d answers", n, code, i+1)
+					assert.Equal(t, certainWin, tl.Won(), "n=%d code=%d after %d answers", n, code, i+1)
 				}
-				assert.Equal(t, yes >= q, tl.won())
+				assert.Equal(t, yes >= q, tl.Won())
 				assert.True(t, tl.decided())
 			}
 		})
@@ -60,7 +60,7 @@ func TestTallyIgnoresSecondAnswer(t *testing.T) {
 	tl := newTally(3)
 	tl.add(0, true, nil)
 	tl.add(0, true, nil)
-	assert.Equal(t, 1, tl.yes)
+	assert.Equal(t, 1, tl.Yes)
 	assert.False(t, tl.decided())
 }
 

@@ -1,4 +1,4 @@
-package redlock
+package quorum
 
 import (
 	"errors"
@@ -37,26 +37,25 @@ import (
 // found, seed 60124.)
 
 // ErrClockJump marks a node that does not vote because its clock jumped,
-// or disagrees with this process's (see [WithClockTolerance]): in a
-// [NodeError], in [NodeHealth.Clock], and with [ErrLockLost] in the cause
-// of a lease lost because nodes that granted it jumped.
+// or disagrees with this process's; the facade exports it.
 var ErrClockJump = errors.New("redlock: node clock jumped or disagrees")
 
 // DefaultClockTolerance is how far a node's clock may be from this
-// process's, or move against it between two replies, and still vote.
+// process's, or move against it between two replies, and still vote; the
+// facade exports it.
 const DefaultClockTolerance = time.Second
 
-// clockWatchEvery is how often the nodes' clocks are read while this
+// ClockWatchEvery is how often the nodes' clocks are read while this
 // process holds a lease, so that a jump is found, and the leases that
 // counted the node recompute, even when nothing else is sent.
-const clockWatchEvery = time.Second
+const ClockWatchEvery = time.Second
 
-// clockGuard keeps, per node, what its last replies said of its clock.
-type clockGuard struct {
-	tolerance time.Duration
+// ClockGuard keeps, per node, what its last replies said of its clock.
+type ClockGuard struct {
+	Tolerance time.Duration
 	longest   atomic.Int64 // the longest TTL in use, in nanoseconds
-	tell      func(i int, err error)
-	jumped    func(i int)
+	Tell      func(i int, err error)
+	Jumped    func(i int)
 
 	mu    sync.Mutex
 	nodes []nodeClock
@@ -78,12 +77,14 @@ type nodeClock struct {
 	jumpedAt time.Time
 }
 
-func newClockGuard(n int, tolerance time.Duration) *clockGuard {
-	return &clockGuard{tolerance: tolerance, nodes: make([]nodeClock, n)}
+// NewClockGuard returns the guard of n nodes, with clocks trusted within
+// tolerance.
+func NewClockGuard(n int, tolerance time.Duration) *ClockGuard {
+	return &ClockGuard{Tolerance: tolerance, nodes: make([]nodeClock, n)}
 }
 
-// inUse records that a lease of ttl may be held.
-func (g *clockGuard) inUse(ttl time.Duration) {
+// InUse records that a lease of ttl may be held.
+func (g *ClockGuard) InUse(ttl time.Duration) {
 	for {
 		old := g.longest.Load()
 		if int64(ttl) <= old || g.longest.CompareAndSwap(old, int64(ttl)) {
@@ -92,22 +93,22 @@ func (g *clockGuard) inUse(ttl time.Duration) {
 	}
 }
 
-// check reads node i's time at, in a reply to a request sent at sent and
+// Check reads node i's time at, in a reply to a request sent at sent and
 // received at got (this process's clock), and returns nil when the node
 // may vote, or why not.
-func (g *clockGuard) check(i int, sent, got, at time.Time) error {
+func (g *ClockGuard) Check(i int, sent, got, at time.Time) error {
 	mid := sent.Add(got.Sub(sent) / 2)
 	slack := got.Sub(sent) / 2
 	g.mu.Lock()
 	nc := &g.nodes[i]
-	why, jumped := nc.judge(g.tolerance, mid, slack, at)
+	why, jumped := nc.judge(g.Tolerance, mid, slack, at)
 	tell, why := nc.episode(why, mid, time.Duration(g.longest.Load()))
 	g.mu.Unlock()
-	if tell != nil && g.tell != nil {
-		g.tell(i, tell)
+	if tell != nil && g.Tell != nil {
+		g.Tell(i, tell)
 	}
-	if jumped && g.jumped != nil {
-		g.jumped(i)
+	if jumped && g.Jumped != nil {
+		g.Jumped(i)
 	}
 	return why
 }
@@ -122,14 +123,14 @@ func (nc *nodeClock) judge(tolerance time.Duration, mid time.Time, slack time.Du
 	jumped := false
 	if nc.seen {
 		elapsed := mid.Sub(nc.at) // monotonic
-		if moved := at.Sub(nc.node) - elapsed; abs(moved) > tolerance+slack+nc.slack {
+		if moved := at.Sub(nc.node) - elapsed; moved.Abs() > tolerance+slack+nc.slack {
 			why = fmt.Errorf("%w: the node's clock moved %v against this process's in %v", ErrClockJump, moved.Round(time.Millisecond), elapsed.Round(time.Millisecond))
 			jumped = true
 			nc.jumps++
 			nc.jumpedAt = mid
 		}
 	}
-	if why == nil && abs(offset) > tolerance+slack {
+	if why == nil && offset.Abs() > tolerance+slack {
 		why = fmt.Errorf("%w: the node's clock is %v from this process's", ErrClockJump, offset.Round(time.Millisecond))
 	}
 	nc.seen, nc.at, nc.node, nc.slack, nc.offset = true, mid, at, slack, offset
@@ -161,8 +162,8 @@ func (nc *nodeClock) episode(why error, mid time.Time, longest time.Duration) (t
 		ErrClockJump, mid.Sub(nc.agreed).Round(time.Millisecond), longest, nc.refused)
 }
 
-// refused returns why node i does not vote now, nil when it does.
-func (g *clockGuard) refused(i int) error {
+// Refused returns why node i does not vote now, nil when it does.
+func (g *ClockGuard) Refused(i int) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	nc := g.nodes[i]
@@ -173,8 +174,8 @@ func (g *clockGuard) refused(i int) error {
 	return nc.refused
 }
 
-// jumpsOf returns how many jumps of each node were found so far.
-func (g *clockGuard) jumpsOf() []int {
+// JumpsOf returns how many jumps of each node were found so far.
+func (g *ClockGuard) JumpsOf() []int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]int, len(g.nodes))
@@ -184,11 +185,11 @@ func (g *clockGuard) jumpsOf() []int {
 	return out
 }
 
-// processSkew reports whether this process's own wall clock is the one
+// ProcessSkew reports whether this process's own wall clock is the one
 // that is off: every node seen is more than the tolerance away from it,
 // and within the tolerance of each other. It returns the nodes' median
 // offset.
-func (g *clockGuard) processSkew() (time.Duration, bool) {
+func (g *ClockGuard) ProcessSkew() (time.Duration, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var offsets []time.Duration
@@ -196,7 +197,7 @@ func (g *clockGuard) processSkew() (time.Duration, bool) {
 		if !nc.seen {
 			continue
 		}
-		if abs(nc.offset) <= g.tolerance+nc.slack {
+		if nc.offset.Abs() <= g.Tolerance+nc.slack {
 			return 0, false
 		}
 		offsets = append(offsets, nc.offset)
@@ -205,15 +206,8 @@ func (g *clockGuard) processSkew() (time.Duration, bool) {
 		return 0, false
 	}
 	slices.Sort(offsets)
-	if offsets[len(offsets)-1]-offsets[0] > g.tolerance {
+	if offsets[len(offsets)-1]-offsets[0] > g.Tolerance {
 		return 0, false
 	}
 	return offsets[len(offsets)/2], true
-}
-
-func abs(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
 }

@@ -1,8 +1,8 @@
-package redlock
+package quorum
 
 import "sync"
 
-// gate holds one node's requests back until the requests that entered it
+// Gate holds one node's requests back until the requests that entered it
 // have returned. Requests that must answer first enter it; requests that
 // depend on their answers go through then, which starts them only once
 // every request that entered before has returned. An attempt's acquire
@@ -13,7 +13,7 @@ import "sync"
 // name, see node.Laned), not the gates'. A gate starts requests from the
 // completion of the last one, on the node's own goroutine: waiting costs
 // no goroutine.
-type gate struct {
+type Gate struct {
 	mu      sync.Mutex
 	busy    int      // requests in flight that others wait for
 	waiting []runner // started, in order, once busy is 0
@@ -23,10 +23,10 @@ type gate struct {
 // its next gate.
 type runner interface{ run() }
 
-// newGates returns n gates, one per node, in one allocation.
-func newGates(n int) []*gate {
-	backing := make([]gate, n)
-	gs := make([]*gate, n)
+// NewGates returns n gates, one per node, in one allocation.
+func NewGates(n int) []*Gate {
+	backing := make([]Gate, n)
+	gs := make([]*Gate, n)
 	for i := range gs {
 		gs[i] = &backing[i]
 	}
@@ -34,14 +34,14 @@ func newGates(n int) []*gate {
 }
 
 // enter counts one more request in flight.
-func (g *gate) enter() {
+func (g *Gate) enter() {
 	g.mu.Lock()
 	g.busy++
 	g.mu.Unlock()
 }
 
 // leave counts one request done, and starts what waited for it.
-func (g *gate) leave() {
+func (g *Gate) leave() {
 	g.mu.Lock()
 	g.busy--
 	for g.busy == 0 && len(g.waiting) > 0 {
@@ -55,7 +55,7 @@ func (g *gate) leave() {
 }
 
 // then runs r now if no request is in flight, else once none is.
-func (g *gate) then(r runner) {
+func (g *Gate) then(r runner) {
 	if g.wait(r) {
 		return
 	}
@@ -64,7 +64,7 @@ func (g *gate) then(r runner) {
 
 // wait queues r and reports true when requests are in flight; false when
 // none is, and r may run now.
-func (g *gate) wait(r runner) bool {
+func (g *Gate) wait(r runner) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.busy > 0 || len(g.waiting) > 0 {

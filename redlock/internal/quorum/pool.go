@@ -1,4 +1,4 @@
-package redlock
+package quorum
 
 import (
 	"context"
@@ -39,12 +39,12 @@ import (
 // waits for both, and close then closes the nodes.
 
 const (
-	// probeFirst is the cool-down before a down node's first probe, and
-	// probeMax the longest interval between probes.
+	// probeFirst is the cool-down before a down node's first probe.
 	probeFirst = 20 * time.Millisecond
-	probeMax   = 200 * time.Millisecond
-	// probeTimeout bounds one probe: long enough to dial a far node.
-	probeTimeout = time.Second
+	// ProbeMax is the longest interval between probes.
+	ProbeMax = 200 * time.Millisecond
+	// ProbeTimeout bounds one probe: long enough to dial a far node.
+	ProbeTimeout = time.Second
 	// maxProbes bounds the probes in flight to one node.
 	maxProbes = 2
 	// maxOwed bounds the releases owed to one node; beyond it the oldest
@@ -52,18 +52,18 @@ const (
 	maxOwed = 4096
 )
 
-// pool is shared by every operation of a Redlock; each node's state is
+// Pool is shared by every operation of a Redlock; each node's state is
 // behind its own mutex.
-type pool struct {
-	nodes  []node.Node
+type Pool struct {
+	Nodes  []node.Node
 	states []*nodeState
-	now    clock
-	// report is where background calls (owed releases) report failures;
+	now    Clock
+	// Report is where background calls (owed releases) report failures;
 	// back is called when a down node answers again. Both may be nil.
-	report reportFunc
-	back   func(i int)
-	// guard reads the clock evidence of every reply (nil: no check).
-	guard *clockGuard
+	Report ReportFunc
+	Back   func(i int)
+	// Guard reads the clock evidence of every reply (nil: no check).
+	Guard *ClockGuard
 
 	// slowest is the longest node timeout a request was sent with, in
 	// nanoseconds: how long close may still wait for a reply.
@@ -71,26 +71,27 @@ type pool struct {
 
 	done     chan struct{} // closed by stop: repairs stop
 	stopOnce sync.Once
-	wg       sync.WaitGroup
+	WG       sync.WaitGroup
 }
 
-func newPool(nodes []node.Node, now clock) *pool {
-	p := &pool{nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{})}
+// NewPool returns the pool of nodes, healthy, with time read from now.
+func NewPool(nodes []node.Node, now Clock) *Pool {
+	p := &Pool{Nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{})}
 	for i := range p.states {
 		p.states[i] = new(nodeState)
 	}
 	return p
 }
 
-// size is N, the number of nodes.
-func (p *pool) size() int { return len(p.nodes) }
+// Size is N, the number of nodes.
+func (p *Pool) Size() int { return len(p.Nodes) }
 
-// addr names node i.
-func (p *pool) addr(i int) string { return p.nodes[i].Addr() }
+// Addr names node i.
+func (p *Pool) Addr(i int) string { return p.Nodes[i].Addr() }
 
-// health returns what the pool knows of node i: whether it is down, since
+// Health returns what the pool knows of node i: whether it is down, since
 // when, how many releases it is owed, and why it is down.
-func (p *pool) health(i int) (down bool, since time.Time, owed int, cause error) {
+func (p *Pool) Health(i int) (down bool, since time.Time, owed int, cause error) {
 	s := p.states[i]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -100,7 +101,7 @@ func (p *pool) health(i int) (down bool, since time.Time, owed int, cause error)
 	return false, time.Time{}, len(s.owed), nil
 }
 
-// send sends op to node i and calls done once with the reply; at once,
+// Send sends op to node i and calls done once with the reply; at once,
 // with an error wrapping ErrNodeDown, when the node is down. A request is
 // counted in the pool until done returns. A call that fails, or answers
 // after timeout, is reported to report (nil: none) before done, whether
@@ -109,7 +110,7 @@ func (p *pool) health(i int) (down bool, since time.Time, owed int, cause error)
 // A node whose requests have all gone unanswered for timeout, with one of
 // them waiting all that time, is put down here too: an operation that
 // decided without it does not wait for it, so only the next one notices.
-func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.Op, report reportFunc, done receiver) {
+func (p *Pool) Send(ctx context.Context, i int, timeout time.Duration, op node.Op, report ReportFunc, done receiver) {
 	now := p.now()
 	s := p.states[i]
 	s.mu.Lock()
@@ -130,7 +131,7 @@ func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.O
 		done.receive(node.Reply{Err: err})
 		return
 	}
-	p.wg.Add(1)
+	p.WG.Add(1)
 	if int64(timeout) > p.slowest.Load() {
 		p.slowest.Store(int64(timeout)) // racing stores of different timeouts: a close waits a little less
 	}
@@ -138,18 +139,18 @@ func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.O
 	if report == nil {
 		// Apart from the reported one below, so that its closure holds no
 		// more than without a report.
-		p.nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
+		p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
 			done.receive(p.clocked(i, now, p.received(i, rep)))
-			p.wg.Done()
+			p.WG.Done()
 		})
 		return
 	}
-	w := watchAfter(ctx, &p.wg, p, i, now, timeout, report)
-	p.nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
+	w := watchAfter(ctx, &p.WG, p, i, now, timeout, report)
+	p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
 		rep = p.clocked(i, now, p.received(i, rep))
 		w.replied(rep, p.now().After(sendBy))
 		done.receive(rep)
-		p.wg.Done()
+		p.WG.Done()
 	})
 }
 
@@ -158,27 +159,27 @@ func (p *pool) send(ctx context.Context, i int, timeout time.Duration, op node.O
 // closure for the reply.
 type receiver interface{ receive(rep node.Reply) }
 
-// receiveFunc is a function as a receiver.
-type receiveFunc func(rep node.Reply)
+// ReceiveFunc is a function as a receiver.
+type ReceiveFunc func(rep node.Reply)
 
-func (f receiveFunc) receive(rep node.Reply) { f(rep) }
+func (f ReceiveFunc) receive(rep node.Reply) { f(rep) }
 
 // ask sends op to node i like send, but learns nothing from it and skips
 // no node: for background questions (who the node is) whose answers, or
 // silence, say nothing of how the node serves locks.
-func (p *pool) ask(ctx context.Context, i int, timeout time.Duration, op node.Op, done receiver) {
-	p.wg.Add(1)
-	p.nodes[i].Do(ctx, p.now().Add(timeout), op, func(rep node.Reply) {
+func (p *Pool) ask(ctx context.Context, i int, timeout time.Duration, op node.Op, done receiver) {
+	p.WG.Add(1)
+	p.Nodes[i].Do(ctx, p.now().Add(timeout), op, func(rep node.Reply) {
 		rep.Err = node.Classify(node.ClientErr(rep.Err))
 		done.receive(rep)
-		p.wg.Done()
+		p.WG.Done()
 	})
 }
 
 // noticeSilence puts node i down when its requests have all gone
 // unanswered for timeout, with one of them waiting all that time. Called
 // with the node's mu held.
-func (p *pool) noticeSilence(i int, now time.Time, timeout time.Duration) {
+func (p *Pool) noticeSilence(i int, now time.Time, timeout time.Duration) {
 	s := p.states[i]
 	if !s.down && s.inflight > 0 && now.Sub(later(s.waiting, s.lastReply)) > timeout {
 		s.down, s.downSince, s.cause = true, now, node.ErrNodeTimeout
@@ -188,7 +189,7 @@ func (p *pool) noticeSilence(i int, now time.Time, timeout time.Duration) {
 
 // received learns from a reply that came in from node i, and returns it
 // with its error as operations see it.
-func (p *pool) received(i int, rep node.Reply) node.Reply {
+func (p *Pool) received(i int, rep node.Reply) node.Reply {
 	s := p.states[i]
 	s.mu.Lock()
 	s.inflight--
@@ -200,38 +201,38 @@ func (p *pool) received(i int, rep node.Reply) node.Reply {
 
 // observe learns from a request's outcome: an answer proves the node
 // alive, a failure to reach it puts it down.
-func (p *pool) observe(i int, err error) {
+func (p *Pool) observe(i int, err error) {
 	switch {
 	case err == nil || !node.Unsent(err) && !node.Unreachable(err):
-		p.answered(i)
+		p.Answered(i)
 	case node.Unreachable(err):
-		p.markDown(i, err)
+		p.MarkDown(i, err)
 	}
 }
 
-// timeoutErr is the error of a request sent to node i at sent that the
+// TimeoutErr is the error of a request sent to node i at sent that the
 // node did not answer within the node timeout (see nodeState.timeoutErr).
-func (p *pool) timeoutErr(i int, sent time.Time) error {
-	return p.states[i].timeoutErr(p.nodes[i], p.now(), sent)
+func (p *Pool) TimeoutErr(i int, sent time.Time) error {
+	return p.states[i].timeoutErr(p.Nodes[i], p.now(), sent)
 }
 
 // timedOut reports a request to node i sent at sent that got no answer
 // within the node timeout. It puts the node down unless it answered since
 // then, and returns the request's error (see timeoutErr).
-func (p *pool) timedOut(i int, sent time.Time) error {
+func (p *Pool) timedOut(i int, sent time.Time) error {
 	s := p.states[i]
 	s.mu.Lock()
 	alive := s.lastReply.After(sent)
 	s.mu.Unlock()
-	err := p.timeoutErr(i, sent)
+	err := p.TimeoutErr(i, sent)
 	if !alive {
-		p.markDown(i, err) // the requests it fails at once say why too
+		p.MarkDown(i, err) // the requests it fails at once say why too
 	}
 	return err
 }
 
-// markDown puts node i down for cause and starts probing it.
-func (p *pool) markDown(i int, cause error) {
+// MarkDown puts node i down for cause and starts probing it.
+func (p *Pool) MarkDown(i int, cause error) {
 	s := p.states[i]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -246,8 +247,8 @@ func (p *pool) markDown(i int, cause error) {
 	p.startRepair(i)
 }
 
-// answered records an answer from node i: it is up.
-func (p *pool) answered(i int) {
+// Answered records an answer from node i: it is up.
+func (p *Pool) Answered(i int) {
 	s := p.states[i]
 	s.mu.Lock()
 	s.lastReply = p.now()
@@ -259,14 +260,14 @@ func (p *pool) answered(i int) {
 		}
 	}
 	s.mu.Unlock()
-	if back && p.back != nil {
-		p.back(i)
+	if back && p.Back != nil {
+		p.Back(i)
 	}
 }
 
 // owe keeps op to deliver to node i once it answers, until ttl has passed
 // while it answers.
-func (p *pool) owe(i int, op owable, ttl time.Duration) {
+func (p *Pool) owe(i int, op owable, ttl time.Duration) {
 	s := p.states[i]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -279,19 +280,19 @@ func (p *pool) owe(i int, op owable, ttl time.Duration) {
 
 // startRepair starts node i's repair goroutine unless it runs. Called with
 // the node's mu held, from a caller counted in the pool.
-func (p *pool) startRepair(i int) {
+func (p *Pool) startRepair(i int) {
 	s := p.states[i]
 	if s.repairing {
 		return
 	}
 	s.repairing = true
-	p.wg.Go(func() { p.repair(i) })
+	p.WG.Go(func() { p.repair(i) })
 }
 
 // repair probes node i while it is down and delivers what is owed to it
 // once it answers; it returns when the node is up and owes nothing, or the
 // pool stops.
-func (p *pool) repair(i int) {
+func (p *Pool) repair(i int) {
 	s := p.states[i]
 	wait := probeFirst
 	for {
@@ -314,7 +315,7 @@ func (p *pool) repair(i int) {
 				s.mu.Unlock()
 				return
 			}
-			wait = min(2*wait, probeMax)
+			wait = min(2*wait, ProbeMax)
 		}
 		switch {
 		case down && p.probe(i):
@@ -330,14 +331,14 @@ func (p *pool) repair(i int) {
 
 // sleep waits for d, or until the pool stops; it reports whether d
 // passed.
-func (p *pool) sleep(d time.Duration) bool { return sleepUnless(d, p.done) }
+func (p *Pool) sleep(d time.Duration) bool { return SleepUnless(d, p.done) }
 
 // probe pings node i and reports whether it answered within probeTimeout.
 // A client that ignores context deadlines for reads (go-redis without
 // ContextTimeoutEnabled) may keep a PING on a silent connection for its
 // whole read timeout: the probe then stops waiting for it, and the next
 // probe goes out on another connection, while at most maxProbes are stuck.
-func (p *pool) probe(i int) bool {
+func (p *Pool) probe(i int) bool {
 	s := p.states[i]
 	s.mu.Lock()
 	if s.probes >= maxProbes {
@@ -347,9 +348,9 @@ func (p *pool) probe(i int) bool {
 	s.probes++
 	s.mu.Unlock()
 	result := make(chan error, 1)
-	p.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		err := p.nodes[i].Ping(ctx)
+	p.WG.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ProbeTimeout)
+		err := p.Nodes[i].Ping(ctx)
 		cancel()
 		s.mu.Lock()
 		s.probes--
@@ -358,16 +359,16 @@ func (p *pool) probe(i int) bool {
 			err = nil // an error reply (NOAUTH, LOADING...) is an answer too
 		}
 		if err == nil {
-			p.answered(i) // even late: the node answers
+			p.Answered(i) // even late: the node answers
 		}
 		result <- err
 	})
-	timer := time.NewTimer(probeTimeout)
+	timer := time.NewTimer(ProbeTimeout)
 	defer timer.Stop()
 	select {
 	case err := <-result:
 		if err != nil {
-			p.markDown(i, err)
+			p.MarkDown(i, err)
 		}
 		return err == nil
 	case <-timer.C:
@@ -380,11 +381,11 @@ func (p *pool) probe(i int) bool {
 // deliver sends owed releases to node i and waits for their replies; those
 // that fail again are owed again unless their time has passed. It reports
 // whether all were delivered.
-func (p *pool) deliver(i int, owed []owedRelease) bool {
+func (p *Pool) deliver(i int, owed []owedRelease) bool {
 	s := p.states[i]
 	results := make(chan bool, len(owed))
 	for _, o := range owed {
-		p.send(context.Background(), i, probeTimeout, o.op, p.report, receiveFunc(func(rep node.Reply) {
+		p.Send(context.Background(), i, ProbeTimeout, o.op, p.Report, ReceiveFunc(func(rep node.Reply) {
 			again := o.op.Owable(rep.Err)
 			if again {
 				s.mu.Lock()
@@ -403,35 +404,36 @@ func (p *pool) deliver(i int, owed []owedRelease) bool {
 	return all
 }
 
-// stop stops the repairs: probing of down nodes ends, and releases still
+// Stop stops the repairs: probing of down nodes ends, and releases still
 // owed are dropped. Called once no new operation can start.
-func (p *pool) stop() {
+func (p *Pool) Stop() {
 	p.stopOnce.Do(func() { close(p.done) })
 }
 
-// wait waits for the repairs and for every request in flight; close then
+// Wait waits for the repairs and for every request in flight; close then
 // closes the nodes.
-func (p *pool) wait() { p.wg.Wait() }
+func (p *Pool) Wait() { p.WG.Wait() }
 
-func (p *pool) close() {
-	for _, n := range p.nodes {
+// Close closes the nodes.
+func (p *Pool) Close() {
+	for _, n := range p.Nodes {
 		n.Close()
 	}
 }
 
-// longest is the longest node timeout a request was sent with.
-func (p *pool) longest() time.Duration { return time.Duration(p.slowest.Load()) }
+// Longest is the longest node timeout a request was sent with.
+func (p *Pool) Longest() time.Duration { return time.Duration(p.slowest.Load()) }
 
 // stopper is a node that can stop its workers without waiting for them
 // (see node.Redis.Stop).
 type stopper interface{ Stop() }
 
-// abandon stops the nodes without waiting for the calls still in flight,
+// Abandon stops the nodes without waiting for the calls still in flight,
 // which their clients end by their own timeouts, and returns how many
 // there were: for a close whose caller stopped waiting.
-func (p *pool) abandon() int {
+func (p *Pool) Abandon() int {
 	left := 0
-	for i, n := range p.nodes {
+	for i, n := range p.Nodes {
 		if s, ok := n.(stopper); ok {
 			s.Stop()
 		}
@@ -443,19 +445,19 @@ func (p *pool) abandon() int {
 	return left
 }
 
-// way returns how node i is spoken to (see node.Way): scripts for a node
+// Way returns how node i is spoken to (see node.Way): scripts for a node
 // that does not say.
-func (p *pool) way(i int) node.Way {
-	if w, ok := p.nodes[i].(interface{ Way() node.Way }); ok {
+func (p *Pool) Way(i int) node.Way {
+	if w, ok := p.Nodes[i].(interface{ Way() node.Way }); ok {
 		return w.Way()
 	}
 	return node.Scripts
 }
 
-// caps returns node i's capabilities (see node.Caps): zero for a node
+// Caps returns node i's capabilities (see node.Caps): zero for a node
 // that does not say.
-func (p *pool) caps(i int) node.Caps {
-	if c, ok := p.nodes[i].(interface{ Caps() node.Caps }); ok {
+func (p *Pool) Caps(i int) node.Caps {
+	if c, ok := p.Nodes[i].(interface{ Caps() node.Caps }); ok {
 		return c.Caps()
 	}
 	return node.Caps{}
@@ -464,11 +466,11 @@ func (p *pool) caps(i int) node.Caps {
 // clocked passes node i's reply, to a request sent at sent, through the
 // guard: a vote from a node that may not vote becomes an error wrapping
 // ErrClockJump (the node may hold the token: an attempt undoes it there).
-func (p *pool) clocked(i int, sent time.Time, rep node.Reply) node.Reply {
-	if p.guard == nil || rep.Err != nil || rep.Time.IsZero() {
+func (p *Pool) clocked(i int, sent time.Time, rep node.Reply) node.Reply {
+	if p.Guard == nil || rep.Err != nil || rep.Time.IsZero() {
 		return rep
 	}
-	if why := p.guard.check(i, sent, p.now(), rep.Time); why != nil && rep.OK {
+	if why := p.Guard.Check(i, sent, p.now(), rep.Time); why != nil && rep.OK {
 		return node.Reply{Err: why, Value: rep.Value, Time: rep.Time}
 	}
 	return rep

@@ -1,4 +1,4 @@
-package redlock
+package quorum
 
 import (
 	"math"
@@ -15,47 +15,47 @@ import (
 // with time.Now, time.Until or Before/After in the same process, never after
 // serialising them.
 
-// clock is the time source. It is time.Now outside tests.
-type clock func() time.Time
+// Clock is the time source. It is time.Now outside tests.
+type Clock func() time.Time
 
-// drift is the allowance for clock drift between this process and the
+// Drift is the allowance for clock drift between this process and the
 // nodes: a node whose clock runs fast expires the key early, so the window
 // this process may rely on must end early too. The Redlock description sets
 // it to TTL × factor plus 2 ms for the granularity of Redis' expiry.
-func drift(ttl time.Duration, factor float64) time.Duration {
+func Drift(ttl time.Duration, factor float64) time.Duration {
 	// Rounded up: a shorter allowance than asked for would overstate validity.
 	return time.Duration(math.Ceil(float64(ttl)*factor)) + 2*time.Millisecond
 }
 
-// validity is how long an acquisition that took elapsed, measured from its
+// Validity is how long an acquisition that took elapsed, measured from its
 // start, may still be relied on once it returns: TTL - elapsed - drift. The
 // keys were set no earlier than the start, so each node expires them no
 // earlier than start + TTL by its own clock; elapsed is already spent and
 // drift covers clocks that run fast. Zero or less means the lock is unusable.
-func validity(ttl, elapsed time.Duration, factor float64) time.Duration {
-	return ttl - elapsed - drift(ttl, factor)
+func Validity(ttl, elapsed time.Duration, factor float64) time.Duration {
+	return ttl - elapsed - Drift(ttl, factor)
 }
 
-// validUntil is the end of the validity window of an attempt that started at
+// ValidUntil is the end of the validity window of an attempt that started at
 // start: start + TTL - drift, which equals the moment of decision plus
 // validity(ttl, elapsed, factor).
-func validUntil(start time.Time, ttl time.Duration, factor float64) time.Time {
-	return start.Add(ttl - drift(ttl, factor))
+func ValidUntil(start time.Time, ttl time.Duration, factor float64) time.Time {
+	return start.Add(ttl - Drift(ttl, factor))
 }
 
 // graceMin is the least grace asLongAgain gives.
 const graceMin = 100 * time.Microsecond
 
-// asLongAgain is how long to wait for the nodes still due once a quorum
+// AsLongAgain is how long to wait for the nodes still due once a quorum
 // answered after elapsed: as long again. Nodes about as fast as the quorum
 // then answer too, while a slow or silent minority costs no more than the
 // quorum did (at least graceMin, so that nodes a few microseconds behind
 // are not taken for slow ones).
-func asLongAgain(elapsed time.Duration) time.Duration { return max(elapsed, graceMin) }
+func AsLongAgain(elapsed time.Duration) time.Duration { return max(elapsed, graceMin) }
 
-// sleepUnless waits for d, or until done is closed; it reports whether d
+// SleepUnless waits for d, or until done is closed; it reports whether d
 // passed.
-func sleepUnless(d time.Duration, done <-chan struct{}) bool {
+func SleepUnless(d time.Duration, done <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
