@@ -69,7 +69,7 @@ type spec struct {
 	// time.
 	reasks int
 	// notAcquired is the error a failed attempt wraps (nil:
-	// ErrNotAcquired), and rule the quorum rule its message names ("":
+	// errNotAcquiredSentinel), and rule the quorum rule its message names ("":
 	// none): a permit's or a read lock's words.
 	notAcquired error
 	rule        string
@@ -134,7 +134,7 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 	if idErr != nil {
 		return grant{}, failed, idErr
 	}
-	return grant{}, failed, e.fail(cmp.Or(s.notAcquired, ErrNotAcquired), notAcquired(t, a, failed.took, s.cfg.ttl, s.rule)+e.skewed(), ctxErr, t)
+	return grant{}, failed, e.fail(cmp.Or(s.notAcquired, errNotAcquiredSentinel), notAcquired(t, a, failed.took, s.cfg.ttl, s.rule)+e.skewed(), ctxErr, t)
 }
 
 // granted returns the grant of votes counted from start (an attempt's,
@@ -252,7 +252,7 @@ func (e *engine) fence(ctx context.Context, s spec, g grant, highest uint64) (gr
 	commit.Fence = highest + 1
 	if commit.Fence >= maxFence {
 		e.undo(ctx, s, nil, nil, false, nil)
-		return grant{}, refusal{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
+		return grant{}, refusal{}, fmt.Errorf("%w: fencing counter %d is at its limit", errNotAcquiredSentinel, highest)
 	}
 	rd := quorum.NewRound(ctx, e.pool, s.cfg.nodeTimeout, s.report, e.pool.Size()).SendAll(&commit, nil, nil)
 	ctxErr := rd.Decide(ctx)
@@ -274,5 +274,5 @@ func (e *engine) fence(ctx context.Context, s spec, g grant, highest uint64) (gr
 	if ft.Won() {
 		reason = fmt.Sprintf("fencing token recorded after %v, no validity left of ttl %v", took, s.cfg.ttl)
 	}
-	return grant{}, refusal{took: took}, e.fail(ErrNotAcquired, reason, ctxErr, ft)
+	return grant{}, refusal{took: took}, e.fail(errNotAcquiredSentinel, reason, ctxErr, ft)
 }

@@ -319,7 +319,7 @@ func (e *engine) audit(ctx context.Context) []NodeAudit {
 			case a := <-res:
 				out[i] = a
 			case <-ctx.Done():
-				out[i].Err = e.nodeError(i, ctx.Err())
+				out[i].Err = nodeError(e.pool.Nodes, i, ctx.Err())
 			}
 			ends <- i
 		}()
@@ -344,7 +344,7 @@ func (e *engine) auditNode(ctx context.Context, i int) NodeAudit {
 	a.At = e.now()
 	if err != nil {
 		err = node.Classify(node.ClientErr(err))
-		a.Err = e.nodeError(i, err)
+		a.Err = nodeError(e.pool.Nodes, i, err)
 		code, msg := "unreachable", "the node could not be reached: it takes no part in locks until it can"
 		if errors.Is(err, ErrMisconfigured) {
 			code, msg = "refused", "the node refuses this client (check its password, user and TLS settings): it takes no part in locks until it accepts it"

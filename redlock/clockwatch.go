@@ -54,7 +54,7 @@ func (e *engine) clockJumped(i int) {
 			continue
 		}
 		cause := fmt.Errorf("%w: %w: node %d's clock jumped; %d of the %d nodes that granted it still may hold it, quorum %d",
-			ErrLockLost, quorum.ErrClockJump, i, kept, len(l.voters), h.quorumOf())
+			errLockLostSentinel, quorum.ErrClockJump, i, kept, len(l.voters), h.quorumOf())
 		lost = append(lost, func() { h.end(l, cause) })
 	}
 	e.leasesMu.Unlock()

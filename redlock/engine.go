@@ -24,6 +24,8 @@ type engine struct {
 	now  quorum.Clock
 	// report tells the Redlock's Observer of background node failures.
 	report quorum.ReportFunc
+	// nodeErr is node i's failure with err, as the facade reports it.
+	nodeErr func(i int, err error) error
 
 	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
 	closed bool
@@ -51,11 +53,11 @@ type engine struct {
 }
 
 // newEngine returns the engine of nodes, reporting background node
-// failures to o (nil: none).
-func newEngine(nodes []node.Node, o Observer, tolerance time.Duration) *engine {
-	e := &engine{now: time.Now, done: make(chan struct{}), leases: map[*lease]*holder{}}
+// failures through report (nil: none) and a node's failure in an
+// operation's error as nodeErr makes it.
+func newEngine(nodes []node.Node, tolerance time.Duration, report quorum.ReportFunc, nodeErr func(i int, err error) error) *engine {
+	e := &engine{now: time.Now, done: make(chan struct{}), leases: map[*lease]*holder{}, report: report, nodeErr: nodeErr}
 	e.pool = quorum.NewPool(nodes, e.now)
-	e.report = e.reporter(o)
 	e.features = newFeatures(len(nodes))
 	e.audits = newAuditor(len(nodes), tolerance)
 	e.ids = newIdentifier(e.pool, e.now, e.featureOff)
@@ -84,12 +86,12 @@ func newEngine(nodes []node.Node, o Observer, tolerance time.Duration) *engine {
 	return e
 }
 
-// open returns ErrClosed once the engine is closed.
+// open returns errClosedSentinel once the engine is closed.
 func (e *engine) open() error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
-		return ErrClosed
+		return errClosedSentinel
 	}
 	return nil
 }
@@ -100,7 +102,7 @@ func (e *engine) track(n int) error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
-		return ErrClosed
+		return errClosedSentinel
 	}
 	e.wg.Add(n)
 	return nil
@@ -139,7 +141,7 @@ func (e *engine) forget(l *lease) {
 // errEngineClosed is why close ends the leases still held: their keys stay
 // on the nodes until their TTL, but nothing keeps or watches them any
 // more.
-var errEngineClosed = fmt.Errorf("%w: the Redlock was closed", ErrLockLost)
+var errEngineClosed = fmt.Errorf("%w: the Redlock was closed", errLockLostSentinel)
 
 // close stops new operations and renewal, ends the leases still held, and
 // waits for every goroutine the engine started, in order: the waiters'

@@ -23,7 +23,8 @@ import (
 func newFakeEngine(t *testing.T, n int) (*engine, []*nodetest.Fake) {
 	t.Helper()
 	fs := nodetest.Fakes(n)
-	e := newEngine(nodetest.Nodes(fs), nil, quorum.DefaultClockTolerance)
+	nodes := nodetest.Nodes(fs)
+	e := newEngine(nodes, quorum.DefaultClockTolerance, nil, func(i int, err error) error { return nodeError(nodes, i, err) })
 	t.Cleanup(func() {
 		for _, f := range fs {
 			f.Unhang()

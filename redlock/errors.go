@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
@@ -18,7 +17,7 @@ import (
 // node that failed before the outcome was certain (a node still silent then
 // is not waited for, nor reported) and, when the caller's context ended, the
 // context's error.
-var ErrNotAcquired = errors.New("redlock: lock not acquired")
+var ErrNotAcquired = errNotAcquiredSentinel
 
 // ErrNotHeld is returned by [Mutex.Unlock] and [Mutex.Extend] (and by
 // [Semaphore.Release] and [Semaphore.Extend] for a permit) when the
@@ -26,7 +25,7 @@ var ErrNotAcquired = errors.New("redlock: lock not acquired")
 // unlocked, its validity ran out (Extend), or fewer than a quorum of nodes
 // still held this acquisition's token. The returned error wraps one
 // [*NodeError] per node that failed.
-var ErrNotHeld = errors.New("redlock: lock not held")
+var ErrNotHeld = errNotHeldSentinel
 
 // ErrLockLost means an acquisition ended before Unlock: its validity ran
 // out without an extension, or so many nodes answered that they no longer
@@ -35,7 +34,7 @@ var ErrNotHeld = errors.New("redlock: lock not held")
 // permit). [Mutex.Err] returns it once [Mutex.Done] is closed, [Mutex.Extend]
 // wraps it when the loss is certain, and it is the cause
 // ([context.Cause]) of the context [Redlock.Do] gives its function.
-var ErrLockLost = errors.New("redlock: lock lost")
+var ErrLockLost = errLockLostSentinel
 
 // ErrClockJump marks a node that does not vote because its clock jumped,
 // or disagrees with this process's (see [WithClockTolerance]): in a
@@ -91,20 +90,20 @@ var ErrNotReplicated = node.ErrNotReplicated
 // ErrStaleFence is returned by [SetFenced] when the resource already
 // accepted a write with a higher fencing token: the writer's lock was taken
 // over by a later holder, and its write is refused.
-var ErrStaleFence = errors.New("redlock: stale fencing token")
+var ErrStaleFence = errStaleFenceSentinel
 
 // ErrInvalidArgument is wrapped by every error that reports bad input: from
 // [New], [Redlock.NewMutex] and [Redlock.NewSemaphore] for bad clients, names, permits or options, from
 // the [Mutex] methods for a nil context, from [Mutex.LockWithin] for a
 // negative wait, and from [Redlock.Inspect] and [Redlock.ForceUnlock] for
 // a nil context or an empty name.
-var ErrInvalidArgument = errors.New("redlock: invalid argument")
+var ErrInvalidArgument = errInvalidArgumentSentinel
 
 // ErrClosed is returned by every call on a [Redlock], and on its mutexes,
 // that would talk to the nodes after [Redlock.Close] ([Redlock.Inspect] and
 // [Redlock.ForceUnlock] included) (Unlock or Extend of a
 // mutex that holds nothing still return [ErrNotHeld] without I/O).
-var ErrClosed = errors.New("redlock: closed")
+var ErrClosed = errClosedSentinel
 
 // NodeError reports one node's failure during an operation: a network or
 // server error, [ErrNodeTimeout], [ErrNodeDown], [ErrNodeRecovering] or
@@ -148,10 +147,6 @@ type wordsError struct {
 func (e *wordsError) Error() string { return e.msg }
 func (e *wordsError) Unwrap() error { return e.err }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
-}
-
 // NodeErrors returns every [*NodeError] in err's tree, in the order
 // [errors.Join] holds them: one per node that failed in the operation that
 // returned err before its outcome was certain. errors.As finds only the
@@ -177,34 +172,19 @@ func NodeErrors(err error) []*NodeError {
 	return out
 }
 
-// fail builds the error of an operation that failed: sentinel, the reason,
-// the context's error when it ended, and one *NodeError per node that
-// failed in round t.
-func (e *engine) fail(sentinel error, reason string, ctxErr error, t *quorum.Tally) error {
-	errs := make([]error, 0, 2+len(t.Failures))
-	errs = append(errs, fmt.Errorf("%w: %s", sentinel, reason))
-	if ctxErr != nil {
-		errs = append(errs, ctxErr)
-	}
-	for _, f := range t.Failures {
-		errs = append(errs, e.nodeError(f.Node, f.Err))
-	}
-	return errors.Join(errs...)
+// nodeError is node i of nodes failing with err.
+func nodeError(nodes []node.Node, i int, err error) *NodeError {
+	return &NodeError{Index: i, Addr: nodes[i].Addr(), Err: err}
 }
 
-// nodeError is node i's failure with err.
-func (e *engine) nodeError(i int, err error) *NodeError {
-	return &NodeError{Index: i, Addr: e.pool.Addr(i), Err: err}
-}
-
-// reporter returns the function that tells o of node failures, nil when o
-// is nil.
-func (e *engine) reporter(o Observer) quorum.ReportFunc {
+// reporter returns the function that tells o of the failures of nodes,
+// nil when o is nil.
+func reporter(o Observer, nodes []node.Node) quorum.ReportFunc {
 	if o == nil {
 		return nil
 	}
 	return func(ctx context.Context, i int, err error, late bool) {
-		e := e.nodeError(i, err)
+		e := nodeError(nodes, i, err)
 		e.Late = late
 		o.NodeFailed(ctx, e)
 	}

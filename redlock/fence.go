@@ -41,7 +41,7 @@ func SetFenced(ctx context.Context, c redis.Scripter, key, value string, fence u
 		return fmt.Errorf("redlock: set fenced %s: %w", key, err)
 	}
 	if written != 1 {
-		return fmt.Errorf("%w: %s refused token %d", ErrStaleFence, key, fence)
+		return fmt.Errorf("%w: %s refused token %d", errStaleFenceSentinel, key, fence)
 	}
 	return nil
 }

@@ -137,7 +137,7 @@ func (wt *waiting) handed() (grant, bool) {
 // otherwise makes an attempt with their token (try).
 func (wt *waiting) tryHanded(ctx context.Context, try func(ctx context.Context, token string) (refusal, error)) (refusal, error) {
 	if err := ctx.Err(); err != nil {
-		return refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
+		return refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", errNotAcquiredSentinel), err)
 	}
 	ho := wt.ho
 	g, ok := wt.handed()

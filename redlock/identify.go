@@ -31,7 +31,7 @@ import (
 // that have not answered are asked again at growing intervals, and any
 // node again whenever it comes back after being down. Two nodes that share
 // a server make every later acquisition fail with an error wrapping
-// ErrInvalidArgument: a deployment error, which no retry can change. A
+// errInvalidArgumentSentinel: a deployment error, which no retry can change. A
 // node whose user may not run INFO cannot tell, and is taken as distinct.
 // Nodes too slow for the first acquisition's wait could still count twice
 // in it: two clients of one server are seldom that different in speed.
@@ -73,7 +73,7 @@ func (id *identifier) track() error {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if id.closed {
-		return ErrClosed
+		return errClosedSentinel
 	}
 	id.wg.Add(1)
 	return nil

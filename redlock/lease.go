@@ -63,9 +63,6 @@ type leaseKind interface {
 	release(name string, l *lease) node.Op
 	undo(name, token string) node.Op
 	extend(name, token string, cfg *config) node.Op
-	// kinds names, for the Observer, the wait, the single attempt, the
-	// release and the extension.
-	kinds() [4]OpKind
 }
 
 // holder holds the leases of one primitive value, one at a time. It is
@@ -76,6 +73,7 @@ type holder struct {
 	name   string
 	cfg    config
 	report quorum.ReportFunc // the value's Observer, as a node failure reporter (nil: none)
+	events events            // the value's Observer, told of its calls and leases (nil: none)
 	quorum int               // nodes that must hold a lease: 0 for a majority
 	kind   leaseKind
 
@@ -85,7 +83,7 @@ type holder struct {
 }
 
 // errNotHeld is the error of a call on a holder that holds nothing.
-func (h *holder) errNotHeld() error { return fmt.Errorf("%w: not held", ErrNotHeld) }
+func (h *holder) errNotHeld() error { return fmt.Errorf("%w: not held", errNotHeldSentinel) }
 
 // current returns the current lease, live or ended; nil when none.
 func (h *holder) current() *lease {
@@ -112,7 +110,7 @@ func (h *holder) take(ctx context.Context, token, notice string, g grant) {
 	l.loss = time.AfterFunc(h.untilLoss(l), func() { h.end(l, h.ranOut(l)) })
 	h.mu.Unlock()
 	if old != nil {
-		h.end(old, fmt.Errorf("%w: acquired again", ErrLockLost))
+		h.end(old, fmt.Errorf("%w: acquired again", errLockLostSentinel))
 	}
 	if !h.e.record(l, h) {
 		h.end(l, errEngineClosed) // closed meanwhile: nothing would keep or watch it
@@ -139,7 +137,7 @@ func (h *holder) ranOut(l *lease) error {
 	if stopped != "" {
 		msg += " (" + stopped + ")"
 	}
-	err := fmt.Errorf("%w: %s", ErrLockLost, msg)
+	err := fmt.Errorf("%w: %s", errLockLostSentinel, msg)
 	if failed != nil {
 		err = errors.Join(err, fmt.Errorf("the last extension failed: %w", failed))
 	}
@@ -168,14 +166,14 @@ func (h *holder) end(l *lease, cause error) {
 	l.loss.Stop()
 	h.mu.Unlock()
 	h.e.forget(l)
-	if o := h.cfg.observer; o != nil {
-		o.HoldEnd(Hold{Name: h.name, Acquired: l.start, Lost: errors.Is(cause, ErrLockLost), Err: cause})
+	if h.events != nil {
+		h.events.HoldEnd(h.name, l.start, errors.Is(cause, errLockLostSentinel), cause)
 	}
 	close(l.done) // once: only the call that set l.err gets here
 }
 
 // release ends the current lease with cause and releases it on every
-// node with op (see Redlock.free). It returns ErrNotHeld, without I/O,
+// node with op (see Redlock.free). It returns errNotHeldSentinel, without I/O,
 // when there is none.
 func (h *holder) release(ctx context.Context, cause error) error {
 	h.mu.Lock()
@@ -200,27 +198,27 @@ func (h *holder) extend(ctx context.Context, l *lease) error {
 	until, ended := l.until, l.err
 	h.mu.Unlock()
 	if ended != nil {
-		return fmt.Errorf("%w: %w", ErrNotHeld, ended)
+		return fmt.Errorf("%w: %w", errNotHeldSentinel, ended)
 	}
 	start := h.e.now()
 	if !start.Before(until) {
-		return fmt.Errorf("%w: validity ran out %v ago", ErrNotHeld, start.Sub(until))
+		return fmt.Errorf("%w: validity ran out %v ago", errNotHeldSentinel, start.Sub(until))
 	}
 	op := h.kind.extend(h.name, l.token, &h.cfg)
 	if err := h.e.extend(ctx, op, lapse{cfg: &h.cfg, report: h.report, quorum: h.quorum}); err != nil {
-		if errors.Is(err, ErrLockLost) {
+		if errors.Is(err, errLockLostSentinel) {
 			h.end(l, err)
 		}
 		return err
 	}
 	next := quorum.ValidUntil(start, h.cfg.ttl, h.cfg.driftFactor)
 	if !h.e.now().Before(next) {
-		return fmt.Errorf("%w: extended, but no validity left of ttl %v", ErrNotHeld, h.cfg.ttl)
+		return fmt.Errorf("%w: extended, but no validity left of ttl %v", errNotHeldSentinel, h.cfg.ttl)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if l.err != nil {
-		return fmt.Errorf("%w: %w", ErrNotHeld, l.err)
+		return fmt.Errorf("%w: %w", errNotHeldSentinel, l.err)
 	}
 	l.until = next
 	l.loss.Reset(h.untilLoss(l))
@@ -280,29 +278,27 @@ func (h *holder) err() error {
 // holdContext) is passed on under holdKey, so that renewal runs under it
 // rather than under the Observer's context, whose span would otherwise
 // parent every extension after the call returned.
-func (h *holder) observe(ctx context.Context, op Op, run func(context.Context) (int, error)) error {
-	o := h.cfg.observer
+func (h *holder) observe(ctx context.Context, c call, run func(context.Context) (int, error)) error {
+	o := h.events
 	if o == nil || ctx == nil {
 		_, err := run(ctx)
 		return err
 	}
-	k := h.kind.kinds()
-	acquire := op.Kind == k[0] || op.Kind == k[1]
 	hold := ctx
-	if acquire {
+	if c.acquires() {
 		hold = holdContext(ctx)
 	}
-	octx := o.OpStart(ctx, op)
-	if acquire && octx != ctx {
+	octx := o.OpStart(ctx, c)
+	if c.acquires() && octx != ctx {
 		octx = context.WithValue(octx, holdKey{}, hold)
 	}
 	attempts, err := run(octx)
-	o.OpEnd(octx, op, OpResult{Err: err, Canceled: err != nil && hold.Err() != nil, Attempts: attempts})
+	o.OpEnd(octx, c, err, err != nil && hold.Err() != nil, attempts)
 	return err
 }
 
-// op is the Observer's Op for the call of index k in the kind's names.
-func (h *holder) op(k int) Op { return Op{Kind: h.kind.kinds()[k], Name: h.name} }
+// call is the holder's call at step s.
+func (h *holder) call(s step) call { return call{step: s, name: h.name} }
 
 // Bounding the wait for a lock apart from the hold. The context given to
 // Lock bounds both: the attempts, and with WithRenewal the renewal of the

@@ -35,7 +35,8 @@ type lockKind interface {
 // lockBase is what every kind of lock shares.
 type lockBase struct{}
 
-func (lockBase) kinds() [4]OpKind { return [4]OpKind{OpLock, OpTryLock, OpUnlock, OpExtend} }
+// lockOps names a lock's calls for the Observer, whatever its kind.
+var lockOps = [4]OpKind{OpLock, OpTryLock, OpUnlock, OpExtend}
 
 func (lockBase) token() (string, string, error) {
 	t, err := newToken()

@@ -73,7 +73,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 // lockHopeless is Lock; it also reports whether the last attempt found so
 // many nodes misconfigured that no quorum is left (see tally.hopeless).
 func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
-	err = m.h.observe(ctx, m.h.op(0), func(ctx context.Context) (int, error) {
+	err = m.h.observe(ctx, m.h.call(stepWait), func(ctx context.Context) (int, error) {
 		_, plain := m.lock.(plainLock)
 		wt := &waiting{h: &m.h, courteous: true, split: true, handoff: handsOver(plain, &m.h.cfg)}
 		attempts, failed, err := wt.wait(ctx, func(ctx context.Context, released string) (refusal, error) {
@@ -116,7 +116,7 @@ func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 // Mutex that holds the lock takes one more hold on a quorum and re-arms the
 // TTL.
 func (m *Mutex) TryLock(ctx context.Context) error {
-	return m.h.observe(ctx, m.h.op(1), func(ctx context.Context) (int, error) {
+	return m.h.observe(ctx, m.h.call(stepTry), func(ctx context.Context) (int, error) {
 		_, err := m.tryLock(ctx, "", 0)
 		return 1, err
 	})
@@ -208,7 +208,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
-	return m.h.observe(ctx, m.h.op(2), func(ctx context.Context) (int, error) {
+	return m.h.observe(ctx, m.h.call(stepRelease), func(ctx context.Context) (int, error) {
 		if re, ok := m.lock.(*reentrantLock); ok {
 			if dropped, err := re.dropOne(ctx, m); dropped {
 				return 0, err
@@ -239,7 +239,7 @@ func (m *Mutex) Extend(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
-	return m.h.observe(ctx, m.h.op(3), func(ctx context.Context) (int, error) {
+	return m.h.observe(ctx, m.h.call(stepExtend), func(ctx context.Context) (int, error) {
 		return 0, m.h.extendCurrent(ctx)
 	})
 }

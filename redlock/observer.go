@@ -142,3 +142,34 @@ func WithObserver(o Observer) Option {
 		return nil
 	})
 }
+
+// observed is an Observer as a holder's events, naming the holder's calls
+// by its kind: the wait, the single attempt, the release and the
+// extension.
+type observed struct {
+	o     Observer
+	kinds [4]OpKind
+}
+
+// observe returns o as the events of a holder of the kind named by kinds;
+// nil when o is.
+func observe(o Observer, kinds [4]OpKind) events {
+	if o == nil {
+		return nil
+	}
+	return &observed{o: o, kinds: kinds}
+}
+
+func (ob *observed) op(c call) Op { return Op{Kind: ob.kinds[c.step], Name: c.name, Renewal: c.renewal} }
+
+func (ob *observed) OpStart(ctx context.Context, c call) context.Context {
+	return ob.o.OpStart(ctx, ob.op(c))
+}
+
+func (ob *observed) OpEnd(ctx context.Context, c call, err error, canceled bool, attempts int) {
+	ob.o.OpEnd(ctx, ob.op(c), OpResult{Err: err, Canceled: canceled, Attempts: attempts})
+}
+
+func (ob *observed) HoldEnd(name string, acquired time.Time, lost bool, cause error) {
+	ob.o.HoldEnd(Hold{Name: name, Acquired: acquired, Lost: lost, Err: cause})
+}

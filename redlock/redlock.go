@@ -89,7 +89,8 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 			}
 		}
 	}
-	r := &Redlock{e: newEngine(nodes, cfg.observer, cfg.clockTolerance), cfg: cfg}
+	nodeErr := func(i int, err error) error { return nodeError(nodes, i, err) }
+	r := &Redlock{e: newEngine(nodes, cfg.clockTolerance, reporter(cfg.observer, nodes), nodeErr), cfg: cfg}
 	r.e.audits.judgeBy(cfg)
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
@@ -148,7 +149,7 @@ func (r *Redlock) initMutex(m *Mutex, name string, cfg config, kind lockKind) er
 	default:
 		kind = plainLock{}
 	}
-	m.h = holder{e: r.e, name: name, cfg: cfg, report: r.e.reporter(cfg.observer), kind: kind}
+	m.h = holder{e: r.e, name: name, cfg: cfg, report: reporter(cfg.observer, r.e.pool.Nodes), events: observe(cfg.observer, lockOps), kind: kind}
 	m.lock = kind
 	return nil
 }

@@ -87,7 +87,7 @@ func (e *engine) free(ctx context.Context, op node.Op, name string, announced bo
 }
 
 // failLapse is the error of a release or extension that no quorum
-// confirmed: ErrNotHeld with reason, unless the nodes that refused it for
+// confirmed: errNotHeldSentinel with reason, unless the nodes that refused it for
 // good (ErrMisconfigured: a missing ACL permission, say) left no quorum.
 // The lock is then not known to be lost: it is refused, and the error
 // wraps ErrMisconfigured instead.
@@ -95,7 +95,7 @@ func (e *engine) failLapse(what, reason string, ctxErr error, t *quorum.Tally) e
 	if t.Hopeless() {
 		return e.fail(ErrMisconfigured, fmt.Sprintf("%s refused by %d of %d nodes for a reason no retry changes, quorum %d", what, t.Misconfigured(), t.N, t.Majority), ctxErr, t)
 	}
-	return e.fail(ErrNotHeld, reason, ctxErr, t)
+	return e.fail(errNotHeldSentinel, reason, ctxErr, t)
 }
 
 // releaseRule reads a release's replies.
@@ -149,7 +149,7 @@ func (e *engine) extend(ctx context.Context, op node.Op, c lapse) error {
 		// quorum only for odd N) that no quorum can hold it. Extend never
 		// re-creates a key, so no later extension can succeed: the lock is
 		// lost.
-		err = errors.Join(err, ErrLockLost)
+		err = errors.Join(err, errLockLostSentinel)
 	}
 	return err
 }

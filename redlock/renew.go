@@ -65,7 +65,7 @@ func (h *holder) renewing(holdCtx context.Context, l *lease) {
 		case err == nil:
 			failures = 0
 			timer.Reset(time.Until(now.Add(renewEvery(cfg.ttl))))
-		case errors.Is(err, ErrLockLost) || holdCtx.Err() != nil:
+		case errors.Is(err, errLockLostSentinel) || holdCtx.Err() != nil:
 			return
 		default:
 			// Nodes failing or slow: try again soon; the loss timer ends
@@ -90,9 +90,9 @@ func (h *holder) renewal(l *lease, stopped string, failed error) {
 
 // renewOnce is one extension of lease l by renewal, observed as one.
 func (h *holder) renewOnce(holdCtx context.Context, l *lease) error {
-	op := h.op(3)
-	op.Renewal = true
-	return h.observe(holdCtx, op, func(ctx context.Context) (int, error) {
+	c := h.call(stepExtend)
+	c.renewal = true
+	return h.observe(holdCtx, c, func(ctx context.Context) (int, error) {
 		return 0, h.extend(ctx, l)
 	})
 }

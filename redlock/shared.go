@@ -25,6 +25,9 @@ type sharing interface {
 	// nodes at quorum q (chosen: set by WithQuorum), and the error it
 	// wraps, ErrNotAcquired in the primitive's words.
 	refused(n, q int, chosen bool) (string, error)
+	// kinds names, for the Observer, the wait, the single attempt, the
+	// release and the extension.
+	kinds() [4]OpKind
 }
 
 // shared is one holder of shared holds of a name (a Semaphore value, or an
@@ -36,7 +39,7 @@ type shared struct {
 
 // newShared returns the shared holds of name, counted against quorum q.
 func newShared(e *engine, name string, cfg config, q int, kind sharing) shared {
-	return shared{h: holder{e: e, name: name, cfg: cfg, report: e.reporter(cfg.observer), quorum: q, kind: kind}, kind: kind}
+	return shared{h: holder{e: e, name: name, cfg: cfg, report: reporter(cfg.observer, e.pool.Nodes), events: observe(cfg.observer, kind.kinds()), quorum: q, kind: kind}, kind: kind}
 }
 
 // errHeldHere and errInFlight are the failures of an attempt that the
@@ -48,7 +51,7 @@ var (
 
 // tryOnce is one observed attempt (TryAcquire, TryRLock).
 func (s *shared) tryOnce(ctx context.Context) error {
-	return s.h.observe(ctx, s.h.op(1), func(ctx context.Context) (int, error) {
+	return s.h.observe(ctx, s.h.call(stepTry), func(ctx context.Context) (int, error) {
 		_, err := s.try(ctx, "")
 		return 1, err
 	})
@@ -56,7 +59,7 @@ func (s *shared) tryOnce(ctx context.Context) error {
 
 // wait is an observed waiting acquisition (Acquire, RLock).
 func (s *shared) wait(ctx context.Context) error {
-	return s.h.observe(ctx, s.h.op(0), func(ctx context.Context) (int, error) {
+	return s.h.observe(ctx, s.h.call(stepWait), func(ctx context.Context) (int, error) {
 		if ctx == nil {
 			return 0, invalid("nil context")
 		}
@@ -117,7 +120,7 @@ func (s *shared) finish() {
 
 // release is an observed release (Release, RUnlock).
 func (s *shared) release(ctx context.Context) error {
-	return s.h.observe(ctx, s.h.op(2), func(ctx context.Context) (int, error) {
+	return s.h.observe(ctx, s.h.call(stepRelease), func(ctx context.Context) (int, error) {
 		if ctx == nil {
 			return 0, invalid("nil context")
 		}
@@ -130,7 +133,7 @@ var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
 
 // extend is an observed extension (Extend).
 func (s *shared) extend(ctx context.Context) error {
-	return s.h.observe(ctx, s.h.op(3), func(ctx context.Context) (int, error) {
+	return s.h.observe(ctx, s.h.call(stepExtend), func(ctx context.Context) (int, error) {
 		if ctx == nil {
 			return 0, invalid("nil context")
 		}

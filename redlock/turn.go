@@ -136,7 +136,7 @@ func final(ctx context.Context, tries, attempt int, failed refusal, err error) (
 	switch {
 	case err == nil:
 		return true, nil
-	case !errors.Is(err, ErrNotAcquired), failed.hopeless:
+	case !errors.Is(err, errNotAcquiredSentinel), failed.hopeless:
 		return true, err
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -175,10 +175,10 @@ func (wt *waiting) courtesy(ctx context.Context) error {
 		wt.woken = true
 	case ho := <-handed:
 		if err := wt.collect(ctx, ho); err != nil {
-			return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
+			return errors.Join(fmt.Errorf("%w: context done before the attempt", errNotAcquiredSentinel), err)
 		}
 	case <-ctx.Done():
-		return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), ctx.Err())
+		return errors.Join(fmt.Errorf("%w: context done before the attempt", errNotAcquiredSentinel), ctx.Err())
 	}
 	return nil
 }
