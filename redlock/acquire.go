@@ -28,7 +28,7 @@ type grant struct {
 // the next: how many nodes granted it when it was decided, how long it
 // took, and whether it gave way to a competitor that ranks higher (see
 // outranks); hopeless is set when so many nodes failed with errors no
-// retry can change (ErrMisconfigured) that no quorum is left to grant, and
+// retry can change (node.ErrMisconfigured) that no quorum is left to grant, and
 // local when the value's own state refused it, without I/O (it waits for
 // its own release, without taking a turn in the nodes' queues).
 type refusal struct {
@@ -45,7 +45,7 @@ type spec struct {
 	op     node.Op
 	undo   node.Op // gives back what op may have taken, silently
 	token  string  // what op sets: competitors are ranked against it
-	cfg    *config
+	cfg    *settings
 	report quorum.ReportFunc
 	// quorum is how many nodes must grant: 0 for a majority.
 	quorum int
@@ -103,10 +103,13 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 		return grant{}, refusal{}, err
 	}
 	defer e.wg.Done()
-	// The first attempts have the nodes to themselves; the audit follows.
-	defer e.auditFirst(firstAuditAfter)
-	if err := e.safeQuorum(ctx, s.quorum); err != nil {
-		return grant{}, refusal{hopeless: true, local: true}, err
+	if e.admit != nil {
+		// The first attempts have the nodes to themselves; the audit
+		// follows.
+		defer e.admit.Attempted()
+		if err := e.admit.Admit(ctx, s.quorum); err != nil {
+			return grant{}, refusal{hopeless: true, local: true}, err
+		}
 	}
 	if a, ok := s.op.(*node.Acquire); ok {
 		// Every grant carries the node's time while the guard is on (see
@@ -143,7 +146,7 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 // ends at start + TTL - drift. False when none of it is left. voters are
 // the nodes whose votes counted, for the clock guard. Every grant is made
 // here.
-func (e *engine) granted(start time.Time, cfg *config, voters func() []int) (grant, bool) {
+func (e *engine) granted(start time.Time, cfg *settings, voters func() []int) (grant, bool) {
 	until := quorum.ValidUntil(start, cfg.ttl, cfg.driftFactor)
 	if !e.now().Before(until) {
 		return grant{}, false
@@ -228,7 +231,7 @@ func (e *engine) undo(ctx context.Context, s spec, gates []*quorum.Gate, only fu
 
 // releaseRound is a round that releases: a release that could not be
 // delivered is owed to its node.
-func (e *engine) releaseRound(ctx context.Context, cfg *config, report quorum.ReportFunc) *quorum.Round {
+func (e *engine) releaseRound(ctx context.Context, cfg *settings, report quorum.ReportFunc) *quorum.Round {
 	rd := quorum.NewRound(ctx, e.pool, cfg.nodeTimeout, report, e.pool.Size())
 	rd.OweFor = cfg.ttl
 	return rd

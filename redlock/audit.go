@@ -144,6 +144,7 @@ const auditTimeout = 5 * time.Second
 
 // auditor keeps each node's last audit and what was told of it.
 type auditor struct {
+	e *engine
 	// judged against: New's restart delay and replica
 	// acknowledgement, and the clock guard's tolerance (0: off).
 	restart   time.Duration
@@ -162,8 +163,8 @@ type auditor struct {
 	told    []map[string]bool // per node: the finding codes told
 }
 
-func newAuditor(n int, tolerance time.Duration) *auditor {
-	return &auditor{tolerance: tolerance, first: make(chan struct{}), last: make([]*NodeAudit, n), told: make([]map[string]bool, n)}
+func newAuditor(e *engine, n int, tolerance time.Duration) *auditor {
+	return &auditor{e: e, tolerance: tolerance, first: make(chan struct{}), last: make([]*NodeAudit, n), told: make([]map[string]bool, n)}
 }
 
 // judgeBy sets the options findings are judged against, New's, and the
@@ -192,20 +193,24 @@ const firstAuditAfter = time.Second
 // auditFirst starts the Redlock's first audit of every node in the
 // background, firstAuditAfter after its first attempt to acquire ended
 // (now, with WithSafeQuorum, whose first attempt waits for it).
-func (e *engine) auditFirst(after time.Duration) {
-	e.audits.once.Do(func() {
-		if !e.auditLater(after) { // closed
-			e.audits.firstOnce.Do(func() { close(e.audits.first) })
+func (au *auditor) auditFirst(after time.Duration) {
+	au.once.Do(func() {
+		if !au.auditLater(after) { // closed
+			au.firstOnce.Do(func() { close(au.first) })
 		}
 	})
 }
+
+// Attempted implements admission: the first audit starts firstAuditAfter
+// an attempt ended.
+func (au *auditor) Attempted() { au.auditFirst(firstAuditAfter) }
 
 // auditLater audits every node in the background after a pause of after,
 // unless an audit started that way runs (or the engine is closed): it
 // reports whether it started one. Close cuts the pause and the audit
 // short.
-func (e *engine) auditLater(after time.Duration) bool {
-	au := e.audits
+func (au *auditor) auditLater(after time.Duration) bool {
+	e := au.e
 	au.mu.Lock()
 	if au.running {
 		au.mu.Unlock()
@@ -230,7 +235,7 @@ func (e *engine) auditLater(after time.Duration) bool {
 			}
 		})
 		if e.sleep(after) {
-			e.audit(ctx)
+			au.audit(ctx)
 		}
 		close(stop)
 		wg.Wait()
@@ -271,20 +276,20 @@ func (au *auditor) safe() (safe int, why []string, last time.Time) {
 // found safe again.
 const reauditEvery = 5 * time.Second
 
-// safeQuorum refuses, with WithSafeQuorum, an acquisition that needs q
+// Admit implements admission. It refuses, with WithSafeQuorum, an acquisition that needs q
 // nodes (0: a majority) while fewer than q were found safe by their last
 // audit; it waits for the first audit, at most until ctx ends. Without the
 // option it returns nil at once.
-func (e *engine) safeQuorum(ctx context.Context, q int) error {
-	au := e.audits
+func (au *auditor) Admit(ctx context.Context, q int) error {
+	e := au.e
 	if !au.gate {
 		return nil
 	}
-	e.auditFirst(0)
+	au.auditFirst(0)
 	select {
 	case <-au.first:
 	case <-ctx.Done():
-		return errors.Join(fmt.Errorf("%w: the nodes' first audit had not ended (WithSafeQuorum)", ErrNotAcquired), ctx.Err())
+		return errors.Join(fmt.Errorf("%w: the nodes' first audit had not ended (WithSafeQuorum)", errNotAcquiredSentinel), ctx.Err())
 	}
 	if q == 0 {
 		q = quorum.Majority(e.pool.Size())
@@ -294,15 +299,16 @@ func (e *engine) safeQuorum(ctx context.Context, q int) error {
 		return nil
 	}
 	if e.now().Sub(last) >= reauditEvery {
-		e.auditLater(0)
+		au.auditLater(0)
 	}
 	return fmt.Errorf("%w: %d of %d nodes safe by their last audit, quorum %d (WithSafeQuorum): %s",
-		ErrNotAcquired, safe, len(au.last), q, strings.Join(why, ", "))
+		errNotAcquiredSentinel, safe, len(au.last), q, strings.Join(why, ", "))
 }
 
 // audit audits every node at once, records and tells what it found, and
 // returns it once every node's audit ended, or ctx did.
-func (e *engine) audit(ctx context.Context) []NodeAudit {
+func (au *auditor) audit(ctx context.Context) []NodeAudit {
+	e := au.e
 	n := e.pool.Size()
 	out := make([]NodeAudit, n)
 	ends := make(chan int, n)
@@ -312,7 +318,7 @@ func (e *engine) audit(ctx context.Context) []NodeAudit {
 		e.pool.WG.Go(func() { // counted as a node call: Close waits for it, within bounds
 			actx, cancel := context.WithTimeout(ctx, auditTimeout)
 			defer cancel()
-			res <- e.auditNode(actx, i)
+			res <- au.auditNode(actx, i)
 		})
 		go func() {
 			select {
@@ -326,21 +332,22 @@ func (e *engine) audit(ctx context.Context) []NodeAudit {
 	}
 	for range n {
 		i := <-ends
-		e.recordAudit(&out[i])
+		au.recordAudit(&out[i])
 	}
 	return out
 }
 
 // auditNode reads node i and judges what it read.
-func (e *engine) auditNode(ctx context.Context, i int) NodeAudit {
+func (au *auditor) auditNode(ctx context.Context, i int) NodeAudit {
+	e := au.e
 	a := NodeAudit{Index: i, Addr: e.pool.Addr(i)}
-	au, ok := e.pool.Nodes[i].(node.Auditor)
+	reader, ok := e.pool.Nodes[i].(node.Auditor)
 	if !ok {
 		a.Findings = []Finding{{SeverityInfo, "rights", "this node cannot be audited"}}
 		a.At = e.now()
 		return a
 	}
-	f, err := au.Audit(ctx)
+	f, err := reader.Audit(ctx)
 	a.At = e.now()
 	if err != nil {
 		err = node.Classify(node.ClientErr(err))
@@ -352,14 +359,13 @@ func (e *engine) auditNode(ctx context.Context, i int) NodeAudit {
 		a.Findings = []Finding{{SeverityDegraded, code, msg + ": " + err.Error()}}
 		return a
 	}
-	e.audits.judge(&a, f)
+	au.judge(&a, f)
 	return a
 }
 
 // recordAudit keeps a as its node's last audit, and tells the
 // AuditObserver of each finding above info not told before for that node.
-func (e *engine) recordAudit(a *NodeAudit) {
-	au := e.audits
+func (au *auditor) recordAudit(a *NodeAudit) {
 	au.mu.Lock()
 	if a.Err == nil || au.last[a.Index] == nil || au.last[a.Index].Err != nil {
 		// A cancelled audit keeps what the last one read.

@@ -53,16 +53,16 @@ func TestAuditJudge(t *testing.T) {
 		{"noeviction with a limit", func(f *node.Facts) { f.Info["maxmemory"] = "1000000" }, config{}, nil},
 		{"a policy with no limit", func(f *node.Facts) { f.Info["maxmemory_policy"] = "allkeys-lru" }, config{}, nil},
 		{"no aof", func(f *node.Facts) { f.Info["aof_enabled"], f.Config["appendonly"] = "0", "no" }, config{}, []string{"unsafe persistence"}},
-		{"no aof, restart delay", func(f *node.Facts) { f.Info["aof_enabled"], f.Config["appendonly"] = "0", "no" }, config{restart: time.Second}, nil},
+		{"no aof, restart delay", func(f *node.Facts) { f.Info["aof_enabled"], f.Config["appendonly"] = "0", "no" }, config{settings: settings{restart: time.Second}}, nil},
 		{"everysec", func(f *node.Facts) { f.Config["appendfsync"] = "everysec" }, config{}, []string{"unsafe persistence"}},
 		{"fsync no", func(f *node.Facts) { f.Config["appendfsync"] = "no" }, config{}, []string{"unsafe persistence"}},
 		{"replica attached", func(f *node.Facts) { f.Info["connected_slaves"] = "1" }, config{}, []string{"unsafe replication"}},
-		{"replica acknowledged", func(f *node.Facts) { f.Info["connected_slaves"] = "1" }, config{ack: node.Ack{Replicas: 1}}, nil},
-		{"too few replicas", func(*node.Facts) {}, config{ack: node.Ack{Replicas: 1}}, []string{"degraded replication"}},
+		{"replica acknowledged", func(f *node.Facts) { f.Info["connected_slaves"] = "1" }, config{settings: settings{ack: node.Ack{Replicas: 1}}}, nil},
+		{"too few replicas", func(*node.Facts) {}, config{settings: settings{ack: node.Ack{Replicas: 1}}}, []string{"degraded replication"}},
 		{"a replica", func(f *node.Facts) { f.Info["role"] = "slave" }, config{}, []string{"degraded replication"}},
-		{"clock off, guarded", func(f *node.Facts) { f.Offset = time.Minute }, config{clockTolerance: time.Second}, []string{"degraded clock"}},
+		{"clock off, guarded", func(f *node.Facts) { f.Offset = time.Minute }, config{settings: settings{clockTolerance: time.Second}}, []string{"degraded clock"}},
 		{"clock off, unguarded", func(f *node.Facts) { f.Offset = time.Minute }, config{}, []string{"unsafe clock"}},
-		{"clock near", func(f *node.Facts) { f.Offset = 500 * time.Millisecond }, config{clockTolerance: time.Second}, nil},
+		{"clock near", func(f *node.Facts) { f.Offset = 500 * time.Millisecond }, config{settings: settings{clockTolerance: time.Second}}, nil},
 		{"no scripts", func(f *node.Facts) { f.Rights["evalsha"] = nope }, config{}, []string{"degraded scripts"}},
 		{"no queue", func(f *node.Facts) { f.Rights["zpopmin"] = nope }, config{}, []string{"degraded queue"}},
 		{"no channels", func(f *node.Facts) { f.Rights["subscribe"] = nope }, config{}, []string{"degraded channels"}},
@@ -74,7 +74,7 @@ func TestAuditJudge(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := safeFacts()
 			c.change(&f)
-			au := newAuditor(1, c.cfg.clockTolerance)
+			au := newAuditor(nil, 1, c.cfg.clockTolerance)
 			au.judgeBy(c.cfg)
 			var a NodeAudit
 			au.judge(&a, f)
@@ -90,7 +90,7 @@ func TestAuditFields(t *testing.T) {
 	f.Info["valkey_version"], f.Info["maxmemory"], f.Info["maxmemory_policy"] = "8.0.1", "1024", "volatile-ttl"
 	f.Offset, f.Caps = 3*time.Millisecond, node.Caps{Known: true, DelEx: true}
 	f.Rights["zadd"] = errors.New("NOPERM")
-	au := newAuditor(1, time.Second)
+	au := newAuditor(nil, 1, time.Second)
 	var a NodeAudit
 	au.judge(&a, f)
 	assert.Equal(t, "valkey", a.Server)

@@ -46,7 +46,9 @@ type engine struct {
 	sharded bool
 
 	features *features // the optional features each node refused (see features.go)
-	audits   *auditor  // each node's last audit (see audit.go)
+	// admit is what every acquisition passes first: the facade's audit
+	// (nil: none). Set before the first acquisition.
+	admit admission
 
 	guard    *quorum.ClockGuard // the nodes' clocks (see clockguard.go); nil: no check
 	watching bool               // the clock watcher runs; guarded by leasesMu
@@ -59,10 +61,9 @@ func newEngine(nodes []node.Node, tolerance time.Duration, report quorum.ReportF
 	e := &engine{now: time.Now, done: make(chan struct{}), leases: map[*lease]*holder{}, report: report, nodeErr: nodeErr}
 	e.pool = quorum.NewPool(nodes, e.now)
 	e.features = newFeatures(len(nodes))
-	e.audits = newAuditor(len(nodes), tolerance)
 	e.ids = newIdentifier(e.pool, e.now, e.featureOff)
 	e.pool.Report, e.pool.Back = e.report, e.ids.again
-	e.waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })
+	e.waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, featureQueue, err) })
 	e.waiters.OnOrphan(e.orphan)
 	if tolerance > 0 {
 		e.guard = quorum.NewClockGuard(len(nodes), tolerance)
@@ -80,10 +81,19 @@ func newEngine(nodes []node.Node, tolerance time.Duration, report quorum.ReportF
 			s.OnWay(func(w node.Way, why error) { e.scriptsOff(i, w, why) })
 		}
 		if s, ok := n.(interface{ OnNoClock(func(error)) }); ok && tolerance > 0 {
-			s.OnNoClock(func(why error) { e.featureOff(i, FeatureClock, why) })
+			s.OnNoClock(func(why error) { e.featureOff(i, featureClock, why) })
 		}
 	}
 	return e
+}
+
+// admission is what every acquisition passes first.
+type admission interface {
+	// Admit refuses an acquisition that needs q nodes (0: a majority),
+	// or lets it go on.
+	Admit(ctx context.Context, q int) error
+	// Attempted is told when an attempt admitted ended.
+	Attempted()
 }
 
 // open returns errClosedSentinel once the engine is closed.
@@ -222,7 +232,7 @@ func (e *engine) deliver(ops []node.Op, timeout time.Duration) []node.Reply {
 		// A refusal for good turns the queue off on the node, which
 		// reports it once (see featureOff).
 		report = func(ctx context.Context, i int, err error, late bool) {
-			if !errors.Is(err, ErrMisconfigured) {
+			if !errors.Is(err, node.ErrMisconfigured) {
 				e.report(ctx, i, err, late)
 			}
 		}

@@ -35,7 +35,7 @@ func newFakeEngine(t *testing.T, n int) (*engine, []*nodetest.Fake) {
 }
 
 // lockSpec is the spec of a plain lock's attempt of token on name.
-func lockSpec(cfg *config, name, token string, split bool) spec {
+func lockSpec(cfg *settings, name, token string, split bool) spec {
 	return spec{op: &node.Acquire{Key: name, Token: token, TTL: cfg.ttl}, undo: &node.Release{Key: name, Token: token},
 		token: token, cfg: cfg, split: split}
 }
@@ -45,7 +45,7 @@ func lockSpec(cfg *config, name, token string, split bool) spec {
 func TestEngineAcquireGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 5)
-		cfg := defaultConfig()
+		cfg := defaultConfig().settings
 		fs[0].Faults(func(n *nodetest.Fake) { n.Delay = 30 * time.Millisecond })
 		start := time.Now()
 		g, _, err := e.acquire(t.Context(), lockSpec(&cfg, "k", "t", true))
@@ -61,7 +61,7 @@ func TestEngineAcquireGrant(t *testing.T) {
 func TestEngineAcquirePlainCountUndoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 5)
-		cfg := defaultConfig()
+		cfg := defaultConfig().settings
 		for _, f := range fs[2:] {
 			f.Set("k", "other", time.Minute)
 			// The refusals come after both grants, so the decision has
@@ -85,7 +85,7 @@ func TestEngineAcquirePlainCountUndoes(t *testing.T) {
 func TestEngineAcquireSplitGivesWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 5)
-		cfg := defaultConfig()
+		cfg := defaultConfig().settings
 		for _, f := range fs[2:4] {
 			f.Set("k", "zzz", time.Minute) // ranks above "t"
 		}
@@ -110,7 +110,7 @@ func TestEngineAcquireSplitGivesWay(t *testing.T) {
 func TestEngineUndoFollowsTheReply(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 3)
-		cfg := defaultConfig()
+		cfg := defaultConfig().settings
 		fs[0].Set("k", "other", time.Minute)
 		fs[1].Set("k", "other", time.Minute)
 		fs[2].Faults(func(n *nodetest.Fake) { n.Delay = 50 * time.Millisecond })

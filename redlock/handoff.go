@@ -48,7 +48,7 @@ const handoffWindow = 5 * time.Millisecond
 // handsOver reports whether a Lock of a lock of cfg, plain or not, may
 // take the lock handed over: a plain lock's grant is its key alone (no
 // fencing token, restart delay or replica acknowledgement to add).
-func handsOver(plain bool, cfg *config) bool {
+func handsOver(plain bool, cfg *settings) bool {
 	return plain && cfg.notify && !cfg.fencing && cfg.restart == 0 && cfg.ack.Replicas == 0
 }
 

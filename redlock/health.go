@@ -65,7 +65,7 @@ func (r *Redlock) Health() []NodeHealth {
 		if r.e.guard != nil {
 			h.Clock = r.e.guard.Refused(i)
 		}
-		h.Audit = r.e.audits.of(i)
+		h.Audit = r.audits.of(i)
 		out[i] = h
 	}
 	return out
@@ -103,7 +103,7 @@ func (r *Redlock) Audit(ctx context.Context) ([]NodeAudit, error) {
 		return nil, err
 	}
 	defer r.e.wg.Done()
-	out := r.e.audit(ctx)
+	out := r.audits.audit(ctx)
 	if err := ctx.Err(); err != nil {
 		return out, fmt.Errorf("redlock: audit: %w", err)
 	}

@@ -244,7 +244,7 @@ func (id *identifier) record(idr *quorum.Round) {
 			// A wrong password refuses every command, not INFO: each
 			// acquisition names it.
 			if errors.Is(err, node.ErrMisconfigured) && !node.AuthFailure(err) {
-				id.off(i, FeatureIdentify, err)
+				id.off(i, featureIdentify, err)
 			}
 			id.reg.Record(i, identity.Answer{Unknown: true}, sent, id.pool.Addr)
 		}

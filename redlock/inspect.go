@@ -185,14 +185,14 @@ type NodeLockState struct {
 // every node answered, the state read so far (the silent nodes with ctx's
 // error) and an error wrapping ctx.Err().
 func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) {
-	replies, err := r.e.survey(ctx, name, &node.Inspect{Key: name}, r.cfg.nodeTimeout)
+	replies, err := survey(ctx, r.e, name, &node.Inspect{Key: name}, r.cfg.nodeTimeout)
 	if replies == nil {
 		return nil, err
 	}
 	s := &LockState{Name: name, Nodes: make([]NodeLockState, len(replies)), Quorum: r.Quorum()}
 	count := map[string]int{}
 	for i, rep := range replies {
-		ns := r.e.nodeState(i, rep)
+		ns := nodeState(r.e, i, rep)
 		if ns.Held {
 			count[ns.Holder]++
 			if count[ns.Holder] > s.Held || count[ns.Holder] == s.Held && ns.Holder < s.Holder {
@@ -218,7 +218,7 @@ func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) 
 }
 
 // nodeState is node i's state, from its reply rep to an Inspect.
-func (e *engine) nodeState(i int, rep node.Reply) NodeLockState {
+func nodeState(e *engine, i int, rep node.Reply) NodeLockState {
 	ns := NodeLockState{Index: i, Addr: e.pool.Addr(i)}
 	st, _ := rep.Value.(node.KeyState)
 	switch {
@@ -337,7 +337,7 @@ type ForcedRelease struct {
 // empty name, [ErrClosed] after [Redlock.Close], and, when ctx ended before
 // every node answered, the outcomes so far and an error wrapping ctx.Err().
 func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]ForcedRelease, error) {
-	replies, err := r.e.survey(ctx, name, &node.Force{Key: name, Notice: uuid.NewString()}, r.cfg.nodeTimeout)
+	replies, err := survey(ctx, r.e, name, &node.Force{Key: name, Notice: uuid.NewString()}, r.cfg.nodeTimeout)
 	if replies == nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]ForcedRelease
 // ErrNodeTimeout (and may be put down, as after any timeout). When ctx
 // ends first, the silent nodes get ctx's error, which survey returns too.
 // It returns no replies and ErrClosed after Close.
-func (e *engine) survey(ctx context.Context, name string, op node.Op, timeout time.Duration) ([]node.Reply, error) {
+func survey(ctx context.Context, e *engine, name string, op node.Op, timeout time.Duration) ([]node.Reply, error) {
 	if ctx == nil {
 		return nil, invalid("nil context")
 	}

@@ -22,7 +22,7 @@ var (
 	layers = [][]string{
 		// The lease: the engine as a whole, acquisitions, releases and
 		// extensions of any kind, the holder, renewal and the back-off.
-		{"errors.go", "observer.go", "options.go", "fail.go", "events.go", "engine.go", "features.go", "caps.go", "audit.go", "audit_judge.go", "identify.go", "clockwatch.go",
+		{"errors.go", "observer.go", "options.go", "fail.go", "events.go", "settings.go", "refused.go", "engine.go", "features.go", "caps.go", "audit.go", "audit_judge.go", "identify.go", "clockwatch.go",
 			"acquire.go", "fence.go", "release.go", "lease.go", "renew.go", "retry.go"},
 		// The turn: waiting for a release, and the lock handed over.
 		{"turn.go", "handoff.go"},

@@ -62,7 +62,7 @@ type leaseKind interface {
 	// waiters; undo gives back a failed attempt's token silently.
 	release(name string, l *lease) node.Op
 	undo(name, token string) node.Op
-	extend(name, token string, cfg *config) node.Op
+	extend(name, token string, cfg *settings) node.Op
 }
 
 // holder holds the leases of one primitive value, one at a time. It is
@@ -71,7 +71,7 @@ type leaseKind interface {
 type holder struct {
 	e      *engine
 	name   string
-	cfg    config
+	cfg    settings
 	report quorum.ReportFunc // the value's Observer, as a node failure reporter (nil: none)
 	events events            // the value's Observer, told of its calls and leases (nil: none)
 	quorum int               // nodes that must hold a lease: 0 for a majority

@@ -27,9 +27,9 @@ type lockKind interface {
 	token() (token, notice string, err error)
 	// acquire is the acquisition of name by token; reenter when the owner
 	// of a reentrant lock already holds it.
-	acquire(name, token string, cfg *config, reenter bool) *node.Acquire
+	acquire(name, token string, cfg *settings, reenter bool) *node.Acquire
 	// fence records a won acquisition's fencing token (see Redlock.fence).
-	fence(name, token string, cfg *config) *node.Fence
+	fence(name, token string, cfg *settings) *node.Fence
 }
 
 // lockBase is what every kind of lock shares.
@@ -43,7 +43,7 @@ func (lockBase) token() (string, string, error) {
 	return t, t, err
 }
 
-func (lockBase) fence(name, token string, cfg *config) *node.Fence {
+func (lockBase) fence(name, token string, cfg *settings) *node.Fence {
 	return &node.Fence{Key: name, Token: token, FenceKey: node.FenceKey(name), Ack: cfg.ack}
 }
 
@@ -51,13 +51,13 @@ func (lockBase) undo(name, token string) node.Op {
 	return &node.Release{Key: name, Token: token, Drop: node.DropUndo}
 }
 
-func (lockBase) extend(name, token string, cfg *config) node.Op {
+func (lockBase) extend(name, token string, cfg *settings) node.Op {
 	return &node.Extend{Key: name, Token: token, TTL: cfg.ttl, Ack: cfg.ack}
 }
 
 // newAcquire is the acquisition of name by token with cfg's TTL, fencing,
 // restart delay and replica acknowledgement.
-func newAcquire(name, token string, cfg *config) *node.Acquire {
+func newAcquire(name, token string, cfg *settings) *node.Acquire {
 	op := &node.Acquire{Key: name, Token: token, TTL: cfg.ttl, MinUptime: minUptime(cfg.restart), Ack: cfg.ack}
 	if cfg.fencing {
 		op.FenceKey = node.FenceKey(name)
@@ -75,7 +75,7 @@ func announced(name string, l *lease) *node.Release {
 // plainLock is a lock of one name, fenced or not.
 type plainLock struct{ lockBase }
 
-func (plainLock) acquire(name, token string, cfg *config, _ bool) *node.Acquire {
+func (plainLock) acquire(name, token string, cfg *settings, _ bool) *node.Acquire {
 	return newAcquire(name, token, cfg)
 }
 
@@ -116,13 +116,13 @@ func (re *reentrantLock) tryLock(ctx context.Context, m *Mutex, released string,
 	return m.tryWith(ctx, token, notice, released, reasks)
 }
 
-func (*reentrantLock) acquire(name, token string, cfg *config, reenter bool) *node.Acquire {
+func (*reentrantLock) acquire(name, token string, cfg *settings, reenter bool) *node.Acquire {
 	op := newAcquire(name, token, cfg)
 	op.Reentrant, op.Reenter = true, reenter
 	return op
 }
 
-func (*reentrantLock) fence(name, token string, cfg *config) *node.Fence {
+func (*reentrantLock) fence(name, token string, cfg *settings) *node.Fence {
 	f := lockBase{}.fence(name, token, cfg)
 	f.Reentrant = true
 	return f
@@ -138,7 +138,7 @@ func (*reentrantLock) undo(name, token string) node.Op {
 	return &node.Release{Key: name, Token: token, Reentrant: true, Drop: node.DropUndo}
 }
 
-func (*reentrantLock) extend(name, token string, cfg *config) node.Op {
+func (*reentrantLock) extend(name, token string, cfg *settings) node.Op {
 	return &node.Extend{Key: name, Token: token, TTL: cfg.ttl, Reentrant: true, Ack: cfg.ack}
 }
 
@@ -188,7 +188,7 @@ type multiLock struct {
 	also []string // the names after the first
 }
 
-func (ml *multiLock) acquire(name, token string, cfg *config, _ bool) *node.Acquire {
+func (ml *multiLock) acquire(name, token string, cfg *settings, _ bool) *node.Acquire {
 	op := newAcquire(name, token, cfg)
 	op.Also = ml.also
 	return op
@@ -204,7 +204,7 @@ func (ml *multiLock) undo(name, token string) node.Op {
 	return &node.Release{Key: name, Token: token, Also: ml.also, Drop: node.DropUndo}
 }
 
-func (ml *multiLock) extend(name, token string, cfg *config) node.Op {
+func (ml *multiLock) extend(name, token string, cfg *settings) node.Op {
 	return &node.Extend{Key: name, Token: token, TTL: cfg.ttl, Also: ml.also, Ack: cfg.ack}
 }
 
@@ -222,7 +222,7 @@ func (w *writeLock) ids(name string) (intent, writer string) {
 	return w.intent, w.writer
 }
 
-func (w *writeLock) acquire(name, token string, cfg *config, _ bool) *node.Acquire {
+func (w *writeLock) acquire(name, token string, cfg *settings, _ bool) *node.Acquire {
 	op := newAcquire(name, token, cfg)
 	op.Intent, op.Writer = w.ids(name)
 	op.IntentTTL = markTTL(cfg)
@@ -239,6 +239,6 @@ func (w *writeLock) release(name string, l *lease) node.Op {
 // RWMutex): the TTL, and never less than two of the longest waits between
 // a writer's attempts and their node timeouts, so that it does not lapse
 // while the writer still tries.
-func markTTL(c *config) time.Duration {
+func markTTL(c *settings) time.Duration {
 	return max(c.ttl, 2*(c.delayMax+c.nodeTimeout)).Truncate(time.Millisecond)
 }

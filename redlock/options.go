@@ -37,31 +37,15 @@ type optionFunc func(*config) error
 
 func (f optionFunc) apply(c *config) error { return f(c) }
 
-// config is the full set of settings one Mutex runs with.
+// config is the full set of settings one Mutex runs with: the engine's, and
+// the Observer.
 type config struct {
-	ttl         time.Duration
-	nodeTimeout time.Duration
-	driftFactor float64
-	tries       int // 0: until the context ends
-	delayMin    time.Duration
-	delayMax    time.Duration
-	notify      bool
-	renew       bool
-	maxHold     time.Duration // 0: no bound
-	reentrant   bool
-	fencing     bool
-	restart     time.Duration // restart delay; 0: off
-	observer    Observer      // nil: none
-	ack         node.Ack      // replicas that must acknowledge a write; zero: none
-	quorum      int           // a semaphore's quorum; 0: its default
-	noScripts   bool          // New's nodes speak without scripts from the start
-	safeQuorum  bool          // refuse acquisitions while no quorum is safe (see audit.go)
-	// clockTolerance is the clock guard's (see clockguard.go); 0: off.
-	clockTolerance time.Duration
+	settings
+	observer Observer // nil: none
 }
 
 func defaultConfig() config {
-	return config{
+	return config{settings: settings{
 		ttl:            DefaultTTL,
 		nodeTimeout:    DefaultNodeTimeout,
 		driftFactor:    DefaultDriftFactor,
@@ -69,7 +53,7 @@ func defaultConfig() config {
 		delayMax:       DefaultRetryDelayMax,
 		notify:         true,
 		clockTolerance: quorum.DefaultClockTolerance,
-	}
+	}}
 }
 
 // WithTTL sets the lock's time to live on each node: the key expires that

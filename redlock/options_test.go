@@ -80,7 +80,7 @@ func TestOptionsApply(t *testing.T) {
 	require.NoError(t, err)
 	m, err := r.NewMutex("k", WithNodeTimeout(time.Second), WithDriftFactor(0), WithRetryDelay(time.Millisecond, 2*time.Millisecond))
 	require.NoError(t, err)
-	assert.Equal(t, config{
+	assert.Equal(t, settings{
 		ttl: time.Minute, nodeTimeout: time.Second, driftFactor: 0, tries: 3,
 		delayMin: time.Millisecond, delayMax: 2 * time.Millisecond, notify: true, clockTolerance: quorum.DefaultClockTolerance,
 	}, m.h.cfg)

@@ -20,8 +20,9 @@ import (
 // goroutines that talk to the nodes; [Redlock.Close] waits for them. It does
 // not own the clients: closing them stays the caller's job, after Close.
 type Redlock struct {
-	e   *engine
-	cfg config // defaults for every primitive
+	e      *engine
+	audits *auditor // each node's last audit (see audit.go)
+	cfg    config   // defaults for every primitive
 }
 
 // New returns a Redlock over the given clients, one per independent Redis
@@ -91,7 +92,9 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 	}
 	nodeErr := func(i int, err error) error { return nodeError(nodes, i, err) }
 	r := &Redlock{e: newEngine(nodes, cfg.clockTolerance, reporter(cfg.observer, nodes), nodeErr), cfg: cfg}
-	r.e.audits.judgeBy(cfg)
+	r.audits = newAuditor(r.e, len(nodes), cfg.clockTolerance)
+	r.audits.judgeBy(cfg)
+	r.e.admit = r.audits
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}
@@ -149,7 +152,7 @@ func (r *Redlock) initMutex(m *Mutex, name string, cfg config, kind lockKind) er
 	default:
 		kind = plainLock{}
 	}
-	m.h = holder{e: r.e, name: name, cfg: cfg, report: reporter(cfg.observer, r.e.pool.Nodes), events: observe(cfg.observer, lockOps), kind: kind}
+	m.h = holder{e: r.e, name: name, cfg: cfg.settings, report: reporter(cfg.observer, r.e.pool.Nodes), events: observe(cfg.observer, lockOps), kind: kind}
 	m.lock = kind
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 
 // lapse is one call of release or extend on a lease.
 type lapse struct {
-	cfg    *config
+	cfg    *settings
 	report quorum.ReportFunc
 	// since and until, for a release, are the lease's start and validity
 	// end: until then, a node that found the key absent counts as holding
@@ -88,12 +88,12 @@ func (e *engine) free(ctx context.Context, op node.Op, name string, announced bo
 
 // failLapse is the error of a release or extension that no quorum
 // confirmed: errNotHeldSentinel with reason, unless the nodes that refused it for
-// good (ErrMisconfigured: a missing ACL permission, say) left no quorum.
+// good (node.ErrMisconfigured: a missing ACL permission, say) left no quorum.
 // The lock is then not known to be lost: it is refused, and the error
-// wraps ErrMisconfigured instead.
+// wraps node.ErrMisconfigured instead.
 func (e *engine) failLapse(what, reason string, ctxErr error, t *quorum.Tally) error {
 	if t.Hopeless() {
-		return e.fail(ErrMisconfigured, fmt.Sprintf("%s refused by %d of %d nodes for a reason no retry changes, quorum %d", what, t.Misconfigured(), t.N, t.Majority), ctxErr, t)
+		return e.fail(node.ErrMisconfigured, fmt.Sprintf("%s refused by %d of %d nodes for a reason no retry changes, quorum %d", what, t.Misconfigured(), t.N, t.Majority), ctxErr, t)
 	}
 	return e.fail(errNotHeldSentinel, reason, ctxErr, t)
 }

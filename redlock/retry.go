@@ -12,7 +12,7 @@ import (
 type retrier struct{ lo, hi time.Duration }
 
 // retry returns the retrier of the options (see WithRetryDelay).
-func (c *config) retry() retrier { return retrier{lo: c.delayMin, hi: c.delayMax} }
+func (c *settings) retry() retrier { return retrier{lo: c.delayMin, hi: c.delayMax} }
 
 // delay is the wait after the given failed attempt.
 func (rt retrier) delay(attempt int) time.Duration {

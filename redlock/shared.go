@@ -20,7 +20,7 @@ import (
 // operations of its lease.
 type sharing interface {
 	leaseKind
-	acquire(name, token string, cfg *config) node.Op
+	acquire(name, token string, cfg *settings) node.Op
 	// refused is the quorum rule that applied to an attempt refused on n
 	// nodes at quorum q (chosen: set by WithQuorum), and the error it
 	// wraps, ErrNotAcquired in the primitive's words.
@@ -39,7 +39,7 @@ type shared struct {
 
 // newShared returns the shared holds of name, counted against quorum q.
 func newShared(e *engine, name string, cfg config, q int, kind sharing) shared {
-	return shared{h: holder{e: e, name: name, cfg: cfg, report: reporter(cfg.observer, e.pool.Nodes), events: observe(cfg.observer, kind.kinds()), quorum: q, kind: kind}, kind: kind}
+	return shared{h: holder{e: e, name: name, cfg: cfg.settings, report: reporter(cfg.observer, e.pool.Nodes), events: observe(cfg.observer, kind.kinds()), quorum: q, kind: kind}, kind: kind}
 }
 
 // errHeldHere and errInFlight are the failures of an attempt that the
@@ -156,7 +156,7 @@ func minUptime(d time.Duration) int64 {
 // permitsOf is a counting semaphore's sharing: one of permits permits.
 type permitsOf int
 
-func (p permitsOf) acquire(name, token string, cfg *config) node.Op {
+func (p permitsOf) acquire(name, token string, cfg *settings) node.Op {
 	return &node.SemAcquire{Key: name, Token: token, TTL: cfg.ttl, Permits: int(p), MinUptime: minUptime(cfg.restart)}
 }
 
@@ -166,7 +166,7 @@ func (permitsOf) release(name string, l *lease) node.Op {
 
 func (permitsOf) undo(name, token string) node.Op { return &node.SemRelease{Key: name, Token: token} }
 
-func (permitsOf) extend(name, token string, cfg *config) node.Op {
+func (permitsOf) extend(name, token string, cfg *settings) node.Op {
 	return &node.SemExtend{Key: name, Token: token, TTL: cfg.ttl}
 }
 
@@ -191,7 +191,7 @@ func (permitsOf) kinds() [4]OpKind {
 // reading is a reader-writer lock's read holds.
 type reading struct{}
 
-func (reading) acquire(name, token string, cfg *config) node.Op {
+func (reading) acquire(name, token string, cfg *settings) node.Op {
 	return &node.ReadAcquire{Key: name, Token: token, TTL: cfg.ttl, MinUptime: minUptime(cfg.restart)}
 }
 
@@ -201,7 +201,7 @@ func (reading) release(name string, l *lease) node.Op {
 
 func (reading) undo(name, token string) node.Op { return &node.ReadRelease{Key: name, Token: token} }
 
-func (reading) extend(name, token string, cfg *config) node.Op {
+func (reading) extend(name, token string, cfg *settings) node.Op {
 	return &node.ReadExtend{Key: name, Token: token, TTL: cfg.ttl}
 }
 
