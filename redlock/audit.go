@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -144,7 +146,7 @@ const auditTimeout = 5 * time.Second
 
 // auditor keeps each node's last audit and what was told of it.
 type auditor struct {
-	e *engine
+	e *engine.Engine
 	// judged against: New's restart delay and replica
 	// acknowledgement, and the clock guard's tolerance (0: off).
 	restart   time.Duration
@@ -163,14 +165,14 @@ type auditor struct {
 	told    []map[string]bool // per node: the finding codes told
 }
 
-func newAuditor(e *engine, n int, tolerance time.Duration) *auditor {
+func newAuditor(e *engine.Engine, n int, tolerance time.Duration) *auditor {
 	return &auditor{e: e, tolerance: tolerance, first: make(chan struct{}), last: make([]*NodeAudit, n), told: make([]map[string]bool, n)}
 }
 
 // judgeBy sets the options findings are judged against, New's, and the
 // Observer told of them.
 func (a *auditor) judgeBy(cfg config) {
-	a.restart, a.replicas, a.gate = cfg.restart, cfg.ack.Replicas, cfg.safeQuorum
+	a.restart, a.replicas, a.gate = cfg.Restart, cfg.Ack.Replicas, cfg.SafeQuorum
 	a.observer, _ = cfg.observer.(AuditObserver)
 }
 
@@ -218,23 +220,23 @@ func (au *auditor) auditLater(after time.Duration) bool {
 	}
 	au.running = true
 	au.mu.Unlock()
-	if e.track(1) != nil {
+	if e.Track(1) != nil {
 		return false
 	}
 	go func() {
-		defer e.wg.Done()
+		defer e.WG.Done()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			select {
-			case <-e.done:
+			case <-e.Done:
 				cancel()
 			case <-stop:
 			}
 		})
-		if e.sleep(after) {
+		if e.Sleep(after) {
 			au.audit(ctx)
 		}
 		close(stop)
@@ -289,33 +291,33 @@ func (au *auditor) Admit(ctx context.Context, q int) error {
 	select {
 	case <-au.first:
 	case <-ctx.Done():
-		return errors.Join(fmt.Errorf("%w: the nodes' first audit had not ended (WithSafeQuorum)", errNotAcquiredSentinel), ctx.Err())
+		return errors.Join(fmt.Errorf("%w: the nodes' first audit had not ended (WithSafeQuorum)", engine.ErrNotAcquired), ctx.Err())
 	}
 	if q == 0 {
-		q = quorum.Majority(e.pool.Size())
+		q = quorum.Majority(e.Pool.Size())
 	}
 	safe, why, last := au.safe()
 	if safe >= q {
 		return nil
 	}
-	if e.now().Sub(last) >= reauditEvery {
+	if e.Now().Sub(last) >= reauditEvery {
 		au.auditLater(0)
 	}
 	return fmt.Errorf("%w: %d of %d nodes safe by their last audit, quorum %d (WithSafeQuorum): %s",
-		errNotAcquiredSentinel, safe, len(au.last), q, strings.Join(why, ", "))
+		engine.ErrNotAcquired, safe, len(au.last), q, strings.Join(why, ", "))
 }
 
 // audit audits every node at once, records and tells what it found, and
 // returns it once every node's audit ended, or ctx did.
 func (au *auditor) audit(ctx context.Context) []NodeAudit {
 	e := au.e
-	n := e.pool.Size()
+	n := e.Pool.Size()
 	out := make([]NodeAudit, n)
 	ends := make(chan int, n)
 	for i := range n {
-		out[i] = NodeAudit{Index: i, Addr: e.pool.Addr(i)}
+		out[i] = NodeAudit{Index: i, Addr: e.Pool.Addr(i)}
 		res := make(chan NodeAudit, 1)
-		e.pool.WG.Go(func() { // counted as a node call: Close waits for it, within bounds
+		e.Pool.WG.Go(func() { // counted as a node call: Close waits for it, within bounds
 			actx, cancel := context.WithTimeout(ctx, auditTimeout)
 			defer cancel()
 			res <- au.auditNode(actx, i)
@@ -325,7 +327,7 @@ func (au *auditor) audit(ctx context.Context) []NodeAudit {
 			case a := <-res:
 				out[i] = a
 			case <-ctx.Done():
-				out[i].Err = nodeError(e.pool.Nodes, i, ctx.Err())
+				out[i].Err = nodeError(e.Pool.Nodes, i, ctx.Err())
 			}
 			ends <- i
 		}()
@@ -340,18 +342,18 @@ func (au *auditor) audit(ctx context.Context) []NodeAudit {
 // auditNode reads node i and judges what it read.
 func (au *auditor) auditNode(ctx context.Context, i int) NodeAudit {
 	e := au.e
-	a := NodeAudit{Index: i, Addr: e.pool.Addr(i)}
-	reader, ok := e.pool.Nodes[i].(node.Auditor)
+	a := NodeAudit{Index: i, Addr: e.Pool.Addr(i)}
+	reader, ok := e.Pool.Nodes[i].(node.Auditor)
 	if !ok {
 		a.Findings = []Finding{{SeverityInfo, "rights", "this node cannot be audited"}}
-		a.At = e.now()
+		a.At = e.Now()
 		return a
 	}
 	f, err := reader.Audit(ctx)
-	a.At = e.now()
+	a.At = e.Now()
 	if err != nil {
 		err = node.Classify(node.ClientErr(err))
-		a.Err = nodeError(e.pool.Nodes, i, err)
+		a.Err = nodeError(e.Pool.Nodes, i, err)
 		code, msg := "unreachable", "the node could not be reached: it takes no part in locks until it can"
 		if errors.Is(err, ErrMisconfigured) {
 			code, msg = "refused", "the node refuses this client (check its password, user and TLS settings): it takes no part in locks until it accepts it"

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,16 +55,16 @@ func TestAuditJudge(t *testing.T) {
 		{"noeviction with a limit", func(f *node.Facts) { f.Info["maxmemory"] = "1000000" }, config{}, nil},
 		{"a policy with no limit", func(f *node.Facts) { f.Info["maxmemory_policy"] = "allkeys-lru" }, config{}, nil},
 		{"no aof", func(f *node.Facts) { f.Info["aof_enabled"], f.Config["appendonly"] = "0", "no" }, config{}, []string{"unsafe persistence"}},
-		{"no aof, restart delay", func(f *node.Facts) { f.Info["aof_enabled"], f.Config["appendonly"] = "0", "no" }, config{settings: settings{restart: time.Second}}, nil},
+		{"no aof, restart delay", func(f *node.Facts) { f.Info["aof_enabled"], f.Config["appendonly"] = "0", "no" }, config{Settings: engine.Settings{Restart: time.Second}}, nil},
 		{"everysec", func(f *node.Facts) { f.Config["appendfsync"] = "everysec" }, config{}, []string{"unsafe persistence"}},
 		{"fsync no", func(f *node.Facts) { f.Config["appendfsync"] = "no" }, config{}, []string{"unsafe persistence"}},
 		{"replica attached", func(f *node.Facts) { f.Info["connected_slaves"] = "1" }, config{}, []string{"unsafe replication"}},
-		{"replica acknowledged", func(f *node.Facts) { f.Info["connected_slaves"] = "1" }, config{settings: settings{ack: node.Ack{Replicas: 1}}}, nil},
-		{"too few replicas", func(*node.Facts) {}, config{settings: settings{ack: node.Ack{Replicas: 1}}}, []string{"degraded replication"}},
+		{"replica acknowledged", func(f *node.Facts) { f.Info["connected_slaves"] = "1" }, config{Settings: engine.Settings{Ack: node.Ack{Replicas: 1}}}, nil},
+		{"too few replicas", func(*node.Facts) {}, config{Settings: engine.Settings{Ack: node.Ack{Replicas: 1}}}, []string{"degraded replication"}},
 		{"a replica", func(f *node.Facts) { f.Info["role"] = "slave" }, config{}, []string{"degraded replication"}},
-		{"clock off, guarded", func(f *node.Facts) { f.Offset = time.Minute }, config{settings: settings{clockTolerance: time.Second}}, []string{"degraded clock"}},
+		{"clock off, guarded", func(f *node.Facts) { f.Offset = time.Minute }, config{Settings: engine.Settings{ClockTolerance: time.Second}}, []string{"degraded clock"}},
 		{"clock off, unguarded", func(f *node.Facts) { f.Offset = time.Minute }, config{}, []string{"unsafe clock"}},
-		{"clock near", func(f *node.Facts) { f.Offset = 500 * time.Millisecond }, config{settings: settings{clockTolerance: time.Second}}, nil},
+		{"clock near", func(f *node.Facts) { f.Offset = 500 * time.Millisecond }, config{Settings: engine.Settings{ClockTolerance: time.Second}}, nil},
 		{"no scripts", func(f *node.Facts) { f.Rights["evalsha"] = nope }, config{}, []string{"degraded scripts"}},
 		{"no queue", func(f *node.Facts) { f.Rights["zpopmin"] = nope }, config{}, []string{"degraded queue"}},
 		{"no channels", func(f *node.Facts) { f.Rights["subscribe"] = nope }, config{}, []string{"degraded channels"}},
@@ -74,7 +76,7 @@ func TestAuditJudge(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := safeFacts()
 			c.change(&f)
-			au := newAuditor(nil, 1, c.cfg.clockTolerance)
+			au := newAuditor(nil, 1, c.cfg.ClockTolerance)
 			au.judgeBy(c.cfg)
 			var a NodeAudit
 			au.judge(&a, f)

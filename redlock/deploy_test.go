@@ -179,7 +179,7 @@ func TestFenceAfterLoss(t *testing.T) {
 func TestTimeoutKeepsLastCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, _ := newFakeRedlock(t, 3)
-		p := r.e.pool
+		p := r.e.Pool
 		refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 		sent := time.Now()
 		assert.Equal(t, ErrNodeTimeout, p.TimeoutErr(0, sent), "nothing known")

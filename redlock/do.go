@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 )
 
 // Do runs fn while holding the lock called name: it acquires the lock as
@@ -30,10 +32,10 @@ import (
 // then free the lock when its TTL passes).
 func (r *Redlock) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
 	if ctx == nil {
-		return invalid("nil context")
+		return engine.Invalid("nil context")
 	}
 	if fn == nil {
-		return invalid("nil function")
+		return engine.Invalid("nil function")
 	}
 	m, err := r.NewMutex(name, append(opts, WithRenewal())...)
 	if err != nil {
@@ -58,10 +60,10 @@ func (r *Redlock) do(ctx context.Context, m *Mutex, fn func(ctx context.Context)
 // as for [Redlock.Do].
 func (r *Redlock) DoRead(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
 	if ctx == nil {
-		return invalid("nil context")
+		return engine.Invalid("nil context")
 	}
 	if fn == nil {
-		return invalid("nil function")
+		return engine.Invalid("nil function")
 	}
 	rw, err := r.NewRWMutex(name, append(opts, WithRenewal())...)
 	if err != nil {
@@ -123,10 +125,10 @@ func MutexFrom(ctx context.Context) *Mutex {
 // for one (see [Redlock.NewMultiMutex]).
 func (r *Redlock) DoMulti(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...Option) error {
 	if ctx == nil {
-		return invalid("nil context")
+		return engine.Invalid("nil context")
 	}
 	if fn == nil {
-		return invalid("nil function")
+		return engine.Invalid("nil function")
 	}
 	m, err := r.NewMultiMutex(names, append(opts, WithRenewal())...)
 	if err != nil {

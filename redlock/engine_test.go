@@ -6,6 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/stretchr/testify/assert"
@@ -20,24 +22,24 @@ import (
 
 // newFakeEngine returns an engine over n fresh fakes, closed when the
 // test ends.
-func newFakeEngine(t *testing.T, n int) (*engine, []*nodetest.Fake) {
+func newFakeEngine(t *testing.T, n int) (*engine.Engine, []*nodetest.Fake) {
 	t.Helper()
 	fs := nodetest.Fakes(n)
 	nodes := nodetest.Nodes(fs)
-	e := newEngine(nodes, quorum.DefaultClockTolerance, nil, func(i int, err error) error { return nodeError(nodes, i, err) })
+	e := engine.NewEngine(nodes, quorum.DefaultClockTolerance, nil, func(i int, err error) error { return nodeError(nodes, i, err) })
 	t.Cleanup(func() {
 		for _, f := range fs {
 			f.Unhang()
 		}
-		require.NoError(t, e.close(context.Background()))
+		require.NoError(t, e.Close(context.Background()))
 	})
 	return e, fs
 }
 
 // lockSpec is the spec of a plain lock's attempt of token on name.
-func lockSpec(cfg *settings, name, token string, split bool) spec {
-	return spec{op: &node.Acquire{Key: name, Token: token, TTL: cfg.ttl}, undo: &node.Release{Key: name, Token: token},
-		token: token, cfg: cfg, split: split}
+func lockSpec(cfg *engine.Settings, name, token string, split bool) engine.Spec {
+	return engine.Spec{Op: &node.Acquire{Key: name, Token: token, TTL: cfg.TTL}, Undo: &node.Release{Key: name, Token: token},
+		Token: token, Settings: cfg, Split: split}
 }
 
 // A won attempt's validity runs from its start: start + ttl - drift,
@@ -45,13 +47,13 @@ func lockSpec(cfg *settings, name, token string, split bool) spec {
 func TestEngineAcquireGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 5)
-		cfg := defaultConfig().settings
+		cfg := defaultConfig().Settings
 		fs[0].Faults(func(n *nodetest.Fake) { n.Delay = 30 * time.Millisecond })
 		start := time.Now()
-		g, _, err := e.acquire(t.Context(), lockSpec(&cfg, "k", "t", true))
+		g, _, err := e.Acquire(t.Context(), lockSpec(&cfg, "k", "t", true))
 		require.NoError(t, err)
-		assert.Equal(t, start, g.start)
-		assert.Equal(t, quorum.ValidUntil(start, cfg.ttl, cfg.driftFactor), g.until)
+		assert.Equal(t, start, g.Start)
+		assert.Equal(t, quorum.ValidUntil(start, cfg.TTL, cfg.DriftFactor), g.Until)
 		assert.Zero(t, time.Since(start), "decided at the quorum, not at the slow node")
 	})
 }
@@ -61,17 +63,17 @@ func TestEngineAcquireGrant(t *testing.T) {
 func TestEngineAcquirePlainCountUndoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 5)
-		cfg := defaultConfig().settings
+		cfg := defaultConfig().Settings
 		for _, f := range fs[2:] {
 			f.Set("k", "other", time.Minute)
 			// The refusals come after both grants, so the decision has
 			// seen them (replies without delay arrive in any order).
 			f.Faults(func(n *nodetest.Fake) { n.Delay = time.Millisecond })
 		}
-		_, failed, err := e.acquire(t.Context(), lockSpec(&cfg, "k", "t", false))
+		_, failed, err := e.Acquire(t.Context(), lockSpec(&cfg, "k", "t", false))
 		require.ErrorIs(t, err, ErrNotAcquired)
-		assert.Equal(t, 2, failed.granted)
-		assert.False(t, failed.yielded, "a plain count gives way to no one")
+		assert.Equal(t, 2, failed.Granted)
+		assert.False(t, failed.Yielded, "a plain count gives way to no one")
 		for i, f := range fs[:2] {
 			_, held := f.Get("k")
 			assert.False(t, held, "node %d still holds the failed attempt", i)
@@ -85,16 +87,16 @@ func TestEngineAcquirePlainCountUndoes(t *testing.T) {
 func TestEngineAcquireSplitGivesWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 5)
-		cfg := defaultConfig().settings
+		cfg := defaultConfig().Settings
 		for _, f := range fs[2:4] {
 			f.Set("k", "zzz", time.Minute) // ranks above "t"
 		}
 		fs[4].Faults(func(n *nodetest.Fake) { n.Delay = time.Second })
 		start := time.Now()
-		_, failed, err := e.acquire(t.Context(), lockSpec(&cfg, "k", "t", true))
+		_, failed, err := e.Acquire(t.Context(), lockSpec(&cfg, "k", "t", true))
 		require.ErrorIs(t, err, ErrNotAcquired)
-		assert.True(t, failed.yielded)
-		assert.Less(t, time.Since(start), cfg.nodeTimeout, "decided before the node timeout")
+		assert.True(t, failed.Yielded)
+		assert.Less(t, time.Since(start), cfg.NodeTimeout, "decided before the node timeout")
 		time.Sleep(2 * time.Second) // the slow node's grant, and its undo
 		for i, f := range fs {
 			v, _ := f.Get("k")
@@ -110,11 +112,11 @@ func TestEngineAcquireSplitGivesWay(t *testing.T) {
 func TestEngineUndoFollowsTheReply(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 3)
-		cfg := defaultConfig().settings
+		cfg := defaultConfig().Settings
 		fs[0].Set("k", "other", time.Minute)
 		fs[1].Set("k", "other", time.Minute)
 		fs[2].Faults(func(n *nodetest.Fake) { n.Delay = 50 * time.Millisecond })
-		_, _, err := e.acquire(t.Context(), lockSpec(&cfg, "k", "t", false))
+		_, _, err := e.Acquire(t.Context(), lockSpec(&cfg, "k", "t", false))
 		require.ErrorIs(t, err, ErrNotAcquired)
 		time.Sleep(time.Second)
 		fs[2].Faults(func(n *nodetest.Fake) {

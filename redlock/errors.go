@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -17,7 +19,7 @@ import (
 // node that failed before the outcome was certain (a node still silent then
 // is not waited for, nor reported) and, when the caller's context ended, the
 // context's error.
-var ErrNotAcquired = errNotAcquiredSentinel
+var ErrNotAcquired = engine.ErrNotAcquired
 
 // ErrNotHeld is returned by [Mutex.Unlock] and [Mutex.Extend] (and by
 // [Semaphore.Release] and [Semaphore.Extend] for a permit) when the
@@ -25,7 +27,7 @@ var ErrNotAcquired = errNotAcquiredSentinel
 // unlocked, its validity ran out (Extend), or fewer than a quorum of nodes
 // still held this acquisition's token. The returned error wraps one
 // [*NodeError] per node that failed.
-var ErrNotHeld = errNotHeldSentinel
+var ErrNotHeld = engine.ErrNotHeld
 
 // ErrLockLost means an acquisition ended before Unlock: its validity ran
 // out without an extension, or so many nodes answered that they no longer
@@ -34,7 +36,7 @@ var ErrNotHeld = errNotHeldSentinel
 // permit). [Mutex.Err] returns it once [Mutex.Done] is closed, [Mutex.Extend]
 // wraps it when the loss is certain, and it is the cause
 // ([context.Cause]) of the context [Redlock.Do] gives its function.
-var ErrLockLost = errLockLostSentinel
+var ErrLockLost = engine.ErrLockLost
 
 // ErrClockJump marks a node that does not vote because its clock jumped,
 // or disagrees with this process's (see [WithClockTolerance]): in a
@@ -90,20 +92,20 @@ var ErrNotReplicated = node.ErrNotReplicated
 // ErrStaleFence is returned by [SetFenced] when the resource already
 // accepted a write with a higher fencing token: the writer's lock was taken
 // over by a later holder, and its write is refused.
-var ErrStaleFence = errStaleFenceSentinel
+var ErrStaleFence = engine.ErrStaleFence
 
 // ErrInvalidArgument is wrapped by every error that reports bad input: from
 // [New], [Redlock.NewMutex] and [Redlock.NewSemaphore] for bad clients, names, permits or options, from
 // the [Mutex] methods for a nil context, from [Mutex.LockWithin] for a
 // negative wait, and from [Redlock.Inspect] and [Redlock.ForceUnlock] for
 // a nil context or an empty name.
-var ErrInvalidArgument = errInvalidArgumentSentinel
+var ErrInvalidArgument = engine.ErrInvalidArgument
 
 // ErrClosed is returned by every call on a [Redlock], and on its mutexes,
 // that would talk to the nodes after [Redlock.Close] ([Redlock.Inspect] and
 // [Redlock.ForceUnlock] included) (Unlock or Extend of a
 // mutex that holds nothing still return [ErrNotHeld] without I/O).
-var ErrClosed = errClosedSentinel
+var ErrClosed = engine.ErrClosed
 
 // NodeError reports one node's failure during an operation: a network or
 // server error, [ErrNodeTimeout], [ErrNodeDown], [ErrNodeRecovering] or

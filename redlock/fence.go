@@ -7,11 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/scripts"
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 )
-
-// maxFence bounds fencing tokens: the scripts compare them as Lua numbers,
-// exact up to 2^53. At a million acquisitions a second it lasts 285 years.
-const maxFence = 1 << 53
 
 // SetFenced is the resource side of fencing, for a resource kept in Redis:
 // it sets key to value on c unless a write with a higher fencing token
@@ -31,17 +28,17 @@ const maxFence = 1 << 53
 // lower.
 func SetFenced(ctx context.Context, c redis.Scripter, key, value string, fence uint64) error {
 	if ctx == nil {
-		return invalid("nil context")
+		return engine.Invalid("nil context")
 	}
-	if fence == 0 || fence >= maxFence {
-		return invalid("fencing token must be in [1, 2^53), got %d", fence)
+	if fence == 0 || fence >= engine.MaxFence {
+		return engine.Invalid("fencing token must be in [1, 2^53), got %d", fence)
 	}
 	written, err := scripts.SetFenced.Run(ctx, c, []string{key, key + ":fence"}, value, fence).Int64()
 	if err != nil {
 		return fmt.Errorf("redlock: set fenced %s: %w", key, err)
 	}
 	if written != 1 {
-		return fmt.Errorf("%w: %s refused token %d", errStaleFenceSentinel, key, fence)
+		return fmt.Errorf("%w: %s refused token %d", ErrStaleFence, key, fence)
 	}
 	return nil
 }

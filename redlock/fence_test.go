@@ -375,9 +375,9 @@ func TestRestartDelayOption(t *testing.T) {
 	require.NoError(t, err)
 	m, err := r.NewMutex("k")
 	require.NoError(t, err)
-	assert.Equal(t, int64(11), m.spec("t", false).op.(*node.Acquire).MinUptime, "one second for uptime's truncation")
+	assert.Equal(t, int64(11), m.spec("t", false).Op.(*node.Acquire).MinUptime, "one second for uptime's truncation")
 	m, err = r.NewMutex("k", WithTTL(time.Second), WithRestartDelay(1500*time.Millisecond))
 	require.NoError(t, err)
-	assert.Equal(t, int64(3), m.spec("t", false).op.(*node.Acquire).MinUptime, "rounded up to whole seconds, plus one")
+	assert.Equal(t, int64(3), m.spec("t", false).Op.(*node.Acquire).MinUptime, "rounded up to whole seconds, plus one")
 	require.NoError(t, r.Close(t.Context()))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 )
 
 // NodeHealth is what a Redlock knows of one node (see [Redlock.Health]).
@@ -55,15 +57,15 @@ type NodeHealth struct {
 // Health returns what the Redlock knows of each node's health, in the order
 // of the clients given to [New]. It does no I/O.
 func (r *Redlock) Health() []NodeHealth {
-	out := make([]NodeHealth, r.e.pool.Size())
+	out := make([]NodeHealth, r.e.Pool.Size())
 	for i := range out {
-		h := NodeHealth{Index: i, Addr: r.e.pool.Addr(i)}
-		h.Down, h.Since, h.Owed, h.Err = r.e.pool.Health(i)
-		h.Off = r.e.features.of(i)
-		h.Way = r.e.pool.Way(i).String()
-		h.Caps = NodeCaps(r.e.pool.Caps(i))
-		if r.e.guard != nil {
-			h.Clock = r.e.guard.Refused(i)
+		h := NodeHealth{Index: i, Addr: r.e.Pool.Addr(i)}
+		h.Down, h.Since, h.Owed, h.Err = r.e.Pool.Health(i)
+		h.Off = r.e.Features.Of(i)
+		h.Way = r.e.Pool.Way(i).String()
+		h.Caps = NodeCaps(r.e.Pool.Caps(i))
+		if r.e.Guard != nil {
+			h.Clock = r.e.Guard.Refused(i)
 		}
 		h.Audit = r.audits.of(i)
 		out[i] = h
@@ -97,12 +99,12 @@ func (r *Redlock) Health() []NodeHealth {
 // wrapping ctx.Err().
 func (r *Redlock) Audit(ctx context.Context) ([]NodeAudit, error) {
 	if ctx == nil {
-		return nil, invalid("nil context")
+		return nil, engine.Invalid("nil context")
 	}
-	if err := r.e.track(1); err != nil {
+	if err := r.e.Track(1); err != nil {
 		return nil, err
 	}
-	defer r.e.wg.Done()
+	defer r.e.WG.Done()
 	out := r.audits.audit(ctx)
 	if err := ctx.Err(); err != nil {
 		return out, fmt.Errorf("redlock: audit: %w", err)

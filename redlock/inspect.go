@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/google/uuid"
@@ -185,7 +187,7 @@ type NodeLockState struct {
 // every node answered, the state read so far (the silent nodes with ctx's
 // error) and an error wrapping ctx.Err().
 func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) {
-	replies, err := survey(ctx, r.e, name, &node.Inspect{Key: name}, r.cfg.nodeTimeout)
+	replies, err := survey(ctx, r.e, name, &node.Inspect{Key: name}, r.cfg.NodeTimeout)
 	if replies == nil {
 		return nil, err
 	}
@@ -218,8 +220,8 @@ func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) 
 }
 
 // nodeState is node i's state, from its reply rep to an Inspect.
-func nodeState(e *engine, i int, rep node.Reply) NodeLockState {
-	ns := NodeLockState{Index: i, Addr: e.pool.Addr(i)}
+func nodeState(e *engine.Engine, i int, rep node.Reply) NodeLockState {
+	ns := NodeLockState{Index: i, Addr: e.Pool.Addr(i)}
 	st, _ := rep.Value.(node.KeyState)
 	switch {
 	case rep.Err != nil:
@@ -337,13 +339,13 @@ type ForcedRelease struct {
 // empty name, [ErrClosed] after [Redlock.Close], and, when ctx ended before
 // every node answered, the outcomes so far and an error wrapping ctx.Err().
 func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]ForcedRelease, error) {
-	replies, err := survey(ctx, r.e, name, &node.Force{Key: name, Notice: uuid.NewString()}, r.cfg.nodeTimeout)
+	replies, err := survey(ctx, r.e, name, &node.Force{Key: name, Notice: uuid.NewString()}, r.cfg.NodeTimeout)
 	if replies == nil {
 		return nil, err
 	}
 	out := make([]ForcedRelease, len(replies))
 	for i, rep := range replies {
-		fr := ForcedRelease{Index: i, Addr: r.e.pool.Addr(i)}
+		fr := ForcedRelease{Index: i, Addr: r.e.Pool.Addr(i)}
 		switch f, _ := rep.Value.(node.Forced); {
 		case rep.Err != nil:
 			fr.Err = &NodeError{Index: i, Addr: fr.Addr, Err: rep.Err}
@@ -364,17 +366,17 @@ func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]ForcedRelease
 // ErrNodeTimeout (and may be put down, as after any timeout). When ctx
 // ends first, the silent nodes get ctx's error, which survey returns too.
 // It returns no replies and ErrClosed after Close.
-func survey(ctx context.Context, e *engine, name string, op node.Op, timeout time.Duration) ([]node.Reply, error) {
+func survey(ctx context.Context, e *engine.Engine, name string, op node.Op, timeout time.Duration) ([]node.Reply, error) {
 	if ctx == nil {
-		return nil, invalid("nil context")
+		return nil, engine.Invalid("nil context")
 	}
 	if name == "" {
-		return nil, invalid("empty lock name")
+		return nil, engine.Invalid("empty lock name")
 	}
-	if err := e.track(1); err != nil {
+	if err := e.Track(1); err != nil {
 		return nil, err
 	}
-	defer e.wg.Done()
-	rd := quorum.NewRound(ctx, e.pool, timeout, e.report, e.pool.Size()).KeepReplies().SendAll(op, nil, nil)
+	defer e.WG.Done()
+	rd := quorum.NewRound(ctx, e.Pool, timeout, e.Report, e.Pool.Size()).KeepReplies().SendAll(op, nil, nil)
 	return rd.Replies, rd.Gather(ctx)
 }

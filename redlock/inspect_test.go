@@ -86,7 +86,7 @@ func TestInspectReentrantAndSplit(t *testing.T) {
 		for _, ns := range s.Nodes {
 			assert.True(t, ns.Reentrant)
 			assert.Equal(t, 2, ns.Holds)
-			assert.Equal(t, m.live().token, ns.Holder)
+			assert.Equal(t, m.live().Token, ns.Holder)
 		}
 
 		// Two holders split the nodes: the summary names the one on more.
@@ -219,7 +219,7 @@ func TestForceUnlockReentrant(t *testing.T) {
 		for _, fr := range out {
 			assert.True(t, fr.Deleted)
 			assert.True(t, fr.Reentrant)
-			assert.Equal(t, m.live().token, fr.Holder)
+			assert.Equal(t, m.live().Token, fr.Holder)
 		}
 		assert.Zero(t, keyOn(fs, "re"), "every hold is gone")
 	})

@@ -20,13 +20,10 @@ import (
 // docs/ARCHITECTURE.md explains the layers.
 var (
 	layers = [][]string{
-		// The lease: the engine as a whole, acquisitions, releases and
-		// extensions of any kind, the holder, renewal and the back-off.
-		{"errors.go", "observer.go", "options.go", "fail.go", "events.go", "settings.go", "refused.go", "engine.go", "features.go", "caps.go", "audit.go", "audit_judge.go", "identify.go", "clockwatch.go",
-			"acquire.go", "fence.go", "release.go", "lease.go", "renew.go", "retry.go"},
-		// The turn: waiting for a release, and the lock handed over.
-		{"turn.go", "handoff.go"},
-		// The facade: the primitives and the public API.
+		// What the facade hands the engine and takes back: errors, the
+		// Observer, options, features, capabilities, the audit, fencing.
+		{"errors.go", "observer.go", "options.go", "features.go", "caps.go", "audit.go", "audit_judge.go", "fence.go"},
+		// The primitives and the public API.
 		{"lockkind.go", "mutex.go", "shared.go", "rwmutex.go", "semaphore.go", "multi.go", "do.go", "locker.go",
 			"wait.go", "redlock.go", "health.go", "inspect.go", "doc.go"},
 	}

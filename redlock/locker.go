@@ -54,7 +54,7 @@ func (l *locker) Lock() {
 			panic(err)
 		}
 		l.onError(err)
-		if !l.m.h.e.sleep(l.m.h.cfg.delayMax) {
+		if !l.m.h.Engine.Sleep(l.m.h.Settings.DelayMax) {
 			panic(ErrClosed)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/google/uuid"
@@ -21,15 +23,15 @@ import (
 
 // lockKind is what one kind of lock sends the nodes.
 type lockKind interface {
-	leaseKind
+	engine.LeaseKind
 	// token returns the token of a new acquisition and the notice that
 	// announces its release (unique to the acquisition).
 	token() (token, notice string, err error)
 	// acquire is the acquisition of name by token; reenter when the owner
 	// of a reentrant lock already holds it.
-	acquire(name, token string, cfg *settings, reenter bool) *node.Acquire
+	acquire(name, token string, cfg *engine.Settings, reenter bool) *node.Acquire
 	// fence records a won acquisition's fencing token (see Redlock.fence).
-	fence(name, token string, cfg *settings) *node.Fence
+	fence(name, token string, cfg *engine.Settings) *node.Fence
 }
 
 // lockBase is what every kind of lock shares.
@@ -43,23 +45,23 @@ func (lockBase) token() (string, string, error) {
 	return t, t, err
 }
 
-func (lockBase) fence(name, token string, cfg *settings) *node.Fence {
-	return &node.Fence{Key: name, Token: token, FenceKey: node.FenceKey(name), Ack: cfg.ack}
+func (lockBase) fence(name, token string, cfg *engine.Settings) *node.Fence {
+	return &node.Fence{Key: name, Token: token, FenceKey: node.FenceKey(name), Ack: cfg.Ack}
 }
 
-func (lockBase) undo(name, token string) node.Op {
+func (lockBase) Undo(name, token string) node.Op {
 	return &node.Release{Key: name, Token: token, Drop: node.DropUndo}
 }
 
-func (lockBase) extend(name, token string, cfg *settings) node.Op {
-	return &node.Extend{Key: name, Token: token, TTL: cfg.ttl, Ack: cfg.ack}
+func (lockBase) Extend(name, token string, cfg *engine.Settings) node.Op {
+	return &node.Extend{Key: name, Token: token, TTL: cfg.TTL, Ack: cfg.Ack}
 }
 
 // newAcquire is the acquisition of name by token with cfg's TTL, fencing,
 // restart delay and replica acknowledgement.
-func newAcquire(name, token string, cfg *settings) *node.Acquire {
-	op := &node.Acquire{Key: name, Token: token, TTL: cfg.ttl, MinUptime: minUptime(cfg.restart), Ack: cfg.ack}
-	if cfg.fencing {
+func newAcquire(name, token string, cfg *engine.Settings) *node.Acquire {
+	op := &node.Acquire{Key: name, Token: token, TTL: cfg.TTL, MinUptime: minUptime(cfg.Restart), Ack: cfg.Ack}
+	if cfg.Fencing {
 		op.FenceKey = node.FenceKey(name)
 	}
 	return op
@@ -67,19 +69,19 @@ func newAcquire(name, token string, cfg *settings) *node.Acquire {
 
 // announced is the release of lease l of name that announces itself to
 // the name's waiters.
-func announced(name string, l *lease) *node.Release {
-	return &node.Release{Key: name, Token: l.token, Channel: node.ReleaseChannel(name), Notice: l.notice,
+func announced(name string, l *engine.Lease) *node.Release {
+	return &node.Release{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), Notice: l.Notice,
 		Drop: node.DropAll, QueueKey: node.QueueKey(name)}
 }
 
 // plainLock is a lock of one name, fenced or not.
 type plainLock struct{ lockBase }
 
-func (plainLock) acquire(name, token string, cfg *settings, _ bool) *node.Acquire {
+func (plainLock) acquire(name, token string, cfg *engine.Settings, _ bool) *node.Acquire {
 	return newAcquire(name, token, cfg)
 }
 
-func (plainLock) release(name string, l *lease) node.Op { return announced(name, l) }
+func (plainLock) Release(name string, l *engine.Lease) node.Op { return announced(name, l) }
 
 // reentrantLock is a lock whose Mutex value is its owner (WithReentrant):
 // each TryLock while the Mutex holds the lock takes one more hold on that
@@ -99,47 +101,47 @@ func newReentrant() *reentrantLock { return &reentrantLock{turn: make(chan struc
 
 // tryLock is m's TryLock: one more hold on m's live lease, or else a new
 // acquisition, one of the owner's goroutines at a time.
-func (re *reentrantLock) tryLock(ctx context.Context, m *Mutex, released string, reasks int) (refusal, error) {
+func (re *reentrantLock) tryLock(ctx context.Context, m *Mutex, released string, reasks int) (engine.Refusal, error) {
 	select {
 	case re.turn <- struct{}{}:
 	case <-ctx.Done():
-		return refusal{}, errors.Join(fmt.Errorf("%w: context done while another goroutine of the owner tried", ErrNotAcquired), ctx.Err())
+		return engine.Refusal{}, errors.Join(fmt.Errorf("%w: context done while another goroutine of the owner tried", ErrNotAcquired), ctx.Err())
 	}
 	defer func() { <-re.turn }()
 	if l := m.live(); l != nil {
-		return refusal{}, re.reenter(ctx, m, l)
+		return engine.Refusal{}, re.reenter(ctx, m, l)
 	}
 	token, notice, err := re.token()
 	if err != nil {
-		return refusal{}, err
+		return engine.Refusal{}, err
 	}
 	return m.tryWith(ctx, token, notice, released, reasks)
 }
 
-func (*reentrantLock) acquire(name, token string, cfg *settings, reenter bool) *node.Acquire {
+func (*reentrantLock) acquire(name, token string, cfg *engine.Settings, reenter bool) *node.Acquire {
 	op := newAcquire(name, token, cfg)
 	op.Reentrant, op.Reenter = true, reenter
 	return op
 }
 
-func (*reentrantLock) fence(name, token string, cfg *settings) *node.Fence {
+func (*reentrantLock) fence(name, token string, cfg *engine.Settings) *node.Fence {
 	f := lockBase{}.fence(name, token, cfg)
 	f.Reentrant = true
 	return f
 }
 
-func (*reentrantLock) release(name string, l *lease) node.Op {
+func (*reentrantLock) Release(name string, l *engine.Lease) node.Op {
 	op := announced(name, l)
 	op.Reentrant = true
 	return op
 }
 
-func (*reentrantLock) undo(name, token string) node.Op {
+func (*reentrantLock) Undo(name, token string) node.Op {
 	return &node.Release{Key: name, Token: token, Reentrant: true, Drop: node.DropUndo}
 }
 
-func (*reentrantLock) extend(name, token string, cfg *settings) node.Op {
-	return &node.Extend{Key: name, Token: token, TTL: cfg.ttl, Reentrant: true, Ack: cfg.ack}
+func (*reentrantLock) Extend(name, token string, cfg *engine.Settings) node.Op {
+	return &node.Extend{Key: name, Token: token, TTL: cfg.TTL, Reentrant: true, Ack: cfg.Ack}
 }
 
 // reenter takes one more hold on the lock that l holds. A release
@@ -147,39 +149,39 @@ func (*reentrantLock) extend(name, token string, cfg *settings) node.Op {
 // requests in the order they were sent (one lane per name), so a re-lock
 // never overtakes the first SET, where it would find no key and take no
 // hold.
-func (re *reentrantLock) reenter(ctx context.Context, m *Mutex, l *lease) error {
-	s := m.spec(l.token, true)
-	s.reasks = quorum.MaxReasks
-	g, _, err := m.h.e.acquire(ctx, s)
+func (re *reentrantLock) reenter(ctx context.Context, m *Mutex, l *engine.Lease) error {
+	s := m.spec(l.Token, true)
+	s.Reasks = quorum.MaxReasks
+	g, _, err := m.h.Engine.Acquire(ctx, s)
 	if err != nil {
 		return err
 	}
-	m.h.mu.Lock()
-	defer m.h.mu.Unlock()
-	if m.h.lease != l || l.err != nil {
+	m.h.Mu.Lock()
+	defer m.h.Mu.Unlock()
+	if m.h.Lease != l || l.Err != nil {
 		// Unlocked or lost meanwhile. Where the release came first the
 		// re-lock found no key and created none; where it came after, it
 		// dropped the extra hold with the rest.
 		return fmt.Errorf("%w: unlocked or lost during the attempt", ErrNotAcquired)
 	}
-	l.holds++
-	m.h.moveUntil(l, g.until)
+	l.Holds++
+	m.h.MoveUntil(l, g.Until)
 	return nil
 }
 
 // dropOne drops one hold of the Mutex's live lease when it has more than
 // one, and reports whether it did; the lock stays held.
 func (re *reentrantLock) dropOne(ctx context.Context, m *Mutex) (bool, error) {
-	m.h.mu.Lock()
-	l := m.h.lease
-	if !l.live() || l.holds < 2 {
-		m.h.mu.Unlock()
+	m.h.Mu.Lock()
+	l := m.h.Lease
+	if !l.Live() || l.Holds < 2 {
+		m.h.Mu.Unlock()
 		return false, nil
 	}
-	l.holds--
-	m.h.mu.Unlock()
-	op := &node.Release{Key: m.h.name, Token: l.token, Reentrant: true, Drop: node.DropOne}
-	return true, m.h.e.release(ctx, op, lapse{cfg: &m.h.cfg, report: m.h.report})
+	l.Holds--
+	m.h.Mu.Unlock()
+	op := &node.Release{Key: m.h.Name, Token: l.Token, Reentrant: true, Drop: node.DropOne}
+	return true, m.h.Engine.Release(ctx, op, engine.Lapse{Settings: &m.h.Settings, Report: m.h.Report})
 }
 
 // multiLock is a lock of several names, all or none (see NewMultiMutex).
@@ -188,24 +190,24 @@ type multiLock struct {
 	also []string // the names after the first
 }
 
-func (ml *multiLock) acquire(name, token string, cfg *settings, _ bool) *node.Acquire {
+func (ml *multiLock) acquire(name, token string, cfg *engine.Settings, _ bool) *node.Acquire {
 	op := newAcquire(name, token, cfg)
 	op.Also = ml.also
 	return op
 }
 
-func (ml *multiLock) release(name string, l *lease) node.Op {
+func (ml *multiLock) Release(name string, l *engine.Lease) node.Op {
 	op := announced(name, l)
 	op.Also = ml.also
 	return op
 }
 
-func (ml *multiLock) undo(name, token string) node.Op {
+func (ml *multiLock) Undo(name, token string) node.Op {
 	return &node.Release{Key: name, Token: token, Also: ml.also, Drop: node.DropUndo}
 }
 
-func (ml *multiLock) extend(name, token string, cfg *settings) node.Op {
-	return &node.Extend{Key: name, Token: token, TTL: cfg.ttl, Also: ml.also, Ack: cfg.ack}
+func (ml *multiLock) Extend(name, token string, cfg *engine.Settings) node.Op {
+	return &node.Extend{Key: name, Token: token, TTL: cfg.TTL, Also: ml.also, Ack: cfg.Ack}
 }
 
 // writeLock is an RWMutex's write lock: a lock that live readers refuse,
@@ -222,14 +224,14 @@ func (w *writeLock) ids(name string) (intent, writer string) {
 	return w.intent, w.writer
 }
 
-func (w *writeLock) acquire(name, token string, cfg *settings, _ bool) *node.Acquire {
+func (w *writeLock) acquire(name, token string, cfg *engine.Settings, _ bool) *node.Acquire {
 	op := newAcquire(name, token, cfg)
 	op.Intent, op.Writer = w.ids(name)
 	op.IntentTTL = markTTL(cfg)
 	return op
 }
 
-func (w *writeLock) release(name string, l *lease) node.Op {
+func (w *writeLock) Release(name string, l *engine.Lease) node.Op {
 	op := announced(name, l)
 	op.Intent, op.Writer = w.ids(name)
 	return op
@@ -239,6 +241,6 @@ func (w *writeLock) release(name string, l *lease) node.Op {
 // RWMutex): the TTL, and never less than two of the longest waits between
 // a writer's attempts and their node timeouts, so that it does not lapse
 // while the writer still tries.
-func markTTL(c *settings) time.Duration {
-	return max(c.ttl, 2*(c.delayMax+c.nodeTimeout)).Truncate(time.Millisecond)
+func markTTL(c *engine.Settings) time.Duration {
+	return max(c.TTL, 2*(c.DelayMax+c.NodeTimeout)).Truncate(time.Millisecond)
 }

@@ -41,8 +41,8 @@ func newFakeMutex(t *testing.T, r *Redlock, name string, opts ...Option) *Mutex 
 
 // tokenOf returns the token of m's current acquisition, "" when none.
 func tokenOf(m *Mutex) string {
-	if l := m.h.current(); l != nil {
-		return l.token
+	if l := m.h.Current(); l != nil {
+		return l.Token
 	}
 	return ""
 }

@@ -134,7 +134,7 @@ func TestLockStopsOnWrongPasswords(t *testing.T) {
 		assert.ErrorContains(t, ne, want)
 	}
 	assert.Len(t, NodeErrors(err), 3)
-	require.Eventually(t, func() bool { return len(r.e.ids.reg.Missing()) == 0 }, 5*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return len(r.e.IDs.Reg.Missing()) == 0 }, 5*time.Second, time.Millisecond,
 		"every node was asked who it is")
 	for _, h := range r.Health() {
 		assert.NotContains(t, h.Off, FeatureClock, "node %d: a wrong password refuses the client, not TIME", h.Index)

@@ -4,29 +4,31 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 )
 
 // Names returns the names the Mutex holds: its name, and for a multi-name
 // lock (see [Redlock.NewMultiMutex]) the others after it.
 func (m *Mutex) Names() []string {
 	if ml, ok := m.lock.(*multiLock); ok {
-		return append([]string{m.h.name}, ml.also...)
+		return append([]string{m.h.Name}, ml.also...)
 	}
-	return []string{m.h.name}
+	return []string{m.h.Name}
 }
 
 // checkNames refuses no names, an empty name and a name given twice.
 func checkNames(names []string) error {
 	if len(names) == 0 {
-		return invalid("no lock names")
+		return engine.Invalid("no lock names")
 	}
 	seen := make(map[string]bool, len(names))
 	for i, n := range names {
 		if n == "" {
-			return invalid("empty lock name at index %d", i)
+			return engine.Invalid("empty lock name at index %d", i)
 		}
 		if seen[n] {
-			return invalid("lock name %q given twice", n)
+			return engine.Invalid("lock name %q given twice", n)
 		}
 		seen[n] = true
 	}
@@ -36,7 +38,7 @@ func checkNames(names []string) error {
 // quoted is the Mutex's name, or names, quoted for an error message.
 func (m *Mutex) quoted() string {
 	if _, ok := m.lock.(*multiLock); !ok {
-		return strconv.Quote(m.h.name)
+		return strconv.Quote(m.h.Name)
 	}
 	return quoteAll(m.Names())
 }

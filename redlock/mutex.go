@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/google/uuid"
@@ -29,12 +31,12 @@ import (
 // waiting, and the lock is released when Unlock has been called as many
 // times. Goroutines sharing a reentrant Mutex share its ownership.
 type Mutex struct {
-	h    holder
+	h    engine.Holder
 	lock lockKind // what the lock's node operations are (see lockkind.go)
 }
 
 // Name returns the lock's name, which is its key on every node.
-func (m *Mutex) Name() string { return m.h.name }
+func (m *Mutex) Name() string { return m.h.Name }
 
 // Lock acquires the lock, trying again until it succeeds, its context ends
 // or it has made the number of attempts set by [WithTries] (no bound by
@@ -64,7 +66,7 @@ func (m *Mutex) Name() string { return m.h.name }
 // lock is kept alive (see [Mutex.TryLock]).
 func (m *Mutex) Lock(ctx context.Context) error {
 	if ctx == nil {
-		return invalid("nil context")
+		return engine.Invalid("nil context")
 	}
 	_, err := m.lockHopeless(ctx)
 	return err
@@ -73,18 +75,18 @@ func (m *Mutex) Lock(ctx context.Context) error {
 // lockHopeless is Lock; it also reports whether the last attempt found so
 // many nodes misconfigured that no quorum is left (see tally.hopeless).
 func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
-	err = m.h.observe(ctx, m.h.call(stepWait), func(ctx context.Context) (int, error) {
+	err = m.h.Observe(ctx, m.h.Call(engine.StepWait), func(ctx context.Context) (int, error) {
 		_, plain := m.lock.(plainLock)
-		wt := &waiting{h: &m.h, courteous: true, split: true, handoff: handsOver(plain, &m.h.cfg)}
-		attempts, failed, err := wt.wait(ctx, func(ctx context.Context, released string) (refusal, error) {
-			if wt.ho != nil {
-				return wt.tryHanded(ctx, func(ctx context.Context, token string) (refusal, error) {
+		wt := &engine.Waiting{Holder: &m.h, Courteous: true, Split: true, Handoff: engine.HandsOver(plain, &m.h.Settings)}
+		attempts, failed, err := wt.Wait(ctx, func(ctx context.Context, released string) (engine.Refusal, error) {
+			if wt.Handed != nil {
+				return wt.TryHanded(ctx, func(ctx context.Context, token string) (engine.Refusal, error) {
 					return m.tryWith(ctx, token, token, released, quorum.MaxReasks)
 				})
 			}
 			return m.tryLock(ctx, released, quorum.MaxReasks)
 		})
-		hopeless = failed.hopeless
+		hopeless = failed.Hopeless
 		return attempts, err
 	})
 	return hopeless, err
@@ -116,7 +118,7 @@ func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 // Mutex that holds the lock takes one more hold on a quorum and re-arms the
 // TTL.
 func (m *Mutex) TryLock(ctx context.Context) error {
-	return m.h.observe(ctx, m.h.call(stepTry), func(ctx context.Context) (int, error) {
+	return m.h.Observe(ctx, m.h.Call(engine.StepTry), func(ctx context.Context) (int, error) {
 		_, err := m.tryLock(ctx, "", 0)
 		return 1, err
 	})
@@ -125,55 +127,55 @@ func (m *Mutex) TryLock(ctx context.Context) error {
 // tryLock is TryLock; on failure it also describes the failed attempt.
 // released is a token whose release was just announced: nodes that still
 // hold it are about to be free (see spec).
-func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (refusal, error) {
+func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (engine.Refusal, error) {
 	if ctx == nil {
-		return refusal{}, invalid("nil context")
+		return engine.Refusal{}, engine.Invalid("nil context")
 	}
 	if err := ctx.Err(); err != nil {
-		return refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
+		return engine.Refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
 	}
 	if re, ok := m.lock.(*reentrantLock); ok {
 		return re.tryLock(ctx, m, released, reasks)
 	}
 	token, notice, err := m.lock.token()
 	if err != nil {
-		return refusal{}, err
+		return engine.Refusal{}, err
 	}
 	return m.tryWith(ctx, token, notice, released, reasks)
 }
 
 // tryWith is an attempt with token, whose release is announced with
 // notice.
-func (m *Mutex) tryWith(ctx context.Context, token, notice, released string, reasks int) (refusal, error) {
+func (m *Mutex) tryWith(ctx context.Context, token, notice, released string, reasks int) (engine.Refusal, error) {
 	s := m.spec(token, false)
-	s.released, s.reasks = released, reasks
-	g, failed, err := m.h.e.acquire(ctx, s)
+	s.Released, s.Reasks = released, reasks
+	g, failed, err := m.h.Engine.Acquire(ctx, s)
 	if err != nil {
 		return failed, err
 	}
-	m.h.take(ctx, token, notice, g)
-	return refusal{}, nil
+	m.h.Take(ctx, token, notice, g)
+	return engine.Refusal{}, nil
 }
 
 // spec is the acquisition of token by this Mutex; reenter when the owner
 // of a reentrant lock already holds it.
-func (m *Mutex) spec(token string, reenter bool) spec {
-	cfg := &m.h.cfg
-	op := m.lock.acquire(m.h.name, token, cfg, reenter)
-	s := spec{op: op, undo: m.lock.undo(m.h.name, token), token: token, cfg: cfg, report: m.h.report,
-		split: true, reentrant: op.Reentrant}
+func (m *Mutex) spec(token string, reenter bool) engine.Spec {
+	cfg := &m.h.Settings
+	op := m.lock.acquire(m.h.Name, token, cfg, reenter)
+	s := engine.Spec{Op: op, Undo: m.lock.Undo(m.h.Name, token), Token: token, Settings: cfg, Report: m.h.Report,
+		Split: true, Reentrant: op.Reentrant}
 	if op.FenceKey != "" && !reenter {
-		s.fence = m.lock.fence(m.h.name, token, cfg)
+		s.Fence = m.lock.fence(m.h.Name, token, cfg)
 	}
 	return s
 }
 
 // live returns the Mutex's live lease, nil when it holds none.
-func (m *Mutex) live() *lease {
-	m.h.mu.Lock()
-	defer m.h.mu.Unlock()
-	if m.h.lease.live() {
-		return m.h.lease
+func (m *Mutex) live() *engine.Lease {
+	m.h.Mu.Lock()
+	defer m.h.Mu.Unlock()
+	if m.h.Lease.Live() {
+		return m.h.Lease
 	}
 	return nil
 }
@@ -206,15 +208,15 @@ func (m *Mutex) live() *lease {
 // until the last one is dropped.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	if ctx == nil {
-		return invalid("nil context")
+		return engine.Invalid("nil context")
 	}
-	return m.h.observe(ctx, m.h.call(stepRelease), func(ctx context.Context) (int, error) {
+	return m.h.Observe(ctx, m.h.Call(engine.StepRelease), func(ctx context.Context) (int, error) {
 		if re, ok := m.lock.(*reentrantLock); ok {
 			if dropped, err := re.dropOne(ctx, m); dropped {
 				return 0, err
 			}
 		}
-		return 0, m.h.release(ctx, errUnlocked)
+		return 0, m.h.Release(ctx, errUnlocked)
 	})
 }
 
@@ -237,10 +239,10 @@ var errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
 // [ErrLockLost] and the acquisition ends ([Mutex.Done] closes).
 func (m *Mutex) Extend(ctx context.Context) error {
 	if ctx == nil {
-		return invalid("nil context")
+		return engine.Invalid("nil context")
 	}
-	return m.h.observe(ctx, m.h.call(stepExtend), func(ctx context.Context) (int, error) {
-		return 0, m.h.extendCurrent(ctx)
+	return m.h.Observe(ctx, m.h.Call(engine.StepExtend), func(ctx context.Context) (int, error) {
+		return 0, m.h.ExtendCurrent(ctx)
 	})
 }
 
@@ -251,7 +253,7 @@ func (m *Mutex) Extend(ctx context.Context) error {
 // or Close it keeps the last window: check [Mutex.Err]. A Time in the past
 // means the validity ran out: the lock may be held by someone else now. The Time carries a monotonic clock reading;
 // compare it with time.Now or time.Until in this process.
-func (m *Mutex) Until() time.Time { return m.h.until() }
+func (m *Mutex) Until() time.Time { return m.h.Until() }
 
 // Fence returns the current acquisition's fencing token (see
 // [WithFencing]): greater than the token of every acquisition of this name
@@ -264,12 +266,12 @@ func (m *Mutex) Until() time.Time { return m.h.until() }
 // the lock is not fenced; real tokens start at 1. A reentrant lock
 // keeps the token of its first hold.
 func (m *Mutex) Fence() uint64 {
-	m.h.mu.Lock()
-	defer m.h.mu.Unlock()
-	if !m.h.lease.live() {
+	m.h.Mu.Lock()
+	defer m.h.Mu.Unlock()
+	if !m.h.Lease.Live() {
 		return 0
 	}
-	return m.h.lease.fence
+	return m.h.Lease.Fence
 }
 
 // Done returns a channel that is closed when the current acquisition ends:
@@ -279,12 +281,12 @@ func (m *Mutex) Fence() uint64 {
 // then says why. When the mutex does not hold the lock, Done returns a
 // closed channel. Each acquisition has its own channel: call Done after
 // Lock.
-func (m *Mutex) Done() <-chan struct{} { return m.h.done() }
+func (m *Mutex) Done() <-chan struct{} { return m.h.Done() }
 
 // Err returns nil while the current acquisition lasts, and once
 // [Mutex.Done] is closed the reason: an error wrapping [ErrLockLost] when the
 // lock was lost, or [ErrNotHeld] when it was unlocked or never held.
-func (m *Mutex) Err() error { return m.h.err() }
+func (m *Mutex) Err() error { return m.h.Err() }
 
 // newToken returns a new random token: crypto/rand, so that tokens cannot
 // be guessed and never repeat.

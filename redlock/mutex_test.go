@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 
 	"context"
 	"errors"
@@ -333,13 +334,13 @@ func TestBackoffBounds(t *testing.T) {
 			ceiling = min(hi, 2*ceiling)
 		}
 		for range 50 {
-			d := retrier{lo: lo, hi: hi}.delay(attempt)
+			d := engine.Retrier{Lo: lo, Hi: hi}.Delay(attempt)
 			require.GreaterOrEqual(t, d, lo)
 			require.LessOrEqual(t, d, ceiling, "attempt %d", attempt)
 		}
 	}
-	assert.Equal(t, lo, retrier{lo: lo, hi: hi}.delay(1), "the first retry waits the minimum")
-	assert.Equal(t, time.Millisecond, retrier{lo: time.Millisecond, hi: time.Millisecond}.delay(7))
+	assert.Equal(t, lo, engine.Retrier{Lo: lo, Hi: hi}.Delay(1), "the first retry waits the minimum")
+	assert.Equal(t, time.Millisecond, engine.Retrier{Lo: time.Millisecond, Hi: time.Millisecond}.Delay(7))
 }
 
 func TestUnlock(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -154,7 +156,7 @@ func TestSubscriptionsFollowWaiters(t *testing.T) {
 		time.Sleep(waitq.Linger)
 		synctest.Wait()
 		fs[0].Faults(func(n *nodetest.Fake) {
-			assert.Equal(t, []string{node.WakeChannel(r.e.waiters.Self())}, slices.Collect(maps.Keys(n.Subs[0].Channels)),
+			assert.Equal(t, []string{node.WakeChannel(r.e.Waiters.Self())}, slices.Collect(maps.Keys(n.Subs[0].Channels)),
 				"unsubscribed once no one waited for a while; the process's own channel stays")
 		})
 		require.NoError(t, r.Close(t.Context()))
@@ -256,11 +258,11 @@ func TestStalledSubscriptionCostsOneGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)
 		fs[0].Faults(func(n *nodetest.Fake) { n.Hang = make(chan struct{}) })
-		w := r.e.waiters.Join("warm", time.Minute) // starts the subscriptions
+		w := r.e.Waiters.Join("warm", time.Minute) // starts the subscriptions
 		synctest.Wait()
 		before := runtime.NumGoroutine()
 		for i := range 200 {
-			r.e.waiters.Join(fmt.Sprint("k", i), time.Minute).Leave(time.Minute)
+			r.e.Waiters.Join(fmt.Sprint("k", i), time.Minute).Leave(time.Minute)
 		}
 		time.Sleep(waitq.Linger + time.Second) // the names are dropped
 		synctest.Wait()
@@ -269,7 +271,7 @@ func TestStalledSubscriptionCostsOneGoroutine(t *testing.T) {
 		fs[0].Faults(func(n *nodetest.Fake) { close(n.Hang); n.Hang = nil })
 		time.Sleep(waitq.Linger + time.Second)
 		synctest.Wait()
-		assert.Equal(t, []string{node.WakeChannel(r.e.waiters.Self())}, slices.Collect(maps.Keys(fs[1].Subs[0].Channels)),
+		assert.Equal(t, []string{node.WakeChannel(r.e.Waiters.Self())}, slices.Collect(maps.Keys(fs[1].Subs[0].Channels)),
 			"the other nodes end up with no lock's channel subscribed")
 	})
 }
@@ -283,8 +285,8 @@ func TestNoCourtesyForOwnSubscription(t *testing.T) {
 			f.Faults(func(n *nodetest.Fake) { n.Delay = 100 * time.Microsecond })
 		}
 		handoff(t, r, fs) // leaves this Redlock subscribed to "k"
-		require.True(t, r.e.waiters.Listening(0, "k"))
-		time.Sleep(courtesyMax) // the courtesy of handoff's own release is over
+		require.True(t, r.e.Waiters.Listening(0, "k"))
+		time.Sleep(engine.CourtesyMax) // the courtesy of handoff's own release is over
 		m := newFakeMutex(t, r, "k")
 		for range 3 {
 			start := time.Now()

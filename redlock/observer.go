@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"time"
+
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 )
 
 // Observation. A Redlock or a Mutex given [WithObserver] reports what it
@@ -153,20 +155,22 @@ type observed struct {
 
 // observe returns o as the events of a holder of the kind named by kinds;
 // nil when o is.
-func observe(o Observer, kinds [4]OpKind) events {
+func observe(o Observer, kinds [4]OpKind) engine.Events {
 	if o == nil {
 		return nil
 	}
 	return &observed{o: o, kinds: kinds}
 }
 
-func (ob *observed) op(c call) Op { return Op{Kind: ob.kinds[c.step], Name: c.name, Renewal: c.renewal} }
+func (ob *observed) op(c engine.Call) Op {
+	return Op{Kind: ob.kinds[c.Step], Name: c.Name, Renewal: c.Renewal}
+}
 
-func (ob *observed) OpStart(ctx context.Context, c call) context.Context {
+func (ob *observed) OpStart(ctx context.Context, c engine.Call) context.Context {
 	return ob.o.OpStart(ctx, ob.op(c))
 }
 
-func (ob *observed) OpEnd(ctx context.Context, c call, err error, canceled bool, attempts int) {
+func (ob *observed) OpEnd(ctx context.Context, c engine.Call, err error, canceled bool, attempts int) {
 	ob.o.OpEnd(ctx, ob.op(c), OpResult{Err: err, Canceled: canceled, Attempts: attempts})
 }
 

@@ -4,6 +4,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -40,19 +42,19 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // config is the full set of settings one Mutex runs with: the engine's, and
 // the Observer.
 type config struct {
-	settings
+	engine.Settings
 	observer Observer // nil: none
 }
 
 func defaultConfig() config {
-	return config{settings: settings{
-		ttl:            DefaultTTL,
-		nodeTimeout:    DefaultNodeTimeout,
-		driftFactor:    DefaultDriftFactor,
-		delayMin:       DefaultRetryDelayMin,
-		delayMax:       DefaultRetryDelayMax,
-		notify:         true,
-		clockTolerance: quorum.DefaultClockTolerance,
+	return config{Settings: engine.Settings{
+		TTL:            DefaultTTL,
+		NodeTimeout:    DefaultNodeTimeout,
+		DriftFactor:    DefaultDriftFactor,
+		DelayMin:       DefaultRetryDelayMin,
+		DelayMax:       DefaultRetryDelayMax,
+		Notify:         true,
+		ClockTolerance: quorum.DefaultClockTolerance,
 	}}
 }
 
@@ -64,12 +66,12 @@ func defaultConfig() config {
 func WithTTL(ttl time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if ttl <= 0 {
-			return invalid("ttl must be positive, got %v", ttl)
+			return engine.Invalid("ttl must be positive, got %v", ttl)
 		}
 		if ttl%time.Millisecond != 0 {
-			return invalid("ttl must be a whole number of milliseconds, got %v", ttl)
+			return engine.Invalid("ttl must be a whole number of milliseconds, got %v", ttl)
 		}
-		c.ttl = ttl
+		c.TTL = ttl
 		return nil
 	})
 }
@@ -85,9 +87,9 @@ func WithTTL(ttl time.Duration) Option {
 func WithNodeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return invalid("node timeout must be positive, got %v", d)
+			return engine.Invalid("node timeout must be positive, got %v", d)
 		}
-		c.nodeTimeout = d
+		c.NodeTimeout = d
 		return nil
 	})
 }
@@ -99,9 +101,9 @@ func WithNodeTimeout(d time.Duration) Option {
 func WithDriftFactor(f float64) Option {
 	return optionFunc(func(c *config) error {
 		if math.IsNaN(f) || f < 0 || f >= 0.5 {
-			return invalid("drift factor must be in [0, 0.5), got %v", f)
+			return engine.Invalid("drift factor must be in [0, 0.5), got %v", f)
 		}
-		c.driftFactor = f
+		c.DriftFactor = f
 		return nil
 	})
 }
@@ -112,9 +114,9 @@ func WithDriftFactor(f float64) Option {
 func WithTries(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 0 {
-			return invalid("tries must not be negative, got %d", n)
+			return engine.Invalid("tries must not be negative, got %d", n)
 		}
-		c.tries = n
+		c.Tries = n
 		return nil
 	})
 }
@@ -133,9 +135,9 @@ func WithTries(n int) Option {
 func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if minDelay <= 0 || maxDelay < minDelay {
-			return invalid("retry delay needs 0 < min <= max, got min %v, max %v", minDelay, maxDelay)
+			return engine.Invalid("retry delay needs 0 < min <= max, got min %v, max %v", minDelay, maxDelay)
 		}
-		c.delayMin, c.delayMax = minDelay, maxDelay
+		c.DelayMin, c.DelayMax = minDelay, maxDelay
 		return nil
 	})
 }
@@ -162,7 +164,7 @@ func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
 // notification off, also when WithNotification(true) is given. Default: on.
 func WithNotification(on bool) Option {
 	return optionFunc(func(c *config) error {
-		c.notify = on
+		c.Notify = on
 		return nil
 	})
 }
@@ -178,7 +180,7 @@ func WithNotification(on bool) Option {
 // semaphore ignores it as a default of [New]). Default: off.
 func WithRenewal() Option {
 	return optionFunc(func(c *config) error {
-		c.renew = true
+		c.Renew = true
 		return nil
 	})
 }
@@ -189,9 +191,9 @@ func WithRenewal() Option {
 func WithMaxHold(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return invalid("max hold must be positive, got %v", d)
+			return engine.Invalid("max hold must be positive, got %v", d)
 		}
-		c.maxHold = d
+		c.MaxHold = d
 		return nil
 	})
 }
@@ -209,7 +211,7 @@ func WithMaxHold(d time.Duration) Option {
 // other (the key of the other kind counts as held). Default: off (plain string keys).
 func WithReentrant() Option {
 	return optionFunc(func(c *config) error {
-		c.reentrant = true
+		c.Reentrant = true
 		return nil
 	})
 }
@@ -233,7 +235,7 @@ func WithReentrant() Option {
 // their holds. Default: off.
 func WithFencing() Option {
 	return optionFunc(func(c *config) error {
-		c.fencing = true
+		c.Fencing = true
 		return nil
 	})
 }
@@ -258,9 +260,9 @@ func WithFencing() Option {
 func WithRestartDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
-			return invalid("restart delay must not be negative, got %v", d)
+			return engine.Invalid("restart delay must not be negative, got %v", d)
 		}
-		c.restart = d
+		c.Restart = d
 		return nil
 	})
 }
@@ -288,12 +290,12 @@ func WithRestartDelay(d time.Duration) Option {
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if replicas < 1 {
-			return invalid("replica acknowledgement needs at least 1 replica, got %d", replicas)
+			return engine.Invalid("replica acknowledgement needs at least 1 replica, got %d", replicas)
 		}
 		if timeout <= 0 || timeout%time.Millisecond != 0 {
-			return invalid("replica acknowledgement timeout must be a positive whole number of milliseconds, got %v", timeout)
+			return engine.Invalid("replica acknowledgement timeout must be a positive whole number of milliseconds, got %v", timeout)
 		}
-		c.ack = node.Ack{Replicas: replicas, Timeout: timeout}
+		c.Ack = node.Ack{Replicas: replicas, Timeout: timeout}
 		return nil
 	})
 }
@@ -310,9 +312,9 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 func WithQuorum(q int) Option {
 	return optionFunc(func(c *config) error {
 		if q < 1 {
-			return invalid("quorum must be at least 1, got %d", q)
+			return engine.Invalid("quorum must be at least 1, got %d", q)
 		}
-		c.quorum = q
+		c.Quorum = q
 		return nil
 	})
 }
@@ -338,7 +340,7 @@ func WithQuorum(q int) Option {
 // how a node is spoken to is the node's, not one lock's.
 func WithoutScripts() Option {
 	return optionFunc(func(c *config) error {
-		c.noScripts = true
+		c.NoScripts = true
 		return nil
 	})
 }
@@ -354,7 +356,7 @@ func WithoutScripts() Option {
 // Only [New] accepts it. Default: off, the audit only reports.
 func WithSafeQuorum() Option {
 	return optionFunc(func(c *config) error {
-		c.safeQuorum = true
+		c.SafeQuorum = true
 		return nil
 	})
 }
@@ -378,9 +380,9 @@ const DefaultClockTolerance = quorum.DefaultClockTolerance
 func WithClockTolerance(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
-			return invalid("clock tolerance must not be negative, got %v", d)
+			return engine.Invalid("clock tolerance must not be negative, got %v", d)
 		}
-		c.clockTolerance = d
+		c.ClockTolerance = d
 		return nil
 	})
 }
@@ -389,23 +391,23 @@ func WithClockTolerance(d time.Duration) Option {
 func (c *config) apply(opts []Option) error {
 	for _, o := range opts {
 		if o == nil {
-			return invalid("nil option")
+			return engine.Invalid("nil option")
 		}
 		if err := o.apply(c); err != nil {
 			return err
 		}
 	}
-	if c.nodeTimeout >= c.ttl {
-		return invalid("node timeout %v must be shorter than the ttl %v", c.nodeTimeout, c.ttl)
+	if c.NodeTimeout >= c.TTL {
+		return engine.Invalid("node timeout %v must be shorter than the ttl %v", c.NodeTimeout, c.TTL)
 	}
-	if c.ack.Replicas > 0 && c.ack.Timeout >= c.nodeTimeout {
-		return invalid("replica acknowledgement timeout %v must be shorter than the node timeout %v", c.ack.Timeout, c.nodeTimeout)
+	if c.Ack.Replicas > 0 && c.Ack.Timeout >= c.NodeTimeout {
+		return engine.Invalid("replica acknowledgement timeout %v must be shorter than the node timeout %v", c.Ack.Timeout, c.NodeTimeout)
 	}
-	if c.restart > 0 && c.restart < c.ttl {
-		return invalid("restart delay %v must be at least the ttl %v", c.restart, c.ttl)
+	if c.Restart > 0 && c.Restart < c.TTL {
+		return engine.Invalid("restart delay %v must be at least the ttl %v", c.Restart, c.TTL)
 	}
-	if quorum.Drift(c.ttl, c.driftFactor) >= c.ttl {
-		return invalid("ttl %v leaves no validity after the drift allowance %v", c.ttl, quorum.Drift(c.ttl, c.driftFactor))
+	if quorum.Drift(c.TTL, c.DriftFactor) >= c.TTL {
+		return engine.Invalid("ttl %v leaves no validity after the drift allowance %v", c.TTL, quorum.Drift(c.TTL, c.DriftFactor))
 	}
 	return nil
 }

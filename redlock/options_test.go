@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/redis/go-redis/v9"
@@ -80,13 +82,13 @@ func TestOptionsApply(t *testing.T) {
 	require.NoError(t, err)
 	m, err := r.NewMutex("k", WithNodeTimeout(time.Second), WithDriftFactor(0), WithRetryDelay(time.Millisecond, 2*time.Millisecond))
 	require.NoError(t, err)
-	assert.Equal(t, settings{
-		ttl: time.Minute, nodeTimeout: time.Second, driftFactor: 0, tries: 3,
-		delayMin: time.Millisecond, delayMax: 2 * time.Millisecond, notify: true, clockTolerance: quorum.DefaultClockTolerance,
-	}, m.h.cfg)
+	assert.Equal(t, engine.Settings{
+		TTL: time.Minute, NodeTimeout: time.Second, DriftFactor: 0, Tries: 3,
+		DelayMin: time.Millisecond, DelayMax: 2 * time.Millisecond, Notify: true, ClockTolerance: quorum.DefaultClockTolerance,
+	}, m.h.Settings)
 	d, err := r.NewMutex("j")
 	require.NoError(t, err)
-	assert.Equal(t, DefaultNodeTimeout, d.h.cfg.nodeTimeout, "NewMutex options do not leak into the Redlock's defaults")
+	assert.Equal(t, DefaultNodeTimeout, d.h.Settings.NodeTimeout, "NewMutex options do not leak into the Redlock's defaults")
 	assert.Equal(t, "j", d.Name())
 }
 

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +22,7 @@ import (
 // goroutines that talk to the nodes; [Redlock.Close] waits for them. It does
 // not own the clients: closing them stays the caller's job, after Close.
 type Redlock struct {
-	e      *engine
+	e      *engine.Engine
 	audits *auditor // each node's last audit (see audit.go)
 	cfg    config   // defaults for every primitive
 }
@@ -46,25 +48,25 @@ type Redlock struct {
 // master its last connection reached.
 func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	if len(clients) == 0 {
-		return nil, invalid("no clients")
+		return nil, engine.Invalid("no clients")
 	}
 	nodes := make([]node.Node, len(clients))
 	seen := make(map[string]int, len(clients))
 	for i, c := range clients {
 		if isNil(c) {
-			return nil, invalid("client %d is nil", i)
+			return nil, engine.Invalid("client %d is nil", i)
 		}
 		for j := range i {
 			if sameClient(clients[j], c) {
-				return nil, invalid("clients %d and %d are the same client", j, i)
+				return nil, engine.Invalid("clients %d and %d are the same client", j, i)
 			}
 		}
 		if err := node.CheckAddr(c); err != nil {
-			return nil, invalid("client %d: %v", i, err)
+			return nil, engine.Invalid("client %d: %v", i, err)
 		}
 		addr := node.ClientAddr(c)
 		if j, dup := seen[addr]; dup {
-			return nil, invalid("clients %d and %d both address %s", j, i, addr)
+			return nil, engine.Invalid("clients %d and %d both address %s", j, i, addr)
 		}
 		if addr != node.FailoverAddr { // the master comes from the sentinels: see identify.go
 			seen[addr] = i
@@ -80,10 +82,10 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	if cfg.quorum != 0 {
+	if cfg.Quorum != 0 {
 		return nil, errQuorumOption
 	}
-	if cfg.noScripts {
+	if cfg.NoScripts {
 		for _, n := range nodes {
 			if a, ok := n.(interface{ AvoidScripts() }); ok {
 				a.AvoidScripts()
@@ -91,10 +93,10 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 		}
 	}
 	nodeErr := func(i int, err error) error { return nodeError(nodes, i, err) }
-	r := &Redlock{e: newEngine(nodes, cfg.clockTolerance, reporter(cfg.observer, nodes), nodeErr), cfg: cfg}
-	r.audits = newAuditor(r.e, len(nodes), cfg.clockTolerance)
+	r := &Redlock{e: engine.NewEngine(nodes, cfg.ClockTolerance, reporter(cfg.observer, nodes), nodeErr), cfg: cfg}
+	r.audits = newAuditor(r.e, len(nodes), cfg.ClockTolerance)
 	r.audits.judgeBy(cfg)
-	r.e.admit = r.audits
+	r.e.Admit = r.audits
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}
@@ -108,7 +110,7 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 // invalid option, and [ErrClosed] after [Redlock.Close].
 func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
 	if name == "" {
-		return nil, invalid("empty mutex name")
+		return nil, engine.Invalid("empty mutex name")
 	}
 	cfg := r.cfg
 	if err := cfg.apply(opts); err != nil {
@@ -135,31 +137,31 @@ func (r *Redlock) initMutex(m *Mutex, name string, cfg config, kind lockKind) er
 	if err := r.newOnly(cfg); err != nil {
 		return err
 	}
-	if cfg.quorum != 0 {
+	if cfg.Quorum != 0 {
 		return errQuorumOption
 	}
-	if cfg.fencing && r.e.sharded && node.Slotted(name, node.FenceKey(name)) == "" {
-		return invalid("lock name %q has braces but no hash tag, so no other key can share its Redis Cluster slot: "+
+	if cfg.Fencing && r.e.Sharded && node.Slotted(name, node.FenceKey(name)) == "" {
+		return engine.Invalid("lock name %q has braces but no hash tag, so no other key can share its Redis Cluster slot: "+
 			"a fenced lock keeps its counter beside it; give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
 	}
-	if err := r.e.open(); err != nil {
+	if err := r.e.Open(); err != nil {
 		return err
 	}
 	switch {
 	case kind != nil:
-	case cfg.reentrant:
+	case cfg.Reentrant:
 		kind = newReentrant()
 	default:
 		kind = plainLock{}
 	}
-	m.h = holder{e: r.e, name: name, cfg: cfg.settings, report: reporter(cfg.observer, r.e.pool.Nodes), events: observe(cfg.observer, lockOps), kind: kind}
+	m.h = engine.Holder{Engine: r.e, Name: name, Settings: cfg.Settings, Report: reporter(cfg.observer, r.e.Pool.Nodes), Events: observe(cfg.observer, lockOps), Kind: kind}
 	m.lock = kind
 	return nil
 }
 
 // newOnly refuses, in the options of a primitive, those only New takes.
 func (r *Redlock) newOnly(cfg config) error {
-	if cfg.noScripts != r.cfg.noScripts || cfg.clockTolerance != r.cfg.clockTolerance || cfg.safeQuorum != r.cfg.safeQuorum {
+	if cfg.NoScripts != r.cfg.NoScripts || cfg.ClockTolerance != r.cfg.ClockTolerance || cfg.SafeQuorum != r.cfg.SafeQuorum {
 		return errNewOnlyOption
 	}
 	return nil
@@ -167,13 +169,13 @@ func (r *Redlock) newOnly(cfg config) error {
 
 // errNewOnlyOption is the error of WithoutScripts or WithClockTolerance
 // given to anything but New.
-var errNewOnlyOption = invalid("WithoutScripts, WithClockTolerance and WithSafeQuorum apply to New only: how a node is spoken to, whether its clock is trusted, and whether it is safe, are the node's, not one lock's")
+var errNewOnlyOption = engine.Invalid("WithoutScripts, WithClockTolerance and WithSafeQuorum apply to New only: how a node is spoken to, whether its clock is trusted, and whether it is safe, are the node's, not one lock's")
 
 // errQuorumOption is the error of WithQuorum given to New or NewMutex.
-var errQuorumOption = invalid("WithQuorum applies to semaphores only: a lock's quorum is a majority")
+var errQuorumOption = engine.Invalid("WithQuorum applies to semaphores only: a lock's quorum is a majority")
 
 // Quorum returns how many nodes must agree for a lock to be held: N/2+1.
-func (r *Redlock) Quorum() int { return quorum.Majority(r.e.pool.Size()) }
+func (r *Redlock) Quorum() int { return quorum.Majority(r.e.Pool.Size()) }
 
 // Close stops new operations and renewal, ends the acquisitions still
 // held, and waits until every goroutine the Redlock started has returned,
@@ -204,9 +206,9 @@ func (r *Redlock) Quorum() int { return quorum.Majority(r.e.pool.Size()) }
 // return [ErrClosed]; Close itself may be called again.
 func (r *Redlock) Close(ctx context.Context) error {
 	if ctx == nil {
-		return invalid("nil context")
+		return engine.Invalid("nil context")
 	}
-	return r.e.close(ctx)
+	return r.e.Close(ctx)
 }
 
 func isNil(c redis.UniversalClient) bool {
@@ -229,8 +231,8 @@ func sameClient(a, b redis.UniversalClient) bool {
 // checkAck refuses replica acknowledgement when a node is a Redis Cluster
 // or Ring: a WAIT after the write cannot follow the key to its server.
 func (r *Redlock) checkAck(cfg config) error {
-	if cfg.ack.Replicas > 0 && r.e.sharded {
-		return invalid("replica acknowledgement (WithReplicaAck) is not supported for Redis Cluster or Ring nodes")
+	if cfg.Ack.Replicas > 0 && r.e.Sharded {
+		return engine.Invalid("replica acknowledgement (WithReplicaAck) is not supported for Redis Cluster or Ring nodes")
 	}
 	return nil
 }
@@ -270,17 +272,17 @@ func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) 
 		return m, err
 	}
 	switch {
-	case m.h.cfg.reentrant:
-		return nil, invalid("a multi-name lock cannot be reentrant")
-	case m.h.cfg.fencing:
-		return nil, invalid("a multi-name lock is not fenced: fence each resource with its own lock, or give the resources one name")
-	case r.e.sharded && !node.SameSlot(names):
-		return nil, invalid("lock names %s hash to different Redis Cluster slots, and a node takes all of them in one script: "+
+	case m.h.Settings.Reentrant:
+		return nil, engine.Invalid("a multi-name lock cannot be reentrant")
+	case m.h.Settings.Fencing:
+		return nil, engine.Invalid("a multi-name lock is not fenced: fence each resource with its own lock, or give the resources one name")
+	case r.e.Sharded && !node.SameSlot(names):
+		return nil, engine.Invalid("lock names %s hash to different Redis Cluster slots, and a node takes all of them in one script: "+
 			"give them one hash tag, such as %q and %q", quoteAll(names), "{"+names[0]+"}:a", "{"+names[0]+"}:b")
 	}
 	m.lock = &multiLock{also: append([]string(nil), names[1:]...)}
-	m.h.kind = m.lock
-	m.h.cfg.notify = false
+	m.h.Kind = m.lock
+	m.h.Settings.Notify = false
 	return m, nil
 }
 
@@ -304,35 +306,35 @@ func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) 
 // N or an invalid option, and [ErrClosed] after [Redlock.Close].
 func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semaphore, error) {
 	if name == "" {
-		return nil, invalid("empty semaphore name")
+		return nil, engine.Invalid("empty semaphore name")
 	}
 	if permits < 1 {
-		return nil, invalid("permits must be at least 1, got %d", permits)
+		return nil, engine.Invalid("permits must be at least 1, got %d", permits)
 	}
 	cfg := r.cfg
-	cfg.reentrant, cfg.fencing, cfg.renew = false, false, false // the mutexes' defaults
+	cfg.Reentrant, cfg.Fencing, cfg.Renew = false, false, false // the mutexes' defaults
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
 	if err := r.newOnly(cfg); err != nil {
 		return nil, err
 	}
-	if cfg.reentrant || cfg.fencing {
-		return nil, invalid("semaphores support neither WithReentrant nor WithFencing")
+	if cfg.Reentrant || cfg.Fencing {
+		return nil, engine.Invalid("semaphores support neither WithReentrant nor WithFencing")
 	}
-	n := r.e.pool.Size()
-	q := cfg.quorum
+	n := r.e.Pool.Size()
+	q := cfg.Quorum
 	if q == 0 {
 		q = quorum.Permits(n, permits)
 	}
 	if q > n {
-		return nil, invalid("quorum %d is more than the %d nodes", q, n)
+		return nil, engine.Invalid("quorum %d is more than the %d nodes", q, n)
 	}
-	if r.e.sharded && node.Slotted(name, node.PermitsKey(name)) == "" {
-		return nil, invalid("semaphore name %q has braces but no hash tag, so its permit count cannot share its Redis Cluster slot; "+
+	if r.e.Sharded && node.Slotted(name, node.PermitsKey(name)) == "" {
+		return nil, engine.Invalid("semaphore name %q has braces but no hash tag, so its permit count cannot share its Redis Cluster slot; "+
 			"give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
 	}
-	if err := r.e.track(0); err != nil { // counts nothing: only ErrClosed
+	if err := r.e.Track(0); err != nil { // counts nothing: only ErrClosed
 		return nil, err
 	}
 	return &Semaphore{sh: newShared(r.e, name, cfg, q, permitsOf(permits)), permits: permits}, nil
@@ -352,18 +354,18 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 // option, and [ErrClosed] after [Redlock.Close].
 func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
 	if name == "" {
-		return nil, invalid("empty lock name")
+		return nil, engine.Invalid("empty lock name")
 	}
 	cfg := r.cfg
-	cfg.reentrant = false // a default for mutexes
+	cfg.Reentrant = false // a default for mutexes
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	if cfg.reentrant {
-		return nil, invalid("a reader-writer lock is not reentrant")
+	if cfg.Reentrant {
+		return nil, engine.Invalid("a reader-writer lock is not reentrant")
 	}
-	if r.e.sharded && node.Slotted(name, node.IntentKey(name)) == "" {
-		return nil, invalid("lock name %q has braces but no hash tag, so a waiting writer's mark cannot share its Redis Cluster slot; "+
+	if r.e.Sharded && node.Slotted(name, node.IntentKey(name)) == "" {
+		return nil, engine.Invalid("lock name %q has braces but no hash tag, so a waiting writer's mark cannot share its Redis Cluster slot; "+
 			"give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
 	}
 	// One allocation: the write lock's writer id and mark key are made at
@@ -373,7 +375,7 @@ func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
 		return nil, err
 	}
 	rcfg := cfg
-	rcfg.fencing, rcfg.ack = false, node.Ack{}
-	rw.rd = newShared(r.e, name, rcfg, quorum.Majority(r.e.pool.Size()), reading{})
+	rcfg.Fencing, rcfg.Ack = false, node.Ack{}
+	rw.rd = newShared(r.e, name, rcfg, quorum.Majority(r.e.Pool.Size()), reading{})
 	return rw, nil
 }

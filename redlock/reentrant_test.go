@@ -235,7 +235,7 @@ func TestReentrantLeftHoldIsNotReArmed(t *testing.T) {
 		require.NoError(t, m.Lock(t.Context()), "nodes 1 and 2")
 		synctest.Wait()
 		v, _ := fs[0].Get("k")
-		assert.NotEqual(t, m.live().token, v, "the left hold is not the new acquisition's")
+		assert.NotEqual(t, m.live().Token, v, "the left hold is not the new acquisition's")
 		assert.Equal(t, left, fs[0].Expiry("k"), "nor re-armed by it")
 		require.NoError(t, m.Unlock(t.Context()))
 	})

@@ -49,7 +49,7 @@ type RWMutex struct {
 }
 
 // Name returns the lock's name, which is its key on every node.
-func (rw *RWMutex) Name() string { return rw.w.h.name }
+func (rw *RWMutex) Name() string { return rw.w.h.Name }
 
 // Lock takes the write lock as [Mutex.Lock] takes a lock, waiting while
 // readers or another writer hold it (see [RWMutex] for the readers'
@@ -132,9 +132,9 @@ func (rw *RWMutex) took(reading bool, err error) error {
 	return err
 }
 
-func (rw *RWMutex) holdsRead() bool { return rw.rd.h.holding() }
+func (rw *RWMutex) holdsRead() bool { return rw.rd.h.Holding() }
 
-func (rw *RWMutex) holdsWrite() bool { return rw.w.h.holding() }
+func (rw *RWMutex) holdsWrite() bool { return rw.w.h.Holding() }
 
 // last reports whether the lock taken last is the read lock.
 func (rw *RWMutex) last() bool {
@@ -156,7 +156,7 @@ func (rw *RWMutex) Extend(ctx context.Context) error {
 // [Mutex.Until]); the zero Time when it is not held.
 func (rw *RWMutex) Until() time.Time {
 	if rw.last() {
-		return rw.rd.h.until()
+		return rw.rd.h.Until()
 	}
 	return rw.w.Until()
 }
@@ -165,7 +165,7 @@ func (rw *RWMutex) Until() time.Time {
 // [Mutex.Done] does; a closed channel when none was taken.
 func (rw *RWMutex) Done() <-chan struct{} {
 	if rw.last() {
-		return rw.rd.h.done()
+		return rw.rd.h.Done()
 	}
 	return rw.w.Done()
 }
@@ -174,7 +174,7 @@ func (rw *RWMutex) Done() <-chan struct{} {
 // [RWMutex.Done] is closed, why it ended (see [Mutex.Err]).
 func (rw *RWMutex) Err() error {
 	if rw.last() {
-		return rw.rd.h.err()
+		return rw.rd.h.Err()
 	}
 	return rw.w.Err()
 }

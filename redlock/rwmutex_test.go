@@ -270,7 +270,7 @@ func TestForceUnlockReadersAndPermits(t *testing.T) {
 	}
 }
 
-func tokenOfLease(s *shared) string { return s.h.current().token }
+func tokenOfLease(s *shared) string { return s.h.Current().Token }
 
 // Inspect tells readers from a writer, and lists the readers.
 func TestInspectRWMutex(t *testing.T) {
@@ -489,7 +489,7 @@ func TestRWMutexReadersWokenTogether(t *testing.T) {
 			if n, err := s.ZMembers(node.QueueKey("doc")); err != nil || len(n) != len(readers) {
 				return false
 			}
-			if !r.e.waiters.Listening(i, "doc") || !other.e.waiters.Listening(i, "doc") {
+			if !r.e.Waiters.Listening(i, "doc") || !other.e.Waiters.Listening(i, "doc") {
 				return false
 			}
 		}

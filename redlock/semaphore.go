@@ -29,14 +29,14 @@ type Semaphore struct {
 }
 
 // Name returns the semaphore's name, which is its key on every node.
-func (s *Semaphore) Name() string { return s.sh.h.name }
+func (s *Semaphore) Name() string { return s.sh.h.Name }
 
 // Quorum returns how many nodes must admit a holder for it to hold a
 // permit: N·permits/(permits+1)+1 (integer division) unless [WithQuorum]
 // set it. That is the majority for one permit; for more, N = 5 needs 4
 // nodes with 2 or 3 permits (one node may fail) and all 5 from 4 permits
 // on (none may fail).
-func (s *Semaphore) Quorum() int { return s.sh.h.quorum }
+func (s *Semaphore) Quorum() int { return s.sh.h.Quorum }
 
 // TryAcquire makes exactly one attempt to take a permit: it asks every
 // node at once to admit a new random token (a script drops the node's
@@ -117,7 +117,7 @@ func (s *Semaphore) Extend(ctx context.Context) error { return s.sh.extend(ctx) 
 // default quorum; see [WithQuorum]). It is the zero Time when the
 // semaphore holds no permit. The Time carries a monotonic clock reading;
 // compare it with time.Now or time.Until in this process.
-func (s *Semaphore) Until() time.Time { return s.sh.h.until() }
+func (s *Semaphore) Until() time.Time { return s.sh.h.Until() }
 
 // Done returns a channel that is closed when the current permit ends: on
 // Release, when Extend finds it lost, or when its validity is about to run
@@ -125,9 +125,9 @@ func (s *Semaphore) Until() time.Time { return s.sh.h.until() }
 // watching it can stop in time). [Semaphore.Err] then says why. When the
 // semaphore holds no permit, Done returns a closed channel. Each permit has
 // its own channel: call Done after Acquire.
-func (s *Semaphore) Done() <-chan struct{} { return s.sh.h.done() }
+func (s *Semaphore) Done() <-chan struct{} { return s.sh.h.Done() }
 
 // Err returns nil while the current permit lasts, and once [Semaphore.Done]
 // is closed the reason: an error wrapping [ErrLockLost] when the permit was
 // lost, or [ErrNotHeld] when it was released or never held.
-func (s *Semaphore) Err() error { return s.sh.h.err() }
+func (s *Semaphore) Err() error { return s.sh.h.Err() }

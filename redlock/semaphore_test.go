@@ -25,8 +25,8 @@ func newFakeSemaphore(t *testing.T, r *Redlock, name string, permits int, opts .
 
 // permitOf returns the token of s's current permit, "" when none.
 func permitOf(s *Semaphore) string {
-	if l := s.sh.h.current(); l != nil {
-		return l.token
+	if l := s.sh.h.Current(); l != nil {
+		return l.Token
 	}
 	return ""
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -19,8 +21,8 @@ import (
 // sharing is one kind of shared hold of a name: its acquisition, and the
 // operations of its lease.
 type sharing interface {
-	leaseKind
-	acquire(name, token string, cfg *settings) node.Op
+	engine.LeaseKind
+	acquire(name, token string, cfg *engine.Settings) node.Op
 	// refused is the quorum rule that applied to an attempt refused on n
 	// nodes at quorum q (chosen: set by WithQuorum), and the error it
 	// wraps, ErrNotAcquired in the primitive's words.
@@ -33,13 +35,13 @@ type sharing interface {
 // shared is one holder of shared holds of a name (a Semaphore value, or an
 // RWMutex's read half).
 type shared struct {
-	h    holder
+	h    engine.Holder
 	kind sharing
 }
 
 // newShared returns the shared holds of name, counted against quorum q.
-func newShared(e *engine, name string, cfg config, q int, kind sharing) shared {
-	return shared{h: holder{e: e, name: name, cfg: cfg.settings, report: reporter(cfg.observer, e.pool.Nodes), events: observe(cfg.observer, kind.kinds()), quorum: q, kind: kind}, kind: kind}
+func newShared(e *engine.Engine, name string, cfg config, q int, kind sharing) shared {
+	return shared{h: engine.Holder{Engine: e, Name: name, Settings: cfg.Settings, Report: reporter(cfg.observer, e.Pool.Nodes), Events: observe(cfg.observer, kind.kinds()), Quorum: q, Kind: kind}, kind: kind}
 }
 
 // errHeldHere and errInFlight are the failures of an attempt that the
@@ -51,7 +53,7 @@ var (
 
 // tryOnce is one observed attempt (TryAcquire, TryRLock).
 func (s *shared) tryOnce(ctx context.Context) error {
-	return s.h.observe(ctx, s.h.call(stepTry), func(ctx context.Context) (int, error) {
+	return s.h.Observe(ctx, s.h.Call(engine.StepTry), func(ctx context.Context) (int, error) {
 		_, err := s.try(ctx, "")
 		return 1, err
 	})
@@ -59,72 +61,72 @@ func (s *shared) tryOnce(ctx context.Context) error {
 
 // wait is an observed waiting acquisition (Acquire, RLock).
 func (s *shared) wait(ctx context.Context) error {
-	return s.h.observe(ctx, s.h.call(stepWait), func(ctx context.Context) (int, error) {
+	return s.h.Observe(ctx, s.h.Call(engine.StepWait), func(ctx context.Context) (int, error) {
 		if ctx == nil {
-			return 0, invalid("nil context")
+			return 0, engine.Invalid("nil context")
 		}
 		_, reader := s.kind.(reading)
-		attempts, _, err := (&waiting{h: &s.h, reader: reader}).wait(ctx, s.try)
+		attempts, _, err := (&engine.Waiting{Holder: &s.h, Reader: reader}).Wait(ctx, s.try)
 		return attempts, err
 	})
 }
 
 // try is one attempt; on failure it also describes it.
-func (s *shared) try(ctx context.Context, _ string) (refusal, error) {
+func (s *shared) try(ctx context.Context, _ string) (engine.Refusal, error) {
 	if ctx == nil {
-		return refusal{}, invalid("nil context")
+		return engine.Refusal{}, engine.Invalid("nil context")
 	}
 	if err := ctx.Err(); err != nil {
-		return refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
+		return engine.Refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
 	}
 	if err := s.begin(); err != nil {
-		return refusal{local: true}, err
+		return engine.Refusal{Local: true}, err
 	}
 	defer s.finish()
 	token, err := newToken()
 	if err != nil {
-		return refusal{}, err
+		return engine.Refusal{}, err
 	}
-	cfg := &s.h.cfg
-	rule, notAcquired := s.kind.refused(s.h.e.pool.Size(), s.h.quorum, cfg.quorum != 0)
-	g, failed, err := s.h.e.acquire(ctx, spec{op: s.kind.acquire(s.h.name, token, cfg), undo: s.kind.undo(s.h.name, token),
-		token: token, cfg: cfg, report: s.h.report, quorum: s.h.quorum, notAcquired: notAcquired, rule: rule})
+	cfg := &s.h.Settings
+	rule, notAcquired := s.kind.refused(s.h.Engine.Pool.Size(), s.h.Quorum, cfg.Quorum != 0)
+	g, failed, err := s.h.Engine.Acquire(ctx, engine.Spec{Op: s.kind.acquire(s.h.Name, token, cfg), Undo: s.kind.Undo(s.h.Name, token),
+		Token: token, Settings: cfg, Report: s.h.Report, Quorum: s.h.Quorum, NotAcquired: notAcquired, Rule: rule})
 	if err != nil {
 		return failed, err
 	}
-	s.h.take(ctx, token, token, g)
-	return refusal{}, nil
+	s.h.Take(ctx, token, token, g)
+	return engine.Refusal{}, nil
 }
 
 // begin marks an acquisition in flight, unless the value holds a live
 // lease or another acquisition is in flight.
 func (s *shared) begin() error {
-	s.h.mu.Lock()
-	defer s.h.mu.Unlock()
+	s.h.Mu.Lock()
+	defer s.h.Mu.Unlock()
 	switch {
-	case s.h.busy:
+	case s.h.Busy:
 		return errInFlight
-	case s.h.lease.live():
+	case s.h.Lease.Live():
 		return errHeldHere
 	}
-	s.h.busy = true
+	s.h.Busy = true
 	return nil
 }
 
 // finish ends the acquisition begin marked.
 func (s *shared) finish() {
-	s.h.mu.Lock()
-	s.h.busy = false
-	s.h.mu.Unlock()
+	s.h.Mu.Lock()
+	s.h.Busy = false
+	s.h.Mu.Unlock()
 }
 
 // release is an observed release (Release, RUnlock).
 func (s *shared) release(ctx context.Context) error {
-	return s.h.observe(ctx, s.h.call(stepRelease), func(ctx context.Context) (int, error) {
+	return s.h.Observe(ctx, s.h.Call(engine.StepRelease), func(ctx context.Context) (int, error) {
 		if ctx == nil {
-			return 0, invalid("nil context")
+			return 0, engine.Invalid("nil context")
 		}
-		return 0, s.h.release(ctx, errReleased)
+		return 0, s.h.Release(ctx, errReleased)
 	})
 }
 
@@ -133,11 +135,11 @@ var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
 
 // extend is an observed extension (Extend).
 func (s *shared) extend(ctx context.Context) error {
-	return s.h.observe(ctx, s.h.call(stepExtend), func(ctx context.Context) (int, error) {
+	return s.h.Observe(ctx, s.h.Call(engine.StepExtend), func(ctx context.Context) (int, error) {
 		if ctx == nil {
-			return 0, invalid("nil context")
+			return 0, engine.Invalid("nil context")
 		}
-		return 0, s.h.extendCurrent(ctx)
+		return 0, s.h.ExtendCurrent(ctx)
 	})
 }
 
@@ -156,18 +158,18 @@ func minUptime(d time.Duration) int64 {
 // permitsOf is a counting semaphore's sharing: one of permits permits.
 type permitsOf int
 
-func (p permitsOf) acquire(name, token string, cfg *settings) node.Op {
-	return &node.SemAcquire{Key: name, Token: token, TTL: cfg.ttl, Permits: int(p), MinUptime: minUptime(cfg.restart)}
+func (p permitsOf) acquire(name, token string, cfg *engine.Settings) node.Op {
+	return &node.SemAcquire{Key: name, Token: token, TTL: cfg.TTL, Permits: int(p), MinUptime: minUptime(cfg.Restart)}
 }
 
-func (permitsOf) release(name string, l *lease) node.Op {
-	return &node.SemRelease{Key: name, Token: l.token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
+func (permitsOf) Release(name string, l *engine.Lease) node.Op {
+	return &node.SemRelease{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
 
-func (permitsOf) undo(name, token string) node.Op { return &node.SemRelease{Key: name, Token: token} }
+func (permitsOf) Undo(name, token string) node.Op { return &node.SemRelease{Key: name, Token: token} }
 
-func (permitsOf) extend(name, token string, cfg *settings) node.Op {
-	return &node.SemExtend{Key: name, Token: token, TTL: cfg.ttl}
+func (permitsOf) Extend(name, token string, cfg *engine.Settings) node.Op {
+	return &node.SemExtend{Key: name, Token: token, TTL: cfg.TTL}
 }
 
 // The refusals of a permit and of a read lock, in their own words.
@@ -191,18 +193,18 @@ func (permitsOf) kinds() [4]OpKind {
 // reading is a reader-writer lock's read holds.
 type reading struct{}
 
-func (reading) acquire(name, token string, cfg *settings) node.Op {
-	return &node.ReadAcquire{Key: name, Token: token, TTL: cfg.ttl, MinUptime: minUptime(cfg.restart)}
+func (reading) acquire(name, token string, cfg *engine.Settings) node.Op {
+	return &node.ReadAcquire{Key: name, Token: token, TTL: cfg.TTL, MinUptime: minUptime(cfg.Restart)}
 }
 
-func (reading) release(name string, l *lease) node.Op {
-	return &node.ReadRelease{Key: name, Token: l.token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
+func (reading) Release(name string, l *engine.Lease) node.Op {
+	return &node.ReadRelease{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
 
-func (reading) undo(name, token string) node.Op { return &node.ReadRelease{Key: name, Token: token} }
+func (reading) Undo(name, token string) node.Op { return &node.ReadRelease{Key: name, Token: token} }
 
-func (reading) extend(name, token string, cfg *settings) node.Op {
-	return &node.ReadExtend{Key: name, Token: token, TTL: cfg.ttl}
+func (reading) Extend(name, token string, cfg *engine.Settings) node.Op {
+	return &node.ReadExtend{Key: name, Token: token, TTL: cfg.TTL}
 }
 
 func (reading) refused(int, int, bool) (string, error) {

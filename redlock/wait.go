@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 )
 
 // LockWithin acquires the lock as [Mutex.Lock] does, but waits for it at
@@ -31,17 +33,17 @@ import (
 // [ErrInvalidArgument], without I/O.
 func (m *Mutex) LockWithin(ctx context.Context, wait time.Duration) error {
 	if ctx == nil {
-		return invalid("nil context")
+		return engine.Invalid("nil context")
 	}
 	if wait < 0 {
-		return invalid("negative wait %v", wait)
+		return engine.Invalid("negative wait %v", wait)
 	}
 	if wait == 0 {
 		return m.TryLock(ctx) // its renewal, if any, is bounded by ctx already
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel() // only the wait: the renewal watches ctx
-	err := m.Lock(context.WithValue(waitCtx, holdKey{}, ctx))
+	err := m.Lock(context.WithValue(waitCtx, engine.HoldKey{}, ctx))
 	if err != nil && ctx.Err() == nil && waitCtx.Err() != nil {
 		return fmt.Errorf("redlock: not acquired within %v: %w", wait, err)
 	}

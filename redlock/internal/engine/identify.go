@@ -1,4 +1,4 @@
-package redlock
+package engine
 
 import (
 	"context"
@@ -31,7 +31,7 @@ import (
 // that have not answered are asked again at growing intervals, and any
 // node again whenever it comes back after being down. Two nodes that share
 // a server make every later acquisition fail with an error wrapping
-// errInvalidArgumentSentinel: a deployment error, which no retry can change. A
+// ErrInvalidArgument: a deployment error, which no retry can change. A
 // node whose user may not run INFO cannot tell, and is taken as distinct.
 // Nodes too slow for the first acquisition's wait could still count twice
 // in it: two clients of one server are seldom that different in speed.
@@ -49,7 +49,7 @@ import (
 // them and waits for them.
 type identifier struct {
 	pool *quorum.Pool
-	reg  *identity.Registry
+	Reg  *identity.Registry
 	now  quorum.Clock
 	// off turns a feature off on a node that refused it for good.
 	off func(i int, feature string, err error)
@@ -63,7 +63,7 @@ type identifier struct {
 }
 
 func newIdentifier(p *quorum.Pool, now quorum.Clock, off func(int, string, error)) *identifier {
-	id := &identifier{pool: p, reg: identity.New(p.Size(), quorum.Majority(p.Size())), now: now, off: off, done: make(chan struct{})}
+	id := &identifier{pool: p, Reg: identity.New(p.Size(), quorum.Majority(p.Size())), now: now, off: off, done: make(chan struct{})}
 	id.life, id.kill = context.WithCancel(context.Background())
 	return id
 }
@@ -73,7 +73,7 @@ func (id *identifier) track() error {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if id.closed {
-		return errClosedSentinel
+		return ErrClosed
 	}
 	id.wg.Add(1)
 	return nil
@@ -99,7 +99,7 @@ const identifyMax = 30 * time.Second
 // first starts asking every node who it is when this is the
 // Redlock's first acquisition, and returns the round; nil otherwise.
 func (id *identifier) first() *quorum.Round {
-	if !id.reg.Begin() {
+	if !id.Reg.Begin() {
 		return nil
 	}
 	return id.ask(nil)
@@ -148,7 +148,7 @@ func (id *identifier) wait(idr *quorum.Round, start, deadline time.Time) error {
 	}
 	cancel()
 	id.record(idr)
-	id.reg.Settle()
+	id.Reg.Settle()
 	id.later(idr)
 	return id.err()
 }
@@ -157,14 +157,14 @@ func (id *identifier) wait(idr *quorum.Round, start, deadline time.Time) error {
 // over, at most until deadline.
 func (id *identifier) settled(deadline time.Time) {
 	select {
-	case <-id.reg.Settled():
+	case <-id.Reg.Settled():
 		return
 	default:
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
-	case <-id.reg.Settled():
+	case <-id.Reg.Settled():
 	case <-timer.C:
 	case <-id.done:
 	}
@@ -172,8 +172,8 @@ func (id *identifier) settled(deadline time.Time) {
 
 // err is the error of nodes found to share a server.
 func (id *identifier) err() error {
-	if err := id.reg.Err(); err != nil {
-		return invalid("%v", err)
+	if err := id.Reg.Err(); err != nil {
+		return Invalid("%v", err)
 	}
 	return nil
 }
@@ -198,18 +198,18 @@ func (id *identifier) later(idr *quorum.Round) {
 		return
 	}
 	if id.track() != nil {
-		id.reg.Settle()
+		id.Reg.Settle()
 		return
 	}
 	go func() {
 		defer id.wg.Done()
-		defer id.reg.Settle()
+		defer id.Reg.Settle()
 		wait := time.Second
 		for {
 			id.gather(idr)
-			id.reg.Settle()
-			missing := id.reg.Missing()
-			if len(missing) == 0 || id.reg.Err() != nil || !quorum.SleepUnless(wait, id.done) {
+			id.Reg.Settle()
+			missing := id.Reg.Missing()
+			if len(missing) == 0 || id.Reg.Err() != nil || !quorum.SleepUnless(wait, id.done) {
 				return
 			}
 			wait = min(2*wait, identifyMax)
@@ -238,15 +238,15 @@ func (id *identifier) record(idr *quorum.Round) {
 		switch err := rep.Err; {
 		case err == nil:
 			ids, _ := rep.Value.([]string)
-			id.reg.Record(i, identity.Answer{IDs: ids}, sent, id.pool.Addr)
+			id.Reg.Record(i, identity.Answer{IDs: ids}, sent, id.pool.Addr)
 		case node.Unreachable(err), node.Unsent(err), errors.Is(err, node.ErrNodeTimeout):
 		default:
 			// A wrong password refuses every command, not INFO: each
 			// acquisition names it.
 			if errors.Is(err, node.ErrMisconfigured) && !node.AuthFailure(err) {
-				id.off(i, featureIdentify, err)
+				id.off(i, FeatureIdentify, err)
 			}
-			id.reg.Record(i, identity.Answer{Unknown: true}, sent, id.pool.Addr)
+			id.Reg.Record(i, identity.Answer{Unknown: true}, sent, id.pool.Addr)
 		}
 	}
 }
@@ -256,7 +256,7 @@ func (id *identifier) record(idr *quorum.Round) {
 // Called from a goroutine counted in the pool.
 func (id *identifier) again(i int) {
 	select {
-	case <-id.reg.Settled():
+	case <-id.Reg.Settled():
 	default:
 		return // the first round is still out: it asks again by itself
 	}

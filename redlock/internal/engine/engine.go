@@ -1,4 +1,4 @@
-package redlock
+package engine
 
 import (
 	"context"
@@ -18,77 +18,77 @@ import (
 // nodes' identities, the clock, and the lifetime of everything it starts;
 // the primitives and the rules hold the engine, never the Redlock.
 
-// engine is shared by every primitive of one Redlock.
-type engine struct {
-	pool *quorum.Pool
-	now  quorum.Clock
+// Engine is shared by every primitive of one Redlock.
+type Engine struct {
+	Pool *quorum.Pool
+	Now  quorum.Clock
 	// report tells the Redlock's Observer of background node failures.
-	report quorum.ReportFunc
+	Report quorum.ReportFunc
 	// nodeErr is node i's failure with err, as the facade reports it.
 	nodeErr func(i int, err error) error
 
 	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
 	closed bool
-	done   chan struct{}  // closed by close: renewal and identification stop
-	wg     sync.WaitGroup // operations, renewals, identification
+	Done   chan struct{}  // closed by close: renewal and identification stop
+	WG     sync.WaitGroup // operations, renewals, identification
 	// leases are the leases held, each with its holder: close ends them,
 	// and their loss timers with them. Guarded by leasesMu, taken under mu
 	// read-locked, so that close, which sets closed under mu, finds every
 	// lease recorded before.
 	leasesMu sync.Mutex
-	leases   map[*lease]*holder
+	leases   map[*Lease]*Holder
 
-	waiters *waitq.Queue // waiting Locks and their subscriptions
-	ids     *identifier  // who each node is (see identify.go)
+	Waiters *waitq.Queue // waiting Locks and their subscriptions
+	IDs     *identifier  // who each node is (see identify.go)
 
 	// sharded is set when some node is a Redis Cluster or Ring: keys a
 	// lock keeps beside its name must hash to the name's slot there.
-	sharded bool
+	Sharded bool
 
-	features *features // the optional features each node refused (see features.go)
+	Features *features // the optional features each node refused (see features.go)
 	// admit is what every acquisition passes first: the facade's audit
 	// (nil: none). Set before the first acquisition.
-	admit admission
+	Admit Admission
 
-	guard    *quorum.ClockGuard // the nodes' clocks (see clockguard.go); nil: no check
+	Guard    *quorum.ClockGuard // the nodes' clocks (see clockguard.go); nil: no check
 	watching bool               // the clock watcher runs; guarded by leasesMu
 }
 
-// newEngine returns the engine of nodes, reporting background node
+// NewEngine returns the engine of nodes, reporting background node
 // failures through report (nil: none) and a node's failure in an
 // operation's error as nodeErr makes it.
-func newEngine(nodes []node.Node, tolerance time.Duration, report quorum.ReportFunc, nodeErr func(i int, err error) error) *engine {
-	e := &engine{now: time.Now, done: make(chan struct{}), leases: map[*lease]*holder{}, report: report, nodeErr: nodeErr}
-	e.pool = quorum.NewPool(nodes, e.now)
-	e.features = newFeatures(len(nodes))
-	e.ids = newIdentifier(e.pool, e.now, e.featureOff)
-	e.pool.Report, e.pool.Back = e.report, e.ids.again
-	e.waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, featureQueue, err) })
-	e.waiters.OnOrphan(e.orphan)
+func NewEngine(nodes []node.Node, tolerance time.Duration, report quorum.ReportFunc, nodeErr func(i int, err error) error) *Engine {
+	e := &Engine{Now: time.Now, Done: make(chan struct{}), leases: map[*Lease]*Holder{}, Report: report, nodeErr: nodeErr}
+	e.Pool = quorum.NewPool(nodes, e.Now)
+	e.Features = newFeatures(len(nodes))
+	e.IDs = newIdentifier(e.Pool, e.Now, e.featureOff)
+	e.Pool.Report, e.Pool.Back = e.Report, e.IDs.again
+	e.Waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })
+	e.Waiters.OnOrphan(e.orphan)
 	if tolerance > 0 {
-		e.guard = quorum.NewClockGuard(len(nodes), tolerance)
-		e.guard.Tell = func(i int, err error) {
-			if e.report != nil {
-				e.report(context.Background(), i, fmt.Errorf("redlock: the node does not vote until its clock agrees again: %w", err), false)
+		e.Guard = quorum.NewClockGuard(len(nodes), tolerance)
+		e.Guard.Tell = func(i int, err error) {
+			if e.Report != nil {
+				e.Report(context.Background(), i, fmt.Errorf("redlock: the node does not vote until its clock agrees again: %w", err), false)
 			}
 		}
-		e.guard.Jumped = e.clockJumped
-		e.pool.Guard = e.guard
+		e.Guard.Jumped = e.clockJumped
+		e.Pool.Guard = e.Guard
 	}
 	for i, n := range nodes {
-		e.sharded = e.sharded || n.Layout().Sharded
+		e.Sharded = e.Sharded || n.Layout().Sharded
 		if s, ok := n.(interface{ OnWay(func(node.Way, error)) }); ok {
 			s.OnWay(func(w node.Way, why error) { e.scriptsOff(i, w, why) })
 		}
 		if s, ok := n.(interface{ OnNoClock(func(error)) }); ok && tolerance > 0 {
-			s.OnNoClock(func(why error) { e.featureOff(i, featureClock, why) })
+			s.OnNoClock(func(why error) { e.featureOff(i, FeatureClock, why) })
 		}
 	}
 	return e
 }
 
-// admission is what every acquisition passes first.
-type admission interface {
+// Admission is what every acquisition passes first.
+type Admission interface {
 	// Admit refuses an acquisition that needs q nodes (0: a majority),
 	// or lets it go on.
 	Admit(ctx context.Context, q int) error
@@ -96,34 +96,34 @@ type admission interface {
 	Attempted()
 }
 
-// open returns errClosedSentinel once the engine is closed.
-func (e *engine) open() error {
+// Open returns ErrClosed once the engine is closed.
+func (e *Engine) Open() error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
-		return errClosedSentinel
+		return ErrClosed
 	}
 	return nil
 }
 
-// track registers n goroutines about to start, unless the engine is
+// Track registers n goroutines about to start, unless the engine is
 // closed.
-func (e *engine) track(n int) error {
+func (e *Engine) Track(n int) error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
-		return errClosedSentinel
+		return ErrClosed
 	}
-	e.wg.Add(n)
+	e.WG.Add(n)
 	return nil
 }
 
-// sleep waits for d, or until close; it reports whether d passed.
-func (e *engine) sleep(d time.Duration) bool { return quorum.SleepUnless(d, e.done) }
+// Sleep waits for d, or until close; it reports whether d passed.
+func (e *Engine) Sleep(d time.Duration) bool { return quorum.SleepUnless(d, e.Done) }
 
 // record records lease l of holder h, and reports false, recording nothing,
 // once the engine is closed.
-func (e *engine) record(l *lease, h *holder) bool {
+func (e *Engine) record(l *Lease, h *Holder) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
@@ -131,18 +131,18 @@ func (e *engine) record(l *lease, h *holder) bool {
 	}
 	e.leasesMu.Lock()
 	e.leases[l] = h
-	watch := e.guard != nil && !e.watching
+	watch := e.Guard != nil && !e.watching
 	e.watching = e.watching || watch
 	e.leasesMu.Unlock()
 	if watch {
-		e.wg.Add(1) // under mu, not closed: see track
+		e.WG.Add(1) // under mu, not closed: see track
 		go e.watchClocks()
 	}
 	return true
 }
 
 // forget forgets lease l.
-func (e *engine) forget(l *lease) {
+func (e *Engine) forget(l *Lease) {
 	e.leasesMu.Lock()
 	delete(e.leases, l)
 	e.leasesMu.Unlock()
@@ -151,9 +151,9 @@ func (e *engine) forget(l *lease) {
 // errEngineClosed is why close ends the leases still held: their keys stay
 // on the nodes until their TTL, but nothing keeps or watches them any
 // more.
-var errEngineClosed = fmt.Errorf("%w: the Redlock was closed", errLockLostSentinel)
+var errEngineClosed = fmt.Errorf("%w: the Redlock was closed", ErrLockLost)
 
-// close stops new operations and renewal, ends the leases still held, and
+// Close stops new operations and renewal, ends the leases still held, and
 // waits for every goroutine the engine started, in order: the waiters'
 // goroutines use the pool, operations use both, and the pool's calls in
 // flight outlive the operations that sent them. Then it closes the nodes.
@@ -166,26 +166,26 @@ var errEngineClosed = fmt.Errorf("%w: the Redlock was closed", errLockLostSentin
 // it ends at the client's own timeout. When ctx ends first, close still
 // stops what it can and returns ctx's error, saying what was still
 // running.
-func (e *engine) close(ctx context.Context) error {
+func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.closed {
 		e.closed = true
-		close(e.done)
+		close(e.Done)
 	}
 	e.mu.Unlock()
 	e.leasesMu.Lock()
 	leases := e.leases
-	e.leases = map[*lease]*holder{}
+	e.leases = map[*Lease]*Holder{}
 	e.leasesMu.Unlock()
 	for l, h := range leases {
 		h.end(l, errEngineClosed)
 	}
-	e.pool.Stop()
+	e.Pool.Stop()
 	ops := make(chan struct{})
 	go func() {
-		e.waiters.Close()
-		e.wg.Wait()
-		e.ids.close()
+		e.Waiters.Close()
+		e.WG.Wait()
+		e.IDs.close()
 		close(ops)
 	}()
 	select {
@@ -195,17 +195,17 @@ func (e *engine) close(ctx context.Context) error {
 	}
 	calls := make(chan struct{})
 	go func() {
-		e.pool.Wait()
+		e.Pool.Wait()
 		close(calls)
 	}()
-	timer := time.NewTimer(e.pool.Longest() + quorum.ProbeTimeout)
+	timer := time.NewTimer(e.Pool.Longest() + quorum.ProbeTimeout)
 	defer timer.Stop()
 	select {
 	case <-calls:
-		e.pool.Close()
+		e.Pool.Close()
 		return nil
 	case <-timer.C:
-		e.pool.Abandon() // held by their clients past any wait of ours
+		e.Pool.Abandon() // held by their clients past any wait of ours
 		return nil
 	case <-ctx.Done():
 		return e.abandon(ctx, "node calls")
@@ -214,8 +214,8 @@ func (e *engine) close(ctx context.Context) error {
 
 // abandon stops the nodes without waiting for their calls, for a close
 // whose ctx ended while what still ran: its error.
-func (e *engine) abandon(ctx context.Context, what string) error {
-	left := e.pool.Abandon()
+func (e *Engine) abandon(ctx context.Context, what string) error {
+	left := e.Pool.Abandon()
 	err := fmt.Errorf("redlock: close: %w (waiting for %s)", ctx.Err(), what)
 	if left > 0 {
 		err = errors.Join(err, fmt.Errorf("redlock: close: %d node calls still in flight end at their client's timeout", left))
@@ -226,18 +226,18 @@ func (e *engine) abandon(ctx context.Context, what string) error {
 // deliver sends the waiters' queue changes, ops[i] to node i (nil:
 // nothing), every node at once, and returns once each answered or timeout
 // passed, with each node's reply: the fan-out internal/waitq is handed.
-func (e *engine) deliver(ops []node.Op, timeout time.Duration) []node.Reply {
-	report := e.report
+func (e *Engine) deliver(ops []node.Op, timeout time.Duration) []node.Reply {
+	report := e.Report
 	if report != nil {
 		// A refusal for good turns the queue off on the node, which
 		// reports it once (see featureOff).
 		report = func(ctx context.Context, i int, err error, late bool) {
 			if !errors.Is(err, node.ErrMisconfigured) {
-				e.report(ctx, i, err, late)
+				e.Report(ctx, i, err, late)
 			}
 		}
 	}
-	rd := quorum.NewRound(context.Background(), e.pool, timeout, report, e.pool.Size()).KeepReplies()
+	rd := quorum.NewRound(context.Background(), e.Pool, timeout, report, e.Pool.Size()).KeepReplies()
 	for i, op := range ops {
 		rd.Post(i, op, nil, func(int) bool { return op != nil }, false, false)
 	}

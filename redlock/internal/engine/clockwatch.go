@@ -1,4 +1,4 @@
-package redlock
+package engine
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 // process holds a lease, so that a jump is found (and the leases that
 // counted the node recompute) even when nothing else is sent. It stops
 // when no lease is held, or at close; record starts it again.
-func (e *engine) watchClocks() {
-	defer e.wg.Done()
-	for e.sleep(quorum.ClockWatchEvery) {
+func (e *Engine) watchClocks() {
+	defer e.WG.Done()
+	for e.Sleep(quorum.ClockWatchEvery) {
 		e.leasesMu.Lock()
 		if len(e.leases) == 0 {
 			e.watching = false
@@ -26,8 +26,8 @@ func (e *engine) watchClocks() {
 		// Not waited for: the pool counts them, and close waits for
 		// them as for any call in flight (a silent node's client may hold
 		// one for its read timeout).
-		for i := range e.pool.Size() {
-			e.pool.Send(context.Background(), i, quorum.ProbeTimeout, node.Clock{}, nil, quorum.ReceiveFunc(func(node.Reply) {}))
+		for i := range e.Pool.Size() {
+			e.Pool.Send(context.Background(), i, quorum.ProbeTimeout, node.Clock{}, nil, quorum.ReceiveFunc(func(node.Reply) {}))
 		}
 	}
 	e.leasesMu.Lock()
@@ -39,8 +39,8 @@ func (e *engine) watchClocks() {
 // jump just found on its clock, recompute what it holds: the node may have
 // expired its key already. A lease left with fewer such nodes than its
 // quorum is lost, with a cause that names the clock.
-func (e *engine) clockJumped(i int) {
-	jumps := e.guard.JumpsOf()
+func (e *Engine) clockJumped(i int) {
+	jumps := e.Guard.JumpsOf()
 	e.leasesMu.Lock()
 	var lost []func()
 	for l, h := range e.leases {
@@ -54,7 +54,7 @@ func (e *engine) clockJumped(i int) {
 			continue
 		}
 		cause := fmt.Errorf("%w: %w: node %d's clock jumped; %d of the %d nodes that granted it still may hold it, quorum %d",
-			errLockLostSentinel, quorum.ErrClockJump, i, kept, len(l.voters), h.quorumOf())
+			ErrLockLost, quorum.ErrClockJump, i, kept, len(l.voters), h.quorumOf())
 		lost = append(lost, func() { h.end(l, cause) })
 	}
 	e.leasesMu.Unlock()
@@ -64,9 +64,9 @@ func (e *engine) clockJumped(i int) {
 }
 
 // quorumOf is how many nodes must hold h's lease.
-func (h *holder) quorumOf() int {
-	if h.quorum > 0 {
-		return h.quorum
+func (h *Holder) quorumOf() int {
+	if h.Quorum > 0 {
+		return h.Quorum
 	}
-	return quorum.Majority(h.e.pool.Size())
+	return quorum.Majority(h.Engine.Pool.Size())
 }

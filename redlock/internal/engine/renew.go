@@ -1,4 +1,4 @@
-package redlock
+package engine
 
 import (
 	"context"
@@ -18,28 +18,28 @@ import (
 // the validity has run out
 // and never re-creates a key: both are Extend's rules, which it uses.
 
-// renewEvery is the renewal period for a TTL.
-func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
+// RenewEvery is the renewal period for a TTL.
+func RenewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
 
 // renew starts renewing lease l until it ends or holdCtx does.
-func (h *holder) renew(holdCtx context.Context, l *lease) {
-	if err := h.e.track(1); err != nil {
+func (h *Holder) renew(holdCtx context.Context, l *Lease) {
+	if err := h.Engine.Track(1); err != nil {
 		return // closed: the lease runs out by itself
 	}
 	go func() {
-		defer h.e.wg.Done()
+		defer h.Engine.WG.Done()
 		h.renewing(holdCtx, l)
 	}()
 }
 
 // renewing is the renewal goroutine of lease l.
-func (h *holder) renewing(holdCtx context.Context, l *lease) {
-	cfg := &h.cfg
+func (h *Holder) renewing(holdCtx context.Context, l *Lease) {
+	cfg := &h.Settings
 	var holdEnd time.Time
-	if cfg.maxHold > 0 {
-		holdEnd = l.start.Add(cfg.maxHold)
+	if cfg.MaxHold > 0 {
+		holdEnd = l.start.Add(cfg.MaxHold)
 	}
-	timer := time.NewTimer(time.Until(l.start.Add(renewEvery(cfg.ttl))))
+	timer := time.NewTimer(time.Until(l.start.Add(RenewEvery(cfg.TTL))))
 	defer timer.Stop()
 	failures := 0
 	for {
@@ -49,14 +49,14 @@ func (h *holder) renewing(holdCtx context.Context, l *lease) {
 		case <-holdCtx.Done():
 			h.renewal(l, "renewal stopped: the context it was acquired with ended", nil)
 			return
-		case <-h.e.done:
+		case <-h.Engine.Done:
 			return
 		case <-timer.C:
 		}
-		now := h.e.now()
+		now := h.Engine.Now()
 		if !holdEnd.IsZero() && !now.Before(holdEnd) {
 			// Bounded: the lease runs out at its validity.
-			h.renewal(l, fmt.Sprintf("renewal stopped at the maximum hold, WithMaxHold(%v)", cfg.maxHold), nil)
+			h.renewal(l, fmt.Sprintf("renewal stopped at the maximum hold, WithMaxHold(%v)", cfg.MaxHold), nil)
 			return
 		}
 		err := h.renewOnce(holdCtx, l)
@@ -64,14 +64,14 @@ func (h *holder) renewing(holdCtx context.Context, l *lease) {
 		switch {
 		case err == nil:
 			failures = 0
-			timer.Reset(time.Until(now.Add(renewEvery(cfg.ttl))))
-		case errors.Is(err, errLockLostSentinel) || holdCtx.Err() != nil:
+			timer.Reset(time.Until(now.Add(RenewEvery(cfg.TTL))))
+		case errors.Is(err, ErrLockLost) || holdCtx.Err() != nil:
 			return
 		default:
 			// Nodes failing or slow: try again soon; the loss timer ends
 			// the lease if no extension succeeds in time.
 			failures++
-			timer.Reset(cfg.retry().delay(failures))
+			timer.Reset(cfg.retry().Delay(failures))
 		}
 	}
 }
@@ -79,9 +79,9 @@ func (h *holder) renewing(holdCtx context.Context, l *lease) {
 // renewal records what renewal knows of lease l for the loss it may end
 // in (see holder.ranOut): why it stopped ("": it goes on), and its last
 // extension's failure (nil: it succeeded).
-func (h *holder) renewal(l *lease, stopped string, failed error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+func (h *Holder) renewal(l *Lease, stopped string, failed error) {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
 	if stopped != "" {
 		l.stopped = stopped
 	}
@@ -89,10 +89,10 @@ func (h *holder) renewal(l *lease, stopped string, failed error) {
 }
 
 // renewOnce is one extension of lease l by renewal, observed as one.
-func (h *holder) renewOnce(holdCtx context.Context, l *lease) error {
-	c := h.call(stepExtend)
-	c.renewal = true
-	return h.observe(holdCtx, c, func(ctx context.Context) (int, error) {
+func (h *Holder) renewOnce(holdCtx context.Context, l *Lease) error {
+	c := h.Call(StepExtend)
+	c.Renewal = true
+	return h.Observe(holdCtx, c, func(ctx context.Context) (int, error) {
 		return 0, h.extend(ctx, l)
 	})
 }

@@ -1,4 +1,4 @@
-package redlock
+package engine
 
 import (
 	"context"
@@ -66,20 +66,20 @@ import (
 // enough for a woken waiter to make its attempt.
 const (
 	courtesyMin = time.Millisecond
-	courtesyMax = 20 * time.Millisecond
+	CourtesyMax = 20 * time.Millisecond
 )
 
 // courtesyLeft is how long a Lock on name should still let the waiters
 // that heard this process's last release of it go first; 0 or less when it
 // need not.
-func (e *engine) courtesyLeft(name string) time.Duration {
-	at, took, ok := e.waiters.LastRelease(name)
+func (e *Engine) courtesyLeft(name string) time.Duration {
+	at, took, ok := e.Waiters.LastRelease(name)
 	if !ok {
 		return 0
 	}
-	left := at.Add(min(max(4*took, courtesyMin), courtesyMax)).Sub(e.now())
+	left := at.Add(min(max(4*took, courtesyMin), CourtesyMax)).Sub(e.Now())
 	if left <= 0 {
-		e.waiters.Forget(name)
+		e.Waiters.Forget(name)
 	}
 	return left
 }
@@ -87,39 +87,39 @@ func (e *engine) courtesyLeft(name string) time.Duration {
 // attemptFunc is one attempt of a waiting acquisition. released is the
 // token whose announced release woke it ("" when none did): nodes that
 // still hold it are about to be free (see attempt).
-type attemptFunc func(ctx context.Context, released string) (refusal, error)
+type attemptFunc func(ctx context.Context, released string) (Refusal, error)
 
-// waiting is one blocking acquisition in progress: Lock, Acquire or RLock.
-type waiting struct {
-	h *holder
+// Waiting is one blocking acquisition in progress: Lock, Acquire or RLock.
+type Waiting struct {
+	Holder *Holder
 	// courteous applies the courtesy, and split the split-vote retry (see
 	// delay): both are a lock's.
-	courteous, split bool
-	reader           bool          // a reader-writer lock's reader: woken with the others
+	Courteous, Split bool
+	Reader           bool          // a reader-writer lock's reader: woken with the others
 	w                *waitq.Waiter // queued and subscribed; nil until the first wait
 	// handoff queues a plain lock's wait as one that takes the lock handed
 	// over (see handoff.go); ho is what it was handed with its token.
-	handoff  bool
-	ho       *handoffOf
+	Handoff  bool
+	Handed   *handoffOf
 	released string // the token whose announced release woke it
 	woken    bool   // the last wait ended with an announced release
 	splits   int    // consecutive short waits after split votes
 }
 
-// wait makes attempts with try until one succeeds, ctx ends, the attempts
+// Wait makes attempts with try until one succeeds, ctx ends, the attempts
 // bound is reached, or the last attempt says no retry can succeed; it
 // returns how many attempts it made and what the last failed one said of
 // itself.
-func (wt *waiting) wait(ctx context.Context, try attemptFunc) (int, refusal, error) {
+func (wt *Waiting) Wait(ctx context.Context, try attemptFunc) (int, Refusal, error) {
 	defer wt.leave()
-	if wt.courteous {
+	if wt.Courteous {
 		if err := wt.courtesy(ctx); err != nil {
-			return 0, refusal{}, err
+			return 0, Refusal{}, err
 		}
 	}
 	for attempt := 1; ; attempt++ {
 		failed, err := try(ctx, wt.released)
-		if done, err := final(ctx, wt.h.cfg.tries, attempt, failed, err); done {
+		if done, err := final(ctx, wt.Holder.Settings.Tries, attempt, failed, err); done {
 			return attempt, failed, err
 		}
 		if ctxErr := wt.pause(ctx, attempt, failed); ctxErr != nil {
@@ -132,11 +132,11 @@ func (wt *waiting) wait(ctx context.Context, try attemptFunc) (int, refusal, err
 // that returned err, and what: nil on success; err when it is not one that
 // a retry may change, when the attempts bound (tries, 0: none) is
 // reached, or joined with ctx's error when ctx ended.
-func final(ctx context.Context, tries, attempt int, failed refusal, err error) (bool, error) {
+func final(ctx context.Context, tries, attempt int, failed Refusal, err error) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
-	case !errors.Is(err, errNotAcquiredSentinel), failed.hopeless:
+	case !errors.Is(err, ErrNotAcquired), failed.Hopeless:
 		return true, err
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -154,18 +154,18 @@ func final(ctx context.Context, tries, attempt int, failed refusal, err error) (
 // does not try when the courtesy ends: that attempt would be out of turn,
 // and would land in one of the handoffs that follow, splitting the nodes
 // with the waiter whose turn it is.
-func (wt *waiting) courtesy(ctx context.Context) error {
-	h := wt.h
-	d := h.e.courtesyLeft(h.name)
+func (wt *Waiting) courtesy(ctx context.Context) error {
+	h := wt.Holder
+	d := h.Engine.courtesyLeft(h.Name)
 	if d <= 0 {
 		return nil
 	}
 	var wake <-chan string
 	var handed <-chan waitq.Handed
-	if h.cfg.notify {
+	if h.Settings.Notify {
 		wt.w = wt.join()
 		wake, handed = wt.w.Wake(), wt.w.Handed()
-		d = queued(h.cfg.retry(), d)
+		d = queued(h.Settings.retry(), d)
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -175,10 +175,10 @@ func (wt *waiting) courtesy(ctx context.Context) error {
 		wt.woken = true
 	case ho := <-handed:
 		if err := wt.collect(ctx, ho); err != nil {
-			return errors.Join(fmt.Errorf("%w: context done before the attempt", errNotAcquiredSentinel), err)
+			return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
 		}
 	case <-ctx.Done():
-		return errors.Join(fmt.Errorf("%w: context done before the attempt", errNotAcquiredSentinel), ctx.Err())
+		return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), ctx.Err())
 	}
 	return nil
 }
@@ -186,9 +186,9 @@ func (wt *waiting) courtesy(ctx context.Context) error {
 // pause waits after a failed attempt: for the back-off, or until a release
 // is announced (an attempt refused locally does not queue). It returns
 // ctx's error when ctx ended first.
-func (wt *waiting) pause(ctx context.Context, attempt int, failed refusal) error {
-	cfg := &wt.h.cfg
-	if wt.w == nil && cfg.notify && !failed.local {
+func (wt *Waiting) pause(ctx context.Context, attempt int, failed Refusal) error {
+	cfg := &wt.Holder.Settings
+	if wt.w == nil && cfg.Notify && !failed.Local {
 		// Queued and subscribed from now on (in the background): a
 		// release announced before that took effect is missed, and costs
 		// one back-off.
@@ -198,10 +198,10 @@ func (wt *waiting) pause(ctx context.Context, attempt int, failed refusal) error
 	var handed <-chan waitq.Handed
 	if wt.w != nil {
 		switch {
-		case wt.ho != nil && wt.ho.used:
+		case wt.Handed != nil && wt.Handed.used:
 			wt.register() // a new token, at the same place
 		case wt.woken:
-			wt.w.Requeue(cfg.nodeTimeout) // named by the release, popped, and failed
+			wt.w.Requeue(cfg.NodeTimeout) // named by the release, popped, and failed
 		}
 		wake, handed = wt.w.Wake(), wt.w.Handed()
 	}
@@ -224,8 +224,8 @@ func (wt *waiting) pause(ctx context.Context, attempt int, failed refusal) error
 // turn is announced, and the back-off is only the fallback for a lost
 // announcement. A short one would try out of turn, and collide with the
 // waiter whose turn it is: at least half the longest back-off.
-func queued(rt retrier, d time.Duration) time.Duration {
-	return max(d, rt.hi/2+rand.N(rt.hi/2+1))
+func queued(rt Retrier, d time.Duration) time.Duration {
+	return max(d, rt.Hi/2+rand.N(rt.Hi/2+1))
 }
 
 // delay is the back-off after a failed attempt (see retrier). After a
@@ -238,13 +238,13 @@ func queued(rt retrier, d time.Duration) time.Duration {
 // the release of the contender it gave way to. Contenders for a
 // semaphore's permits name no single competitor to give way to: they all
 // wait their back-off.
-func (wt *waiting) delay(attempt int, failed refusal) time.Duration {
-	rt := wt.h.cfg.retry()
-	delay := rt.delay(attempt)
+func (wt *Waiting) delay(attempt int, failed Refusal) time.Duration {
+	rt := wt.Holder.Settings.retry()
+	delay := rt.Delay(attempt)
 	if wt.w != nil {
 		delay = queued(rt, delay)
 	}
-	if wt.split && failed.granted > 0 && !failed.yielded && wt.splits < 2 {
+	if wt.Split && failed.Granted > 0 && !failed.Yielded && wt.splits < 2 {
 		wt.splits++
 		return min(delay, rand.N(2*failed.took+1))
 	}
@@ -254,24 +254,24 @@ func (wt *waiting) delay(attempt int, failed refusal) time.Duration {
 
 // join puts the wait in the queue of waiters, as a reader's when it is
 // one.
-func (wt *waiting) join() *waitq.Waiter {
-	if wt.handoff {
+func (wt *Waiting) join() *waitq.Waiter {
+	if wt.Handoff {
 		wt.register()
 		return wt.w
 	}
-	if wt.reader {
-		return wt.h.e.waiters.JoinReader(wt.h.name, wt.h.cfg.nodeTimeout)
+	if wt.Reader {
+		return wt.Holder.Engine.Waiters.JoinReader(wt.Holder.Name, wt.Holder.Settings.NodeTimeout)
 	}
-	return wt.h.e.waiters.Join(wt.h.name, wt.h.cfg.nodeTimeout)
+	return wt.Holder.Engine.Waiters.Join(wt.Holder.Name, wt.Holder.Settings.NodeTimeout)
 }
 
 // leave takes the wait out of the queue of waiters.
-func (wt *waiting) leave() {
+func (wt *Waiting) leave() {
 	if wt.w == nil {
 		return
 	}
-	wt.w.Leave(wt.h.cfg.nodeTimeout)
-	if ho := wt.ho; ho != nil && !ho.used {
-		wt.h.e.orphans(nil, wt.h.name, ho.token, wt.h.cfg.nodeTimeout)
+	wt.w.Leave(wt.Holder.Settings.NodeTimeout)
+	if ho := wt.Handed; ho != nil && !ho.used {
+		wt.Holder.Engine.orphans(nil, wt.Holder.Name, ho.token, wt.Holder.Settings.NodeTimeout)
 	}
 }

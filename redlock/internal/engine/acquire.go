@@ -1,4 +1,4 @@
-package redlock
+package engine
 
 import (
 	"cmp"
@@ -17,65 +17,65 @@ import (
 // grant is a successful acquisition: the start of its attempt, the end of
 // its validity, and its fencing token (0 when not fenced).
 type grant struct {
-	start, until time.Time
+	Start, Until time.Time
 	fence        uint64
 	// voters are the nodes whose grants counted, and jumps the clock
 	// jumps found on each node by then (see clockJumped).
 	voters, jumps []int
 }
 
-// refusal is what a failed attempt says of itself, for the wait before
+// Refusal is what a failed attempt says of itself, for the wait before
 // the next: how many nodes granted it when it was decided, how long it
 // took, and whether it gave way to a competitor that ranks higher (see
 // outranks); hopeless is set when so many nodes failed with errors no
 // retry can change (node.ErrMisconfigured) that no quorum is left to grant, and
 // local when the value's own state refused it, without I/O (it waits for
 // its own release, without taking a turn in the nodes' queues).
-type refusal struct {
-	granted  int
+type Refusal struct {
+	Granted  int
 	took     time.Duration
-	yielded  bool
-	hopeless bool
-	local    bool
+	Yielded  bool
+	Hopeless bool
+	Local    bool
 }
 
-// spec is one acquisition to make: the operation, its undo, the rule and
+// Spec is one acquisition to make: the operation, its undo, the rule and
 // the settings it runs with.
-type spec struct {
-	op     node.Op
-	undo   node.Op // gives back what op may have taken, silently
-	token  string  // what op sets: competitors are ranked against it
-	cfg    *settings
-	report quorum.ReportFunc
+type Spec struct {
+	Op       node.Op
+	Undo     node.Op // gives back what op may have taken, silently
+	Token    string  // what op sets: competitors are ranked against it
+	Settings *Settings
+	Report   quorum.ReportFunc
 	// quorum is how many nodes must grant: 0 for a majority.
-	quorum int
+	Quorum int
 	// split applies the split-vote rule (see outranks): a lock's attempt,
 	// whose refusals name the holder. Without it the round is decided by a
 	// plain count (a semaphore's permits, the readers of a name).
-	split bool
+	Split bool
 	// reentrant marks an undo that drops one hold (see mustUndo).
-	reentrant bool
+	Reentrant bool
 	// fence, when set, gives a won acquisition its fencing token (see
 	// Redlock.fence).
-	fence *node.Fence
+	Fence *node.Fence
 	// released, when not "", is a token whose release was just announced:
 	// a node may still hold it because the announcement from a faster node
 	// arrived first, so its refusals count as "may still grant" and the
 	// attempt never gives way to it.
-	released string
+	Released string
 	// reasks bounds how many times a node may be asked again (see
 	// maxReasks): Lock's attempts ask again, TryLock's single attempt does
 	// not, so that a caller that tries in a loop gets a quick answer every
 	// time.
-	reasks int
+	Reasks int
 	// notAcquired is the error a failed attempt wraps (nil:
-	// errNotAcquiredSentinel), and rule the quorum rule its message names ("":
+	// ErrNotAcquired), and rule the quorum rule its message names ("":
 	// none): a permit's or a read lock's words.
-	notAcquired error
-	rule        string
+	NotAcquired error
+	Rule        string
 }
 
-// acquire makes one attempt to take s.op on a quorum.
+// Acquire makes one attempt to take s.op on a quorum.
 //
 //  1. Note the start on the monotonic clock.
 //  2. Send the acquire request (a script, like SET key token NX GET PX ttl)
@@ -97,47 +97,47 @@ type spec struct {
 // hold nothing of the attempt once it returns; the others, and all of them
 // when ctx has ended, finish in the background. Releases never use the
 // caller's cancellation: cleanup must happen even after ctx is done.
-func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
+func (e *Engine) Acquire(ctx context.Context, s Spec) (grant, Refusal, error) {
 	idr, err := e.enter()
 	if err != nil {
-		return grant{}, refusal{}, err
+		return grant{}, Refusal{}, err
 	}
-	defer e.wg.Done()
-	if e.admit != nil {
+	defer e.WG.Done()
+	if e.Admit != nil {
 		// The first attempts have the nodes to themselves; the audit
 		// follows.
-		defer e.admit.Attempted()
-		if err := e.admit.Admit(ctx, s.quorum); err != nil {
-			return grant{}, refusal{hopeless: true, local: true}, err
+		defer e.Admit.Attempted()
+		if err := e.Admit.Admit(ctx, s.Quorum); err != nil {
+			return grant{}, Refusal{Hopeless: true, Local: true}, err
 		}
 	}
-	if a, ok := s.op.(*node.Acquire); ok {
+	if a, ok := s.Op.(*node.Acquire); ok {
 		// Every grant carries the node's time while the guard is on (see
 		// clockguard.go); with no guard, none does.
-		a.Clock = e.guard != nil
+		a.Clock = e.Guard != nil
 	}
-	if e.guard != nil {
-		e.guard.InUse(s.cfg.ttl)
+	if e.Guard != nil {
+		e.Guard.InUse(s.Settings.TTL)
 	}
-	gates := quorum.NewGates(e.pool.Size())
-	rd := quorum.NewRound(ctx, e.pool, s.cfg.nodeTimeout, s.report, e.pool.Size()*(1+quorum.MaxReasks)).Needs(s.quorum)
-	a := quorum.NewAttempt(rd, s.op, s.token, gates, s.split, s.reentrant, s.released, s.reasks)
+	gates := quorum.NewGates(e.Pool.Size())
+	rd := quorum.NewRound(ctx, e.Pool, s.Settings.NodeTimeout, s.Report, e.Pool.Size()*(1+quorum.MaxReasks)).Needs(s.Quorum)
+	a := quorum.NewAttempt(rd, s.Op, s.Token, gates, s.Split, s.Reentrant, s.Released, s.Reasks)
 	ctxErr := a.Run(ctx)
 	t := rd.Tally
 	won := ctxErr == nil && t.Won()
-	idErr := e.ids.distinct(idr, won, rd.Start, rd.Start.Add(s.cfg.nodeTimeout))
-	if g, ok := e.granted(rd.Start, s.cfg, t.GrantedNodes); won && idErr == nil && ok {
-		if s.fence == nil {
-			return g, refusal{}, nil
+	idErr := e.IDs.distinct(idr, won, rd.Start, rd.Start.Add(s.Settings.NodeTimeout))
+	if g, ok := e.granted(rd.Start, s.Settings, t.GrantedNodes); won && idErr == nil && ok {
+		if s.Fence == nil {
+			return g, Refusal{}, nil
 		}
 		return e.fence(ctx, s, g, a.Highest)
 	}
 	e.undo(ctx, s, gates, a.MayHold, ctxErr == nil, t.GrantedNodes())
-	failed := refusal{granted: t.Yes, took: e.now().Sub(rd.Start), yielded: a.Yielded, hopeless: t.Hopeless()}
+	failed := Refusal{Granted: t.Yes, took: e.Now().Sub(rd.Start), Yielded: a.Yielded, Hopeless: t.Hopeless()}
 	if idErr != nil {
 		return grant{}, failed, idErr
 	}
-	return grant{}, failed, e.fail(cmp.Or(s.notAcquired, errNotAcquiredSentinel), notAcquired(t, a, failed.took, s.cfg.ttl, s.rule)+e.skewed(), ctxErr, t)
+	return grant{}, failed, e.fail(cmp.Or(s.NotAcquired, ErrNotAcquired), notAcquired(t, a, failed.took, s.Settings.TTL, s.Rule)+e.skewed(), ctxErr, t)
 }
 
 // granted returns the grant of votes counted from start (an attempt's,
@@ -146,14 +146,14 @@ func (e *engine) acquire(ctx context.Context, s spec) (grant, refusal, error) {
 // ends at start + TTL - drift. False when none of it is left. voters are
 // the nodes whose votes counted, for the clock guard. Every grant is made
 // here.
-func (e *engine) granted(start time.Time, cfg *settings, voters func() []int) (grant, bool) {
-	until := quorum.ValidUntil(start, cfg.ttl, cfg.driftFactor)
-	if !e.now().Before(until) {
+func (e *Engine) granted(start time.Time, cfg *Settings, voters func() []int) (grant, bool) {
+	until := quorum.ValidUntil(start, cfg.TTL, cfg.DriftFactor)
+	if !e.Now().Before(until) {
 		return grant{}, false
 	}
-	g := grant{start: start, until: until}
-	if e.guard != nil {
-		g.voters, g.jumps = voters(), e.guard.JumpsOf()
+	g := grant{Start: start, Until: until}
+	if e.Guard != nil {
+		g.voters, g.jumps = voters(), e.Guard.JumpsOf()
 	}
 	return g, true
 }
@@ -161,11 +161,11 @@ func (e *engine) granted(start time.Time, cfg *settings, voters func() []int) (g
 // skewed says, when this process's own wall clock is the one off (every
 // node's agrees with the others', none with it), why its nodes refuse to
 // vote; "" otherwise.
-func (e *engine) skewed() string {
-	if e.guard == nil {
+func (e *Engine) skewed() string {
+	if e.Guard == nil {
 		return ""
 	}
-	if off, ok := e.guard.ProcessSkew(); ok {
+	if off, ok := e.Guard.ProcessSkew(); ok {
 		return fmt.Sprintf("; this process's wall clock is %v from every node's, so none votes: fix this machine's clock", (-off).Round(time.Millisecond))
 	}
 	return ""
@@ -176,15 +176,15 @@ func (e *engine) skewed() string {
 // two nodes were found to be one server, and returns the round asking
 // every node who it is when this is the Redlock's first acquisition (nil
 // otherwise).
-func (e *engine) enter() (*quorum.Round, error) {
-	if err := e.track(1); err != nil {
+func (e *Engine) enter() (*quorum.Round, error) {
+	if err := e.Track(1); err != nil {
 		return nil, err
 	}
-	if err := e.ids.reg.Err(); err != nil {
-		e.wg.Done()
-		return nil, invalid("%v", err)
+	if err := e.IDs.Reg.Err(); err != nil {
+		e.WG.Done()
+		return nil, Invalid("%v", err)
 	}
-	return e.ids.first(), nil
+	return e.IDs.first(), nil
 }
 
 // notAcquired says why an attempt failed; rule is the quorum rule that
@@ -221,19 +221,19 @@ func notAcquired(t *quorum.Tally, a *quorum.Attempt, took, ttl time.Duration, ru
 // waits, at most a node timeout, for the releases of the nodes in
 // granted. An undo announces nothing, and the next attempt of the same
 // name follows it on each node (one lane per name).
-func (e *engine) undo(ctx context.Context, s spec, gates []*quorum.Gate, only func(int) bool, wait bool, granted []int) {
-	rd := e.releaseRound(ctx, s.cfg, s.report)
-	rd.SendAll(s.undo, gates, only)
+func (e *Engine) undo(ctx context.Context, s Spec, gates []*quorum.Gate, only func(int) bool, wait bool, granted []int) {
+	rd := e.releaseRound(ctx, s.Settings, s.Report)
+	rd.SendAll(s.Undo, gates, only)
 	if wait {
-		rd.WaitFor(granted, s.cfg.nodeTimeout)
+		rd.WaitFor(granted, s.Settings.NodeTimeout)
 	}
 }
 
 // releaseRound is a round that releases: a release that could not be
 // delivered is owed to its node.
-func (e *engine) releaseRound(ctx context.Context, cfg *settings, report quorum.ReportFunc) *quorum.Round {
-	rd := quorum.NewRound(ctx, e.pool, cfg.nodeTimeout, report, e.pool.Size())
-	rd.OweFor = cfg.ttl
+func (e *Engine) releaseRound(ctx context.Context, cfg *Settings, report quorum.ReportFunc) *quorum.Round {
+	rd := quorum.NewRound(ctx, e.Pool, cfg.NodeTimeout, report, e.Pool.Size())
+	rd.OweFor = cfg.TTL
 	return rd
 }
 
@@ -250,32 +250,32 @@ func (e *engine) releaseRound(ctx context.Context, cfg *settings, report quorum.
 // node. There the grant came after B's key was gone, so after B's token
 // was written, and the counter read with the grant is at least B's token,
 // unless that node lost its data in between (see the package documentation).
-func (e *engine) fence(ctx context.Context, s spec, g grant, highest uint64) (grant, refusal, error) {
-	commit := *s.fence
+func (e *Engine) fence(ctx context.Context, s Spec, g grant, highest uint64) (grant, Refusal, error) {
+	commit := *s.Fence
 	commit.Fence = highest + 1
-	if commit.Fence >= maxFence {
+	if commit.Fence >= MaxFence {
 		e.undo(ctx, s, nil, nil, false, nil)
-		return grant{}, refusal{}, fmt.Errorf("%w: fencing counter %d is at its limit", errNotAcquiredSentinel, highest)
+		return grant{}, Refusal{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
 	}
-	rd := quorum.NewRound(ctx, e.pool, s.cfg.nodeTimeout, s.report, e.pool.Size()).SendAll(&commit, nil, nil)
+	rd := quorum.NewRound(ctx, e.Pool, s.Settings.NodeTimeout, s.Report, e.Pool.Size()).SendAll(&commit, nil, nil)
 	ctxErr := rd.Decide(ctx)
 	ft := rd.Tally
-	if ctxErr == nil && ft.Won() && e.now().Before(g.until) {
+	if ctxErr == nil && ft.Won() && e.Now().Before(g.Until) {
 		// Wait for the nodes about as fast as the quorum, as Unlock does
 		// when someone waits: the more nodes know the token when TryLock
 		// returns, the more of them may later lose their data (see the
 		// package documentation).
 		rd.LingerAsLongAgain()
 		g.fence = commit.Fence
-		return g, refusal{}, nil
+		return g, Refusal{}, nil
 	}
 	// Released on every node, the grants included: a token recorded on too
 	// few nodes could be overtaken by a later holder's.
 	e.undo(ctx, s, nil, nil, false, nil)
-	took := e.now().Sub(g.start)
+	took := e.Now().Sub(g.Start)
 	reason := fmt.Sprintf("fencing token %d recorded on %d of %d nodes holding the lock, quorum %d", commit.Fence, ft.Yes, ft.N, ft.Majority)
 	if ft.Won() {
-		reason = fmt.Sprintf("fencing token recorded after %v, no validity left of ttl %v", took, s.cfg.ttl)
+		reason = fmt.Sprintf("fencing token recorded after %v, no validity left of ttl %v", took, s.Settings.TTL)
 	}
-	return grant{}, refusal{took: took}, e.fail(errNotAcquiredSentinel, reason, ctxErr, ft)
+	return grant{}, Refusal{took: took}, e.fail(ErrNotAcquired, reason, ctxErr, ft)
 }

@@ -1,4 +1,4 @@
-package redlock
+package engine
 
 import (
 	"errors"
@@ -12,24 +12,25 @@ import (
 // failed operations, each node's failure in the facade's own error type,
 // through the function it was handed (nodeErr).
 
+// The sentinels, which the facade exports and documents (errors.go).
 var (
-	errNotAcquiredSentinel = errors.New("redlock: lock not acquired")
-	errNotHeldSentinel = errors.New("redlock: lock not held")
-	errLockLostSentinel = errors.New("redlock: lock lost")
-	errStaleFenceSentinel = errors.New("redlock: stale fencing token")
-	errInvalidArgumentSentinel = errors.New("redlock: invalid argument")
-	errClosedSentinel = errors.New("redlock: closed")
+	ErrNotAcquired     = errors.New("redlock: lock not acquired")
+	ErrNotHeld         = errors.New("redlock: lock not held")
+	ErrLockLost        = errors.New("redlock: lock lost")
+	ErrStaleFence      = errors.New("redlock: stale fencing token")
+	ErrInvalidArgument = errors.New("redlock: invalid argument")
+	ErrClosed          = errors.New("redlock: closed")
 )
 
-// invalid is an error wrapping ErrInvalidArgument.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errInvalidArgumentSentinel}, args...)...)
+// Invalid is an error wrapping ErrInvalidArgument.
+func Invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
 
 // fail builds the error of an operation that failed: sentinel, the reason,
 // the context's error when it ended, and one *NodeError per node that
 // failed in round t.
-func (e *engine) fail(sentinel error, reason string, ctxErr error, t *quorum.Tally) error {
+func (e *Engine) fail(sentinel error, reason string, ctxErr error, t *quorum.Tally) error {
 	errs := make([]error, 0, 2+len(t.Failures))
 	errs = append(errs, fmt.Errorf("%w: %s", sentinel, reason))
 	if ctxErr != nil {

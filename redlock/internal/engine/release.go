@@ -1,4 +1,4 @@
-package redlock
+package engine
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 
 // Releasing and extending a lease: one round each, decided by a quorum.
 
-// lapse is one call of release or extend on a lease.
-type lapse struct {
-	cfg    *settings
-	report quorum.ReportFunc
+// Lapse is one call of release or extend on a lease.
+type Lapse struct {
+	Settings *Settings
+	Report   quorum.ReportFunc
 	// since and until, for a release, are the lease's start and validity
 	// end: until then, a node that found the key absent counts as holding
 	// the token if the same server answered (see release). Zero until
@@ -30,7 +30,7 @@ type lapse struct {
 	quorum int
 }
 
-// release runs a release round and reports whether a quorum still held
+// Release runs a release round and reports whether a quorum still held
 // the token. Nodes that have not answered when the outcome is certain
 // finish in the background.
 //
@@ -43,20 +43,20 @@ type lapse struct {
 // one the client resent when its reply was lost (go-redis retries a
 // command whose reply timed out). A reentrant Unlock that drops one hold
 // never deletes the key, so its absence is no resend: it passes no until.
-func (e *engine) release(ctx context.Context, op *node.Release, c lapse) error {
+func (e *Engine) Release(ctx context.Context, op *node.Release, c Lapse) error {
 	return e.free(ctx, op, op.Key, op.Channel != "", c)
 }
 
 // free is release for any operation that releases name and answers as a
 // lock's Release does; announced says whether it announces itself to
 // waiters.
-func (e *engine) free(ctx context.Context, op node.Op, name string, announced bool, c lapse) error {
-	if err := e.track(1); err != nil {
+func (e *Engine) free(ctx context.Context, op node.Op, name string, announced bool, c Lapse) error {
+	if err := e.Track(1); err != nil {
 		return err
 	}
-	defer e.wg.Done()
-	rd := e.releaseRound(ctx, c.cfg, c.report).Needs(c.quorum)
-	rule := &releaseRule{now: e.now, ids: e.ids.reg, waiters: e.waiters, name: name, since: c.since, until: c.until}
+	defer e.WG.Done()
+	rd := e.releaseRound(ctx, c.Settings, c.Report).Needs(c.quorum)
+	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, waiters: e.Waiters, name: name, since: c.since, until: c.until}
 	rd.Grants = rule
 	if announced {
 		rd.Hook = rule
@@ -64,11 +64,11 @@ func (e *engine) free(ctx context.Context, op node.Op, name string, announced bo
 	rd.SendAll(op, nil, nil)
 	ctxErr := rd.Decide(ctx)
 	t := rd.Tally
-	waited := announced && (rule.heardBy.Load() || e.waiters.Waiting(name))
+	waited := announced && (rule.heardBy.Load() || e.Waiters.Waiting(name))
 	if waited {
 		// Waiters heard the release: this process's next Lock on the
 		// name lets them go first (the courtesy, see turn.go).
-		e.waiters.Released(name, e.now().Sub(rd.Start), e.now())
+		e.Waiters.Released(name, e.Now().Sub(rd.Start), e.Now())
 	}
 	if ctxErr == nil && t.Won() {
 		if waited {
@@ -87,15 +87,15 @@ func (e *engine) free(ctx context.Context, op node.Op, name string, announced bo
 }
 
 // failLapse is the error of a release or extension that no quorum
-// confirmed: errNotHeldSentinel with reason, unless the nodes that refused it for
+// confirmed: ErrNotHeld with reason, unless the nodes that refused it for
 // good (node.ErrMisconfigured: a missing ACL permission, say) left no quorum.
 // The lock is then not known to be lost: it is refused, and the error
 // wraps node.ErrMisconfigured instead.
-func (e *engine) failLapse(what, reason string, ctxErr error, t *quorum.Tally) error {
+func (e *Engine) failLapse(what, reason string, ctxErr error, t *quorum.Tally) error {
 	if t.Hopeless() {
 		return e.fail(node.ErrMisconfigured, fmt.Sprintf("%s refused by %d of %d nodes for a reason no retry changes, quorum %d", what, t.Misconfigured(), t.N, t.Majority), ctxErr, t)
 	}
-	return e.fail(errNotHeldSentinel, reason, ctxErr, t)
+	return e.fail(ErrNotHeld, reason, ctxErr, t)
 }
 
 // releaseRule reads a release's replies.
@@ -132,12 +132,12 @@ func (rr *releaseRule) Heard(i int, rep node.Reply) {
 
 // extend runs the extend request on every node and reports whether a
 // quorum still held the token and re-armed its TTL.
-func (e *engine) extend(ctx context.Context, op node.Op, c lapse) error {
-	if err := e.track(1); err != nil {
+func (e *Engine) extend(ctx context.Context, op node.Op, c Lapse) error {
+	if err := e.Track(1); err != nil {
 		return err
 	}
-	defer e.wg.Done()
-	rd := quorum.NewRound(ctx, e.pool, c.cfg.nodeTimeout, c.report, e.pool.Size()).Needs(c.quorum).SendAll(op, nil, nil)
+	defer e.WG.Done()
+	rd := quorum.NewRound(ctx, e.Pool, c.Settings.NodeTimeout, c.Report, e.Pool.Size()).Needs(c.quorum).SendAll(op, nil, nil)
 	ctxErr := rd.Decide(ctx)
 	t := rd.Tally
 	if ctxErr == nil && t.Won() {
@@ -149,33 +149,33 @@ func (e *engine) extend(ctx context.Context, op node.Op, c lapse) error {
 		// quorum only for odd N) that no quorum can hold it. Extend never
 		// re-creates a key, so no later extension can succeed: the lock is
 		// lost.
-		err = errors.Join(err, errLockLostSentinel)
+		err = errors.Join(err, ErrLockLost)
 	}
 	return err
 }
 
 // orphan releases, on node i, the lock name that was handed over to token
 // after its waiter stopped waiting with it (see orphans).
-func (e *engine) orphan(i int, name, token string, timeout time.Duration) {
+func (e *Engine) orphan(i int, name, token string, timeout time.Duration) {
 	e.orphans([]int{i}, name, token, timeout)
 }
 
 // orphans releases the lock name handed over to token on the nodes given
 // (nil: every node), in the background, unless a lease of this process
 // holds the token (the waiter won with it).
-func (e *engine) orphans(nodes []int, name, token string, timeout time.Duration) {
+func (e *Engine) orphans(nodes []int, name, token string, timeout time.Duration) {
 	e.leasesMu.Lock()
 	for l := range e.leases {
-		if l.token == token {
+		if l.Token == token {
 			e.leasesMu.Unlock()
 			return
 		}
 	}
 	e.leasesMu.Unlock()
-	if e.track(1) != nil {
+	if e.Track(1) != nil {
 		return // closed: the keys expire with their TTL
 	}
-	ops := make([]node.Op, e.pool.Size())
+	ops := make([]node.Op, e.Pool.Size())
 	op := &node.Release{Key: name, Token: token, Channel: node.ReleaseChannel(name), Notice: token,
 		Drop: node.DropAll, QueueKey: node.QueueKey(name)}
 	if nodes == nil {
@@ -187,7 +187,7 @@ func (e *engine) orphans(nodes []int, name, token string, timeout time.Duration)
 		ops[i] = op
 	}
 	go func() {
-		defer e.wg.Done()
+		defer e.WG.Done()
 		e.deliver(ops, timeout)
 	}()
 }

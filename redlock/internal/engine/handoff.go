@@ -1,4 +1,4 @@
-package redlock
+package engine
 
 import (
 	"context"
@@ -39,17 +39,17 @@ import (
 // attempt with its token releases the token on every node: a node may
 // have handed it the lock without the announcement reaching it.
 
-// handoffWindow is how long a waiter that heard one node hand it the lock
+// HandoffWindow is how long a waiter that heard one node hand it the lock
 // waits for a quorum of them before it makes an attempt. The releases were
 // sent to every node at once: their announcements come within about a
 // round trip of one another.
-const handoffWindow = 5 * time.Millisecond
+const HandoffWindow = 5 * time.Millisecond
 
-// handsOver reports whether a Lock of a lock of cfg, plain or not, may
+// HandsOver reports whether a Lock of a lock of cfg, plain or not, may
 // take the lock handed over: a plain lock's grant is its key alone (no
 // fencing token, restart delay or replica acknowledgement to add).
-func handsOver(plain bool, cfg *settings) bool {
-	return plain && cfg.notify && !cfg.fencing && cfg.restart == 0 && cfg.ack.Replicas == 0
+func HandsOver(plain bool, cfg *Settings) bool {
+	return plain && cfg.Notify && !cfg.Fencing && cfg.Restart == 0 && cfg.Ack.Replicas == 0
 }
 
 // handoffOf is what a waiting Lock has been handed with its current token.
@@ -64,14 +64,14 @@ type handoffOf struct {
 // collect adds the handoff h and those that follow within handoffWindow
 // to wt's votes, until they make a quorum; it returns ctx's error if ctx
 // ended first.
-func (wt *waiting) collect(ctx context.Context, h waitq.Handed) error {
-	e := wt.h.e
-	q := quorum.Majority(e.pool.Size())
-	timer := time.NewTimer(handoffWindow)
+func (wt *Waiting) collect(ctx context.Context, h waitq.Handed) error {
+	e := wt.Holder.Engine
+	q := quorum.Majority(e.Pool.Size())
+	timer := time.NewTimer(HandoffWindow)
 	defer timer.Stop()
 	for {
 		wt.count(h)
-		if len(wt.ho.votes) >= q {
+		if len(wt.Handed.votes) >= q {
 			return nil
 		}
 		select {
@@ -86,13 +86,13 @@ func (wt *waiting) collect(ctx context.Context, h waitq.Handed) error {
 
 // count counts node h.Node's handoff as a vote for the current token,
 // unless the node's clock says it may not vote.
-func (wt *waiting) count(h waitq.Handed) {
-	ho := wt.ho
+func (wt *Waiting) count(h waitq.Handed) {
+	ho := wt.Handed
 	if h.Token != ho.token || ho.heard[h.Node] {
 		return
 	}
 	ho.heard[h.Node] = true
-	if g := wt.h.e.guard; g != nil && refusedVote(g, h, ho.registered) {
+	if g := wt.Holder.Engine.Guard; g != nil && refusedVote(g, h, ho.registered) {
 		return // it holds the token: the attempt, if one follows, undoes it
 	}
 	ho.votes = append(ho.votes, h.Node)
@@ -120,44 +120,44 @@ func refusedVote(g *quorum.ClockGuard, h waitq.Handed, registered time.Time) boo
 
 // handed returns the grant of the votes collected with the current token,
 // or false when they are too few, or too late to count (see above).
-func (wt *waiting) handed() (grant, bool) {
-	ho := wt.ho
-	e, cfg := wt.h.e, &wt.h.cfg
-	if ho == nil || ho.used || len(ho.votes) < quorum.Majority(e.pool.Size()) {
+func (wt *Waiting) handed() (grant, bool) {
+	ho := wt.Handed
+	e, cfg := wt.Holder.Engine, &wt.Holder.Settings
+	if ho == nil || ho.used || len(ho.votes) < quorum.Majority(e.Pool.Size()) {
 		return grant{}, false
 	}
-	if e.now().After(ho.registered.Add(cfg.ttl / 2)) {
+	if e.Now().After(ho.registered.Add(cfg.TTL / 2)) {
 		return grant{}, false
 	}
 	return e.granted(ho.registered, cfg, func() []int { return ho.votes })
 }
 
-// tryHanded is an attempt of a Lock queued to be handed the lock: it takes
+// TryHanded is an attempt of a Lock queued to be handed the lock: it takes
 // the lock with the handoffs counted when they make a quorum, and
 // otherwise makes an attempt with their token (try).
-func (wt *waiting) tryHanded(ctx context.Context, try func(ctx context.Context, token string) (refusal, error)) (refusal, error) {
+func (wt *Waiting) TryHanded(ctx context.Context, try func(ctx context.Context, token string) (Refusal, error)) (Refusal, error) {
 	if err := ctx.Err(); err != nil {
-		return refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", errNotAcquiredSentinel), err)
+		return Refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
 	}
-	ho := wt.ho
+	ho := wt.Handed
 	g, ok := wt.handed()
 	ho.used = true
 	if ok {
-		wt.h.take(ctx, ho.token, ho.token, g)
-		return refusal{}, nil
+		wt.Holder.Take(ctx, ho.token, ho.token, g)
+		return Refusal{}, nil
 	}
 	return try(ctx, ho.token)
 }
 
 // register queues the wait with a new token to be handed the lock with,
 // in the background; w is nil for the first registration.
-func (wt *waiting) register() {
-	h := wt.h
-	registered := h.e.now()
+func (wt *Waiting) register() {
+	h := wt.Holder
+	registered := h.Engine.Now()
 	if wt.w == nil {
-		wt.w = h.e.waiters.JoinHandoff(h.name, h.cfg.nodeTimeout, h.cfg.ttl)
+		wt.w = h.Engine.Waiters.JoinHandoff(h.Name, h.Settings.NodeTimeout, h.Settings.TTL)
 	} else {
-		wt.w.Requeue(h.cfg.nodeTimeout)
+		wt.w.Requeue(h.Settings.NodeTimeout)
 	}
-	wt.ho = &handoffOf{token: wt.w.Handoff(), registered: registered, heard: map[int]bool{}}
+	wt.Handed = &handoffOf{token: wt.w.Handoff(), registered: registered, heard: map[int]bool{}}
 }

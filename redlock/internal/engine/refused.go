@@ -1,4 +1,4 @@
-package redlock
+package engine
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 // The optional features a node may refuse without the lock failing (the
 // facade exports their names, features.go).
 const (
-	featureQueue    = "queue"
-	featureIdentify = "identify"
-	featureScripts  = "scripts"
-	featureClock    = "clock"
+	FeatureQueue    = "queue"
+	FeatureIdentify = "identify"
+	FeatureScripts  = "scripts"
+	FeatureClock    = "clock"
 )
 
 // features records the optional features each node refused.
@@ -42,7 +42,7 @@ func (f *features) refused(i int, feature string, err error) bool {
 }
 
 // of returns node i's refused features, nil when none.
-func (f *features) of(i int) map[string]error {
+func (f *features) Of(i int) map[string]error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.off[i]) == 0 {
@@ -53,17 +53,17 @@ func (f *features) of(i int) map[string]error {
 
 // featureOff records that node i refused feature with err and, the first
 // time, tells the Redlock's Observer.
-func (e *engine) featureOff(i int, feature string, err error) {
-	if e.features.refused(i, feature, err) && e.report != nil {
-		e.report(context.Background(), i, fmt.Errorf("redlock: %s off on this node, the lock works without it: %w", feature, err), false)
+func (e *Engine) featureOff(i int, feature string, err error) {
+	if e.Features.refused(i, feature, err) && e.Report != nil {
+		e.Report(context.Background(), i, fmt.Errorf("redlock: %s off on this node, the lock works without it: %w", feature, err), false)
 	}
 }
 
 // scriptsOff records that node i refused scripts with why and now speaks
 // w, and tells the Observer (once: the node switches once).
-func (e *engine) scriptsOff(i int, w node.Way, why error) {
-	if e.features.refused(i, featureScripts, why) && e.report != nil {
-		e.report(context.Background(), i, fmt.Errorf("redlock: scripts refused, the node is spoken to by %s from now on "+
-			"(%s; a Mutex works; semaphores, reader-writer and multi-name locks need scripts): %w", w, e.pool.Caps(i), node.Classify(why)), false)
+func (e *Engine) scriptsOff(i int, w node.Way, why error) {
+	if e.Features.refused(i, FeatureScripts, why) && e.Report != nil {
+		e.Report(context.Background(), i, fmt.Errorf("redlock: scripts refused, the node is spoken to by %s from now on "+
+			"(%s; a Mutex works; semaphores, reader-writer and multi-name locks need scripts): %w", w, e.Pool.Caps(i), node.Classify(why)), false)
 	}
 }

@@ -1,4 +1,4 @@
-package redlock
+package engine
 
 import (
 	"context"
@@ -19,14 +19,14 @@ import (
 // and renewal, and its end: the primitives differ only in the operations
 // they send (a leaseKind) and in how they acquire.
 
-// lease is one acquisition, from the attempt that made it to its release
+// Lease is one acquisition, from the attempt that made it to its release
 // or its loss. Fields after done are guarded by the holder's mu.
-type lease struct {
-	token string
+type Lease struct {
+	Token string
 	// notice is unique to the acquisition: its release announces it.
-	notice string
+	Notice string
 	start  time.Time // the attempt's start: the validity counts from it
-	fence  uint64    // the fencing token; 0 when not fenced
+	Fence  uint64    // the fencing token; 0 when not fenced
 	done   chan struct{}
 
 	// voters and jumps are the grant's (see grant): the nodes that hold
@@ -34,8 +34,8 @@ type lease struct {
 	voters, jumps []int
 
 	until time.Time   // the validity's end; moves with every extension
-	holds int         // holds taken on a reentrant lock; 1 otherwise
-	err   error       // why the lease ended; set before done is closed
+	Holds int         // holds taken on a reentrant lock; 1 otherwise
+	Err   error       // why the lease ended; set before done is closed
 	loss  *time.Timer // ends the lease lossMargin before until
 
 	// stopped says why renewal stopped ("": it did not), and failed is
@@ -45,8 +45,8 @@ type lease struct {
 	failed  error
 }
 
-// live reports whether l has not ended. Called with the holder's mu held.
-func (l *lease) live() bool { return l != nil && l.err == nil }
+// Live reports whether l has not ended. Called with the holder's mu held.
+func (l *Lease) Live() bool { return l != nil && l.Err == nil }
 
 // lossMargin is how long before the end of validity a lease that was not
 // extended counts as lost: Done closes, and the context of work run by
@@ -54,99 +54,99 @@ func (l *lease) live() bool { return l != nil && l.err == nil }
 // to give the work time to stop.
 func lossMargin(ttl time.Duration) time.Duration { return ttl / 20 }
 
-// leaseKind is what differs between the primitives' leases: the node
+// LeaseKind is what differs between the primitives' leases: the node
 // operations that release and extend one, and the Observer's names of
 // the calls.
-type leaseKind interface {
+type LeaseKind interface {
 	// release is the operation that ends l on a node and announces it to
 	// waiters; undo gives back a failed attempt's token silently.
-	release(name string, l *lease) node.Op
-	undo(name, token string) node.Op
-	extend(name, token string, cfg *settings) node.Op
+	Release(name string, l *Lease) node.Op
+	Undo(name, token string) node.Op
+	Extend(name, token string, cfg *Settings) node.Op
 }
 
-// holder holds the leases of one primitive value, one at a time. It is
+// Holder holds the leases of one primitive value, one at a time. It is
 // shared by the goroutines that use the value; mu guards lease, busy and
 // the mutable fields of the lease.
-type holder struct {
-	e      *engine
-	name   string
-	cfg    settings
-	report quorum.ReportFunc // the value's Observer, as a node failure reporter (nil: none)
-	events events            // the value's Observer, told of its calls and leases (nil: none)
-	quorum int               // nodes that must hold a lease: 0 for a majority
-	kind   leaseKind
+type Holder struct {
+	Engine   *Engine
+	Name     string
+	Settings Settings
+	Report   quorum.ReportFunc // the value's Observer, as a node failure reporter (nil: none)
+	Events   Events            // the value's Observer, told of its calls and leases (nil: none)
+	Quorum   int               // nodes that must hold a lease: 0 for a majority
+	Kind     LeaseKind
 
-	mu    sync.Mutex
-	lease *lease // the current lease; nil when none was taken or it was released
-	busy  bool   // an acquisition is in flight (semaphores: one at a time)
+	Mu    sync.Mutex
+	Lease *Lease // the current lease; nil when none was taken or it was released
+	Busy  bool   // an acquisition is in flight (semaphores: one at a time)
 }
 
 // errNotHeld is the error of a call on a holder that holds nothing.
-func (h *holder) errNotHeld() error { return fmt.Errorf("%w: not held", errNotHeldSentinel) }
+func (h *Holder) errNotHeld() error { return fmt.Errorf("%w: not held", ErrNotHeld) }
 
-// current returns the current lease, live or ended; nil when none.
-func (h *holder) current() *lease {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lease
+// Current returns the current lease, live or ended; nil when none.
+func (h *Holder) Current() *Lease {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	return h.Lease
 }
 
-// holding reports whether the holder holds a live lease, or an
+// Holding reports whether the holder holds a live lease, or an
 // acquisition is in flight.
-func (h *holder) holding() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.busy || h.lease.live()
+func (h *Holder) Holding() bool {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	return h.Busy || h.Lease.Live()
 }
 
-// take makes g, the acquisition of token, the holder's lease, ends the
+// Take makes g, the acquisition of token, the holder's lease, ends the
 // one it replaces, and starts its renewal when asked to.
-func (h *holder) take(ctx context.Context, token, notice string, g grant) {
-	l := &lease{token: token, notice: notice, start: g.start, fence: g.fence, done: make(chan struct{}), until: g.until, holds: 1, voters: g.voters, jumps: g.jumps}
-	h.mu.Lock()
-	old := h.lease
-	h.lease = l
+func (h *Holder) Take(ctx context.Context, token, notice string, g grant) {
+	l := &Lease{Token: token, Notice: notice, start: g.Start, Fence: g.fence, done: make(chan struct{}), until: g.Until, Holds: 1, voters: g.voters, jumps: g.jumps}
+	h.Mu.Lock()
+	old := h.Lease
+	h.Lease = l
 	l.loss = time.AfterFunc(h.untilLoss(l), func() { h.end(l, h.ranOut(l)) })
-	h.mu.Unlock()
+	h.Mu.Unlock()
 	if old != nil {
-		h.end(old, fmt.Errorf("%w: acquired again", errLockLostSentinel))
+		h.end(old, fmt.Errorf("%w: acquired again", ErrLockLost))
 	}
-	if !h.e.record(l, h) {
+	if !h.Engine.record(l, h) {
 		h.end(l, errEngineClosed) // closed meanwhile: nothing would keep or watch it
 		return
 	}
-	if h.cfg.renew {
+	if h.Settings.Renew {
 		h.renew(holdContext(ctx), l) // the hold may outlast the wait: see LockWithin
 	}
 }
 
 // untilLoss is how long from now until l counts as lost. Called with h.mu
 // held.
-func (h *holder) untilLoss(l *lease) time.Duration {
-	return time.Until(l.until.Add(-lossMargin(h.cfg.ttl)))
+func (h *Holder) untilLoss(l *Lease) time.Duration {
+	return time.Until(l.until.Add(-lossMargin(h.Settings.TTL)))
 }
 
 // ranOut is why lease l ended when its validity ran out: what stopped its
 // renewal, and the last extension's failure, with its node errors.
-func (h *holder) ranOut(l *lease) error {
-	h.mu.Lock()
+func (h *Holder) ranOut(l *Lease) error {
+	h.Mu.Lock()
 	stopped, failed := l.stopped, l.failed
-	h.mu.Unlock()
+	h.Mu.Unlock()
 	msg := "validity ran out"
 	if stopped != "" {
 		msg += " (" + stopped + ")"
 	}
-	err := fmt.Errorf("%w: %s", errLockLostSentinel, msg)
+	err := fmt.Errorf("%w: %s", ErrLockLost, msg)
 	if failed != nil {
 		err = errors.Join(err, fmt.Errorf("the last extension failed: %w", failed))
 	}
 	return err
 }
 
-// moveUntil moves l's validity to until when later, and its loss timer
+// MoveUntil moves l's validity to until when later, and its loss timer
 // with it. Called with h.mu held.
-func (h *holder) moveUntil(l *lease, until time.Time) {
+func (h *Holder) MoveUntil(l *Lease, until time.Time) {
 	if until.After(l.until) {
 		l.until = until
 		l.loss.Reset(h.untilLoss(l))
@@ -156,93 +156,93 @@ func (h *holder) moveUntil(l *lease, until time.Time) {
 // end ends lease l with cause, once; later calls do nothing. The Observer
 // hears of it before Done closes: whoever sees Done closed finds the end
 // observed.
-func (h *holder) end(l *lease, cause error) {
-	h.mu.Lock()
-	if l.err != nil {
-		h.mu.Unlock()
+func (h *Holder) end(l *Lease, cause error) {
+	h.Mu.Lock()
+	if l.Err != nil {
+		h.Mu.Unlock()
 		return
 	}
-	l.err = cause
+	l.Err = cause
 	l.loss.Stop()
-	h.mu.Unlock()
-	h.e.forget(l)
-	if h.events != nil {
-		h.events.HoldEnd(h.name, l.start, errors.Is(cause, errLockLostSentinel), cause)
+	h.Mu.Unlock()
+	h.Engine.forget(l)
+	if h.Events != nil {
+		h.Events.HoldEnd(h.Name, l.start, errors.Is(cause, ErrLockLost), cause)
 	}
 	close(l.done) // once: only the call that set l.err gets here
 }
 
-// release ends the current lease with cause and releases it on every
-// node with op (see Redlock.free). It returns errNotHeldSentinel, without I/O,
+// Release ends the current lease with cause and releases it on every
+// node with op (see Redlock.free). It returns ErrNotHeld, without I/O,
 // when there is none.
-func (h *holder) release(ctx context.Context, cause error) error {
-	h.mu.Lock()
-	l := h.lease
+func (h *Holder) Release(ctx context.Context, cause error) error {
+	h.Mu.Lock()
+	l := h.Lease
 	if l == nil {
-		h.mu.Unlock()
+		h.Mu.Unlock()
 		return h.errNotHeld()
 	}
-	h.lease = nil
-	c := lapse{cfg: &h.cfg, report: h.report, since: l.start, quorum: h.quorum}
-	if l.err == nil {
+	h.Lease = nil
+	c := Lapse{Settings: &h.Settings, Report: h.Report, since: l.start, quorum: h.Quorum}
+	if l.Err == nil {
 		c.until = l.until // a lost lease passes none: an absent key is no resend
 	}
-	h.mu.Unlock()
+	h.Mu.Unlock()
 	h.end(l, cause)
-	return h.e.free(ctx, h.kind.release(h.name, l), h.name, true, c)
+	return h.Engine.free(ctx, h.Kind.Release(h.Name, l), h.Name, true, c)
 }
 
 // extend extends lease l: see Mutex.Extend.
-func (h *holder) extend(ctx context.Context, l *lease) error {
-	h.mu.Lock()
-	until, ended := l.until, l.err
-	h.mu.Unlock()
+func (h *Holder) extend(ctx context.Context, l *Lease) error {
+	h.Mu.Lock()
+	until, ended := l.until, l.Err
+	h.Mu.Unlock()
 	if ended != nil {
-		return fmt.Errorf("%w: %w", errNotHeldSentinel, ended)
+		return fmt.Errorf("%w: %w", ErrNotHeld, ended)
 	}
-	start := h.e.now()
+	start := h.Engine.Now()
 	if !start.Before(until) {
-		return fmt.Errorf("%w: validity ran out %v ago", errNotHeldSentinel, start.Sub(until))
+		return fmt.Errorf("%w: validity ran out %v ago", ErrNotHeld, start.Sub(until))
 	}
-	op := h.kind.extend(h.name, l.token, &h.cfg)
-	if err := h.e.extend(ctx, op, lapse{cfg: &h.cfg, report: h.report, quorum: h.quorum}); err != nil {
-		if errors.Is(err, errLockLostSentinel) {
+	op := h.Kind.Extend(h.Name, l.Token, &h.Settings)
+	if err := h.Engine.extend(ctx, op, Lapse{Settings: &h.Settings, Report: h.Report, quorum: h.Quorum}); err != nil {
+		if errors.Is(err, ErrLockLost) {
 			h.end(l, err)
 		}
 		return err
 	}
-	next := quorum.ValidUntil(start, h.cfg.ttl, h.cfg.driftFactor)
-	if !h.e.now().Before(next) {
-		return fmt.Errorf("%w: extended, but no validity left of ttl %v", errNotHeldSentinel, h.cfg.ttl)
+	next := quorum.ValidUntil(start, h.Settings.TTL, h.Settings.DriftFactor)
+	if !h.Engine.Now().Before(next) {
+		return fmt.Errorf("%w: extended, but no validity left of ttl %v", ErrNotHeld, h.Settings.TTL)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if l.err != nil {
-		return fmt.Errorf("%w: %w", errNotHeldSentinel, l.err)
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	if l.Err != nil {
+		return fmt.Errorf("%w: %w", ErrNotHeld, l.Err)
 	}
 	l.until = next
 	l.loss.Reset(h.untilLoss(l))
 	return nil
 }
 
-// extendCurrent extends the current lease.
-func (h *holder) extendCurrent(ctx context.Context) error {
-	l := h.current()
+// ExtendCurrent extends the current lease.
+func (h *Holder) ExtendCurrent(ctx context.Context) error {
+	l := h.Current()
 	if l == nil {
 		return h.errNotHeld()
 	}
 	return h.extend(ctx, l)
 }
 
-// until returns the end of the current lease's validity; the zero Time
+// Until returns the end of the current lease's validity; the zero Time
 // when none was taken (or it was released).
-func (h *holder) until() time.Time {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lease == nil {
+func (h *Holder) Until() time.Time {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	if h.Lease == nil {
 		return time.Time{}
 	}
-	return h.lease.until
+	return h.Lease.until
 }
 
 // closedChan is the Done channel of a holder that holds nothing.
@@ -252,34 +252,34 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-// done returns the current lease's Done channel; a closed one when none.
-func (h *holder) done() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lease == nil {
+// Done returns the current lease's Done channel; a closed one when none.
+func (h *Holder) Done() <-chan struct{} {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	if h.Lease == nil {
 		return closedChan
 	}
-	return h.lease.done
+	return h.Lease.done
 }
 
-// err returns why the current lease ended, nil while it lasts.
-func (h *holder) err() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lease == nil {
+// Err returns why the current lease ended, nil while it lasts.
+func (h *Holder) Err() error {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	if h.Lease == nil {
 		return h.errNotHeld()
 	}
-	return h.lease.err
+	return h.Lease.Err
 }
 
-// observe runs one call of the holder, whose result run returns, between
+// Observe runs one call of the holder, whose result run returns, between
 // its Observer's OpStart and OpEnd (directly when it has none). The
 // context that bounds an acquisition's hold (the caller's, see
 // holdContext) is passed on under holdKey, so that renewal runs under it
 // rather than under the Observer's context, whose span would otherwise
 // parent every extension after the call returned.
-func (h *holder) observe(ctx context.Context, c call, run func(context.Context) (int, error)) error {
-	o := h.events
+func (h *Holder) Observe(ctx context.Context, c Call, run func(context.Context) (int, error)) error {
+	o := h.Events
 	if o == nil || ctx == nil {
 		_, err := run(ctx)
 		return err
@@ -290,15 +290,15 @@ func (h *holder) observe(ctx context.Context, c call, run func(context.Context) 
 	}
 	octx := o.OpStart(ctx, c)
 	if c.acquires() && octx != ctx {
-		octx = context.WithValue(octx, holdKey{}, hold)
+		octx = context.WithValue(octx, HoldKey{}, hold)
 	}
 	attempts, err := run(octx)
 	o.OpEnd(octx, c, err, err != nil && hold.Err() != nil, attempts)
 	return err
 }
 
-// call is the holder's call at step s.
-func (h *holder) call(s step) call { return call{step: s, name: h.name} }
+// Call is the holder's call at step s.
+func (h *Holder) Call(s Step) Call { return Call{Step: s, Name: h.Name} }
 
 // Bounding the wait for a lock apart from the hold. The context given to
 // Lock bounds both: the attempts, and with WithRenewal the renewal of the
@@ -306,15 +306,15 @@ func (h *holder) call(s step) call { return call{step: s, name: h.name} }
 // own, which carries the caller's context as a value: the acquisition
 // starts renewal under that one instead (see holdContext).
 
-// holdKey is the context key under which LockWithin's wait context
+// HoldKey is the context key under which LockWithin's wait context
 // carries the context that bounds the hold.
-type holdKey struct{}
+type HoldKey struct{}
 
 // holdContext returns the context that bounds the hold of a lock acquired
 // under ctx: the caller's own when ctx is LockWithin's wait context, ctx
 // itself otherwise.
 func holdContext(ctx context.Context) context.Context {
-	if hold, ok := ctx.Value(holdKey{}).(context.Context); ok {
+	if hold, ok := ctx.Value(HoldKey{}).(context.Context); ok {
 		return hold
 	}
 	return ctx

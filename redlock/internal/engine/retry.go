@@ -1,0 +1,26 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Retrier is the wait between attempts: uniformly random in [lo,
+// min(hi, lo×2^(attempt-1))], so that contenders that failed together do
+// not try again together. Waiting acquisitions (see turn.go) and renewal
+// after a failed extension wait with it.
+type Retrier struct{ Lo, Hi time.Duration }
+
+// retry returns the retrier of the options (see WithRetryDelay).
+func (c *Settings) retry() Retrier { return Retrier{Lo: c.DelayMin, Hi: c.DelayMax} }
+
+// Delay is the wait after the given failed attempt.
+func (rt Retrier) Delay(attempt int) time.Duration {
+	ceiling := rt.Hi
+	if attempt < 32 {
+		if c := rt.Lo << (attempt - 1); c > 0 && c < rt.Hi {
+			ceiling = c
+		}
+	}
+	return rt.Lo + rand.N(ceiling-rt.Lo+1)
+}
