@@ -6,9 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/redlock-go/redlock/redlock/internal/engine"
-
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/redlock/internal/turn"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,7 +117,7 @@ func TestHandoffGivenUpIsReleased(t *testing.T) {
 		}
 		// It gives up within the window in which it waits for more
 		// handoffs after the first.
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second+engine.HandoffWindow/2)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second+turn.HandoffWindow/2)
 		defer cancel()
 		_, _, err := handedOver(ctx, t, r, time.Second, WithRetryDelay(time.Hour, time.Hour))
 		require.ErrorIs(t, err, ErrNotAcquired)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/internal/lease"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
@@ -23,7 +24,7 @@ import (
 
 // lockKind is what one kind of lock sends the nodes.
 type lockKind interface {
-	engine.LeaseKind
+	lease.Kind
 	// token returns the token of a new acquisition and the notice that
 	// announces its release (unique to the acquisition).
 	token() (token, notice string, err error)
@@ -69,7 +70,7 @@ func newAcquire(name, token string, cfg *engine.Settings) *node.Acquire {
 
 // announced is the release of lease l of name that announces itself to
 // the name's waiters.
-func announced(name string, l *engine.Lease) *node.Release {
+func announced(name string, l *lease.Lease) *node.Release {
 	return &node.Release{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), Notice: l.Notice,
 		Drop: node.DropAll, QueueKey: node.QueueKey(name)}
 }
@@ -81,7 +82,7 @@ func (plainLock) acquire(name, token string, cfg *engine.Settings, _ bool) *node
 	return newAcquire(name, token, cfg)
 }
 
-func (plainLock) Release(name string, l *engine.Lease) node.Op { return announced(name, l) }
+func (plainLock) Release(name string, l *lease.Lease) node.Op { return announced(name, l) }
 
 // reentrantLock is a lock whose Mutex value is its owner (WithReentrant):
 // each TryLock while the Mutex holds the lock takes one more hold on that
@@ -130,7 +131,7 @@ func (*reentrantLock) fence(name, token string, cfg *engine.Settings) *node.Fenc
 	return f
 }
 
-func (*reentrantLock) Release(name string, l *engine.Lease) node.Op {
+func (*reentrantLock) Release(name string, l *lease.Lease) node.Op {
 	op := announced(name, l)
 	op.Reentrant = true
 	return op
@@ -149,7 +150,7 @@ func (*reentrantLock) Extend(name, token string, cfg *engine.Settings) node.Op {
 // requests in the order they were sent (one lane per name), so a re-lock
 // never overtakes the first SET, where it would find no key and take no
 // hold.
-func (re *reentrantLock) reenter(ctx context.Context, m *Mutex, l *engine.Lease) error {
+func (re *reentrantLock) reenter(ctx context.Context, m *Mutex, l *lease.Lease) error {
 	s := m.spec(l.Token, true)
 	s.Reasks = quorum.MaxReasks
 	g, _, err := m.h.Engine.Acquire(ctx, s)
@@ -196,7 +197,7 @@ func (ml *multiLock) acquire(name, token string, cfg *engine.Settings, _ bool) *
 	return op
 }
 
-func (ml *multiLock) Release(name string, l *engine.Lease) node.Op {
+func (ml *multiLock) Release(name string, l *lease.Lease) node.Op {
 	op := announced(name, l)
 	op.Also = ml.also
 	return op
@@ -231,7 +232,7 @@ func (w *writeLock) acquire(name, token string, cfg *engine.Settings, _ bool) *n
 	return op
 }
 
-func (w *writeLock) Release(name string, l *engine.Lease) node.Op {
+func (w *writeLock) Release(name string, l *lease.Lease) node.Op {
 	op := announced(name, l)
 	op.Intent, op.Writer = w.ids(name)
 	return op

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/internal/lease"
+	"github.com/redlock-go/redlock/redlock/internal/turn"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
@@ -31,7 +33,7 @@ import (
 // waiting, and the lock is released when Unlock has been called as many
 // times. Goroutines sharing a reentrant Mutex share its ownership.
 type Mutex struct {
-	h    engine.Holder
+	h    lease.Holder
 	lock lockKind // what the lock's node operations are (see lockkind.go)
 }
 
@@ -75,9 +77,9 @@ func (m *Mutex) Lock(ctx context.Context) error {
 // lockHopeless is Lock; it also reports whether the last attempt found so
 // many nodes misconfigured that no quorum is left (see tally.hopeless).
 func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
-	err = m.h.Observe(ctx, m.h.Call(engine.StepWait), func(ctx context.Context) (int, error) {
+	err = m.h.Observe(ctx, m.h.Call(lease.StepWait), func(ctx context.Context) (int, error) {
 		_, plain := m.lock.(plainLock)
-		wt := &engine.Waiting{Holder: &m.h, Courteous: true, Split: true, Handoff: engine.HandsOver(plain, &m.h.Settings)}
+		wt := &turn.Waiting{Holder: &m.h, Courteous: true, Split: true, Handoff: turn.HandsOver(plain, &m.h.Settings)}
 		attempts, failed, err := wt.Wait(ctx, func(ctx context.Context, released string) (engine.Refusal, error) {
 			if wt.Handed != nil {
 				return wt.TryHanded(ctx, func(ctx context.Context, token string) (engine.Refusal, error) {
@@ -118,7 +120,7 @@ func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 // Mutex that holds the lock takes one more hold on a quorum and re-arms the
 // TTL.
 func (m *Mutex) TryLock(ctx context.Context) error {
-	return m.h.Observe(ctx, m.h.Call(engine.StepTry), func(ctx context.Context) (int, error) {
+	return m.h.Observe(ctx, m.h.Call(lease.StepTry), func(ctx context.Context) (int, error) {
 		_, err := m.tryLock(ctx, "", 0)
 		return 1, err
 	})
@@ -171,7 +173,7 @@ func (m *Mutex) spec(token string, reenter bool) engine.Spec {
 }
 
 // live returns the Mutex's live lease, nil when it holds none.
-func (m *Mutex) live() *engine.Lease {
+func (m *Mutex) live() *lease.Lease {
 	m.h.Mu.Lock()
 	defer m.h.Mu.Unlock()
 	if m.h.Lease.Live() {
@@ -210,7 +212,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")
 	}
-	return m.h.Observe(ctx, m.h.Call(engine.StepRelease), func(ctx context.Context) (int, error) {
+	return m.h.Observe(ctx, m.h.Call(lease.StepRelease), func(ctx context.Context) (int, error) {
 		if re, ok := m.lock.(*reentrantLock); ok {
 			if dropped, err := re.dropOne(ctx, m); dropped {
 				return 0, err
@@ -241,7 +243,7 @@ func (m *Mutex) Extend(ctx context.Context) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")
 	}
-	return m.h.Observe(ctx, m.h.Call(engine.StepExtend), func(ctx context.Context) (int, error) {
+	return m.h.Observe(ctx, m.h.Call(lease.StepExtend), func(ctx context.Context) (int, error) {
 		return 0, m.h.ExtendCurrent(ctx)
 	})
 }

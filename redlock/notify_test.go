@@ -11,14 +11,13 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/redlock-go/redlock/redlock/internal/engine"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/redlock-go/redlock/internal/waitq"
+	"github.com/redlock-go/redlock/redlock/internal/turn"
 )
 
 // handoff measures, in virtual time, how long after the holder's Unlock
@@ -286,7 +285,7 @@ func TestNoCourtesyForOwnSubscription(t *testing.T) {
 		}
 		handoff(t, r, fs) // leaves this Redlock subscribed to "k"
 		require.True(t, r.e.Waiters.Listening(0, "k"))
-		time.Sleep(engine.CourtesyMax) // the courtesy of handoff's own release is over
+		time.Sleep(turn.CourtesyMax) // the courtesy of handoff's own release is over
 		m := newFakeMutex(t, r, "k")
 		for range 3 {
 			start := time.Now()

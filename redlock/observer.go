@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/internal/lease"
 )
 
 // Observation. A Redlock or a Mutex given [WithObserver] reports what it
@@ -155,22 +155,22 @@ type observed struct {
 
 // observe returns o as the events of a holder of the kind named by kinds;
 // nil when o is.
-func observe(o Observer, kinds [4]OpKind) engine.Events {
+func observe(o Observer, kinds [4]OpKind) lease.Events {
 	if o == nil {
 		return nil
 	}
 	return &observed{o: o, kinds: kinds}
 }
 
-func (ob *observed) op(c engine.Call) Op {
+func (ob *observed) op(c lease.Call) Op {
 	return Op{Kind: ob.kinds[c.Step], Name: c.Name, Renewal: c.Renewal}
 }
 
-func (ob *observed) OpStart(ctx context.Context, c engine.Call) context.Context {
+func (ob *observed) OpStart(ctx context.Context, c lease.Call) context.Context {
 	return ob.o.OpStart(ctx, ob.op(c))
 }
 
-func (ob *observed) OpEnd(ctx context.Context, c engine.Call, err error, canceled bool, attempts int) {
+func (ob *observed) OpEnd(ctx context.Context, c lease.Call, err error, canceled bool, attempts int) {
 	ob.o.OpEnd(ctx, ob.op(c), OpResult{Err: err, Canceled: canceled, Attempts: attempts})
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/internal/lease"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
@@ -154,7 +155,7 @@ func (r *Redlock) initMutex(m *Mutex, name string, cfg config, kind lockKind) er
 	default:
 		kind = plainLock{}
 	}
-	m.h = engine.Holder{Engine: r.e, Name: name, Settings: cfg.Settings, Report: reporter(cfg.observer, r.e.Pool.Nodes), Events: observe(cfg.observer, lockOps), Kind: kind}
+	m.h = lease.Holder{Engine: r.e, Name: name, Settings: cfg.Settings, Report: reporter(cfg.observer, r.e.Pool.Nodes), Events: observe(cfg.observer, lockOps), Kind: kind}
 	m.lock = kind
 	return nil
 }

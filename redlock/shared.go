@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/internal/lease"
+	"github.com/redlock-go/redlock/redlock/internal/turn"
 
 	"github.com/redlock-go/redlock/internal/node"
 )
@@ -21,7 +23,7 @@ import (
 // sharing is one kind of shared hold of a name: its acquisition, and the
 // operations of its lease.
 type sharing interface {
-	engine.LeaseKind
+	lease.Kind
 	acquire(name, token string, cfg *engine.Settings) node.Op
 	// refused is the quorum rule that applied to an attempt refused on n
 	// nodes at quorum q (chosen: set by WithQuorum), and the error it
@@ -35,13 +37,13 @@ type sharing interface {
 // shared is one holder of shared holds of a name (a Semaphore value, or an
 // RWMutex's read half).
 type shared struct {
-	h    engine.Holder
+	h    lease.Holder
 	kind sharing
 }
 
 // newShared returns the shared holds of name, counted against quorum q.
 func newShared(e *engine.Engine, name string, cfg config, q int, kind sharing) shared {
-	return shared{h: engine.Holder{Engine: e, Name: name, Settings: cfg.Settings, Report: reporter(cfg.observer, e.Pool.Nodes), Events: observe(cfg.observer, kind.kinds()), Quorum: q, Kind: kind}, kind: kind}
+	return shared{h: lease.Holder{Engine: e, Name: name, Settings: cfg.Settings, Report: reporter(cfg.observer, e.Pool.Nodes), Events: observe(cfg.observer, kind.kinds()), Quorum: q, Kind: kind}, kind: kind}
 }
 
 // errHeldHere and errInFlight are the failures of an attempt that the
@@ -53,7 +55,7 @@ var (
 
 // tryOnce is one observed attempt (TryAcquire, TryRLock).
 func (s *shared) tryOnce(ctx context.Context) error {
-	return s.h.Observe(ctx, s.h.Call(engine.StepTry), func(ctx context.Context) (int, error) {
+	return s.h.Observe(ctx, s.h.Call(lease.StepTry), func(ctx context.Context) (int, error) {
 		_, err := s.try(ctx, "")
 		return 1, err
 	})
@@ -61,12 +63,12 @@ func (s *shared) tryOnce(ctx context.Context) error {
 
 // wait is an observed waiting acquisition (Acquire, RLock).
 func (s *shared) wait(ctx context.Context) error {
-	return s.h.Observe(ctx, s.h.Call(engine.StepWait), func(ctx context.Context) (int, error) {
+	return s.h.Observe(ctx, s.h.Call(lease.StepWait), func(ctx context.Context) (int, error) {
 		if ctx == nil {
 			return 0, engine.Invalid("nil context")
 		}
 		_, reader := s.kind.(reading)
-		attempts, _, err := (&engine.Waiting{Holder: &s.h, Reader: reader}).Wait(ctx, s.try)
+		attempts, _, err := (&turn.Waiting{Holder: &s.h, Reader: reader}).Wait(ctx, s.try)
 		return attempts, err
 	})
 }
@@ -122,7 +124,7 @@ func (s *shared) finish() {
 
 // release is an observed release (Release, RUnlock).
 func (s *shared) release(ctx context.Context) error {
-	return s.h.Observe(ctx, s.h.Call(engine.StepRelease), func(ctx context.Context) (int, error) {
+	return s.h.Observe(ctx, s.h.Call(lease.StepRelease), func(ctx context.Context) (int, error) {
 		if ctx == nil {
 			return 0, engine.Invalid("nil context")
 		}
@@ -135,7 +137,7 @@ var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
 
 // extend is an observed extension (Extend).
 func (s *shared) extend(ctx context.Context) error {
-	return s.h.Observe(ctx, s.h.Call(engine.StepExtend), func(ctx context.Context) (int, error) {
+	return s.h.Observe(ctx, s.h.Call(lease.StepExtend), func(ctx context.Context) (int, error) {
 		if ctx == nil {
 			return 0, engine.Invalid("nil context")
 		}
@@ -162,7 +164,7 @@ func (p permitsOf) acquire(name, token string, cfg *engine.Settings) node.Op {
 	return &node.SemAcquire{Key: name, Token: token, TTL: cfg.TTL, Permits: int(p), MinUptime: minUptime(cfg.Restart)}
 }
 
-func (permitsOf) Release(name string, l *engine.Lease) node.Op {
+func (permitsOf) Release(name string, l *lease.Lease) node.Op {
 	return &node.SemRelease{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
 
@@ -197,7 +199,7 @@ func (reading) acquire(name, token string, cfg *engine.Settings) node.Op {
 	return &node.ReadAcquire{Key: name, Token: token, TTL: cfg.TTL, MinUptime: minUptime(cfg.Restart)}
 }
 
-func (reading) Release(name string, l *engine.Lease) node.Op {
+func (reading) Release(name string, l *lease.Lease) node.Op {
 	return &node.ReadRelease{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
 

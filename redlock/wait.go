@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/internal/lease"
 )
 
 // LockWithin acquires the lock as [Mutex.Lock] does, but waits for it at
@@ -43,7 +44,7 @@ func (m *Mutex) LockWithin(ctx context.Context, wait time.Duration) error {
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel() // only the wait: the renewal watches ctx
-	err := m.Lock(context.WithValue(waitCtx, engine.HoldKey{}, ctx))
+	err := m.Lock(context.WithValue(waitCtx, lease.HoldKey{}, ctx))
 	if err != nil && ctx.Err() == nil && waitCtx.Err() != nil {
 		return fmt.Errorf("redlock: not acquired within %v: %w", wait, err)
 	}

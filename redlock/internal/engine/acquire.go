@@ -14,14 +14,14 @@ import (
 // Acquiring: one attempt to take a lock on a quorum, its fencing token,
 // and the release of what a failed attempt may have taken.
 
-// grant is a successful acquisition: the start of its attempt, the end of
+// Grant is a successful acquisition: the start of its attempt, the end of
 // its validity, and its fencing token (0 when not fenced).
-type grant struct {
+type Grant struct {
 	Start, Until time.Time
-	fence        uint64
+	Fence        uint64
 	// voters are the nodes whose grants counted, and jumps the clock
 	// jumps found on each node by then (see clockJumped).
-	voters, jumps []int
+	Voters, Jumps []int
 }
 
 // Refusal is what a failed attempt says of itself, for the wait before
@@ -33,7 +33,7 @@ type grant struct {
 // its own release, without taking a turn in the nodes' queues).
 type Refusal struct {
 	Granted  int
-	took     time.Duration
+	Took     time.Duration
 	Yielded  bool
 	Hopeless bool
 	Local    bool
@@ -97,10 +97,10 @@ type Spec struct {
 // hold nothing of the attempt once it returns; the others, and all of them
 // when ctx has ended, finish in the background. Releases never use the
 // caller's cancellation: cleanup must happen even after ctx is done.
-func (e *Engine) Acquire(ctx context.Context, s Spec) (grant, Refusal, error) {
+func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 	idr, err := e.enter()
 	if err != nil {
-		return grant{}, Refusal{}, err
+		return Grant{}, Refusal{}, err
 	}
 	defer e.WG.Done()
 	if e.Admit != nil {
@@ -108,7 +108,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (grant, Refusal, error) {
 		// follows.
 		defer e.Admit.Attempted()
 		if err := e.Admit.Admit(ctx, s.Quorum); err != nil {
-			return grant{}, Refusal{Hopeless: true, Local: true}, err
+			return Grant{}, Refusal{Hopeless: true, Local: true}, err
 		}
 	}
 	if a, ok := s.Op.(*node.Acquire); ok {
@@ -126,34 +126,34 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (grant, Refusal, error) {
 	t := rd.Tally
 	won := ctxErr == nil && t.Won()
 	idErr := e.IDs.distinct(idr, won, rd.Start, rd.Start.Add(s.Settings.NodeTimeout))
-	if g, ok := e.granted(rd.Start, s.Settings, t.GrantedNodes); won && idErr == nil && ok {
+	if g, ok := e.Granted(rd.Start, s.Settings, t.GrantedNodes); won && idErr == nil && ok {
 		if s.Fence == nil {
 			return g, Refusal{}, nil
 		}
 		return e.fence(ctx, s, g, a.Highest)
 	}
 	e.undo(ctx, s, gates, a.MayHold, ctxErr == nil, t.GrantedNodes())
-	failed := Refusal{Granted: t.Yes, took: e.Now().Sub(rd.Start), Yielded: a.Yielded, Hopeless: t.Hopeless()}
+	failed := Refusal{Granted: t.Yes, Took: e.Now().Sub(rd.Start), Yielded: a.Yielded, Hopeless: t.Hopeless()}
 	if idErr != nil {
-		return grant{}, failed, idErr
+		return Grant{}, failed, idErr
 	}
-	return grant{}, failed, e.fail(cmp.Or(s.NotAcquired, ErrNotAcquired), notAcquired(t, a, failed.took, s.Settings.TTL, s.Rule)+e.skewed(), ctxErr, t)
+	return Grant{}, failed, e.fail(cmp.Or(s.NotAcquired, ErrNotAcquired), notAcquired(t, a, failed.Took, s.Settings.TTL, s.Rule)+e.skewed(), ctxErr, t)
 }
 
-// granted returns the grant of votes counted from start (an attempt's,
+// Granted returns the grant of votes counted from start (an attempt's,
 // or the registration of a waiter handed the lock over): every voter holds
 // the token until at least start + TTL on its own clock, so the validity
 // ends at start + TTL - drift. False when none of it is left. voters are
 // the nodes whose votes counted, for the clock guard. Every grant is made
 // here.
-func (e *Engine) granted(start time.Time, cfg *Settings, voters func() []int) (grant, bool) {
+func (e *Engine) Granted(start time.Time, cfg *Settings, voters func() []int) (Grant, bool) {
 	until := quorum.ValidUntil(start, cfg.TTL, cfg.DriftFactor)
 	if !e.Now().Before(until) {
-		return grant{}, false
+		return Grant{}, false
 	}
-	g := grant{Start: start, Until: until}
+	g := Grant{Start: start, Until: until}
 	if e.Guard != nil {
-		g.voters, g.jumps = voters(), e.Guard.JumpsOf()
+		g.Voters, g.Jumps = voters(), e.Guard.JumpsOf()
 	}
 	return g, true
 }
@@ -250,12 +250,12 @@ func (e *Engine) releaseRound(ctx context.Context, cfg *Settings, report quorum.
 // node. There the grant came after B's key was gone, so after B's token
 // was written, and the counter read with the grant is at least B's token,
 // unless that node lost its data in between (see the package documentation).
-func (e *Engine) fence(ctx context.Context, s Spec, g grant, highest uint64) (grant, Refusal, error) {
+func (e *Engine) fence(ctx context.Context, s Spec, g Grant, highest uint64) (Grant, Refusal, error) {
 	commit := *s.Fence
 	commit.Fence = highest + 1
 	if commit.Fence >= MaxFence {
 		e.undo(ctx, s, nil, nil, false, nil)
-		return grant{}, Refusal{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
+		return Grant{}, Refusal{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
 	}
 	rd := quorum.NewRound(ctx, e.Pool, s.Settings.NodeTimeout, s.Report, e.Pool.Size()).SendAll(&commit, nil, nil)
 	ctxErr := rd.Decide(ctx)
@@ -266,7 +266,7 @@ func (e *Engine) fence(ctx context.Context, s Spec, g grant, highest uint64) (gr
 		// returns, the more of them may later lose their data (see the
 		// package documentation).
 		rd.LingerAsLongAgain()
-		g.fence = commit.Fence
+		g.Fence = commit.Fence
 		return g, Refusal{}, nil
 	}
 	// Released on every node, the grants included: a token recorded on too
@@ -277,5 +277,5 @@ func (e *Engine) fence(ctx context.Context, s Spec, g grant, highest uint64) (gr
 	if ft.Won() {
 		reason = fmt.Sprintf("fencing token recorded after %v, no validity left of ttl %v", took, s.Settings.TTL)
 	}
-	return grant{}, Refusal{took: took}, e.fail(ErrNotAcquired, reason, ctxErr, ft)
+	return Grant{}, Refusal{Took: took}, e.fail(ErrNotAcquired, reason, ctxErr, ft)
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
@@ -35,38 +34,21 @@ func (e *Engine) watchClocks() {
 	e.leasesMu.Unlock()
 }
 
-// clockJumped makes every lease that counted node i's vote, before the
-// jump just found on its clock, recompute what it holds: the node may have
-// expired its key already. A lease left with fewer such nodes than its
-// quorum is lost, with a cause that names the clock.
+// clockJumped makes every lease held recompute what it holds, now that
+// node i's clock jumped: the node may have expired its key already. The
+// leases lost end, each with its cause.
 func (e *Engine) clockJumped(i int) {
 	jumps := e.Guard.JumpsOf()
 	e.leasesMu.Lock()
-	var lost []func()
-	for l, h := range e.leases {
-		kept := 0
-		for _, v := range l.voters {
-			if jumps[v] == l.jumps[v] {
-				kept++
-			}
+	var lost []Held
+	var causes []error
+	for h := range e.leases {
+		if cause := h.Jumped(i, jumps); cause != nil {
+			lost, causes = append(lost, h), append(causes, cause)
 		}
-		if l.voters == nil || kept >= h.quorumOf() {
-			continue
-		}
-		cause := fmt.Errorf("%w: %w: node %d's clock jumped; %d of the %d nodes that granted it still may hold it, quorum %d",
-			ErrLockLost, quorum.ErrClockJump, i, kept, len(l.voters), h.quorumOf())
-		lost = append(lost, func() { h.end(l, cause) })
 	}
 	e.leasesMu.Unlock()
-	for _, end := range lost {
-		end() // end takes the holder's lock and forgets the lease: not under leasesMu
+	for k, h := range lost {
+		h.End(causes[k]) // End takes the holder's lock and forgets the lease: not under leasesMu
 	}
-}
-
-// quorumOf is how many nodes must hold h's lease.
-func (h *Holder) quorumOf() int {
-	if h.Quorum > 0 {
-		return h.Quorum
-	}
-	return quorum.Majority(h.Engine.Pool.Size())
 }

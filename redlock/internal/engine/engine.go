@@ -31,12 +31,12 @@ type Engine struct {
 	closed bool
 	Done   chan struct{}  // closed by close: renewal and identification stop
 	WG     sync.WaitGroup // operations, renewals, identification
-	// leases are the leases held, each with its holder: close ends them,
+	// leases are the leases held, each with its token: close ends them,
 	// and their loss timers with them. Guarded by leasesMu, taken under mu
 	// read-locked, so that close, which sets closed under mu, finds every
 	// lease recorded before.
 	leasesMu sync.Mutex
-	leases   map[*Lease]*Holder
+	leases   map[Held]string
 
 	Waiters *waitq.Queue // waiting Locks and their subscriptions
 	IDs     *identifier  // who each node is (see identify.go)
@@ -58,7 +58,7 @@ type Engine struct {
 // failures through report (nil: none) and a node's failure in an
 // operation's error as nodeErr makes it.
 func NewEngine(nodes []node.Node, tolerance time.Duration, report quorum.ReportFunc, nodeErr func(i int, err error) error) *Engine {
-	e := &Engine{Now: time.Now, Done: make(chan struct{}), leases: map[*Lease]*Holder{}, Report: report, nodeErr: nodeErr}
+	e := &Engine{Now: time.Now, Done: make(chan struct{}), leases: map[Held]string{}, Report: report, nodeErr: nodeErr}
 	e.Pool = quorum.NewPool(nodes, e.Now)
 	e.Features = newFeatures(len(nodes))
 	e.IDs = newIdentifier(e.Pool, e.Now, e.featureOff)
@@ -121,16 +121,27 @@ func (e *Engine) Track(n int) error {
 // Sleep waits for d, or until close; it reports whether d passed.
 func (e *Engine) Sleep(d time.Duration) bool { return quorum.SleepUnless(d, e.Done) }
 
-// record records lease l of holder h, and reports false, recording nothing,
+// Held is a lease the engine keeps while it is held.
+type Held interface {
+	// End ends the lease with cause: the engine closed, or a clock jump
+	// left too few of the nodes that granted it.
+	End(cause error)
+	// Jumped is told that node i's clock jumped, the guard's count of
+	// each node's jumps being jumps: it returns why the lease is lost
+	// (nil: it still holds).
+	Jumped(i int, jumps []int) error
+}
+
+// Record records lease h of token, and reports false, recording nothing,
 // once the engine is closed.
-func (e *Engine) record(l *Lease, h *Holder) bool {
+func (e *Engine) Record(h Held, token string) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
 		return false
 	}
 	e.leasesMu.Lock()
-	e.leases[l] = h
+	e.leases[h] = token
 	watch := e.Guard != nil && !e.watching
 	e.watching = e.watching || watch
 	e.leasesMu.Unlock()
@@ -141,17 +152,17 @@ func (e *Engine) record(l *Lease, h *Holder) bool {
 	return true
 }
 
-// forget forgets lease l.
-func (e *Engine) forget(l *Lease) {
+// Forget forgets lease h.
+func (e *Engine) Forget(h Held) {
 	e.leasesMu.Lock()
-	delete(e.leases, l)
+	delete(e.leases, h)
 	e.leasesMu.Unlock()
 }
 
-// errEngineClosed is why close ends the leases still held: their keys stay
+// ErrRedlockClosed is why close ends the leases still held: their keys stay
 // on the nodes until their TTL, but nothing keeps or watches them any
 // more.
-var errEngineClosed = fmt.Errorf("%w: the Redlock was closed", ErrLockLost)
+var ErrRedlockClosed = fmt.Errorf("%w: the Redlock was closed", ErrLockLost)
 
 // Close stops new operations and renewal, ends the leases still held, and
 // waits for every goroutine the engine started, in order: the waiters'
@@ -175,10 +186,10 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Unlock()
 	e.leasesMu.Lock()
 	leases := e.leases
-	e.leases = map[*Lease]*Holder{}
+	e.leases = map[Held]string{}
 	e.leasesMu.Unlock()
-	for l, h := range leases {
-		h.end(l, errEngineClosed)
+	for h := range leases {
+		h.End(ErrRedlockClosed)
 	}
 	e.Pool.Stop()
 	ops := make(chan struct{})

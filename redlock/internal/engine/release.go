@@ -24,10 +24,10 @@ type Lapse struct {
 	// end: until then, a node that found the key absent counts as holding
 	// the token if the same server answered (see release). Zero until
 	// counts no absent key.
-	since, until time.Time
+	Since, Until time.Time
 	// quorum is how many nodes must still hold the token: 0 for a
 	// majority, a semaphore's quorum for its permits (see semQuorum).
-	quorum int
+	Quorum int
 }
 
 // Release runs a release round and reports whether a quorum still held
@@ -44,19 +44,19 @@ type Lapse struct {
 // command whose reply timed out). A reentrant Unlock that drops one hold
 // never deletes the key, so its absence is no resend: it passes no until.
 func (e *Engine) Release(ctx context.Context, op *node.Release, c Lapse) error {
-	return e.free(ctx, op, op.Key, op.Channel != "", c)
+	return e.Free(ctx, op, op.Key, op.Channel != "", c)
 }
 
-// free is release for any operation that releases name and answers as a
+// Free is release for any operation that releases name and answers as a
 // lock's Release does; announced says whether it announces itself to
 // waiters.
-func (e *Engine) free(ctx context.Context, op node.Op, name string, announced bool, c Lapse) error {
+func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bool, c Lapse) error {
 	if err := e.Track(1); err != nil {
 		return err
 	}
 	defer e.WG.Done()
-	rd := e.releaseRound(ctx, c.Settings, c.Report).Needs(c.quorum)
-	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, waiters: e.Waiters, name: name, since: c.since, until: c.until}
+	rd := e.releaseRound(ctx, c.Settings, c.Report).Needs(c.Quorum)
+	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, waiters: e.Waiters, name: name, since: c.Since, until: c.Until}
 	rd.Grants = rule
 	if announced {
 		rd.Hook = rule
@@ -130,14 +130,14 @@ func (rr *releaseRule) Heard(i int, rep node.Reply) {
 	}
 }
 
-// extend runs the extend request on every node and reports whether a
+// Extend runs the extend request on every node and reports whether a
 // quorum still held the token and re-armed its TTL.
-func (e *Engine) extend(ctx context.Context, op node.Op, c Lapse) error {
+func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) error {
 	if err := e.Track(1); err != nil {
 		return err
 	}
 	defer e.WG.Done()
-	rd := quorum.NewRound(ctx, e.Pool, c.Settings.NodeTimeout, c.Report, e.Pool.Size()).Needs(c.quorum).SendAll(op, nil, nil)
+	rd := quorum.NewRound(ctx, e.Pool, c.Settings.NodeTimeout, c.Report, e.Pool.Size()).Needs(c.Quorum).SendAll(op, nil, nil)
 	ctxErr := rd.Decide(ctx)
 	t := rd.Tally
 	if ctxErr == nil && t.Won() {
@@ -157,16 +157,16 @@ func (e *Engine) extend(ctx context.Context, op node.Op, c Lapse) error {
 // orphan releases, on node i, the lock name that was handed over to token
 // after its waiter stopped waiting with it (see orphans).
 func (e *Engine) orphan(i int, name, token string, timeout time.Duration) {
-	e.orphans([]int{i}, name, token, timeout)
+	e.Orphans([]int{i}, name, token, timeout)
 }
 
-// orphans releases the lock name handed over to token on the nodes given
+// Orphans releases the lock name handed over to token on the nodes given
 // (nil: every node), in the background, unless a lease of this process
 // holds the token (the waiter won with it).
-func (e *Engine) orphans(nodes []int, name, token string, timeout time.Duration) {
+func (e *Engine) Orphans(nodes []int, name, token string, timeout time.Duration) {
 	e.leasesMu.Lock()
-	for l := range e.leases {
-		if l.Token == token {
+	for _, held := range e.leases {
+		if held == token {
 			e.leasesMu.Unlock()
 			return
 		}

@@ -11,8 +11,8 @@ import (
 // after a failed extension wait with it.
 type Retrier struct{ Lo, Hi time.Duration }
 
-// retry returns the retrier of the options (see WithRetryDelay).
-func (c *Settings) retry() Retrier { return Retrier{Lo: c.DelayMin, Hi: c.DelayMax} }
+// Retry returns the retrier of the options (see WithRetryDelay).
+func (c *Settings) Retry() Retrier { return Retrier{Lo: c.DelayMin, Hi: c.DelayMax} }
 
 // Delay is the wait after the given failed attempt.
 func (rt Retrier) Delay(attempt int) time.Duration {

@@ -1,10 +1,12 @@
-package engine
+package turn
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
@@ -48,7 +50,7 @@ const HandoffWindow = 5 * time.Millisecond
 // HandsOver reports whether a Lock of a lock of cfg, plain or not, may
 // take the lock handed over: a plain lock's grant is its key alone (no
 // fencing token, restart delay or replica acknowledgement to add).
-func HandsOver(plain bool, cfg *Settings) bool {
+func HandsOver(plain bool, cfg *engine.Settings) bool {
 	return plain && cfg.Notify && !cfg.Fencing && cfg.Restart == 0 && cfg.Ack.Replicas == 0
 }
 
@@ -120,31 +122,31 @@ func refusedVote(g *quorum.ClockGuard, h waitq.Handed, registered time.Time) boo
 
 // handed returns the grant of the votes collected with the current token,
 // or false when they are too few, or too late to count (see above).
-func (wt *Waiting) handed() (grant, bool) {
+func (wt *Waiting) handed() (engine.Grant, bool) {
 	ho := wt.Handed
 	e, cfg := wt.Holder.Engine, &wt.Holder.Settings
 	if ho == nil || ho.used || len(ho.votes) < quorum.Majority(e.Pool.Size()) {
-		return grant{}, false
+		return engine.Grant{}, false
 	}
 	if e.Now().After(ho.registered.Add(cfg.TTL / 2)) {
-		return grant{}, false
+		return engine.Grant{}, false
 	}
-	return e.granted(ho.registered, cfg, func() []int { return ho.votes })
+	return e.Granted(ho.registered, cfg, func() []int { return ho.votes })
 }
 
 // TryHanded is an attempt of a Lock queued to be handed the lock: it takes
 // the lock with the handoffs counted when they make a quorum, and
 // otherwise makes an attempt with their token (try).
-func (wt *Waiting) TryHanded(ctx context.Context, try func(ctx context.Context, token string) (Refusal, error)) (Refusal, error) {
+func (wt *Waiting) TryHanded(ctx context.Context, try func(ctx context.Context, token string) (engine.Refusal, error)) (engine.Refusal, error) {
 	if err := ctx.Err(); err != nil {
-		return Refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
+		return engine.Refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", engine.ErrNotAcquired), err)
 	}
 	ho := wt.Handed
 	g, ok := wt.handed()
 	ho.used = true
 	if ok {
 		wt.Holder.Take(ctx, ho.token, ho.token, g)
-		return Refusal{}, nil
+		return engine.Refusal{}, nil
 	}
 	return try(ctx, ho.token)
 }

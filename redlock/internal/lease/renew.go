@@ -1,10 +1,12 @@
-package engine
+package lease
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 )
 
 // Renewal (the watchdog). While a lock taken with WithRenewal is held, one
@@ -65,13 +67,13 @@ func (h *Holder) renewing(holdCtx context.Context, l *Lease) {
 		case err == nil:
 			failures = 0
 			timer.Reset(time.Until(now.Add(RenewEvery(cfg.TTL))))
-		case errors.Is(err, ErrLockLost) || holdCtx.Err() != nil:
+		case errors.Is(err, engine.ErrLockLost) || holdCtx.Err() != nil:
 			return
 		default:
 			// Nodes failing or slow: try again soon; the loss timer ends
 			// the lease if no extension succeeds in time.
 			failures++
-			timer.Reset(cfg.retry().Delay(failures))
+			timer.Reset(cfg.Retry().Delay(failures))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package turn
 
 import (
 	"context"
@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/redlock-go/redlock/redlock/internal/lease"
+
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 
 	"github.com/redlock-go/redlock/internal/waitq"
 )
@@ -72,7 +76,7 @@ const (
 // courtesyLeft is how long a Lock on name should still let the waiters
 // that heard this process's last release of it go first; 0 or less when it
 // need not.
-func (e *Engine) courtesyLeft(name string) time.Duration {
+func courtesyLeft(e *engine.Engine, name string) time.Duration {
 	at, took, ok := e.Waiters.LastRelease(name)
 	if !ok {
 		return 0
@@ -87,11 +91,11 @@ func (e *Engine) courtesyLeft(name string) time.Duration {
 // attemptFunc is one attempt of a waiting acquisition. released is the
 // token whose announced release woke it ("" when none did): nodes that
 // still hold it are about to be free (see attempt).
-type attemptFunc func(ctx context.Context, released string) (Refusal, error)
+type attemptFunc func(ctx context.Context, released string) (engine.Refusal, error)
 
 // Waiting is one blocking acquisition in progress: Lock, Acquire or RLock.
 type Waiting struct {
-	Holder *Holder
+	Holder *lease.Holder
 	// courteous applies the courtesy, and split the split-vote retry (see
 	// delay): both are a lock's.
 	Courteous, Split bool
@@ -110,11 +114,11 @@ type Waiting struct {
 // bound is reached, or the last attempt says no retry can succeed; it
 // returns how many attempts it made and what the last failed one said of
 // itself.
-func (wt *Waiting) Wait(ctx context.Context, try attemptFunc) (int, Refusal, error) {
+func (wt *Waiting) Wait(ctx context.Context, try attemptFunc) (int, engine.Refusal, error) {
 	defer wt.leave()
 	if wt.Courteous {
 		if err := wt.courtesy(ctx); err != nil {
-			return 0, Refusal{}, err
+			return 0, engine.Refusal{}, err
 		}
 	}
 	for attempt := 1; ; attempt++ {
@@ -132,11 +136,11 @@ func (wt *Waiting) Wait(ctx context.Context, try attemptFunc) (int, Refusal, err
 // that returned err, and what: nil on success; err when it is not one that
 // a retry may change, when the attempts bound (tries, 0: none) is
 // reached, or joined with ctx's error when ctx ended.
-func final(ctx context.Context, tries, attempt int, failed Refusal, err error) (bool, error) {
+func final(ctx context.Context, tries, attempt int, failed engine.Refusal, err error) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
-	case !errors.Is(err, ErrNotAcquired), failed.Hopeless:
+	case !errors.Is(err, engine.ErrNotAcquired), failed.Hopeless:
 		return true, err
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -156,7 +160,7 @@ func final(ctx context.Context, tries, attempt int, failed Refusal, err error) (
 // with the waiter whose turn it is.
 func (wt *Waiting) courtesy(ctx context.Context) error {
 	h := wt.Holder
-	d := h.Engine.courtesyLeft(h.Name)
+	d := courtesyLeft(h.Engine, h.Name)
 	if d <= 0 {
 		return nil
 	}
@@ -165,7 +169,7 @@ func (wt *Waiting) courtesy(ctx context.Context) error {
 	if h.Settings.Notify {
 		wt.w = wt.join()
 		wake, handed = wt.w.Wake(), wt.w.Handed()
-		d = queued(h.Settings.retry(), d)
+		d = queued(h.Settings.Retry(), d)
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -175,10 +179,10 @@ func (wt *Waiting) courtesy(ctx context.Context) error {
 		wt.woken = true
 	case ho := <-handed:
 		if err := wt.collect(ctx, ho); err != nil {
-			return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
+			return errors.Join(fmt.Errorf("%w: context done before the attempt", engine.ErrNotAcquired), err)
 		}
 	case <-ctx.Done():
-		return errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), ctx.Err())
+		return errors.Join(fmt.Errorf("%w: context done before the attempt", engine.ErrNotAcquired), ctx.Err())
 	}
 	return nil
 }
@@ -186,7 +190,7 @@ func (wt *Waiting) courtesy(ctx context.Context) error {
 // pause waits after a failed attempt: for the back-off, or until a release
 // is announced (an attempt refused locally does not queue). It returns
 // ctx's error when ctx ended first.
-func (wt *Waiting) pause(ctx context.Context, attempt int, failed Refusal) error {
+func (wt *Waiting) pause(ctx context.Context, attempt int, failed engine.Refusal) error {
 	cfg := &wt.Holder.Settings
 	if wt.w == nil && cfg.Notify && !failed.Local {
 		// Queued and subscribed from now on (in the background): a
@@ -224,7 +228,7 @@ func (wt *Waiting) pause(ctx context.Context, attempt int, failed Refusal) error
 // turn is announced, and the back-off is only the fallback for a lost
 // announcement. A short one would try out of turn, and collide with the
 // waiter whose turn it is: at least half the longest back-off.
-func queued(rt Retrier, d time.Duration) time.Duration {
+func queued(rt engine.Retrier, d time.Duration) time.Duration {
 	return max(d, rt.Hi/2+rand.N(rt.Hi/2+1))
 }
 
@@ -238,15 +242,15 @@ func queued(rt Retrier, d time.Duration) time.Duration {
 // the release of the contender it gave way to. Contenders for a
 // semaphore's permits name no single competitor to give way to: they all
 // wait their back-off.
-func (wt *Waiting) delay(attempt int, failed Refusal) time.Duration {
-	rt := wt.Holder.Settings.retry()
+func (wt *Waiting) delay(attempt int, failed engine.Refusal) time.Duration {
+	rt := wt.Holder.Settings.Retry()
 	delay := rt.Delay(attempt)
 	if wt.w != nil {
 		delay = queued(rt, delay)
 	}
 	if wt.Split && failed.Granted > 0 && !failed.Yielded && wt.splits < 2 {
 		wt.splits++
-		return min(delay, rand.N(2*failed.took+1))
+		return min(delay, rand.N(2*failed.Took+1))
 	}
 	wt.splits = 0
 	return delay
@@ -272,6 +276,6 @@ func (wt *Waiting) leave() {
 	}
 	wt.w.Leave(wt.Holder.Settings.NodeTimeout)
 	if ho := wt.Handed; ho != nil && !ho.used {
-		wt.Holder.Engine.orphans(nil, wt.Holder.Name, ho.token, wt.Holder.Settings.NodeTimeout)
+		wt.Holder.Engine.Orphans(nil, wt.Holder.Name, ho.token, wt.Holder.Settings.NodeTimeout)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package lease
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
@@ -54,28 +56,28 @@ func (l *Lease) Live() bool { return l != nil && l.Err == nil }
 // to give the work time to stop.
 func lossMargin(ttl time.Duration) time.Duration { return ttl / 20 }
 
-// LeaseKind is what differs between the primitives' leases: the node
+// Kind is what differs between the primitives' leases: the node
 // operations that release and extend one, and the Observer's names of
 // the calls.
-type LeaseKind interface {
+type Kind interface {
 	// release is the operation that ends l on a node and announces it to
 	// waiters; undo gives back a failed attempt's token silently.
 	Release(name string, l *Lease) node.Op
 	Undo(name, token string) node.Op
-	Extend(name, token string, cfg *Settings) node.Op
+	Extend(name, token string, cfg *engine.Settings) node.Op
 }
 
 // Holder holds the leases of one primitive value, one at a time. It is
 // shared by the goroutines that use the value; mu guards lease, busy and
 // the mutable fields of the lease.
 type Holder struct {
-	Engine   *Engine
+	Engine   *engine.Engine
 	Name     string
-	Settings Settings
+	Settings engine.Settings
 	Report   quorum.ReportFunc // the value's Observer, as a node failure reporter (nil: none)
 	Events   Events            // the value's Observer, told of its calls and leases (nil: none)
 	Quorum   int               // nodes that must hold a lease: 0 for a majority
-	Kind     LeaseKind
+	Kind     Kind
 
 	Mu    sync.Mutex
 	Lease *Lease // the current lease; nil when none was taken or it was released
@@ -83,7 +85,7 @@ type Holder struct {
 }
 
 // errNotHeld is the error of a call on a holder that holds nothing.
-func (h *Holder) errNotHeld() error { return fmt.Errorf("%w: not held", ErrNotHeld) }
+func (h *Holder) errNotHeld() error { return fmt.Errorf("%w: not held", engine.ErrNotHeld) }
 
 // Current returns the current lease, live or ended; nil when none.
 func (h *Holder) Current() *Lease {
@@ -102,18 +104,18 @@ func (h *Holder) Holding() bool {
 
 // Take makes g, the acquisition of token, the holder's lease, ends the
 // one it replaces, and starts its renewal when asked to.
-func (h *Holder) Take(ctx context.Context, token, notice string, g grant) {
-	l := &Lease{Token: token, Notice: notice, start: g.Start, Fence: g.fence, done: make(chan struct{}), until: g.Until, Holds: 1, voters: g.voters, jumps: g.jumps}
+func (h *Holder) Take(ctx context.Context, token, notice string, g engine.Grant) {
+	l := &Lease{Token: token, Notice: notice, start: g.Start, Fence: g.Fence, done: make(chan struct{}), until: g.Until, Holds: 1, voters: g.Voters, jumps: g.Jumps}
 	h.Mu.Lock()
 	old := h.Lease
 	h.Lease = l
 	l.loss = time.AfterFunc(h.untilLoss(l), func() { h.end(l, h.ranOut(l)) })
 	h.Mu.Unlock()
 	if old != nil {
-		h.end(old, fmt.Errorf("%w: acquired again", ErrLockLost))
+		h.end(old, fmt.Errorf("%w: acquired again", engine.ErrLockLost))
 	}
-	if !h.Engine.record(l, h) {
-		h.end(l, errEngineClosed) // closed meanwhile: nothing would keep or watch it
+	if !h.Engine.Record(held{h, l}, token) {
+		h.end(l, engine.ErrRedlockClosed) // closed meanwhile: nothing would keep or watch it
 		return
 	}
 	if h.Settings.Renew {
@@ -137,7 +139,7 @@ func (h *Holder) ranOut(l *Lease) error {
 	if stopped != "" {
 		msg += " (" + stopped + ")"
 	}
-	err := fmt.Errorf("%w: %s", ErrLockLost, msg)
+	err := fmt.Errorf("%w: %s", engine.ErrLockLost, msg)
 	if failed != nil {
 		err = errors.Join(err, fmt.Errorf("the last extension failed: %w", failed))
 	}
@@ -165,9 +167,9 @@ func (h *Holder) end(l *Lease, cause error) {
 	l.Err = cause
 	l.loss.Stop()
 	h.Mu.Unlock()
-	h.Engine.forget(l)
+	h.Engine.Forget(held{h, l})
 	if h.Events != nil {
-		h.Events.HoldEnd(h.Name, l.start, errors.Is(cause, ErrLockLost), cause)
+		h.Events.HoldEnd(h.Name, l.start, errors.Is(cause, engine.ErrLockLost), cause)
 	}
 	close(l.done) // once: only the call that set l.err gets here
 }
@@ -183,13 +185,13 @@ func (h *Holder) Release(ctx context.Context, cause error) error {
 		return h.errNotHeld()
 	}
 	h.Lease = nil
-	c := Lapse{Settings: &h.Settings, Report: h.Report, since: l.start, quorum: h.Quorum}
+	c := engine.Lapse{Settings: &h.Settings, Report: h.Report, Since: l.start, Quorum: h.Quorum}
 	if l.Err == nil {
-		c.until = l.until // a lost lease passes none: an absent key is no resend
+		c.Until = l.until // a lost lease passes none: an absent key is no resend
 	}
 	h.Mu.Unlock()
 	h.end(l, cause)
-	return h.Engine.free(ctx, h.Kind.Release(h.Name, l), h.Name, true, c)
+	return h.Engine.Free(ctx, h.Kind.Release(h.Name, l), h.Name, true, c)
 }
 
 // extend extends lease l: see Mutex.Extend.
@@ -198,27 +200,27 @@ func (h *Holder) extend(ctx context.Context, l *Lease) error {
 	until, ended := l.until, l.Err
 	h.Mu.Unlock()
 	if ended != nil {
-		return fmt.Errorf("%w: %w", ErrNotHeld, ended)
+		return fmt.Errorf("%w: %w", engine.ErrNotHeld, ended)
 	}
 	start := h.Engine.Now()
 	if !start.Before(until) {
-		return fmt.Errorf("%w: validity ran out %v ago", ErrNotHeld, start.Sub(until))
+		return fmt.Errorf("%w: validity ran out %v ago", engine.ErrNotHeld, start.Sub(until))
 	}
 	op := h.Kind.Extend(h.Name, l.Token, &h.Settings)
-	if err := h.Engine.extend(ctx, op, Lapse{Settings: &h.Settings, Report: h.Report, quorum: h.Quorum}); err != nil {
-		if errors.Is(err, ErrLockLost) {
+	if err := h.Engine.Extend(ctx, op, engine.Lapse{Settings: &h.Settings, Report: h.Report, Quorum: h.Quorum}); err != nil {
+		if errors.Is(err, engine.ErrLockLost) {
 			h.end(l, err)
 		}
 		return err
 	}
 	next := quorum.ValidUntil(start, h.Settings.TTL, h.Settings.DriftFactor)
 	if !h.Engine.Now().Before(next) {
-		return fmt.Errorf("%w: extended, but no validity left of ttl %v", ErrNotHeld, h.Settings.TTL)
+		return fmt.Errorf("%w: extended, but no validity left of ttl %v", engine.ErrNotHeld, h.Settings.TTL)
 	}
 	h.Mu.Lock()
 	defer h.Mu.Unlock()
 	if l.Err != nil {
-		return fmt.Errorf("%w: %w", ErrNotHeld, l.Err)
+		return fmt.Errorf("%w: %w", engine.ErrNotHeld, l.Err)
 	}
 	l.until = next
 	l.loss.Reset(h.untilLoss(l))
