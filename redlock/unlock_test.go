@@ -1,0 +1,271 @@
+package redlock
+
+import (
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestUnlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k")
+		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld, "not locked yet")
+		require.NoError(t, m.Lock(t.Context()))
+		require.NoError(t, m.Unlock(t.Context()))
+		assert.True(t, m.Until().IsZero())
+		synctest.Wait()
+		assert.Zero(t, keyOn(fs, "k"))
+		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld, "already unlocked")
+	})
+}
+
+// TestUnlockAfterLoss: Unlock after the mutex gave its lease up as lost
+// still frees the key on every node, and its error says whether a quorum
+// still held the token up to the release (nil: no one else can have held
+// the lock) or not (ErrNotHeld: another client may have).
+func TestUnlockAfterLoss(t *testing.T) {
+	t.Run("keys still there", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, fs := newFakeRedlock(t, 5)
+			m := newFakeMutex(t, r, "k", WithTTL(time.Second))
+			require.NoError(t, m.Lock(t.Context()))
+			<-m.Done() // TTL/20 before the validity ends, no extension made
+			require.ErrorIs(t, m.Err(), ErrLockLost)
+			assert.Equal(t, 5, keyOn(fs, "k"), "the keys outlive the validity")
+			require.NoError(t, m.Unlock(t.Context()))
+			synctest.Wait()
+			assert.Zero(t, keyOn(fs, "k"), "Unlock frees the key on every node")
+			require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld, "nothing is kept across Unlock")
+		})
+	})
+	t.Run("keys expired", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, _ := newFakeRedlock(t, 5)
+			m := newFakeMutex(t, r, "k", WithTTL(time.Second))
+			require.NoError(t, m.Lock(t.Context()))
+			time.Sleep(time.Second)
+			require.ErrorIs(t, m.Err(), ErrLockLost)
+			err := m.Unlock(t.Context())
+			require.ErrorIs(t, err, ErrNotHeld)
+			assert.NotErrorIs(t, err, ErrLockLost)
+		})
+	})
+	t.Run("keys lost on a quorum", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, fs := newFakeRedlock(t, 5)
+			m := newFakeMutex(t, r, "k", WithTTL(time.Minute))
+			require.NoError(t, m.Lock(t.Context()))
+			synctest.Wait()
+			for _, f := range fs[:3] {
+				f.Faults(func(n *nodetest.Fake) { delete(n.Data, "k") })
+			}
+			require.ErrorIs(t, m.Extend(t.Context()), ErrLockLost)
+			<-m.Done()
+			require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld)
+			synctest.Wait()
+			assert.Zero(t, keyOn(fs, "k"), "the nodes that kept the token free it")
+		})
+	})
+}
+
+func TestUnlockWaitsForStragglingSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k")
+		fs[3].Faults(func(n *nodetest.Fake) { n.Delay = 30 * time.Millisecond })
+		fs[4].Faults(func(n *nodetest.Fake) { n.Delay = 60 * time.Millisecond })
+		require.NoError(t, m.TryLock(t.Context())) // decided by nodes 0-2
+		for _, f := range fs[3:] {                 // the releases would be fast: only the SETs are slow
+			f.Faults(func(n *nodetest.Fake) { n.Delay = 0 })
+		}
+		start := time.Now()
+		require.NoError(t, m.Unlock(t.Context()))
+		assert.Zero(t, time.Since(start), "Unlock waits for the quorum, not for the stragglers")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Zero(t, keyOn(fs, "k"), "a release overtook a late SET and left its key behind")
+		for _, f := range fs[3:] {
+			assert.Equal(t, []string{"acquire", "release"}, f.Applied, f.Name)
+		}
+	})
+}
+
+func TestUnlockByStaleHolderKeepsNewHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		stale := newFakeMutex(t, r, "k", WithTTL(time.Second))
+		fresh := newFakeMutex(t, r, "k", WithTTL(time.Minute))
+		require.NoError(t, stale.Lock(t.Context()))
+		time.Sleep(time.Second) // the stale holder's keys expire
+		require.NoError(t, fresh.TryLock(t.Context()))
+		err := stale.Unlock(t.Context())
+		require.ErrorIs(t, err, ErrNotHeld)
+		synctest.Wait()
+		assert.Equal(t, 5, holders(fs, "k", tokenOf(fresh)), "the stale Unlock freed the new holder's lock")
+	})
+}
+
+func TestUnlockMinorityFailing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k")
+		require.NoError(t, m.Lock(t.Context()))
+		fs[0].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
+		fs[1].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
+		require.NoError(t, m.Unlock(t.Context()))
+		synctest.Wait()
+		fs[0].Faults(func(n *nodetest.Fake) { n.Err = nil })
+		fs[1].Faults(func(n *nodetest.Fake) { n.Err = nil })
+		require.NoError(t, m.Lock(t.Context()))
+		fs[0].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
+		fs[1].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
+		fs[2].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
+		err := m.Unlock(t.Context())
+		require.ErrorIs(t, err, ErrNotHeld)
+		assert.Len(t, NodeErrors(err), 3)
+	})
+}
+
+func TestExtend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second), WithDriftFactor(0))
+		require.ErrorIs(t, m.Extend(t.Context()), ErrNotHeld, "not locked yet")
+		require.NoError(t, m.Lock(t.Context()))
+		first := m.Until()
+		time.Sleep(600 * time.Millisecond)
+		start := time.Now()
+		require.NoError(t, m.Extend(t.Context()))
+		assert.Equal(t, start.Add(time.Second-2*time.Millisecond), m.Until(), "validity counts from the extension's start")
+		assert.True(t, m.Until().After(first))
+		synctest.Wait() // every node has answered
+		assert.Equal(t, time.Second, fs[0].TTL("k"), "full ttl re-armed")
+	})
+}
+
+func TestExtendNeverRecreates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second))
+		require.NoError(t, m.Lock(t.Context()))
+		until := m.Until()
+		synctest.Wait()            // every node has answered
+		for _, f := range fs[:3] { // the key vanishes early on a majority
+			f.Faults(func(n *nodetest.Fake) {
+				delete(n.Data, "k")
+			})
+		}
+		err := m.Extend(t.Context())
+		require.ErrorIs(t, err, ErrNotHeld)
+		assert.Equal(t, until, m.Until(), "a failed extension leaves the window as it was")
+		assert.Equal(t, 2, keyOn(fs, "k"), "extend must not re-create a key")
+	})
+}
+
+func TestExtendAfterValidityRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second), WithDriftFactor(0.1))
+		require.NoError(t, m.Lock(t.Context()))
+		// Keys live for 1s on the nodes, but validity ended at 898ms.
+		time.Sleep(950 * time.Millisecond)
+		require.ErrorIs(t, m.Extend(t.Context()), ErrNotHeld)
+		assert.Zero(t, fs[0].Count("extend"), "no I/O once validity has run out")
+	})
+}
+
+func TestMutexSharedByGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs {
+			f.Faults(func(n *nodetest.Fake) { n.Delay = time.Millisecond })
+		}
+		m := newFakeMutex(t, r, "k")
+		counter, inside := 0, 0
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 5 {
+					require.NoError(t, m.Lock(t.Context()))
+					inside++
+					assert.Equal(t, 1, inside, "two goroutines inside the lock")
+					v := counter
+					time.Sleep(3 * time.Millisecond)
+					counter = v + 1
+					inside--
+					require.NoError(t, m.Unlock(t.Context()))
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, 40, counter)
+	})
+}
+
+func TestConcurrentUnlockReleasesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k")
+		require.NoError(t, m.Lock(t.Context()))
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- m.Unlock(t.Context()) }()
+		}
+		e1, e2 := <-errs, <-errs
+		assert.True(t, (e1 == nil) != (e2 == nil), "exactly one Unlock succeeds: %v, %v", e1, e2)
+		assert.True(t, errors.Is(e1, ErrNotHeld) || errors.Is(e2, ErrNotHeld))
+	})
+}
+
+func TestClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k")
+		require.NoError(t, r.Close(t.Context()))
+		require.ErrorIs(t, m.TryLock(t.Context()), ErrClosed)
+		require.ErrorIs(t, m.Lock(t.Context()), ErrClosed)
+		_, err := r.NewMutex("j")
+		require.ErrorIs(t, err, ErrClosed)
+	})
+}
+
+func TestCloseWaitsForStragglers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3, WithNodeTimeout(10*time.Millisecond))
+		m := newFakeMutex(t, r, "k")
+		fs[2].Faults(func(n *nodetest.Fake) { n.Delay = time.Second })
+		require.NoError(t, m.TryLock(t.Context()))
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, r.Close(ctx), context.DeadlineExceeded, "a node call is still running")
+		start := time.Now()
+		require.NoError(t, r.Close(t.Context()))
+		assert.Equal(t, 900*time.Millisecond, time.Since(start))
+	})
+}
+
+func TestConcurrentCloseDoesNotPanic(t *testing.T) {
+	servers, clients := nodetest.Miniredis(t, 3)
+	_ = servers
+	r, err := New(clients)
+	require.NoError(t, err)
+	m, err := r.NewMutex("k")
+	require.NoError(t, err)
+	require.NoError(t, m.Lock(t.Context())) // starts the node workers
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { errs <- r.Close(context.Background()) }()
+	}
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+}
