@@ -99,5 +99,5 @@ $(BIN)/golangci-lint:
 
 ## fuzz: a short run of the fuzz targets beyond their seed corpora.
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzValidity -fuzztime 30s ./redlock/
+	$(GO) test -run '^$$' -fuzz FuzzValidity -fuzztime 30s ./redlock/internal/quorum/
 	$(GO) test -run '^$$' -fuzz FuzzFenceMonotonic -fuzztime 30s ./redlock/

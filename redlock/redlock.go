@@ -338,7 +338,7 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	if err := r.e.Track(0); err != nil { // counts nothing: only ErrClosed
 		return nil, err
 	}
-	return &Semaphore{sh: newShared(r.e, name, cfg, q, permitsOf(permits)), permits: permits}, nil
+	return &Semaphore{sh: newShared(r.e, name, cfg, q, permitsOf(permits))}, nil
 }
 
 // NewRWMutex returns a reader-writer lock called name. The name is the

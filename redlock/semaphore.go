@@ -24,8 +24,7 @@ import (
 // and Release and Extend act on the current permit, whichever goroutine
 // took it.
 type Semaphore struct {
-	sh      shared
-	permits int
+	sh shared
 }
 
 // Name returns the semaphore's name, which is its key on every node.

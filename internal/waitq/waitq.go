@@ -123,8 +123,6 @@ func New(nodes []node.Node, deliver Deliver, off Off) *Queue {
 	return &Queue{self: uuid.NewString(), nodes: nodes, deliver: deliver, off: off, done: make(chan struct{})}
 }
 
-// Self is this process's waiters' id.
-func (q *Queue) Self() string { return q.self }
 
 // Waiter is one waiting caller.
 type Waiter struct {

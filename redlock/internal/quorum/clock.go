@@ -27,12 +27,12 @@ func Drift(ttl time.Duration, factor float64) time.Duration {
 	return time.Duration(math.Ceil(float64(ttl)*factor)) + 2*time.Millisecond
 }
 
-// Validity is how long an acquisition that took elapsed, measured from its
+// validity is how long an acquisition that took elapsed, measured from its
 // start, may still be relied on once it returns: TTL - elapsed - drift. The
 // keys were set no earlier than the start, so each node expires them no
 // earlier than start + TTL by its own clock; elapsed is already spent and
 // drift covers clocks that run fast. Zero or less means the lock is unusable.
-func Validity(ttl, elapsed time.Duration, factor float64) time.Duration {
+func validity(ttl, elapsed time.Duration, factor float64) time.Duration {
 	return ttl - elapsed - Drift(ttl, factor)
 }
 

@@ -1,10 +1,8 @@
-package redlock
+package quorum
 
 import (
 	"testing"
 	"time"
-
-	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -25,16 +23,16 @@ func TestValidity(t *testing.T) {
 		{3 * ms, 0, 0.1, 2*ms + 300*time.Microsecond, 700 * time.Microsecond},
 		{7 * time.Nanosecond, 0, 0.1, 2*ms + 1, -2*ms + 6}, // rounded up, never down
 	} {
-		assert.Equal(t, tc.drift, quorum.Drift(tc.ttl, tc.factor), "drift(%v, %v)", tc.ttl, tc.factor)
-		assert.Equal(t, tc.valid, quorum.Validity(tc.ttl, tc.elapsed, tc.factor), "validity(%v, %v, %v)", tc.ttl, tc.elapsed, tc.factor)
+		assert.Equal(t, tc.drift, Drift(tc.ttl, tc.factor), "drift(%v, %v)", tc.ttl, tc.factor)
+		assert.Equal(t, tc.valid, validity(tc.ttl, tc.elapsed, tc.factor), "validity(%v, %v, %v)", tc.ttl, tc.elapsed, tc.factor)
 	}
 }
 
 func TestValidUntilIsDecisionPlusValidity(t *testing.T) {
 	start := time.Now()
 	elapsed := 37 * time.Millisecond
-	got := quorum.ValidUntil(start, 10*time.Second, 0.01)
-	assert.Equal(t, start.Add(elapsed).Add(quorum.Validity(10*time.Second, elapsed, 0.01)), got)
+	got := ValidUntil(start, 10*time.Second, 0.01)
+	assert.Equal(t, start.Add(elapsed).Add(validity(10*time.Second, elapsed, 0.01)), got)
 	// The reading is monotonic: a wall-clock step cannot move it.
 	assert.Contains(t, got.String(), "m=+")
 }
@@ -47,7 +45,7 @@ func FuzzValidity(f *testing.F) {
 		if ttl <= 0 || ttl > 1<<62 || elapsed < 0 || elapsed > 1<<62 || !(factor >= 0 && factor < 0.5) {
 			t.Skip()
 		}
-		d := quorum.Drift(time.Duration(ttl), factor)
+		d := Drift(time.Duration(ttl), factor)
 		// The allowance covers at least the asked fraction plus 2ms...
 		if float64(d) < float64(ttl)*factor+float64(2*time.Millisecond) {
 			t.Fatalf("drift(%d, %v) = %v, less than ttl×factor+2ms", ttl, factor, d)
@@ -56,12 +54,12 @@ func FuzzValidity(f *testing.F) {
 		if d > time.Duration(ttl)/2+2*time.Millisecond+1 {
 			t.Fatalf("drift(%d, %v) = %v, more than half the ttl", ttl, factor, d)
 		}
-		v := quorum.Validity(time.Duration(ttl), time.Duration(elapsed), factor)
+		v := validity(time.Duration(ttl), time.Duration(elapsed), factor)
 		if v > time.Duration(ttl)-time.Duration(elapsed) {
 			t.Fatalf("validity %v exceeds ttl - elapsed", v)
 		}
 		// Validity falls one for one as the attempt takes longer.
-		if v2 := quorum.Validity(time.Duration(ttl), time.Duration(elapsed)+time.Millisecond, factor); v-v2 != time.Millisecond {
+		if v2 := validity(time.Duration(ttl), time.Duration(elapsed)+time.Millisecond, factor); v-v2 != time.Millisecond {
 			t.Fatalf("validity not decreasing one for one: %v then %v", v, v2)
 		}
 	})

@@ -1,0 +1,5 @@
+package node
+
+// SetWay makes the node speak w from its first request on (see setWay):
+// the tests of package node_test choose how a node is spoken to.
+func (n *Redis) SetWay(w Way) { n.setWay(w) }
