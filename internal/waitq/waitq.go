@@ -123,7 +123,6 @@ func New(nodes []node.Node, deliver Deliver, off Off) *Queue {
 	return &Queue{self: uuid.NewString(), nodes: nodes, deliver: deliver, off: off, done: make(chan struct{})}
 }
 
-
 // Waiter is one waiting caller.
 type Waiter struct {
 	q    *Queue
