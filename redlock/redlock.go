@@ -69,7 +69,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 		if j, dup := seen[addr]; dup {
 			return nil, engine.Invalid("clients %d and %d both address %s", j, i, addr)
 		}
-		if addr != node.FailoverAddr { // the master comes from the sentinels: see identify.go
+		if addr != node.FailoverAddr { // the master comes from the sentinels: see internal/engine/identify.go
 			seen[addr] = i
 		}
 		nodes[i] = node.NewRedis(c)

@@ -83,7 +83,7 @@ type Spec struct {
 //     has not answered by the node timeout counts as failed.
 //  3. Decide as soon as the outcome is certain: a quorum granted, a quorum
 //     can no longer grant, or (with the split-vote rule) a competitor
-//     ranks higher: see attempt.go.
+//     ranks higher: see quorum.Attempt.
 //  4. Succeed only with a quorum AND validity left: the window ends at
 //     start + ttl - drift, whatever the attempt cost (a node asked again
 //     set its key later, so it expires later still). With fencing, a
@@ -113,7 +113,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 	}
 	if a, ok := s.Op.(*node.Acquire); ok {
 		// Every grant carries the node's time while the guard is on (see
-		// clockguard.go); with no guard, none does.
+		// quorum.ClockGuard); with no guard, none does.
 		a.Clock = e.Guard != nil
 	}
 	if e.Guard != nil {

@@ -45,12 +45,12 @@ type Engine struct {
 	// lock keeps beside its name must hash to the name's slot there.
 	Sharded bool
 
-	Features *features // the optional features each node refused (see features.go)
+	Features *features // the optional features each node refused (see refused.go)
 	// admit is what every acquisition passes first: the facade's audit
 	// (nil: none). Set before the first acquisition.
 	Admit Admission
 
-	Guard    *quorum.ClockGuard // the nodes' clocks (see clockguard.go); nil: no check
+	Guard    *quorum.ClockGuard // the nodes' clocks (see quorum.ClockGuard); nil: no check
 	watching bool               // the clock watcher runs; guarded by leasesMu
 }
 

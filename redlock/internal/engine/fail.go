@@ -8,11 +8,11 @@ import (
 )
 
 // The engine's errors. The facade exports each sentinel under its own
-// name (errors.go), with its documentation; the engine builds the errors of
+// name (redlock/errors.go), with its documentation; the engine builds the errors of
 // failed operations, each node's failure in the facade's own error type,
 // through the function it was handed (nodeErr).
 
-// The sentinels, which the facade exports and documents (errors.go).
+// The sentinels, which the facade exports and documents (redlock/errors.go).
 var (
 	ErrNotAcquired     = errors.New("redlock: lock not acquired")
 	ErrNotHeld         = errors.New("redlock: lock not held")

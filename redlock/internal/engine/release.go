@@ -67,7 +67,7 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 	waited := announced && (rule.heardBy.Load() || e.Waiters.Waiting(name))
 	if waited {
 		// Waiters heard the release: this process's next Lock on the
-		// name lets them go first (the courtesy, see turn.go).
+		// name lets them go first (the courtesy, see internal/turn).
 		e.Waiters.Released(name, e.Now().Sub(rd.Start), e.Now())
 	}
 	if ctxErr == nil && t.Won() {

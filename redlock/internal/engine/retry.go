@@ -7,7 +7,7 @@ import (
 
 // Retrier is the wait between attempts: uniformly random in [lo,
 // min(hi, lo×2^(attempt-1))], so that contenders that failed together do
-// not try again together. Waiting acquisitions (see turn.go) and renewal
+// not try again together. Waiting acquisitions (see internal/turn) and renewal
 // after a failed extension wait with it.
 type Retrier struct{ Lo, Hi time.Duration }
 

@@ -25,7 +25,7 @@ type Settings struct {
 	Ack         node.Ack      // replicas that must acknowledge a write; zero: none
 	Quorum      int           // a semaphore's quorum; 0: its default
 	NoScripts   bool          // New's nodes speak without scripts from the start
-	SafeQuorum  bool          // refuse acquisitions while no quorum is safe (see audit.go)
-	// clockTolerance is the clock guard's (see clockguard.go); 0: off.
+	SafeQuorum  bool          // refuse acquisitions while no quorum is safe (see redlock/audit.go)
+	// ClockTolerance is the clock guard's (see quorum.ClockGuard); 0: off.
 	ClockTolerance time.Duration
 }

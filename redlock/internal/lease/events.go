@@ -6,7 +6,7 @@ import (
 )
 
 // What a holder tells of its calls and of its leases' ends. The facade
-// hands each holder its Observer as events (observer.go), which names
+// hands each holder its Observer as events (redlock/observer.go), which names
 // each call by the primitive's kind; the holder knows only which of its
 // four calls it runs.
 

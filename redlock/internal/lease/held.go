@@ -8,20 +8,17 @@ import (
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 )
 
-// held is lease l of holder h, as the engine keeps it.
-type held struct {
-	h *Holder
-	l *Lease
-}
+// A Lease is what the engine keeps of it: an engine.Held, which ends it
+// through its holder.
 
-// End implements Held.
-func (x held) End(cause error) { x.h.end(x.l, cause) }
+// End implements engine.Held.
+func (l *Lease) End(cause error) { l.holder.end(l, cause) }
 
-// Jumped implements Held: a lease that counted node i's vote before the
+// Jumped implements engine.Held: a lease that counted node i's vote before the
 // jump, left with fewer such nodes than its quorum, is lost, with a cause
 // that names the clock.
-func (x held) Jumped(i int, jumps []int) error {
-	l, h := x.l, x.h
+func (l *Lease) Jumped(i int, jumps []int) error {
+	h := l.holder
 	kept := 0
 	for _, v := range l.voters {
 		if jumps[v] == l.jumps[v] {

@@ -24,7 +24,8 @@ import (
 // Lease is one acquisition, from the attempt that made it to its release
 // or its loss. Fields after done are guarded by the holder's mu.
 type Lease struct {
-	Token string
+	holder *Holder // the holder whose lease it is
+	Token  string
 	// notice is unique to the acquisition: its release announces it.
 	Notice string
 	start  time.Time // the attempt's start: the validity counts from it
@@ -105,7 +106,7 @@ func (h *Holder) Holding() bool {
 // Take makes g, the acquisition of token, the holder's lease, ends the
 // one it replaces, and starts its renewal when asked to.
 func (h *Holder) Take(ctx context.Context, token, notice string, g engine.Grant) {
-	l := &Lease{Token: token, Notice: notice, start: g.Start, Fence: g.Fence, done: make(chan struct{}), until: g.Until, Holds: 1, voters: g.Voters, jumps: g.Jumps}
+	l := &Lease{holder: h, Token: token, Notice: notice, start: g.Start, Fence: g.Fence, done: make(chan struct{}), until: g.Until, Holds: 1, voters: g.Voters, jumps: g.Jumps}
 	h.Mu.Lock()
 	old := h.Lease
 	h.Lease = l
@@ -114,7 +115,7 @@ func (h *Holder) Take(ctx context.Context, token, notice string, g engine.Grant)
 	if old != nil {
 		h.end(old, fmt.Errorf("%w: acquired again", engine.ErrLockLost))
 	}
-	if !h.Engine.Record(held{h, l}, token) {
+	if !h.Engine.Record(l, token) {
 		h.end(l, engine.ErrRedlockClosed) // closed meanwhile: nothing would keep or watch it
 		return
 	}
@@ -167,7 +168,7 @@ func (h *Holder) end(l *Lease, cause error) {
 	l.Err = cause
 	l.loss.Stop()
 	h.Mu.Unlock()
-	h.Engine.Forget(held{h, l})
+	h.Engine.Forget(l)
 	if h.Events != nil {
 		h.Events.HoldEnd(h.Name, l.start, errors.Is(cause, engine.ErrLockLost), cause)
 	}
