@@ -1,0 +1,72 @@
+package redlock
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// What each package under the facade may know of this module, lowest
+// first (docs/ARCHITECTURE.md): Go's import rules keep them from importing
+// up (a cycle), and this keeps each from reaching sideways or down into
+// what it should not know (the waiters for quorum, the identities for the
+// lease, ...). Standard and third-party packages are free.
+var mayImport = map[string][]string{
+	"redlock/internal/quorum": {"internal/node"},
+	"redlock/internal/engine": {"internal/node", "internal/waitq", "internal/identity", "internal/scripts", "redlock/internal/quorum"},
+	"redlock/internal/lease":  {"internal/node", "redlock/internal/quorum", "redlock/internal/engine"},
+	"redlock/internal/turn":   {"internal/node", "internal/waitq", "redlock/internal/quorum", "redlock/internal/engine", "redlock/internal/lease"},
+}
+
+const module = "github.com/redlock-go/redlock/"
+
+// TestPackageImports checks every package under redlock/internal against
+// mayImport, and that each has a row there.
+func TestPackageImports(t *testing.T) {
+	dirs, err := filepath.Glob("internal/*")
+	require.NoError(t, err)
+	for _, dir := range dirs {
+		pkg := "redlock/" + filepath.ToSlash(dir)
+		allowed, ok := mayImport[pkg]
+		if !assert.True(t, ok, "%s has no row in mayImport", pkg) {
+			continue
+		}
+		for _, imp := range moduleImports(t, dir) {
+			assert.True(t, slices.Contains(allowed, imp), "%s imports %s, which it may not know", pkg, imp)
+		}
+	}
+}
+
+// moduleImports returns the packages of this module that dir's non-test
+// files import, relative to the module.
+func moduleImports(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	fset := token.NewFileSet()
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, spec := range f.Imports {
+			path, err := strconv.Unquote(spec.Path.Value)
+			require.NoError(t, err)
+			if rel, ok := strings.CutPrefix(path, module); ok && !slices.Contains(out, rel) {
+				out = append(out, rel)
+			}
+		}
+	}
+	return out
+}
