@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The package's files in layers, lowest first: a file uses only the
-// files of its own layer and of the layers below it (and internal/). The
-// engine's files are also ordered among themselves: each uses only the
-// files before it. Every non-test file is in exactly one layer.
-// docs/ARCHITECTURE.md explains the layers.
+// The facade's files in layers, lowest first: a file uses only the files
+// of its own layer and of the layers below it (and the packages under it).
+// Every non-test file is in exactly one layer. docs/ARCHITECTURE.md
+// explains the layers; the packages under the facade are kept apart by
+// the compiler and TestPackageImports.
 var (
 	layers = [][]string{
 		// What the facade hands the engine and takes back: errors, the
@@ -29,10 +29,9 @@ var (
 	}
 )
 
-// TestLayers checks that no file reaches into a layer above its own, and
-// that the engine's files reach no engine file after them: no name
-// declared at top level there (a type, function, variable or constant) is
-// used in them, nor any method declared only there.
+// TestLayers checks that no file reaches into a layer above its own: no
+// name declared at top level there (a type, function, variable or
+// constant) is used in it, nor any method declared only there.
 func TestLayers(t *testing.T) {
 	files := parseFiles(t)
 	var listed []string
