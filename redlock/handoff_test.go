@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
-	"github.com/redlock-go/redlock/redlock/internal/turn"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,7 +116,7 @@ func TestHandoffGivenUpIsReleased(t *testing.T) {
 		}
 		// It gives up within the window in which it waits for more
 		// handoffs after the first.
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second+turn.HandoffWindow/2)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second+handoffWindow/2)
 		defer cancel()
 		_, _, err := handedOver(ctx, t, r, time.Second, WithRetryDelay(time.Hour, time.Hour))
 		require.ErrorIs(t, err, ErrNotAcquired)
@@ -215,3 +214,7 @@ func TestHandoffOnClusterHoldsTheKey(t *testing.T) {
 		require.NoError(t, w.Unlock(t.Context()))
 	})
 }
+
+// handoffWindow is how long a waiter that heard one node hand it the lock
+// waits for the others (internal/turn, whose TestBounds pins it).
+const handoffWindow = 5 * time.Millisecond

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"github.com/redlock-go/redlock/internal/node/nodetest"
-	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"errors"
 	"net"
@@ -49,7 +48,7 @@ func TestDownNodeSkippedUntilProbeAnswers(t *testing.T) {
 		assert.Equal(t, calls, fs[0].Count("acquire"), "nothing is sent to a down node")
 
 		close(hang) // the node answers again: the next probe brings it back
-		time.Sleep(quorum.ProbeMax)
+		time.Sleep(probeMax)
 		synctest.Wait()
 		assert.False(t, r.Health()[0].Down)
 		fs[1].Faults(func(n *nodetest.Fake) { n.Err = nil })
@@ -79,9 +78,9 @@ func TestRefusedNodeDownAtOnce(t *testing.T) {
 		probes := fs[2].Count("ping")
 		time.Sleep(time.Second)
 		assert.Greater(t, fs[2].Count("ping"), probes+3, "probed while down")
-		assert.LessOrEqual(t, fs[2].Count("ping"), probes+int(time.Second/quorum.ProbeMax)+5, "at growing intervals, up to probeMax")
+		assert.LessOrEqual(t, fs[2].Count("ping"), probes+int(time.Second/probeMax)+5, "at growing intervals, up to probeMax")
 		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
-		time.Sleep(quorum.ProbeMax)
+		time.Sleep(probeMax)
 		synctest.Wait()
 		assert.False(t, r.Health()[2].Down)
 		probes = fs[2].Count("ping")
@@ -133,7 +132,7 @@ func TestOwedUndoDeliveredWhenNodeAnswers(t *testing.T) {
 		time.Sleep(time.Second) // still down: still owed
 		assert.Equal(t, 1, r.Health()[4].Owed)
 		fs[4].Faults(func(n *nodetest.Fake) { n.Lose, n.Err, n.ErrOnly = false, nil, "" })
-		time.Sleep(quorum.ProbeMax)
+		time.Sleep(probeMax)
 		synctest.Wait()
 		_, held = fs[4].Get("k")
 		assert.False(t, held, "delivered once the node answered")
@@ -156,7 +155,7 @@ func TestOwedReleaseAfterUnlock(t *testing.T) {
 		_, held := fs[0].Get("k")
 		require.True(t, held)
 		fs[0].Faults(func(n *nodetest.Fake) { n.Err = nil })
-		time.Sleep(quorum.ProbeMax)
+		time.Sleep(probeMax)
 		synctest.Wait()
 		_, held = fs[0].Get("k")
 		assert.False(t, held)
@@ -169,9 +168,13 @@ func TestProbeErrorReplyIsAnAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := withRefusedNode(t)
 		fs[2].Faults(func(n *nodetest.Fake) { n.Err = errors.New("LOADING Redis is loading the dataset in memory") })
-		time.Sleep(quorum.ProbeMax)
+		time.Sleep(probeMax)
 		synctest.Wait()
 		assert.False(t, r.Health()[2].Down)
 		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
 	})
 }
+
+// probeMax is the longest interval between a down node's probes
+// (internal/quorum, whose TestProbeBounds pins it).
+const probeMax = 200 * time.Millisecond

@@ -18,7 +18,6 @@ import (
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/redlock-go/redlock/internal/waitq"
-	"github.com/redlock-go/redlock/redlock/internal/turn"
 )
 
 // handoff measures, in virtual time, how long after the holder's Unlock
@@ -284,7 +283,7 @@ func TestNoCourtesyForOwnSubscription(t *testing.T) {
 		}
 		handoff(t, r, fs) // leaves this Redlock subscribed to "k"
 		require.True(t, r.e.Waiters.Listening(0, "k"))
-		time.Sleep(turn.CourtesyMax) // the courtesy of handoff's own release is over
+		time.Sleep(courtesyMax) // the courtesy of handoff's own release is over
 		m := newFakeMutex(t, r, "k")
 		for range 3 {
 			start := time.Now()
@@ -327,3 +326,7 @@ func assertOwnChannelOnly(t *testing.T, channels map[string]bool, msg string) {
 		assert.True(t, strings.HasPrefix(got[0], node.WakePrefix), "%s: %s", msg, got[0])
 	}
 }
+
+// courtesyMax is the longest courtesy (internal/turn, whose TestBounds
+// pins it).
+const courtesyMax = 20 * time.Millisecond

@@ -20,8 +20,8 @@ import (
 // the validity has run out
 // and never re-creates a key: both are Extend's rules, which it uses.
 
-// RenewEvery is the renewal period for a TTL.
-func RenewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
+// renewEvery is the renewal period for a TTL.
+func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
 
 // renew starts renewing lease l until it ends or holdCtx does.
 func (h *Holder) renew(holdCtx context.Context, l *Lease) {
@@ -41,7 +41,7 @@ func (h *Holder) renewing(holdCtx context.Context, l *Lease) {
 	if cfg.MaxHold > 0 {
 		holdEnd = l.start.Add(cfg.MaxHold)
 	}
-	timer := time.NewTimer(time.Until(l.start.Add(RenewEvery(cfg.TTL))))
+	timer := time.NewTimer(time.Until(l.start.Add(renewEvery(cfg.TTL))))
 	defer timer.Stop()
 	failures := 0
 	for {
@@ -66,7 +66,7 @@ func (h *Holder) renewing(holdCtx context.Context, l *Lease) {
 		switch {
 		case err == nil:
 			failures = 0
-			timer.Reset(time.Until(now.Add(RenewEvery(cfg.TTL))))
+			timer.Reset(time.Until(now.Add(renewEvery(cfg.TTL))))
 		case errors.Is(err, engine.ErrLockLost) || holdCtx.Err() != nil:
 			return
 		default:

@@ -41,8 +41,8 @@ import (
 const (
 	// probeFirst is the cool-down before a down node's first probe.
 	probeFirst = 20 * time.Millisecond
-	// ProbeMax is the longest interval between probes.
-	ProbeMax = 200 * time.Millisecond
+	// probeMax is the longest interval between probes.
+	probeMax = 200 * time.Millisecond
 	// ProbeTimeout bounds one probe: long enough to dial a far node.
 	ProbeTimeout = time.Second
 	// maxProbes bounds the probes in flight to one node.
@@ -315,7 +315,7 @@ func (p *Pool) repair(i int) {
 				s.mu.Unlock()
 				return
 			}
-			wait = min(2*wait, ProbeMax)
+			wait = min(2*wait, probeMax)
 		}
 		switch {
 		case down && p.probe(i):

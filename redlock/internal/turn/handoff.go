@@ -41,11 +41,11 @@ import (
 // attempt with its token releases the token on every node: a node may
 // have handed it the lock without the announcement reaching it.
 
-// HandoffWindow is how long a waiter that heard one node hand it the lock
+// handoffWindow is how long a waiter that heard one node hand it the lock
 // waits for a quorum of them before it makes an attempt. The releases were
 // sent to every node at once: their announcements come within about a
 // round trip of one another.
-const HandoffWindow = 5 * time.Millisecond
+const handoffWindow = 5 * time.Millisecond
 
 // HandsOver reports whether a Lock of a lock of cfg, plain or not, may
 // take the lock handed over: a plain lock's grant is its key alone (no
@@ -69,7 +69,7 @@ type handoffOf struct {
 func (wt *Waiting) collect(ctx context.Context, h waitq.Handed) error {
 	e := wt.Holder.Engine
 	q := quorum.Majority(e.Pool.Size())
-	timer := time.NewTimer(HandoffWindow)
+	timer := time.NewTimer(handoffWindow)
 	defer timer.Stop()
 	for {
 		wt.count(h)

@@ -70,7 +70,7 @@ import (
 // enough for a woken waiter to make its attempt.
 const (
 	courtesyMin = time.Millisecond
-	CourtesyMax = 20 * time.Millisecond
+	courtesyMax = 20 * time.Millisecond
 )
 
 // courtesyLeft is how long a Lock on name should still let the waiters
@@ -81,7 +81,7 @@ func courtesyLeft(e *engine.Engine, name string) time.Duration {
 	if !ok {
 		return 0
 	}
-	left := at.Add(min(max(4*took, courtesyMin), CourtesyMax)).Sub(e.Now())
+	left := at.Add(min(max(4*took, courtesyMin), courtesyMax)).Sub(e.Now())
 	if left <= 0 {
 		e.Waiters.Forget(name)
 	}
