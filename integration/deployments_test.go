@@ -126,8 +126,13 @@ func TestDeploySentinel(t *testing.T) {
 	require.NoError(t, mu.Lock(ctx))
 	untouched, err := s.MasterAddr(ctx, 2)
 	require.NoError(t, err)
-	token, err := closeAfter(t, adminClient(untouched, nil)).Get(ctx, name).Result()
-	require.NoError(t, err, "the lock's key on master 2")
+	// Lock returns at the quorum: master 2's SET may still be on its way.
+	admin := closeAfter(t, adminClient(untouched, nil))
+	var token string
+	require.Eventually(t, func() bool {
+		token, err = admin.Get(ctx, name).Result()
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond, "the lock's key on master 2")
 
 	failovers := make(chan error, 2)
 	for _, i := range []int{0, 1} {
