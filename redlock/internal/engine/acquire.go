@@ -145,7 +145,9 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 // the token until at least start + TTL on its own clock, so the validity
 // ends at start + TTL - drift. False when none of it is left. voters are
 // the nodes whose votes counted, for the clock guard. Every grant is made
-// here.
+// here, attempts' and handoffs' alike, under the invariant that makes each
+// vote true (a node counts only while it holds the token, its time read
+// with the vote), stated once in internal/turn/turn.go.
 func (e *Engine) Granted(start time.Time, cfg *Settings, voters func() []int) (Grant, bool) {
 	until := quorum.ValidUntil(start, cfg.TTL, cfg.DriftFactor)
 	if !e.Now().Before(until) {
