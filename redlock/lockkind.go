@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,14 +26,24 @@ import (
 // lockKind is what one kind of lock sends the nodes.
 type lockKind interface {
 	lease.Kind
-	// token returns the token of a new acquisition and the notice that
-	// announces its release (unique to the acquisition).
-	token() (token, notice string, err error)
+	// tryLock is Mutex m's TryLock past its checks (see Mutex.tryLock).
+	tryLock(ctx context.Context, m *Mutex, released string, reasks int) (engine.Refusal, error)
+	// unlock drops what m's Unlock drops before the release, if anything,
+	// and reports whether it did: the lock then stays held.
+	unlock(ctx context.Context, m *Mutex) (bool, error)
+	// handsOver reports whether a release hands this kind of lock over
+	// to the oldest queued waiter (see turn.HandsOver).
+	handsOver() bool
+	// names are the names a lock of name holds, and quote them for an
+	// error message.
+	names(name string) []string
+	quote(name string) string
 	// acquire is the acquisition of name by token; reenter when the owner
 	// of a reentrant lock already holds it.
-	acquire(name, token string, cfg *engine.Settings, reenter bool) *node.Acquire
-	// fence records a won acquisition's fencing token (see Redlock.fence).
-	fence(name, token string, cfg *engine.Settings) *node.Fence
+	acquire(name, token string, cfg *engine.Settings, reenter bool) node.Op
+	// fence is the operation that records fencing token n of a won
+	// acquisition (see engine.Spec.Fence).
+	fence(name, token string, cfg *engine.Settings) func(n uint64) node.Op
 }
 
 // lockBase is what every kind of lock shares.
@@ -41,17 +52,37 @@ type lockBase struct{}
 // lockOps names a lock's calls for the Observer, whatever its kind.
 var lockOps = [4]OpKind{OpLock, OpTryLock, OpUnlock, OpExtend}
 
-func (lockBase) token() (string, string, error) {
+// token returns the token of a new acquisition and the notice that
+// announces its release (unique to the acquisition).
+func (lockBase) token() (token, notice string, err error) {
 	t, err := newToken()
 	return t, t, err
 }
 
-func (lockBase) fence(name, token string, cfg *engine.Settings) *node.Fence {
-	return &node.Fence{Key: name, Token: token, FenceKey: node.FenceKey(name), Ack: cfg.Ack}
+func (b lockBase) tryLock(ctx context.Context, m *Mutex, released string, reasks int) (engine.Refusal, error) {
+	token, notice, err := b.token()
+	if err != nil {
+		return engine.Refusal{}, err
+	}
+	return m.tryWith(ctx, token, notice, released, reasks)
+}
+
+func (lockBase) unlock(context.Context, *Mutex) (bool, error) { return false, nil }
+
+func (lockBase) handsOver() bool { return false }
+
+func (lockBase) names(name string) []string { return []string{name} }
+
+func (lockBase) quote(name string) string { return strconv.Quote(name) }
+
+func (lockBase) fence(name, token string, cfg *engine.Settings) func(uint64) node.Op {
+	return func(n uint64) node.Op {
+		return &node.Fence{Key: name, Token: token, FenceKey: node.FenceKey(name), Fence: n, Ack: cfg.Ack}
+	}
 }
 
 func (lockBase) Undo(name, token string) node.Op {
-	return &node.Release{Key: name, Token: token, Drop: node.DropUndo}
+	return &node.Release{Key: name, Token: token}
 }
 
 func (lockBase) Extend(name, token string, cfg *engine.Settings) node.Op {
@@ -61,24 +92,31 @@ func (lockBase) Extend(name, token string, cfg *engine.Settings) node.Op {
 // newAcquire is the acquisition of name by token with cfg's TTL, fencing,
 // restart delay and replica acknowledgement.
 func newAcquire(name, token string, cfg *engine.Settings) *node.Acquire {
-	op := &node.Acquire{Key: name, Token: token, TTL: cfg.TTL, MinUptime: minUptime(cfg.Restart), Ack: cfg.Ack}
-	if cfg.Fencing {
-		op.FenceKey = node.FenceKey(name)
+	return &node.Acquire{Key: name, Token: token, TTL: cfg.TTL, FenceKey: fenceKey(name, cfg),
+		MinUptime: minUptime(cfg.Restart), Ack: cfg.Ack}
+}
+
+// fenceKey is name's fencing counter when cfg fences, "" otherwise.
+func fenceKey(name string, cfg *engine.Settings) string {
+	if !cfg.Fencing {
+		return ""
 	}
-	return op
+	return node.FenceKey(name)
 }
 
 // announced is the release of lease l of name that announces itself to
 // the name's waiters.
 func announced(name string, l *lease.Lease) *node.Release {
-	return &node.Release{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), Notice: l.Notice,
-		Drop: node.DropAll, QueueKey: node.QueueKey(name)}
+	return &node.Release{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
 
 // plainLock is a lock of one name, fenced or not.
 type plainLock struct{ lockBase }
 
-func (plainLock) acquire(name, token string, cfg *engine.Settings, _ bool) *node.Acquire {
+// handsOver implements lockKind: a plain lock's release hands it over.
+func (plainLock) handsOver() bool { return true }
+
+func (plainLock) acquire(name, token string, cfg *engine.Settings, _ bool) node.Op {
 	return newAcquire(name, token, cfg)
 }
 
@@ -119,30 +157,28 @@ func (re *reentrantLock) tryLock(ctx context.Context, m *Mutex, released string,
 	return m.tryWith(ctx, token, notice, released, reasks)
 }
 
-func (*reentrantLock) acquire(name, token string, cfg *engine.Settings, reenter bool) *node.Acquire {
-	op := newAcquire(name, token, cfg)
-	op.Reentrant, op.Reenter = true, reenter
-	return op
+func (*reentrantLock) acquire(name, token string, cfg *engine.Settings, reenter bool) node.Op {
+	return &node.ReentrantAcquire{Key: name, Token: token, TTL: cfg.TTL, Reenter: reenter,
+		FenceKey: fenceKey(name, cfg), MinUptime: minUptime(cfg.Restart), Ack: cfg.Ack}
 }
 
-func (*reentrantLock) fence(name, token string, cfg *engine.Settings) *node.Fence {
-	f := lockBase{}.fence(name, token, cfg)
-	f.Reentrant = true
-	return f
+func (*reentrantLock) fence(name, token string, cfg *engine.Settings) func(uint64) node.Op {
+	return func(n uint64) node.Op {
+		return &node.ReentrantFence{Key: name, Token: token, FenceKey: node.FenceKey(name), Fence: n, Ack: cfg.Ack}
+	}
 }
 
 func (*reentrantLock) Release(name string, l *lease.Lease) node.Op {
-	op := announced(name, l)
-	op.Reentrant = true
-	return op
+	return &node.ReentrantRelease{Key: name, Token: l.Token, Drop: node.DropAll,
+		Channel: node.ReleaseChannel(name), Notice: l.Notice, QueueKey: node.QueueKey(name)}
 }
 
 func (*reentrantLock) Undo(name, token string) node.Op {
-	return &node.Release{Key: name, Token: token, Reentrant: true, Drop: node.DropUndo}
+	return &node.ReentrantRelease{Key: name, Token: token, Drop: node.DropUndo}
 }
 
 func (*reentrantLock) Extend(name, token string, cfg *engine.Settings) node.Op {
-	return &node.Extend{Key: name, Token: token, TTL: cfg.TTL, Reentrant: true, Ack: cfg.Ack}
+	return &node.ReentrantExtend{Key: name, Token: token, TTL: cfg.TTL, Ack: cfg.Ack}
 }
 
 // reenter takes one more hold on the lock that l holds. A release
@@ -170,9 +206,9 @@ func (re *reentrantLock) reenter(ctx context.Context, m *Mutex, l *lease.Lease) 
 	return nil
 }
 
-// dropOne drops one hold of the Mutex's live lease when it has more than
+// unlock drops one hold of the Mutex's live lease when it has more than
 // one, and reports whether it did; the lock stays held.
-func (re *reentrantLock) dropOne(ctx context.Context, m *Mutex) (bool, error) {
+func (re *reentrantLock) unlock(ctx context.Context, m *Mutex) (bool, error) {
 	m.h.Mu.Lock()
 	l := m.h.Lease
 	if !l.Live() || l.Holds < 2 {
@@ -181,8 +217,8 @@ func (re *reentrantLock) dropOne(ctx context.Context, m *Mutex) (bool, error) {
 	}
 	l.Holds--
 	m.h.Mu.Unlock()
-	op := &node.Release{Key: m.h.Name, Token: l.Token, Reentrant: true, Drop: node.DropOne}
-	return true, m.h.Engine.Release(ctx, op, engine.Lapse{Settings: &m.h.Settings, Report: m.h.Report})
+	op := &node.ReentrantRelease{Key: m.h.Name, Token: l.Token, Drop: node.DropOne}
+	return true, m.h.Engine.Free(ctx, op, m.h.Name, false, engine.Lapse{Settings: &m.h.Settings, Report: m.h.Report})
 }
 
 // multiLock is a lock of several names, all or none (see NewMultiMutex).
@@ -191,24 +227,25 @@ type multiLock struct {
 	also []string // the names after the first
 }
 
-func (ml *multiLock) acquire(name, token string, cfg *engine.Settings, _ bool) *node.Acquire {
-	op := newAcquire(name, token, cfg)
-	op.Also = ml.also
-	return op
+func (ml *multiLock) names(name string) []string { return append([]string{name}, ml.also...) }
+
+func (ml *multiLock) quote(name string) string { return quoteAll(ml.names(name)) }
+
+func (ml *multiLock) acquire(name, token string, cfg *engine.Settings, _ bool) node.Op {
+	return &node.MultiAcquire{Key: name, Also: ml.also, Token: token, TTL: cfg.TTL,
+		MinUptime: minUptime(cfg.Restart), Ack: cfg.Ack}
 }
 
 func (ml *multiLock) Release(name string, l *lease.Lease) node.Op {
-	op := announced(name, l)
-	op.Also = ml.also
-	return op
+	return &node.MultiRelease{Key: name, Also: ml.also, Token: l.Token, Announce: true}
 }
 
 func (ml *multiLock) Undo(name, token string) node.Op {
-	return &node.Release{Key: name, Token: token, Also: ml.also, Drop: node.DropUndo}
+	return &node.MultiRelease{Key: name, Also: ml.also, Token: token}
 }
 
 func (ml *multiLock) Extend(name, token string, cfg *engine.Settings) node.Op {
-	return &node.Extend{Key: name, Token: token, TTL: cfg.TTL, Also: ml.also, Ack: cfg.Ack}
+	return &node.MultiExtend{Key: name, Also: ml.also, Token: token, TTL: cfg.TTL, Ack: cfg.Ack}
 }
 
 // writeLock is an RWMutex's write lock: a lock that live readers refuse,
@@ -225,17 +262,16 @@ func (w *writeLock) ids(name string) (intent, writer string) {
 	return w.intent, w.writer
 }
 
-func (w *writeLock) acquire(name, token string, cfg *engine.Settings, _ bool) *node.Acquire {
-	op := newAcquire(name, token, cfg)
-	op.Intent, op.Writer = w.ids(name)
-	op.IntentTTL = markTTL(cfg)
-	return op
+func (w *writeLock) acquire(name, token string, cfg *engine.Settings, _ bool) node.Op {
+	intent, writer := w.ids(name)
+	return &node.WriteAcquire{Key: name, Token: token, TTL: cfg.TTL, Intent: intent, Writer: writer,
+		IntentTTL: markTTL(cfg), FenceKey: fenceKey(name, cfg), MinUptime: minUptime(cfg.Restart), Ack: cfg.Ack}
 }
 
 func (w *writeLock) Release(name string, l *lease.Lease) node.Op {
-	op := announced(name, l)
-	op.Intent, op.Writer = w.ids(name)
-	return op
+	intent, writer := w.ids(name)
+	return &node.WriteRelease{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name),
+		QueueKey: node.QueueKey(name), Intent: intent, Writer: writer}
 }
 
 // markTTL is how long a waiting writer's mark lasts on a node (see

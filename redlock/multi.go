@@ -10,12 +10,7 @@ import (
 
 // Names returns the names the Mutex holds: its name, and for a multi-name
 // lock (see [Redlock.NewMultiMutex]) the others after it.
-func (m *Mutex) Names() []string {
-	if ml, ok := m.lock.(*multiLock); ok {
-		return append([]string{m.h.Name}, ml.also...)
-	}
-	return []string{m.h.Name}
-}
+func (m *Mutex) Names() []string { return m.lock.names(m.h.Name) }
 
 // checkNames refuses no names, an empty name and a name given twice.
 func checkNames(names []string) error {
@@ -36,12 +31,7 @@ func checkNames(names []string) error {
 }
 
 // quoted is the Mutex's name, or names, quoted for an error message.
-func (m *Mutex) quoted() string {
-	if _, ok := m.lock.(*multiLock); !ok {
-		return strconv.Quote(m.h.Name)
-	}
-	return quoteAll(m.Names())
-}
+func (m *Mutex) quoted() string { return m.lock.quote(m.h.Name) }
 
 func quoteAll(names []string) string {
 	q := make([]string, len(names))

@@ -78,8 +78,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 // many nodes misconfigured that no quorum is left (see tally.hopeless).
 func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 	err = m.h.Observe(ctx, m.h.Call(lease.StepWait), func(ctx context.Context) (int, error) {
-		_, plain := m.lock.(plainLock)
-		wt := &turn.Waiting{Holder: &m.h, Courteous: true, Split: true, Handoff: turn.HandsOver(plain, &m.h.Settings)}
+		wt := &turn.Waiting{Holder: &m.h, Courteous: true, Split: true, Handoff: turn.HandsOver(m.lock.handsOver(), &m.h.Settings)}
 		attempts, failed, err := wt.Wait(ctx, func(ctx context.Context, released string) (engine.Refusal, error) {
 			if wt.Handed != nil {
 				return wt.TryHanded(ctx, func(ctx context.Context, token string) (engine.Refusal, error) {
@@ -136,14 +135,7 @@ func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (engin
 	if err := ctx.Err(); err != nil {
 		return engine.Refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", ErrNotAcquired), err)
 	}
-	if re, ok := m.lock.(*reentrantLock); ok {
-		return re.tryLock(ctx, m, released, reasks)
-	}
-	token, notice, err := m.lock.token()
-	if err != nil {
-		return engine.Refusal{}, err
-	}
-	return m.tryWith(ctx, token, notice, released, reasks)
+	return m.lock.tryLock(ctx, m, released, reasks)
 }
 
 // tryWith is an attempt with token, whose release is announced with
@@ -163,10 +155,9 @@ func (m *Mutex) tryWith(ctx context.Context, token, notice, released string, rea
 // of a reentrant lock already holds it.
 func (m *Mutex) spec(token string, reenter bool) engine.Spec {
 	cfg := &m.h.Settings
-	op := m.lock.acquire(m.h.Name, token, cfg, reenter)
-	s := engine.Spec{Op: op, Undo: m.lock.Undo(m.h.Name, token), Token: token, Settings: cfg, Report: m.h.Report,
-		Split: true, Reentrant: op.Reentrant}
-	if op.FenceKey != "" && !reenter {
+	s := engine.Spec{Op: m.lock.acquire(m.h.Name, token, cfg, reenter), Undo: m.lock.Undo(m.h.Name, token),
+		Token: token, Settings: cfg, Report: m.h.Report, Split: true, Reentrant: cfg.Reentrant}
+	if cfg.Fencing && !reenter {
 		s.Fence = m.lock.fence(m.h.Name, token, cfg)
 	}
 	return s
@@ -213,10 +204,8 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		return engine.Invalid("nil context")
 	}
 	return m.h.Observe(ctx, m.h.Call(lease.StepRelease), func(ctx context.Context) (int, error) {
-		if re, ok := m.lock.(*reentrantLock); ok {
-			if dropped, err := re.dropOne(ctx, m); dropped {
-				return 0, err
-			}
+		if dropped, err := m.lock.unlock(ctx, m); dropped {
+			return 0, err
 		}
 		return 0, m.h.Release(ctx, errUnlocked)
 	})

@@ -136,19 +136,19 @@ func TestReentrantDoubleReleaseKeepsLock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, fs := newFakeRedlock(t, 1)
 		f := fs[0]
-		req := &node.Acquire{Key: "k", Token: "owner", TTL: time.Second, Reentrant: true}
+		req := &node.ReentrantAcquire{Key: "k", Token: "owner", TTL: time.Second}
 		for range 2 {
 			rep := callOne(f, req)
 			require.NoError(t, rep.Err)
 			require.True(t, rep.OK)
 		}
 		for range 3 { // one release too many, as a resend would do
-			rep := callOne(f, &node.Release{Key: "k", Token: "owner", Reentrant: true, Drop: node.DropOne})
+			rep := callOne(f, &node.ReentrantRelease{Key: "k", Token: "owner", Drop: node.DropOne})
 			require.NoError(t, rep.Err)
 			assert.True(t, rep.OK)
 		}
 		assert.Equal(t, 1, keyOn(fs, "k"))
-		rep := callOne(f, &node.Release{Key: "k", Token: "owner", Reentrant: true, Drop: node.DropAll})
+		rep := callOne(f, &node.ReentrantRelease{Key: "k", Token: "owner", Drop: node.DropAll})
 		require.NoError(t, rep.Err)
 		assert.True(t, rep.OK)
 		assert.Zero(t, keyOn(fs, "k"))

@@ -25,8 +25,23 @@ type Timed interface {
 // Timed implements Timed: a grant is a vote.
 func (*Acquire) Timed() {}
 
+// Timed implements Timed: a reentrant lock's grant is a vote.
+func (*ReentrantAcquire) Timed() {}
+
+// Timed implements Timed: a multi-name lock's grant is a vote.
+func (*MultiAcquire) Timed() {}
+
+// Timed implements Timed: a writer's grant is a vote.
+func (*WriteAcquire) Timed() {}
+
 // Timed implements Timed: an extension is a vote.
 func (*Extend) Timed() {}
+
+// Timed implements Timed: a reentrant lock's extension is a vote.
+func (*ReentrantExtend) Timed() {}
+
+// Timed implements Timed: a multi-name lock's extension is a vote.
+func (*MultiExtend) Timed() {}
 
 // Timed implements Timed: a permit's grant is a vote.
 func (*SemAcquire) Timed() {}
@@ -78,14 +93,17 @@ func (n *Redis) clockFor(ctx context.Context, batch []*call) *redis.TimeCmd {
 }
 
 // ownsClock reports whether op's own script answers with the node's time
-// (a plain lock's grant): its Reply carries it without the batch's TIME,
+// (an unfenced grant of a plain lock or a writer, a reader's, a permit's):
+// its Reply carries it without the batch's TIME,
 // once the node has answered one TIME (before that, the batch's TIME is
 // how a user without it is found out and reported, see OnNoClock). A
 // refusal then carries no time, which is no loss: it is no vote.
 func ownsClock(op Op) bool {
 	switch o := op.(type) {
 	case *Acquire:
-		return o.ownClock()
+		return o.plain()
+	case *WriteAcquire:
+		return o.FenceKey == ""
 	case *ReadAcquire, *SemAcquire:
 		return true
 	}

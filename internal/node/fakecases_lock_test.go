@@ -19,8 +19,8 @@ func fenced(k, token string) *node.Acquire {
 	return &node.Acquire{Key: k, Token: token, TTL: ttl, FenceKey: node.FenceKey(k)}
 }
 
-func reentrant(k, owner string, reenter bool) *node.Acquire {
-	return &node.Acquire{Key: k, Token: owner, TTL: ttl, Reentrant: true, Reenter: reenter}
+func reentrant(k, owner string, reenter bool) *node.ReentrantAcquire {
+	return &node.ReentrantAcquire{Key: k, Token: owner, TTL: ttl, Reenter: reenter}
 }
 
 func unlock(k, token string) *node.Release {
@@ -29,8 +29,8 @@ func unlock(k, token string) *node.Release {
 
 func undo(k, token string) *node.Release { return &node.Release{Key: k, Token: token} }
 
-func drop(k, owner string, d node.Drop) *node.Release {
-	return &node.Release{Key: k, Token: owner, Reentrant: true, Drop: d, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k), Notice: owner + "-n"}
+func drop(k, owner string, d node.Drop) *node.ReentrantRelease {
+	return &node.ReentrantRelease{Key: k, Token: owner, Drop: d, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k), Notice: owner + "-n"}
 }
 
 func extend(k, token string, d time.Duration) *node.Extend {
@@ -130,10 +130,8 @@ func lockCases() []fakeCase {
 		{"reentrant: undo, extend, fence", func(k string) []step {
 			fe := reentrant(k, "o", false)
 			fe.FenceKey = node.FenceKey(k)
-			f := fence(k, "o", 4)
-			f.Reentrant = true
-			ex := extend(k, "o", ttl)
-			ex.Reentrant = true
+			f := &node.ReentrantFence{Key: k, Token: "o", FenceKey: node.FenceKey(k), Fence: 4}
+			ex := &node.ReentrantExtend{Key: k, Token: "o", TTL: ttl}
 			return []step{
 				{op: fe, want: granted},
 				{op: reentrant(k, "o", true), want: granted},
@@ -149,8 +147,7 @@ func lockCases() []fakeCase {
 			}
 		}},
 		{"plain and reentrant on one name", func(k string) []step {
-			ex := extend(k, "a", ttl)
-			ex.Reentrant = true
+			ex := &node.ReentrantExtend{Key: k, Token: "a", TTL: ttl}
 			return []step{
 				{op: lock(k, "a"), want: granted},
 				{op: reentrant(k, "a", false), want: refused},
@@ -265,16 +262,16 @@ func lockCases() []fakeCase {
 
 // Multi-name locks: k and the names beside it.
 
-func multi(k, token string, also ...string) *node.Acquire {
-	return &node.Acquire{Key: k, Token: token, TTL: ttl, Also: also}
+func multi(k, token string, also ...string) *node.MultiAcquire {
+	return &node.MultiAcquire{Key: k, Token: token, TTL: ttl, Also: also}
 }
 
-func multiExtend(k, token string, also ...string) *node.Extend {
-	return &node.Extend{Key: k, Token: token, TTL: ttl, Also: also}
+func multiExtend(k, token string, also ...string) *node.MultiExtend {
+	return &node.MultiExtend{Key: k, Token: token, TTL: ttl, Also: also}
 }
 
-func multiUnlock(k, token string, also ...string) *node.Release {
-	return &node.Release{Key: k, Token: token, Channel: node.ReleaseChannel(k), Also: also}
+func multiUnlock(k, token string, also ...string) *node.MultiRelease {
+	return &node.MultiRelease{Key: k, Token: token, Announce: true, Also: also}
 }
 
 func multiCases() []fakeCase {
@@ -303,7 +300,7 @@ func multiCases() []fakeCase {
 			k2 := k + ":2"
 			return []step{
 				{listen: true},
-				{op: short(multi(k, "a", k2)), want: granted},
+				{op: &node.MultiAcquire{Key: k, Also: []string{k2}, Token: "a", TTL: time.Second}, want: granted},
 				{op: undo(k2, "a"), want: granted},
 				{op: multiExtend(k, "a", k2), want: refused}, // extends none
 				wait(2 * time.Second),

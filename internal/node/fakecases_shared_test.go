@@ -114,14 +114,13 @@ func readRelease(k, token string) *node.ReadRelease {
 }
 
 // write is writer w's attempt with token.
-func write(k, w, token string) *node.Acquire {
-	return &node.Acquire{Key: k, Token: token, TTL: ttl, Intent: node.IntentKey(k), Writer: w, IntentTTL: ttl}
+func write(k, w, token string) *node.WriteAcquire {
+	return &node.WriteAcquire{Key: k, Token: token, TTL: ttl, Intent: node.IntentKey(k), Writer: w, IntentTTL: ttl}
 }
 
-func writeRelease(k, w, token string) *node.Release {
-	r := unlock(k, token)
-	r.Intent, r.Writer = node.IntentKey(k), w
-	return r
+func writeRelease(k, w, token string) *node.WriteRelease {
+	return &node.WriteRelease{Key: k, Token: token, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k),
+		Intent: node.IntentKey(k), Writer: w}
 }
 
 var writerWaits = answer{WriterWaits: true}

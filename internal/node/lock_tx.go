@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -13,19 +14,11 @@ import (
 // A lock's operations without scripts (see tx.go): each answers as its
 // script does, so that the layers above read one reply whatever the way.
 
-// Transact implements Transacted: SET NX GET PX alone for a plain lock
-// (see native.go);
-// MULTI with the fencing counter's GET for a fenced one (after INFO, on
-// the same connection, for the restart delay); an optimistic transaction
-// for a reentrant one. Multi-name and reader-writer acquisitions need
-// scripts.
+// Transact implements Transacted: SET NX GET PX alone (see native.go);
+// MULTI with the fencing counter's GET for a fenced lock (after INFO, on
+// the same connection, for the restart delay).
 func (o *Acquire) Transact(ctx context.Context, t *Tx) Reply {
-	switch {
-	case WithoutScripts(o, nil) != nil:
-		return Reply{Err: WithoutScripts(o, nil)}
-	case o.Reentrant:
-		return t.Watch(ctx, o.Key, o.reentrantTry(ctx, t))
-	case o.plain():
+	if o.plain() {
 		rep, _ := transactNative(ctx, t, o, o.Key)
 		return rep
 	}
@@ -59,7 +52,7 @@ func (o *Acquire) granted(v any, err error, n uint64) (rep Reply, wrongType bool
 // that grants, and a restart in between breaks the connection.
 func (o *Acquire) fencedTry(ctx context.Context, t *Tx) func(s *Step) (Reply, error) {
 	return func(s *Step) (Reply, error) {
-		if rep, done, err := o.recovering(ctx, s); done || err != nil {
+		if rep, done, err := recovering(ctx, s, o.MinUptime); done || err != nil {
 			return rep, err
 		}
 		var writes [][]any
@@ -88,10 +81,11 @@ func (o *Acquire) fencedTry(ctx context.Context, t *Tx) func(s *Step) (Reply, er
 	}
 }
 
-// recovering reads the node's uptime when the acquisition has a restart
-// delay; done is set, with the reply, when the node is too recent.
-func (o *Acquire) recovering(ctx context.Context, s *Step) (rep Reply, done bool, err error) {
-	if o.MinUptime <= 0 {
+// recovering reads the node's uptime for an acquisition with a restart
+// delay of least seconds (none when 0); done is set, with the reply, when
+// the node is too recent.
+func recovering(ctx context.Context, s *Step, least int64) (rep Reply, done bool, err error) {
+	if least <= 0 {
 		return Reply{}, false, nil
 	}
 	info := redis.NewStringCmd(ctx, "info", "server")
@@ -102,97 +96,45 @@ func (o *Acquire) recovering(ctx context.Context, s *Step) (rep Reply, done bool
 	if err != nil {
 		return Reply{Err: err}, true, nil
 	}
-	if n, _ := strconv.ParseInt(up, 10, 64); n < o.MinUptime {
-		return Reply{Err: fmt.Errorf("%w: up %ss, less than the restart delay %ds", ErrNodeRecovering, up, o.MinUptime)}, true, nil
+	if n, _ := strconv.ParseInt(up, 10, 64); n < least {
+		return Reply{Err: fmt.Errorf("%w: up %ss, less than the restart delay %ds", ErrNodeRecovering, up, least)}, true, nil
 	}
 	return Reply{}, false, nil
-}
-
-// reentrantTry is a reentrant acquisition: the owner's field and the
-// counter read under WATCH, then one more hold (or the first) and the TTL
-// in MULTI ... EXEC.
-func (o *Acquire) reentrantTry(ctx context.Context, t *Tx) func(s *Step) (Reply, error) {
-	return func(s *Step) (Reply, error) {
-		if rep, done, err := o.recovering(ctx, s); done || err != nil {
-			return rep, err
-		}
-		keys := t.layout.keys(o.Key, o.FenceKey)
-		kind := redis.NewStatusCmd(ctx, "type", o.Key)
-		holds := redis.NewCmd(ctx, "hget", o.Key, o.Token)
-		pttl := redis.NewIntCmd(ctx, "pttl", o.Key)
-		reads := []redis.Cmder{kind, holds, pttl}
-		var ctr *redis.Cmd
-		if len(keys) > 1 {
-			ctr = redis.NewCmd(ctx, "get", keys[1])
-			reads = append(reads, ctr)
-		}
-		if err := s.Read(ctx, keys, reads...); err != nil {
-			return Reply{}, err
-		}
-		var n uint64
-		if ctr != nil {
-			var err error
-			if n, err = counterOf(ctr.Val(), o.FenceKey); err != nil {
-				return Reply{Err: err}, nil
-			}
-		}
-		writes, err := o.reentrantWrites(kind.Val(), holds.Val() != nil, pttl.Val())
-		if err != nil || writes == nil {
-			return Reply{Err: err, Value: Grant{Counter: n}}, nil
-		}
-		after := o.Ack.encode(ctx, nil)
-		res, err := s.Exec(ctx, writes, after...)
-		if err != nil {
-			return Reply{}, err
-		}
-		if err := firstErr(res); err != nil {
-			return Reply{Err: err}, nil
-		}
-		return o.Ack.check(after, Reply{OK: true, Value: Grant{Counter: n}}), nil
-	}
-}
-
-// reentrantWrites returns what a reentrant acquisition writes when the
-// key is of kind, with the owner's field (owned) and time to live pttl:
-// nil when it is refused, with an error when the key is no lock.
-func (o *Acquire) reentrantWrites(kind string, owned bool, pttl int64) ([][]any, error) {
-	switch {
-	case kind == "none" && o.Reenter:
-		return nil, nil // released or lost meanwhile: never re-created
-	case kind == "none":
-		return [][]any{{"hset", o.Key, o.Token, 1}, {"pexpire", o.Key, o.TTL.Milliseconds()}}, nil
-	case kind == "hash" && owned:
-		return [][]any{{"hincrby", o.Key, o.Token, 1}, {"pexpire", o.Key, o.TTL.Milliseconds()}}, nil
-	}
-	return nil, alien(o.Key, kind, pttl)
 }
 
 // Transact implements Transacted: the counter raised and the lock's
 // holder read under WATCH of both.
 func (o *Fence) Transact(ctx context.Context, t *Tx) Reply {
-	fk := t.layout.Beside(o.Key, o.FenceKey)
+	return raise(ctx, t, o.Key, o.Token, o.FenceKey, o.Fence, false, o.Ack)
+}
+
+// raise raises key's fencing counter fenceKey to fence and reports
+// whether key holds token (a reentrant lock's owner field when
+// reentrant), under WATCH of both.
+func raise(ctx context.Context, t *Tx, key, token, fenceKey string, fence uint64, reentrant bool, ack Ack) Reply {
+	fk := t.layout.Beside(key, fenceKey)
 	if fk == "" {
-		return Reply{Err: fmt.Errorf("%w: the fencing counter of %s cannot be kept beside it on this node", ErrMisconfigured, o.Key)}
+		return Reply{Err: fmt.Errorf("%w: the fencing counter of %s cannot be kept beside it on this node", ErrMisconfigured, key)}
 	}
-	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
+	return t.Watch(ctx, key, func(s *Step) (Reply, error) {
 		ctr := redis.NewCmd(ctx, "get", fk)
-		held, holds := holding(ctx, o.Key, o.Token, o.Reentrant)
-		if err := s.Read(ctx, []string{o.Key, fk}, append([]redis.Cmder{ctr}, holds...)...); err != nil {
+		held, holds := holding(ctx, key, token, reentrant)
+		if err := s.Read(ctx, []string{key, fk}, append([]redis.Cmder{ctr}, holds...)...); err != nil {
 			return Reply{}, err
 		}
-		current, err := counterOf(ctr.Val(), o.FenceKey)
+		current, err := counterOf(ctr.Val(), fenceKey)
 		if err != nil {
 			return Reply{Err: err}, nil
 		}
 		rep := Reply{OK: held()}
-		if current >= o.Fence {
+		if current >= fence {
 			return rep, nil
 		}
-		after := o.Ack.encode(ctx, nil)
-		if _, err := s.Exec(ctx, [][]any{{"set", fk, o.Fence}}, after...); err != nil {
+		after := ack.encode(ctx, nil)
+		if _, err := s.Exec(ctx, [][]any{{"set", fk, fence}}, after...); err != nil {
 			return Reply{}, err
 		}
-		return o.Ack.check(after, rep), nil
+		return ack.check(after, rep), nil
 	})
 }
 
@@ -211,31 +153,34 @@ func holding(ctx context.Context, key, token string, reentrant bool) (func() boo
 
 // Transact implements Transacted: SET key token IFEQ token PX ttl where
 // the server has it (see native.go), else PEXPIRE under WATCH, when the
-// key holds the token. Multi-name locks need scripts.
+// key holds the token.
 func (o *Extend) Transact(ctx context.Context, t *Tx) Reply {
-	if err := WithoutScripts(o, nil); err != nil {
-		return Reply{Err: err}
-	}
 	if rep, ok := transactNative(ctx, t, o, o.Key); ok {
 		return rep
 	}
-	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
-		held, holds := holding(ctx, o.Key, o.Token, o.Reentrant)
-		if err := s.Read(ctx, []string{o.Key}, holds...); err != nil {
+	return rearmHeld(ctx, t, o.Key, o.Token, o.TTL, false, o.Ack)
+}
+
+// rearmHeld sets key's time to live to ttl under WATCH when key holds
+// token (a reentrant lock's owner field when reentrant): OK when it did.
+func rearmHeld(ctx context.Context, t *Tx, key, token string, ttl time.Duration, reentrant bool, ack Ack) Reply {
+	return t.Watch(ctx, key, func(s *Step) (Reply, error) {
+		held, holds := holding(ctx, key, token, reentrant)
+		if err := s.Read(ctx, []string{key}, holds...); err != nil {
 			return Reply{}, err
 		}
 		if !held() {
 			return Reply{}, nil
 		}
-		after := o.Ack.encode(ctx, nil)
-		res, err := s.Exec(ctx, [][]any{{"pexpire", o.Key, o.TTL.Milliseconds()}}, after...)
+		after := ack.encode(ctx, nil)
+		res, err := s.Exec(ctx, [][]any{{"pexpire", key, ttl.Milliseconds()}}, after...)
 		if err != nil {
 			return Reply{}, err
 		}
 		if err := firstErr(res); err != nil {
 			return Reply{Err: err}, nil
 		}
-		return o.Ack.check(after, Reply{OK: res[0] == int64(1)}), nil
+		return ack.check(after, Reply{OK: res[0] == int64(1)}), nil
 	})
 }
 

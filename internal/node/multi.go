@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -11,9 +12,112 @@ import (
 
 // Multi-name locks: one token on several names, taken, extended and
 // released on each node in one script, all names or none (see
-// acquire_multi.lua). The operations are Acquire, Extend and Release with
-// Also set; the names share one layout, since a Redis Cluster node needs
-// them in one hash slot (see SameSlot), and keep nothing beside them.
+// acquire_multi.lua). The names share one layout, since a Redis Cluster
+// node needs them in one hash slot (see SameSlot), and keep nothing beside
+// them. They need scripts.
+
+// MultiAcquire takes Key and the names Also for Token, all or none, as
+// Acquire takes one name: the first name held by another refuses, naming
+// its holder where it can.
+type MultiAcquire struct {
+	Key   string
+	Also  []string
+	Token string
+	TTL   time.Duration
+	// MinUptime and Ack are as in Acquire.
+	MinUptime int64
+	Ack       Ack
+	enc       encoding
+}
+
+// Name implements Op.
+func (*MultiAcquire) Name() string { return "multi acquire" }
+
+// Lane implements Laned: the lock's first name.
+func (o *MultiAcquire) Lane() string { return o.Key }
+
+// Encode implements Op.
+func (o *MultiAcquire) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
+	args := o.enc.args(Layout{}, func() []any {
+		return evalArgs(scripts.AcquireMulti, allKeys(o.Key, o.Also), o.Token, o.TTL.Milliseconds(), o.MinUptime)
+	})
+	return o.Ack.encode(ctx, append(cmds, shared(ctx, args)))
+}
+
+// Decode implements Op: as acquire_plain.lua's reply, or, for a node that
+// restarted too recently, as acquire.lua's.
+func (o *MultiAcquire) Decode(cmds []redis.Cmder) Reply {
+	cmd := cmds[0].(*redis.Cmd)
+	if _, ok := cmd.Val().([]any); ok {
+		return o.Ack.check(cmds, decodeGrant(cmd, o.MinUptime, ""))
+	}
+	return o.Ack.check(cmds, decodeHolder(cmd))
+}
+
+// MultiExtend sets the time to live of Key and of every name Also when
+// every one holds Token (OK), and of none otherwise.
+type MultiExtend struct {
+	Key   string
+	Also  []string
+	Token string
+	TTL   time.Duration
+	Ack   Ack
+	enc   encoding
+}
+
+// Name implements Op.
+func (*MultiExtend) Name() string { return "multi extend" }
+
+// Lane implements Laned: the lock's first name.
+func (o *MultiExtend) Lane() string { return o.Key }
+
+// Encode implements Op.
+func (o *MultiExtend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
+	args := o.enc.args(Layout{}, func() []any {
+		return evalArgs(scripts.ExtendMulti, allKeys(o.Key, o.Also), o.Token, o.TTL.Milliseconds())
+	})
+	return o.Ack.encode(ctx, append(cmds, shared(ctx, args)))
+}
+
+// Decode implements Op.
+func (o *MultiExtend) Decode(cmds []redis.Cmder) Reply {
+	return o.Ack.check(cmds, one(o.Ack.ops(cmds)))
+}
+
+// MultiRelease deletes Key and the names Also where they hold Token; when
+// Announce is set, each name's release is announced on its own channel,
+// naming no waiter. It answers as Release does.
+type MultiRelease struct {
+	Key      string
+	Also     []string
+	Token    string
+	Announce bool
+	enc      encoding
+}
+
+// Name implements Op.
+func (*MultiRelease) Name() string { return "multi release" }
+
+// Lane implements Laned: the lock's first name.
+func (o *MultiRelease) Lane() string { return o.Key }
+
+// Encode implements Op.
+func (o *MultiRelease) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
+	args := o.enc.args(Layout{}, func() []any {
+		prefix := ""
+		if o.Announce {
+			prefix = ChannelPrefix
+		}
+		return evalArgs(scripts.ReleaseMulti, allKeys(o.Key, o.Also), o.Token, prefix)
+	})
+	return append(cmds, shared(ctx, args))
+}
+
+// Decode implements Op.
+func (*MultiRelease) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds) }
+
+// Owable implements the owed release's test, as Release's.
+func (*MultiRelease) Owable(err error) bool { return owable(err) }
 
 // allKeys is name followed by also.
 func allKeys(name string, also []string) []string {
@@ -21,26 +125,6 @@ func allKeys(name string, also []string) []string {
 		return []string{name}
 	}
 	return append([]string{name}, also...)
-}
-
-// encodeMulti is the command of a multi-name acquisition.
-func (o *Acquire) encodeMulti(ctx context.Context) redis.Cmder {
-	args := o.enc.args(Layout{}, func() []any {
-		return evalArgs(scripts.AcquireMulti, allKeys(o.Key, o.Also), o.Token, o.TTL.Milliseconds(), o.MinUptime)
-	})
-	return shared(ctx, args)
-}
-
-// encodeMulti is the command of a multi-name release.
-func (o *Release) encodeMulti(ctx context.Context) redis.Cmder {
-	args := o.enc.args(Layout{}, func() []any {
-		prefix := ""
-		if o.Channel != "" {
-			prefix = ChannelPrefix
-		}
-		return evalArgs(scripts.ReleaseMulti, allKeys(o.Key, o.Also), o.Token, prefix)
-	})
-	return shared(ctx, args)
 }
 
 // SameSlot reports whether every name hashes to one Redis Cluster slot, as

@@ -16,8 +16,8 @@ func TestMultiAllOrNothing(t *testing.T) {
 	servers, clients := nodetest.Miniredis(t, 1)
 	s, n := servers[0], node.NewRedis(clients[0])
 	t.Cleanup(n.Close)
-	abc := func(token string) *node.Acquire {
-		return &node.Acquire{Key: "a", Also: []string{"b", "c"}, Token: token, TTL: time.Second}
+	abc := func(token string) *node.MultiAcquire {
+		return &node.MultiAcquire{Key: "a", Also: []string{"b", "c"}, Token: token, TTL: time.Second}
 	}
 
 	require.NoError(t, s.Set("c", "plain"))
@@ -38,13 +38,13 @@ func TestMultiAllOrNothing(t *testing.T) {
 		assert.Equal(t, time.Second, s.TTL(k), k)
 	}
 	assert.True(t, callOne(n, abc("t1")).OK, "a resent acquisition that was applied counts as granted")
-	overlap := &node.Acquire{Key: "c", Also: []string{"d"}, Token: "t2", TTL: time.Second}
+	overlap := &node.MultiAcquire{Key: "c", Also: []string{"d"}, Token: "t2", TTL: time.Second}
 	assert.False(t, callOne(n, overlap).OK, "names in common: refused")
 	assert.False(t, s.Exists("d"), "and d untouched")
 	assert.False(t, callOne(n, &node.Acquire{Key: "b", Token: "t2", TTL: time.Second}).OK, "a plain lock on one of the names is refused")
 
 	// Extend needs every name.
-	ext := &node.Extend{Key: "a", Also: []string{"b", "c"}, Token: "t1", TTL: 5 * time.Second}
+	ext := &node.MultiExtend{Key: "a", Also: []string{"b", "c"}, Token: "t1", TTL: 5 * time.Second}
 	assert.True(t, callOne(n, ext).OK)
 	assert.Equal(t, 5*time.Second, s.TTL("c"))
 	s.Del("b") // as a forced release of one name would
@@ -55,7 +55,7 @@ func TestMultiAllOrNothing(t *testing.T) {
 	// Release deletes what still holds the token.
 	require.NoError(t, s.Set("b", "other"))
 	s.SetTTL("b", time.Minute)
-	rel := &node.Release{Key: "a", Also: []string{"b", "c"}, Token: "t1"}
+	rel := &node.MultiRelease{Key: "a", Also: []string{"b", "c"}, Token: "t1"}
 	rep = callOne(n, rel)
 	require.NoError(t, rep.Err)
 	assert.True(t, rep.OK)
@@ -66,7 +66,7 @@ func TestMultiAllOrNothing(t *testing.T) {
 	assert.False(t, rep.OK, "nothing of ours is left")
 	assert.False(t, node.ReleasedOf(rep).Gone, "b is held by another")
 	s.Del("b")
-	rep = callOne(n, &node.Release{Key: "a", Also: []string{"b", "c"}, Token: "t1", Channel: node.ReleaseChannel("a")})
+	rep = callOne(n, &node.MultiRelease{Key: "a", Also: []string{"b", "c"}, Token: "t1", Announce: true})
 	assert.True(t, node.ReleasedOf(rep).Gone, "a resent release finds every name gone")
 }
 

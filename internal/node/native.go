@@ -64,11 +64,6 @@ func (s speech) setsIfEq() bool { return (s.way == Native || s.beside()) && s.ca
 // lock over to the oldest queued waiter.
 func (s speech) beside() bool { return s.way == Scripts && s.caps.SetIfEq }
 
-// plain reports whether o is a plain lock's acquisition.
-func (o *Acquire) plain() bool {
-	return !o.Reentrant && o.FenceKey == "" && o.MinUptime <= 0 && len(o.Also) == 0 && o.Intent == ""
-}
-
 func (o *Acquire) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
 	if !o.plain() || s.way == Scripts && !s.beside() {
 		return cmds, false
@@ -118,7 +113,7 @@ func (o *Acquire) rearm(ctx context.Context, t *Tx) Reply {
 }
 
 func (o *Extend) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
-	if o.Reentrant || len(o.Also) > 0 || !s.setsIfEq() {
+	if !s.setsIfEq() {
 		return cmds, false
 	}
 	args := o.nenc.at(0, func() []any { return []any{"set", o.Key, o.Token, "ifeq", o.Token, "px", o.TTL.Milliseconds()} })
@@ -142,7 +137,7 @@ func (o *Extend) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, 
 }
 
 func (o *Release) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
-	if o.Reentrant || len(o.Also) > 0 || o.Intent != "" || !s.deletes() {
+	if !s.deletes() {
 		return cmds, false
 	}
 	var del []any
@@ -226,7 +221,7 @@ func (o *Release) absent(ctx context.Context, t *Tx) Reply {
 		if exists.Val() > 0 {
 			return Reply{}, nil
 		}
-		return o.gone(ctx, s)
+		return gone(ctx, s, o.Channel != "")
 	})
 }
 

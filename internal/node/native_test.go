@@ -55,23 +55,36 @@ func TestNativeEncodings(t *testing.T) {
 		{"grant beside scripts", func() nativeOp { return acquire() }, speech{way: Scripts, caps: redis8}, [][]any{set}},
 		{"fenced grant", func() nativeOp { a := acquire(); a.FenceKey = "f"; return a }, speech{way: Native, caps: all}, nil},
 		{"restart-delayed grant", func() nativeOp { a := acquire(); a.MinUptime = 5; return a }, speech{way: Native, caps: all}, nil},
-		{"reentrant grant", func() nativeOp { a := acquire(); a.Reentrant = true; return a }, speech{way: Native, caps: all}, nil},
 		{"grant with WAIT", func() nativeOp { a := acquire(); a.Ack = Ack{Replicas: 1, Timeout: time.Second}; return a },
 			speech{way: Native, caps: all}, [][]any{set, {"wait", 1, int64(1000)}}},
 		{"extension, transactions", func() nativeOp { return extend() }, speech{way: Transactions, caps: all}, nil},
 		{"extension, Valkey 8.0", func() nativeOp { return extend() }, speech{way: Native, caps: Caps{Known: true}}, nil},
 		{"extension, native", func() nativeOp { return extend() }, speech{way: Native, caps: valkey9}, [][]any{setIfEq}},
 		{"extension beside scripts", func() nativeOp { return extend() }, speech{way: Scripts, caps: valkey9}, [][]any{setIfEq}},
-		{"reentrant extension", func() nativeOp { e := extend(); e.Reentrant = true; return e }, speech{way: Native, caps: all}, nil},
 		{"release, Valkey 9", func() nativeOp { return release() }, speech{way: Native, caps: valkey9}, [][]any{{"delifeq", "k", "t"}, pub}},
 		{"release, Redis 8.4", func() nativeOp { return release() }, speech{way: Native, caps: redis8}, [][]any{{"delex", "k", "ifeq", "t"}, pub}},
 		{"release, set Native without a probe", func() nativeOp { return release() }, speech{way: Native}, [][]any{{"delex", "k", "ifeq", "t"}, pub}},
 		{"release, Valkey 8.1", func() nativeOp { return release() }, speech{way: Native, caps: Caps{Known: true, SetIfEq: true}}, nil},
 		{"release beside scripts", func() nativeOp { return release() }, speech{way: Scripts, caps: all}, nil},
 		{"undo", func() nativeOp { return &Release{Key: "k", Token: "t"} }, speech{way: Native, caps: valkey9}, [][]any{{"delifeq", "k", "t"}}},
-		{"reentrant release", func() nativeOp { r := release(); r.Reentrant = true; return r }, speech{way: Native, caps: all}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) { assert.Equal(t, c.want, nativeArgs(t, c.op(), c.s)) })
+	}
+}
+
+// Only a plain lock's operations have the server's own commands: every
+// other kind keeps its script or transaction.
+func TestOnlyPlainLockOpsAreNative(t *testing.T) {
+	for _, op := range []Op{&Acquire{}, &Extend{}, &Release{}} {
+		_, ok := op.(nativeOp)
+		assert.True(t, ok, op.Name())
+	}
+	for _, op := range []Op{
+		&ReentrantAcquire{}, &ReentrantExtend{}, &ReentrantRelease{}, &ReentrantFence{}, &Fence{},
+		&MultiAcquire{}, &MultiExtend{}, &MultiRelease{}, &WriteAcquire{}, &WriteRelease{},
+	} {
+		_, ok := op.(nativeOp)
+		assert.False(t, ok, op.Name())
 	}
 }
 

@@ -90,7 +90,7 @@ func TestRedisNodeCommands(t *testing.T) {
 		_, _, err = acquireOn(n, &node.Acquire{Key: key, Token: "t1", TTL: time.Second, FenceKey: node.FenceKey(key)})
 		assert.True(t, node.Misconfigured(err), "the acquire script says so too: %v", err)
 		assert.ErrorContains(t, err, "not a lock", key)
-		_, _, err = acquireOn(n, &node.Acquire{Key: key, Token: "t1", TTL: time.Second, Reentrant: true})
+		_, _, err = acquireOn(n, &node.ReentrantAcquire{Key: key, Token: "t1", TTL: time.Second})
 		assert.True(t, node.Misconfigured(err), "and the reentrant one: %v", err)
 	}
 }
@@ -140,13 +140,13 @@ func TestRedisNodeFenceScripts(t *testing.T) {
 	_, _, err = acquireOn(n, &node.Acquire{Key: "bad", Token: "t", TTL: time.Second, FenceKey: node.FenceKey("bad")})
 	assert.ErrorContains(t, err, "not a number")
 
-	re := &node.Acquire{Key: "r", Token: "owner", TTL: time.Second, Reentrant: true, FenceKey: node.FenceKey("r")}
+	re := &node.ReentrantAcquire{Key: "r", Token: "owner", TTL: time.Second, FenceKey: node.FenceKey("r")}
 	for range 2 {
 		ok, _, err = acquireOn(n, re)
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
-	undo := &node.Release{Key: re.Key, Token: re.Token, Reentrant: true, Drop: node.DropUndo}
+	undo := &node.ReentrantRelease{Key: re.Key, Token: re.Token, Drop: node.DropUndo}
 	ok, err = releaseOn(n, undo)
 	require.NoError(t, err)
 	assert.True(t, ok)
@@ -164,17 +164,17 @@ func callOne(n node.Node, o node.Op) node.Reply {
 	return <-ch
 }
 
-func acquireOn(n node.Node, r *node.Acquire) (bool, uint64, error) {
+func acquireOn(n node.Node, r node.Op) (bool, uint64, error) {
 	rep := callOne(n, r)
 	return rep.OK, node.GrantOf(rep).Counter, rep.Err
 }
 
-func releaseOn(n node.Node, r *node.Release) (bool, error) {
+func releaseOn(n node.Node, r node.Op) (bool, error) {
 	rep := callOne(n, r)
 	return rep.OK, rep.Err
 }
 
-func extendOn(n node.Node, r *node.Extend) (bool, error) {
+func extendOn(n node.Node, r node.Op) (bool, error) {
 	rep := callOne(n, r)
 	return rep.OK, rep.Err
 }

@@ -3,52 +3,27 @@ package node
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
-// Release deletes Key if it holds Token (a reentrant lock drops one hold,
-// all of them, or the hold of a failed attempt, see Drop). A node answers
-// OK when Key held Token. Its Value is a Released when the node said more.
+// Release deletes Key if it holds Token as a plain lock. A release that
+// frees the lock announces it on Channel ("" announces nothing), handing
+// the lock over to the oldest waiter of QueueKey when it takes it so (see
+// release.lua), else naming it. A node answers OK when Key held Token. Its
+// Value is a Released when the node said more.
 type Release struct {
-	Key, Token string
-	Reentrant  bool
-	Drop       Drop
-	// Channel is where a release that frees the lock announces it, so that
-	// waiters try again at once; "" announces nothing. Notice is the
-	// payload, unique to the release (a reentrant token repeats). The
-	// announcement also names the oldest waiter of QueueKey, popped from
-	// it.
-	Channel, Notice, QueueKey string
-	// Also are the other names of a multi-name lock, released with Key
-	// where they hold Token; each release is announced on its name's
-	// channel (when Channel is not ""), and no waiter is named.
-	Also []string
-	// Intent and Writer, for the write lock of a reader-writer lock, are
-	// where its writer's waiting mark is kept and the writer's id: the
-	// release drops the mark if it is still this writer's (see
-	// Acquire.Intent).
-	Intent, Writer string
-	enc            encoding
+	Key, Token        string
+	Channel, QueueKey string
+	enc               encoding
 	// nenc keeps DELIFEQ's arguments and DELEX's, pub the
 	// announcement's (see native.go).
 	nenc, pub encoding
 }
 
-// Drop says what a reentrant release drops.
-type Drop uint8
-
-// What a reentrant release drops.
-const (
-	DropOne  Drop = iota // one hold; never frees the lock
-	DropAll              // every hold: the owner's last Unlock
-	DropUndo             // the hold a failed attempt took; frees the lock when none is left
-)
-
-// Released is what a Release's reply says beyond OK. Heard is, for a
+// Released is what a release's reply says beyond OK. Heard is, for a
 // release that freed the lock and announced it, how many clients the
 // announcement reached; Named is set when it named a queued waiter, whose
 // process alone heard it. Gone is set when the key was absent: it expired,
@@ -63,7 +38,7 @@ type Released struct {
 	Server string
 }
 
-// ReleasedOf returns what rep, a Release's reply, says beyond OK.
+// ReleasedOf returns what rep, a release's reply, says beyond OK.
 func ReleasedOf(rep Reply) Released {
 	r, _ := rep.Value.(Released)
 	return r
@@ -77,24 +52,26 @@ func (o *Release) Lane() string { return o.Key }
 
 // Encode implements Op.
 func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	if len(o.Also) > 0 {
-		return append(cmds, o.encodeMulti(ctx))
-	}
 	args := o.enc.args(l, func() []any {
-		var kb [3]string // on the stack: evalArgs copies the keys
-		keys := append(kb[:0], o.Key)
-		if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" {
-			keys = append(keys, q)
-		}
-		if o.Intent != "" && len(keys) == 2 && !o.Reentrant {
-			return evalArgs(scripts.Release, append(keys, l.Beside(o.Key, o.Intent)), o.Token, o.Channel, o.Writer)
-		}
-		if o.Reentrant {
-			return evalArgs(scripts.ReleaseReentrant, keys, o.Token, strconv.Itoa(int(o.Drop)), o.Channel, o.Notice)
-		}
-		return evalArgs(scripts.Release, keys, o.Token, o.Channel)
+		return evalArgs(scripts.Release, releaseKeys(l, o.Key, o.Channel, o.QueueKey, ""), o.Token, o.Channel)
 	})
 	return append(cmds, shared(ctx, args))
+}
+
+// releaseKeys are release.lua's keys for layout l: the lock key, then its
+// queue when the release announces itself on channel and the queue can be
+// kept beside the key, then mark (a writer's, "" for none) only when the
+// queue is there.
+func releaseKeys(l Layout, key, channel, queueKey, mark string) []string {
+	var kb [3]string // on the stack: evalArgs copies the keys
+	keys := append(kb[:0], key)
+	if q := l.Beside(key, queueKey); channel != "" && q != "" {
+		keys = append(keys, q)
+		if mark != "" {
+			keys = append(keys, mark)
+		}
+	}
+	return keys
 }
 
 // Decode implements Op.
@@ -124,15 +101,11 @@ func decodeRelease(cmds []redis.Cmder) Reply {
 
 // Owable reports whether a release that failed with err should be
 // delivered later: it may not have reached the node, and sending it again
-// cannot drop more than it should. Dropping one hold of a reentrant lock
-// never frees it, so it is not worth owing; the undo of a reentrant hold
-// is resent only when it surely was not applied.
-func (o *Release) Owable(err error) bool {
-	if err == nil || !Unsent(err) && !Unreachable(err) || errors.Is(err, ErrClosed) {
-		return false
-	}
-	if o.Reentrant && o.Drop == DropOne {
-		return false
-	}
-	return !o.Reentrant || o.Drop == DropAll || Unsent(err)
+// cannot drop more than it should.
+func (*Release) Owable(err error) bool { return owable(err) }
+
+// owable reports whether an operation that failed with err may not have
+// reached the node, and is worth sending again later.
+func owable(err error) bool {
+	return err != nil && (Unsent(err) || Unreachable(err)) && !errors.Is(err, ErrClosed)
 }

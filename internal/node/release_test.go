@@ -20,7 +20,7 @@ func TestOwable(t *testing.T) {
 	netLost := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 	plain := &Release{Key: "k", Token: "t"}
 	for _, c := range []struct {
-		req  *Release
+		req  interface{ Owable(error) bool }
 		err  error
 		want bool
 	}{
@@ -33,10 +33,10 @@ func TestOwable(t *testing.T) {
 		{plain, fmt.Errorf("%w: x", ErrNodeDown), true},
 		{plain, ErrQueueFull, true},
 		{plain, ErrClosed, false},
-		{&Release{Reentrant: true, Drop: DropAll}, netLost, true},
-		{&Release{Reentrant: true, Drop: DropOne}, errRefused, false},
-		{&Release{Reentrant: true, Drop: DropUndo}, netLost, false}, // may drop a second hold
-		{&Release{Reentrant: true, Drop: DropUndo}, errRefused, true},
+		{&ReentrantRelease{Drop: DropAll}, netLost, true},
+		{&ReentrantRelease{Drop: DropOne}, errRefused, false},
+		{&ReentrantRelease{Drop: DropUndo}, netLost, false}, // may drop a second hold
+		{&ReentrantRelease{Drop: DropUndo}, errRefused, true},
 	} {
 		assert.Equal(t, c.want, c.req.Owable(c.err), "%+v %v", c.req, c.err)
 	}

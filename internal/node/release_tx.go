@@ -8,16 +8,12 @@ import (
 )
 
 // Transact implements Transacted. A plain lock's release is DELIFEQ key
-// token or DELEX key IFEQ token where the server has one (Native), with its announcement to every
-// waiter in the same round trip; otherwise the holder and the oldest
-// queued waiter are read under WATCH of the key, then the key is deleted
-// and the waiter unqueued in MULTI ... EXEC, and the release announced to
-// that waiter's process after it. Multi-name and reader-writer releases
-// need scripts.
+// token or DELEX key IFEQ token where the server has one (Native), with
+// its announcement to every waiter in the same round trip; otherwise the
+// holder and the oldest queued waiter are read under WATCH of the key,
+// then the key is deleted and the waiter unqueued in MULTI ... EXEC, and
+// the release announced to that waiter's process after it.
 func (o *Release) Transact(ctx context.Context, t *Tx) Reply {
-	if err := WithoutScripts(o, nil); err != nil {
-		return Reply{Err: err}
-	}
 	if rep, ok := transactNative(ctx, t, o, o.Key); ok {
 		return rep
 	}
@@ -28,10 +24,9 @@ func (o *Release) Transact(ctx context.Context, t *Tx) Reply {
 func (o *Release) watched(ctx context.Context, t *Tx) Reply {
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
 		kind := redis.NewStatusCmd(ctx, "type", o.Key)
-		held, holds := holding(ctx, o.Key, o.Token, o.Reentrant)
-		count := redis.NewCmd(ctx, "hget", o.Key, o.Token)
-		queue, first := o.firstWaiter(ctx, t)
-		reads := append([]redis.Cmder{kind, count}, holds...)
+		held, holds := holding(ctx, o.Key, o.Token, false)
+		queue, first := firstWaiter(ctx, t, o.Key, o.Channel, o.QueueKey)
+		reads := append([]redis.Cmder{kind}, holds...)
 		if first != nil {
 			reads = append(reads, first)
 		}
@@ -40,36 +35,30 @@ func (o *Release) watched(ctx context.Context, t *Tx) Reply {
 		}
 		switch {
 		case kind.Val() == "none":
-			return o.gone(ctx, s)
+			return gone(ctx, s, o.Channel != "")
 		case !held():
 			return Reply{}, nil // another's, or another type
 		}
-		return o.free(ctx, s, queue, first, count)
+		waiter := oldest(first)
+		var pub *redis.IntCmd
+		// A release with no one queued announces nothing, as
+		// release_head.lua.
+		if quiet := first != nil && waiter == "" && first.Err() == nil; o.Channel != "" && !quiet {
+			pub = announcement(ctx, o.Key, o.Channel, o.Token, waiter)
+		}
+		return free(ctx, s, o.Key, queue, waiter, pub)
 	})
 }
 
-// free deletes the key (or drops a reentrant hold) in MULTI ... EXEC, and
-// announces a release that frees the lock after it.
-func (o *Release) free(ctx context.Context, s *Step, queue string, first *redis.StringSliceCmd, count *redis.Cmd) (Reply, error) {
-	if o.Reentrant && o.Drop != DropAll {
-		return o.drop(ctx, s, count)
-	}
-	writes := [][]any{{"del", o.Key}}
-	waiter := ""
-	if first != nil && o.Channel != "" {
-		if w := first.Val(); len(w) > 0 {
-			waiter = w[0]
-			writes = append(writes, []any{"zrem", queue, waiter})
-		}
+// free deletes key and unqueues waiter ("": none) in MULTI ... EXEC, and
+// announces the release with pub (nil: not at all) after it.
+func free(ctx context.Context, s *Step, key, queue, waiter string, pub *redis.IntCmd) (Reply, error) {
+	writes := [][]any{{"del", key}}
+	if waiter != "" {
+		writes = append(writes, []any{"zrem", queue, waiter})
 	}
 	var after []redis.Cmder
-	var pub *redis.IntCmd
-	if o.announces(first, waiter) {
-		id := o.Token
-		if o.Reentrant {
-			id = o.Notice
-		}
-		pub = announcement(ctx, o.Key, o.Channel, id, waiter)
+	if pub != nil {
 		after = append(after, pub)
 	}
 	if _, err := s.Exec(ctx, writes, after...); err != nil {
@@ -78,59 +67,40 @@ func (o *Release) free(ctx context.Context, s *Step, queue string, first *redis.
 	return Reply{OK: true, Value: heard(pub, waiter)}, nil
 }
 
-// announces reports whether the release is announced, first having read
-// the oldest waiter of the queue (nil: not read), waiter: a plain release
-// with no one queued announces nothing, as release_head.lua.
-func (o *Release) announces(first *redis.StringSliceCmd, waiter string) bool {
-	quiet := !o.Reentrant && first != nil && waiter == "" && first.Err() == nil
-	return o.Channel != "" && !quiet
-}
-
 // named reports whether an announcement names waiter: one of a process
 // ("process/waiter") that is not a reader ("process/r-..."), as
 // announce.lua reads it.
 func named(waiter string) bool { return Named(waiter) }
 
-// drop drops one hold of a reentrant lock (DropOne: never the last), or
-// the hold a failed attempt took (DropUndo: the key goes with the last).
-func (o *Release) drop(ctx context.Context, s *Step, count *redis.Cmd) (Reply, error) {
-	holds := int64(0)
-	if c, ok := text(count.Val()); ok {
-		holds = parseInt(c)
-	}
-	var writes [][]any
-	switch {
-	case o.Drop == DropUndo && holds <= 1:
-		writes = [][]any{{"del", o.Key}}
-	case holds > 1:
-		writes = [][]any{{"hincrby", o.Key, o.Token, -1}}
-	default:
-		return Reply{OK: true}, nil // one hold left: dropping one never frees the lock
-	}
-	if _, err := s.Exec(ctx, writes); err != nil {
-		return Reply{}, err
-	}
-	return Reply{OK: true}, nil
-}
-
-// firstWaiter returns the read of the oldest waiter in the name's queue,
-// for a release that announces itself; nil when there is none to read.
-func (o *Release) firstWaiter(ctx context.Context, t *Tx) (string, *redis.StringSliceCmd) {
-	if o.Channel == "" || o.QueueKey == "" || o.Reentrant && o.Drop != DropAll {
+// firstWaiter returns the read of the oldest waiter in the queue of the
+// lock key, for a release that announces itself on channel; nil when
+// there is none to read.
+func firstWaiter(ctx context.Context, t *Tx, key, channel, queueKey string) (string, *redis.StringSliceCmd) {
+	if channel == "" || queueKey == "" {
 		return "", nil
 	}
-	queue := t.layout.Beside(o.Key, o.QueueKey)
+	queue := t.layout.Beside(key, queueKey)
 	if queue == "" {
 		return "", nil
 	}
 	return queue, redis.NewStringSliceCmd(ctx, "zrange", queue, 0, 0)
 }
 
-// gone is a release's answer when the key was absent: the node's run id
-// for a release that announces (see release.lua), so that the caller can
-// tell its own resent release from a restart.
-func (o *Release) gone(ctx context.Context, s *Step) (Reply, error) {
-	last := o.Reentrant && o.Drop == DropAll || !o.Reentrant && o.Channel != ""
+// oldest is the waiter that first read, "" when none was read or queued.
+func oldest(first *redis.StringSliceCmd) string {
+	if first == nil {
+		return ""
+	}
+	if w := first.Val(); len(w) > 0 {
+		return w[0]
+	}
+	return ""
+}
+
+// gone is a release's answer when the key was absent: with the node's run
+// id for the release that ends the lock (last, see release.lua), so that
+// the caller can tell its own resent release from a restart.
+func gone(ctx context.Context, s *Step, last bool) (Reply, error) {
 	if !last {
 		return Reply{Value: Released{Gone: true}}, nil // an undo or one hold: no one reads whose server
 	}

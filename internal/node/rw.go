@@ -10,15 +10,90 @@ import (
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
-// The operations of a reader-writer lock's readers: acquire, extend,
-// release. Its writer takes the lock with an Acquire whose Intent is set,
-// and then extends, fences and releases it as a plain lock. On each node
-// the readers are a hash under the lock's name (see rw.lua).
+// The operations of a reader-writer lock. Its writer takes the lock with
+// a WriteAcquire and releases it with a WriteRelease; it extends, fences
+// and undoes it as a plain lock. Its readers acquire, extend and release
+// read holds: on each node the readers are a hash under the lock's name
+// (see rw.lua).
 
 // IntentKey is where each node keeps the mark of a writer that waits for
 // the readers of lock name to leave: while it is there, no new reader gets
 // in.
 func IntentKey(name string) string { return name + ":redlock:writer" }
+
+// WriteAcquire takes the write lock of a reader-writer lock: live readers
+// refuse it, and a refused writer marks itself waiting at Intent (see
+// IntentKey) so that no new reader gets in; otherwise it answers as
+// Acquire does.
+type WriteAcquire struct {
+	Key, Token string
+	TTL        time.Duration
+	// Intent is where the writer's waiting mark is kept, Writer the
+	// writer's id, the same for all its attempts: the mark's value;
+	// IntentTTL how long the mark lasts.
+	Intent, Writer string
+	IntentTTL      time.Duration
+	// FenceKey, MinUptime and Ack are as in Acquire.
+	FenceKey  string
+	MinUptime int64
+	Ack       Ack
+	enc       encoding
+}
+
+// Name implements Op.
+func (*WriteAcquire) Name() string { return "write acquire" }
+
+// Lane implements Laned: the lock's name.
+func (o *WriteAcquire) Lane() string { return o.Key }
+
+// Encode implements Op.
+func (o *WriteAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	args := o.enc.args(l, func() []any {
+		keys := append(l.keys(o.Key, o.Intent), l.keys(o.Key, o.FenceKey)[1:]...)
+		return evalArgs(scripts.WriteAcquire, keys, o.Token, o.TTL.Milliseconds(), o.MinUptime, o.Writer, o.IntentTTL.Milliseconds())
+	})
+	return o.Ack.encode(ctx, append(cmds, shared(ctx, args)))
+}
+
+// Decode implements Op.
+func (o *WriteAcquire) Decode(cmds []redis.Cmder) Reply {
+	return o.Ack.check(cmds, decodeGrant(cmds[0].(*redis.Cmd), o.MinUptime, o.FenceKey))
+}
+
+// WriteRelease is the Release of a reader-writer lock's writer: the
+// release also drops the writer's waiting mark at Intent if it is still
+// Writer's (see WriteAcquire), whatever the name holds. The mark's key
+// travels only with a release that announces and names the queue.
+type WriteRelease struct {
+	Key, Token        string
+	Channel, QueueKey string
+	Intent, Writer    string
+	enc               encoding
+}
+
+// Name implements Op.
+func (*WriteRelease) Name() string { return "write release" }
+
+// Lane implements Laned: the lock's name.
+func (o *WriteRelease) Lane() string { return o.Key }
+
+// Encode implements Op.
+func (o *WriteRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	args := o.enc.args(l, func() []any {
+		keys := releaseKeys(l, o.Key, o.Channel, o.QueueKey, l.Beside(o.Key, o.Intent))
+		if len(keys) < 3 {
+			return evalArgs(scripts.Release, keys, o.Token, o.Channel)
+		}
+		return evalArgs(scripts.Release, keys, o.Token, o.Channel, o.Writer)
+	})
+	return append(cmds, shared(ctx, args))
+}
+
+// Decode implements Op.
+func (*WriteRelease) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds) }
+
+// Owable implements the owed release's test, as Release's.
+func (*WriteRelease) Owable(err error) bool { return owable(err) }
 
 // ReadAcquire takes a read hold of the reader-writer lock Key for Token,
 // for TTL. A node answers OK when Token is a reader now, including when an
@@ -148,4 +223,4 @@ func (*ReadRelease) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds
 // Owable reports whether a release that failed with err should be
 // delivered later: it may not have reached the node, and dropping a
 // reader twice drops nothing more.
-func (*ReadRelease) Owable(err error) bool { return (&Release{}).Owable(err) }
+func (*ReadRelease) Owable(err error) bool { return owable(err) }

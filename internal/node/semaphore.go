@@ -156,4 +156,4 @@ func (*SemRelease) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds)
 // Owable reports whether a release that failed with err should be
 // delivered later: it may not have reached the node, and dropping a
 // permit twice drops nothing more.
-func (*SemRelease) Owable(err error) bool { return (&Release{}).Owable(err) }
+func (*SemRelease) Owable(err error) bool { return owable(err) }

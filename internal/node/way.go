@@ -196,31 +196,16 @@ func (n *Redis) transactEach(calls []*call, w Way) {
 // the node's refusal of scripts, when known.
 func WithoutScripts(op Op, why error) error {
 	var what string
-	switch o := op.(type) {
-	case *Acquire:
-		what = kindOf(len(o.Also) > 0, o.Intent != "")
-	case *Extend:
-		what = kindOf(len(o.Also) > 0, false)
-	case *Release:
-		what = kindOf(len(o.Also) > 0, o.Intent != "")
+	switch op.(type) {
+	case *MultiAcquire, *MultiExtend, *MultiRelease:
+		what = "a multi-name lock"
+	case *WriteAcquire, *WriteRelease:
+		what = "a reader-writer lock"
 	default:
-		if _, ok := op.(Transacted); !ok {
-			what = "the " + op.Name() + " operation"
+		if _, ok := op.(Transacted); ok {
+			return nil
 		}
-	}
-	if what == "" {
-		return nil
+		what = "the " + op.Name() + " operation"
 	}
 	return noScripts(what, why)
-}
-
-// kindOf names the lock that needs scripts, "" for one that does not.
-func kindOf(multi, rw bool) string {
-	switch {
-	case multi:
-		return "a multi-name lock"
-	case rw:
-		return "a reader-writer lock"
-	}
-	return ""
 }

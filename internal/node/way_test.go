@@ -36,7 +36,7 @@ func TestTransactionsAnswerAsScripts(t *testing.T) {
 	compare(t, "waycheck-silent", sides[:2], silent, func(_ *side, st step) answer { return st.want })
 	compare(t, "waycheck", sides, cases, func(s *side, st step) answer {
 		want := st.want
-		if r, ok := st.op.(*node.Release); ok && s.name == "native" && !r.Reentrant {
+		if _, ok := st.op.(*node.Release); ok && s.name == "native" {
 			// DELEX pops no one from the queue: a plain release is
 			// announced to every waiter instead.
 			want.Named = false
@@ -177,9 +177,9 @@ func interfered(t *testing.T) (*miniredis.Miniredis, *interferer, *node.Redis) {
 // ErrAborted, which says nothing was applied.
 func TestTransactionRetriesOnChange(t *testing.T) {
 	server, h, n := interfered(t)
-	again := &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true, Reenter: true}
+	again := &node.ReentrantAcquire{Key: "k", Token: "a", TTL: time.Minute, Reenter: true}
 
-	require.True(t, callOne(n, &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true}).OK)
+	require.True(t, callOne(n, &node.ReentrantAcquire{Key: "k", Token: "a", TTL: time.Minute}).OK)
 	h.set(1, func() { server.Del("k") })
 	rep := callOne(n, again)
 	require.NoError(t, rep.Err)
@@ -187,7 +187,7 @@ func TestTransactionRetriesOnChange(t *testing.T) {
 	assert.False(t, server.Exists("k"), "and the key is not re-created")
 	assert.Zero(t, h.left())
 
-	require.True(t, callOne(n, &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, Reentrant: true}).OK)
+	require.True(t, callOne(n, &node.ReentrantAcquire{Key: "k", Token: "a", TTL: time.Minute}).OK)
 	h.set(1<<20, func() { server.HSet("k", "a", "1") })
 	ch := make(chan node.Reply, 1)
 	n.Do(context.Background(), time.Now().Add(50*time.Millisecond), again, func(r node.Reply) { ch <- r })
@@ -303,7 +303,7 @@ func TestPlainGrantCarriesItsOwnClock(t *testing.T) {
 	// node's time too, with no TIME beside them.
 	for _, op := range []node.Op{
 		&node.ReadAcquire{Key: "r", Token: "a", TTL: ttl},
-		&node.Acquire{Key: "w", Token: "a", TTL: ttl, Intent: node.IntentKey("w"), Writer: "wr"},
+		&node.WriteAcquire{Key: "w", Token: "a", TTL: ttl, Intent: node.IntentKey("w"), Writer: "wr"},
 		&node.SemAcquire{Key: "s", Token: "a", TTL: ttl, Permits: 2},
 	} {
 		times.n.Store(0)

@@ -349,15 +349,10 @@ func (n *Fake) apply1(op node.Op) node.Reply {
 			return node.Reply{Err: err}
 		}
 	}
+	if rep, ok := n.lockOp(op); ok {
+		return rep
+	}
 	switch o := op.(type) {
-	case *node.Acquire:
-		return n.acked(o.Ack, n.acquire(o))
-	case *node.Fence:
-		return n.acked(o.Ack, n.reply(n.fence(o)))
-	case *node.Release:
-		return n.release(o)
-	case *node.Extend:
-		return n.acked(o.Ack, n.reply(n.extend(o)))
 	case *node.Queue:
 		return n.reply(n.queue(o))
 	case *node.Inspect:

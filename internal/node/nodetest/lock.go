@@ -7,23 +7,82 @@ import (
 	"github.com/redlock-go/redlock/internal/node"
 )
 
-// A lock's operations, as acquire_plain.lua, acquire.lua,
-// acquire_reentrant.lua, write_acquire.lua, fence.lua, extend*.lua and
-// release*.lua answer them.
+// A lock's operations, one per kind as in package node, as
+// acquire_plain.lua, acquire.lua, acquire_reentrant.lua,
+// write_acquire.lua, fence.lua, extend*.lua and release*.lua answer them.
+// Multi-name locks are in multi.go.
 
-func (n *Fake) acquire(r *node.Acquire) node.Reply {
+// lockOp applies one lock operation; ok is false when op is none.
+func (n *Fake) lockOp(op node.Op) (rep node.Reply, ok bool) {
+	if rep, ok := n.acquireOp(op); ok {
+		return rep, true
+	}
+	switch o := op.(type) {
+	case *node.Fence:
+		return n.acked(o.Ack, n.reply(n.fence(o.Key, o.Token, o.FenceKey, o.Fence, false))), true
+	case *node.ReentrantFence:
+		return n.acked(o.Ack, n.reply(n.fence(o.Key, o.Token, o.FenceKey, o.Fence, true))), true
+	case *node.Extend:
+		return n.acked(o.Ack, n.reply(n.extend([]string{o.Key}, o.Token, o.TTL, false))), true
+	case *node.ReentrantExtend:
+		return n.acked(o.Ack, n.reply(n.extend([]string{o.Key}, o.Token, o.TTL, true))), true
+	case *node.MultiExtend:
+		return n.acked(o.Ack, n.reply(n.extend(append([]string{o.Key}, o.Also...), o.Token, o.TTL, false))), true
+	case *node.Release:
+		return n.release(o.Key, func() (bool, int, bool) { return n.releasePlain(o) }), true
+	case *node.ReentrantRelease:
+		return n.release(o.Key, func() (bool, int, bool) { return n.releaseReentrant(o) }), true
+	case *node.WriteRelease:
+		return n.release(o.Key, func() (bool, int, bool) { return n.releaseWriter(o) }), true
+	case *node.MultiRelease:
+		return n.release(o.Key, func() (bool, int, bool) { return n.releaseAll(o) }), true
+	}
+	return node.Reply{}, false
+}
+
+// acquireOp applies one acquisition of a lock; ok is false when op is
+// none.
+func (n *Fake) acquireOp(op node.Op) (rep node.Reply, ok bool) {
+	var grant func() (bool, string, error)
+	var fenceKey string
+	var minUptime int64
+	var ack node.Ack
+	switch o := op.(type) {
+	case *node.Acquire:
+		rearm := o.FenceKey == "" && o.MinUptime == 0
+		grant = func() (bool, string, error) { return n.grantPlain(o.Key, o.Token, o.TTL, rearm) }
+		fenceKey, minUptime, ack = o.FenceKey, o.MinUptime, o.Ack
+	case *node.ReentrantAcquire:
+		grant = func() (bool, string, error) { return n.grantReentrant(o) }
+		fenceKey, minUptime, ack = o.FenceKey, o.MinUptime, o.Ack
+	case *node.MultiAcquire:
+		grant = func() (bool, string, error) { return n.grantAll(o) }
+		minUptime, ack = o.MinUptime, o.Ack
+	case *node.WriteAcquire:
+		grant = func() (bool, string, error) { return n.grantWriter(o) }
+		fenceKey, minUptime, ack = o.FenceKey, o.MinUptime, o.Ack
+	default:
+		return node.Reply{}, false
+	}
+	return n.acked(ack, n.acquire(op.(node.Laned).Lane(), fenceKey, minUptime, grant)), true
+}
+
+// acquire applies grant, an acquisition of key as a script does it: after
+// the restart delay's check (minUptime), reading the fencing counter
+// fenceKey ("" for none) with the grant or refusal.
+func (n *Fake) acquire(key, fenceKey string, minUptime int64, grant func() (bool, string, error)) node.Reply {
 	var counter uint64
 	var holder string
 	var refusal error
-	ok, err := n.apply("acquire", r.Key, func() bool {
-		if refusal = n.recovering(r.MinUptime); refusal != nil {
+	ok, err := n.apply("acquire", key, func() bool {
+		if refusal = n.recovering(minUptime); refusal != nil {
 			return false
 		}
-		if r.FenceKey != "" {
-			counter = n.Counters[r.FenceKey]
+		if fenceKey != "" {
+			counter = n.Counters[fenceKey]
 		}
 		var granted bool
-		granted, holder, refusal = n.grant(r)
+		granted, holder, refusal = grant()
 		return granted
 	})
 	if err == nil && refusal != nil {
@@ -46,49 +105,35 @@ func (n *Fake) recovering(least int64) error {
 	return nil
 }
 
-// grant applies an acquisition as the acquire scripts do, and says whether
-// it was granted, else who holds the key where the script names it, or
-// the script's error reply. The kind of lock picks the script as
-// node.Acquire.Encode does. Called with n.mu held.
-func (n *Fake) grant(r *node.Acquire) (bool, string, error) {
-	switch {
-	case r.Reentrant:
-		return n.grantReentrant(r)
-	case len(r.Also) > 0:
-		return n.grantAll(r)
-	case r.Intent != "":
-		return n.grantWriter(r)
-	}
-	return n.grantPlain(r)
-}
-
 // grantPlain is acquire_plain.lua and acquire.lua (and held() in
-// stored.lua): SET NX, naming the holder of a plain lock.
-func (n *Fake) grantPlain(r *node.Acquire) (bool, string, error) {
-	switch k := n.kind(r.Key); k {
+// stored.lua): SET NX, naming the holder of a plain lock; rearm re-arms
+// the TTL of a key that holds token already (acquire_plain.lua's). It
+// says whether it granted, else who holds the key, or the script's error
+// reply. Called with n.mu held.
+func (n *Fake) grantPlain(key, token string, ttl time.Duration, rearm bool) (bool, string, error) {
+	switch k := n.kind(key); k {
 	case kindNone:
-		n.Data[r.Key] = Entry{Value: r.Token, Expires: time.Now().Add(r.TTL), Holds: 1}
+		n.Data[key] = Entry{Value: token, Expires: time.Now().Add(ttl), Holds: 1}
 		return true, "", nil
 	case kindString:
-		e := n.Data[r.Key]
-		if e.Value != r.Token {
+		e := n.Data[key]
+		if e.Value != token {
 			return false, e.Value, nil // SET NX GET names the holder
 		}
-		if r.FenceKey == "" && r.MinUptime == 0 {
-			// acquire_plain.lua re-arms the TTL of a key that holds the
-			// token already: a retried request, or a lock handed over.
-			e.Expires = time.Now().Add(r.TTL)
-			n.Data[r.Key] = e
+		if rearm {
+			// A retried request, or a lock handed over.
+			e.Expires = time.Now().Add(ttl)
+			n.Data[key] = e
 		}
 		return true, "", nil // a retried SET NX GET that had been applied
 	case kindZset:
-		return false, "", notALock(r.Key, k)
+		return false, "", notALock(key, k)
 	}
 	return false, "", nil // a reentrant lock or readers: held, by no one token
 }
 
 // grantReentrant is acquire_reentrant.lua.
-func (n *Fake) grantReentrant(r *node.Acquire) (bool, string, error) {
+func (n *Fake) grantReentrant(r *node.ReentrantAcquire) (bool, string, error) {
 	switch k := n.kind(r.Key); k {
 	case kindNone:
 		if r.Reenter {
@@ -115,7 +160,7 @@ func (n *Fake) grantReentrant(r *node.Acquire) (bool, string, error) {
 // lock's writer, which marks itself waiting at its Intent unless another
 // writer's mark is there; a free name is the writer's, and its own mark
 // goes. A held name answers as acquire.lua does.
-func (n *Fake) grantWriter(r *node.Acquire) (bool, string, error) {
+func (n *Fake) grantWriter(r *node.WriteAcquire) (bool, string, error) {
 	mark := n.beside(r.Key, r.Intent)
 	switch n.kind(r.Key) {
 	case kindNone:
@@ -130,42 +175,50 @@ func (n *Fake) grantWriter(r *node.Acquire) (bool, string, error) {
 		}
 		return false, "", nil
 	}
-	return n.grantPlain(r)
+	return n.grantPlain(r.Key, r.Token, r.TTL, false)
 }
 
-func (n *Fake) fence(r *node.Fence) (bool, error) {
-	return n.apply("fence", r.Key, func() bool {
-		n.Counters[r.FenceKey] = max(n.Counters[r.FenceKey], r.Fence)
-		e, ok := n.entry(r.Key)
-		return ok && e.Value == r.Token && e.Hash == r.Reentrant
+// fence is fence.lua: the counter raised, and whether key holds token (as
+// a reentrant lock's owner when hash).
+func (n *Fake) fence(key, token, fenceKey string, fence uint64, hash bool) (bool, error) {
+	return n.apply("fence", key, func() bool {
+		n.Counters[fenceKey] = max(n.Counters[fenceKey], fence)
+		e, ok := n.entry(key)
+		return ok && e.Value == token && e.Hash == hash
 	})
 }
 
-// extend is extend.lua, extend_reentrant.lua and extend_multi.lua: every
-// name must hold the token, or none is extended.
-func (n *Fake) extend(r *node.Extend) (bool, error) {
-	return n.apply("extend", r.Key, func() bool {
-		keys := []string{r.Key}
-		if !r.Reentrant {
-			keys = append(keys, r.Also...)
-		}
+// extend is extend.lua, extend_reentrant.lua (hash) and extend_multi.lua:
+// every key must hold the token, or none is extended.
+func (n *Fake) extend(keys []string, token string, ttl time.Duration, hash bool) (bool, error) {
+	return n.apply("extend", keys[0], func() bool {
 		for _, k := range keys {
-			if e, ok := n.entry(k); !ok || e.Value != r.Token || e.Hash != r.Reentrant {
+			if e, ok := n.entry(k); !ok || e.Value != token || e.Hash != hash {
 				return false
 			}
 		}
 		for _, k := range keys {
 			e := n.Data[k]
-			e.Expires = time.Now().Add(r.TTL)
+			e.Expires = time.Now().Add(ttl)
 			n.Data[k] = e
 		}
 		return true
 	})
 }
 
-// release runs a release, applied twice when the fake resends.
-func (n *Fake) release(r *node.Release) node.Reply {
-	return n.resent(func() node.Reply { return n.released(n.releaseHeard(r)) })
+// release runs release, a release of key (it says whether key held the
+// token, what its announcement returned, see announce, and whether the
+// key was gone), applied twice when the fake resends.
+func (n *Fake) release(key string, release func() (ok bool, heard int, gone bool)) node.Reply {
+	return n.resent(func() node.Reply {
+		heard, gone := 0, false
+		ok, err := n.apply("release", key, func() bool {
+			var ok bool
+			ok, heard, gone = release()
+			return ok
+		})
+		return n.released(ok, heard, gone && err == nil, err)
+	})
 }
 
 // resent runs release, twice when the fake resends (as a client retry
@@ -198,84 +251,87 @@ func (n *Fake) released(ok bool, heard int, gone bool, err error) node.Reply {
 	return rep
 }
 
-// releaseHeard runs a release, and says what its announcement returned
-// (see announce), and whether the key was gone.
-func (n *Fake) releaseHeard(r *node.Release) (bool, int, bool, error) {
-	heard, gone := 0, false
-	ok, err := n.apply("release", r.Key, func() bool {
-		var ok bool
-		if len(r.Also) > 0 {
-			ok, heard, gone = n.releaseAll(r)
-			return ok
-		}
-		n.dropMark(r)
-		ok, heard, gone = n.releaseOne(r)
-		return ok
-	})
-	return ok, heard, gone && err == nil, err
-}
-
-// releaseOne is release.lua and release_reentrant.lua. Called with n.mu
-// held.
-func (n *Fake) releaseOne(r *node.Release) (ok bool, heard int, gone bool) {
+// releasePlain is release.lua for a plain lock: the release that frees it
+// hands it over to the oldest waiter when it takes it so, else announces
+// it naming that waiter; with no one queued it announces nothing
+// (release_head.lua). A key already absent is handed over too (see
+// handOverFree). Called with n.mu held.
+func (n *Fake) releasePlain(r *node.Release) (ok bool, heard int, gone bool) {
 	e, held := n.entry(r.Key)
-	if !held {
-		return false, 0, n.notHeld(r)
-	}
-	if e.Value != r.Token || e.Hash != r.Reentrant {
+	switch {
+	case !held:
+		free := n.kind(r.Key) == kindNone
+		if free && r.Channel != "" {
+			n.handOverFree(r)
+		}
+		return false, 0, free
+	case e.Value != r.Token || e.Hash:
 		return false, 0, false
 	}
-	if r.Reentrant && r.Drop == node.DropUndo && e.Holds > 1 {
-		e.Holds-- // an undo deletes the key with its last hold
-		n.Data[r.Key] = e
-		return true, 0, false
-	}
-	if r.Reentrant && r.Drop == node.DropOne {
-		e.Holds = max(1, e.Holds-1) // dropping one hold never frees the lock
-		n.Data[r.Key] = e
-		return true, 0, false
-	}
 	delete(n.Data, r.Key)
-	if r.Channel != "" {
-		heard = n.announceRelease(r)
+	queue := n.beside(r.Key, r.QueueKey)
+	if r.Channel == "" || queue != "" && len(n.Queues[queue]) == 0 {
+		return true, 0, false
+	}
+	waiter := n.popWaiter(queue)
+	if queue != "" {
+		heard = n.handOver(r.Key, r.Token, waiter)
+	}
+	if heard == 0 {
+		heard = n.announce(r.Key, r.Channel, r.Token, waiter)
 	}
 	return true, heard, false
 }
 
-// announceRelease announces the release r that freed the lock, handing it over
-// to the oldest waiter when r is a plain lock's release (two keys in
-// release.lua), and returns what the announcement returned. Called with
-// n.mu held.
-func (n *Fake) announceRelease(r *node.Release) int {
-	payload := r.Token
-	if r.Reentrant {
-		payload = r.Notice
+// releaseReentrant is release_reentrant.lua. Called with n.mu held.
+func (n *Fake) releaseReentrant(r *node.ReentrantRelease) (ok bool, heard int, gone bool) {
+	e, held := n.entry(r.Key)
+	switch {
+	case !held:
+		return false, 0, n.kind(r.Key) == kindNone
+	case e.Value != r.Token || !e.Hash:
+		return false, 0, false
+	case r.Drop == node.DropUndo && e.Holds > 1:
+		e.Holds-- // an undo deletes the key with its last hold
+		n.Data[r.Key] = e
+		return true, 0, false
+	case r.Drop == node.DropOne:
+		e.Holds = max(1, e.Holds-1) // dropping one hold never frees the lock
+		n.Data[r.Key] = e
+		return true, 0, false
 	}
-	queue := n.beside(r.Key, r.QueueKey)
-	plain := !r.Reentrant && r.Intent == "" && queue != ""
-	if plain && len(n.Queues[queue]) == 0 {
-		return 0 // no one queued: a compare-and-delete (release_head.lua)
-	}
-	waiter, heard := n.popWaiter(queue), 0
-	if plain {
-		heard = n.handOver(r.Key, payload, waiter)
-	}
-	if heard == 0 {
-		heard = n.announce(r.Key, r.Channel, payload, waiter)
-	}
-	return heard
+	return true, n.freeNaming(r.Key, r.Channel, r.QueueKey, r.Notice), false
 }
 
-// notHeld is a release of a key that holds no lock: it reports whether
-// the key is absent, which a plain lock's release hands over (see
-// handOverFree); otherwise a semaphore's or the readers' key is there.
-// Called with n.mu held.
-func (n *Fake) notHeld(r *node.Release) bool {
-	free := n.kind(r.Key) == kindNone
-	if free && r.Channel != "" && !r.Reentrant && r.Intent == "" {
-		n.handOverFree(r)
+// releaseWriter is release.lua with a writer's mark (KEYS[3]): the
+// writer drops its waiting mark if it is still its own, whatever the name
+// holds; the mark's key travels only with a release that announces and
+// names the queue (see node.WriteRelease). Called with n.mu held.
+func (n *Fake) releaseWriter(r *node.WriteRelease) (ok bool, heard int, gone bool) {
+	if mark := n.beside(r.Key, r.Intent); r.Channel != "" && n.beside(r.Key, r.QueueKey) != "" {
+		if e, ok := n.entry(mark); ok && e.Value == r.Writer {
+			delete(n.Data, mark)
+		}
 	}
-	return free
+	e, held := n.entry(r.Key)
+	switch {
+	case !held:
+		return false, 0, n.kind(r.Key) == kindNone
+	case e.Value != r.Token || e.Hash:
+		return false, 0, false
+	}
+	return true, n.freeNaming(r.Key, r.Channel, r.QueueKey, r.Token), false
+}
+
+// freeNaming deletes key and announces it on channel ("": not at all)
+// with payload, naming the oldest waiter of queueKey, popped from it; it
+// returns what the announcement returned. Called with n.mu held.
+func (n *Fake) freeNaming(key, channel, queueKey, payload string) int {
+	delete(n.Data, key)
+	if channel == "" {
+		return 0
+	}
+	return n.announce(key, channel, payload, n.popWaiter(n.beside(key, queueKey)))
 }
 
 // handOverFree is release.lua's plain release of a key that is absent:
@@ -309,18 +365,4 @@ func (n *Fake) handOver(key, id, waiter string) int {
 	now := time.Now().Add(n.ClockOffset).UnixMilli() // the node's clock
 	n.Data[key] = Entry{Value: token, Expires: time.Now().Add(ttl), Holds: 1}
 	return 2*n.publish(node.WakePrefix+process, fmt.Sprintf("%s|%s%s%d|%s", id, waiter, node.HandedMark, now, key)) + 1
-}
-
-// dropMark is release.lua's KEYS[3]: a reader-writer lock's writer drops
-// its waiting mark if it is still its own, whatever the name holds. The
-// mark's key travels only with a release that announces, and names the
-// queue (see node.Release.Encode). Called with n.mu held.
-func (n *Fake) dropMark(r *node.Release) {
-	if r.Intent == "" || r.Reentrant || r.Channel == "" || n.beside(r.Key, r.QueueKey) == "" {
-		return
-	}
-	mark := n.beside(r.Key, r.Intent)
-	if e, ok := n.entry(mark); ok && e.Value == r.Writer {
-		delete(n.Data, mark)
-	}
 }

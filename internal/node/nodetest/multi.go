@@ -6,13 +6,13 @@ import (
 	"github.com/redlock-go/redlock/internal/node"
 )
 
-// Multi-name locks: an Acquire, Extend or Release with Also takes, extends
-// or releases every name or none (acquire_multi.lua, extend_multi.lua,
-// release_multi.lua). The extension is in extend.
+// Multi-name locks: a MultiAcquire, MultiExtend or MultiRelease takes,
+// extends or releases every name or none (acquire_multi.lua,
+// extend_multi.lua, release_multi.lua). The extension is in extend.
 
 // grantAll is acquire_multi.lua: the first name held by another (or of
 // another kind) refuses, and nothing is set. Called with n.mu held.
-func (n *Fake) grantAll(r *node.Acquire) (bool, string, error) {
+func (n *Fake) grantAll(r *node.MultiAcquire) (bool, string, error) {
 	keys := append([]string{r.Key}, r.Also...)
 	for _, k := range keys {
 		switch kind := n.kind(k); kind {
@@ -36,7 +36,7 @@ func (n *Fake) grantAll(r *node.Acquire) (bool, string, error) {
 // token and announces each name on its own channel, naming no waiter; a
 // release that deleted none is refused when a name is held by another,
 // and finds the lock gone otherwise. Called with n.mu held.
-func (n *Fake) releaseAll(r *node.Release) (ok bool, heard int, gone bool) {
+func (n *Fake) releaseAll(r *node.MultiRelease) (ok bool, heard int, gone bool) {
 	keys := append([]string{r.Key}, r.Also...)
 	deleted, taken := 0, false
 	for _, k := range keys {
@@ -52,7 +52,7 @@ func (n *Fake) releaseAll(r *node.Release) (ok bool, heard int, gone bool) {
 	if deleted == 0 {
 		return false, 0, !taken
 	}
-	if r.Channel != "" {
+	if r.Announce {
 		for _, k := range keys {
 			heard += 2 * n.publish(node.ChannelPrefix+k, r.Token+"|")
 		}

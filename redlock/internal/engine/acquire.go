@@ -55,9 +55,9 @@ type Spec struct {
 	Split bool
 	// reentrant marks an undo that drops one hold (see mustUndo).
 	Reentrant bool
-	// fence, when set, gives a won acquisition its fencing token (see
-	// Redlock.fence).
-	Fence *node.Fence
+	// Fence, when set, is the operation that records fencing token n for
+	// a won acquisition (see Engine.fence).
+	Fence func(n uint64) node.Op
 	// released, when not "", is a token whose release was just announced:
 	// a node may still hold it because the announcement from a faster node
 	// arrived first, so its refusals count as "may still grant" and the
@@ -253,13 +253,12 @@ func (e *Engine) releaseRound(ctx context.Context, cfg *Settings, report quorum.
 // was written, and the counter read with the grant is at least B's token,
 // unless that node lost its data in between (see the package documentation).
 func (e *Engine) fence(ctx context.Context, s Spec, g Grant, highest uint64) (Grant, Refusal, error) {
-	commit := *s.Fence
-	commit.Fence = highest + 1
-	if commit.Fence >= MaxFence {
+	n := highest + 1
+	if n >= MaxFence {
 		e.undo(ctx, s, nil, nil, false, nil)
 		return Grant{}, Refusal{}, fmt.Errorf("%w: fencing counter %d is at its limit", ErrNotAcquired, highest)
 	}
-	rd := quorum.NewRound(ctx, e.Pool, s.Settings.NodeTimeout, s.Report, e.Pool.Size()).SendAll(&commit, nil, nil)
+	rd := quorum.NewRound(ctx, e.Pool, s.Settings.NodeTimeout, s.Report, e.Pool.Size()).SendAll(s.Fence(n), nil, nil)
 	ctxErr := rd.Decide(ctx)
 	ft := rd.Tally
 	if ctxErr == nil && ft.Won() && e.Now().Before(g.Until) {
@@ -268,14 +267,14 @@ func (e *Engine) fence(ctx context.Context, s Spec, g Grant, highest uint64) (Gr
 		// returns, the more of them may later lose their data (see the
 		// package documentation).
 		rd.LingerAsLongAgain()
-		g.Fence = commit.Fence
+		g.Fence = n
 		return g, Refusal{}, nil
 	}
 	// Released on every node, the grants included: a token recorded on too
 	// few nodes could be overtaken by a later holder's.
 	e.undo(ctx, s, nil, nil, false, nil)
 	took := e.Now().Sub(g.Start)
-	reason := fmt.Sprintf("fencing token %d recorded on %d of %d nodes holding the lock, quorum %d", commit.Fence, ft.Yes, ft.N, ft.Majority)
+	reason := fmt.Sprintf("fencing token %d recorded on %d of %d nodes holding the lock, quorum %d", n, ft.Yes, ft.N, ft.Majority)
 	if ft.Won() {
 		reason = fmt.Sprintf("fencing token recorded after %v, no validity left of ttl %v", took, s.Settings.TTL)
 	}

@@ -30,9 +30,11 @@ type Lapse struct {
 	Quorum int
 }
 
-// Release runs a release round and reports whether a quorum still held
-// the token. Nodes that have not answered when the outcome is certain
-// finish in the background.
+// Free runs op, the release of name by any kind (answering as a lock's
+// node.Release does), in one round, and reports whether a quorum still
+// held the token; announced says whether op announces itself to waiters.
+// Nodes that have not answered when the outcome is certain finish in the
+// background.
 //
 // A node that answers, before until (the lease's validity end), that the
 // key is absent counts as holding the token when the server that answered
@@ -43,13 +45,6 @@ type Lapse struct {
 // one the client resent when its reply was lost (go-redis retries a
 // command whose reply timed out). A reentrant Unlock that drops one hold
 // never deletes the key, so its absence is no resend: it passes no until.
-func (e *Engine) Release(ctx context.Context, op *node.Release, c Lapse) error {
-	return e.Free(ctx, op, op.Key, op.Channel != "", c)
-}
-
-// Free is release for any operation that releases name and answers as a
-// lock's Release does; announced says whether it announces itself to
-// waiters.
 func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bool, c Lapse) error {
 	if err := e.Track(1); err != nil {
 		return err
@@ -176,8 +171,7 @@ func (e *Engine) Orphans(nodes []int, name, token string, timeout time.Duration)
 		return // closed: the keys expire with their TTL
 	}
 	ops := make([]node.Op, e.Pool.Size())
-	op := &node.Release{Key: name, Token: token, Channel: node.ReleaseChannel(name), Notice: token,
-		Drop: node.DropAll, QueueKey: node.QueueKey(name)}
+	op := &node.Release{Key: name, Token: token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 	if nodes == nil {
 		for i := range ops {
 			ops[i] = op

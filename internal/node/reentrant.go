@@ -1,0 +1,167 @@
+package node
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/scripts"
+)
+
+// A reentrant lock's operations (acquire_reentrant.lua,
+// extend_reentrant.lua, release_reentrant.lua, fence.lua): on each node
+// the lock is a hash under its name, whose one field, the acquisition's
+// token, counts its holds.
+
+// ReentrantAcquire takes a reentrant lock: the first hold when Key does
+// not exist, one more when Token owns it; each re-arms the TTL. It answers
+// as Acquire does; the holder of a refusal is never named (a hash has no
+// one value).
+type ReentrantAcquire struct {
+	Key, Token string
+	TTL        time.Duration
+	// Reenter marks an acquisition by an owner that already holds the
+	// lock: it never creates the key.
+	Reenter bool
+	// FenceKey and MinUptime are as in Acquire.
+	FenceKey  string
+	MinUptime int64
+	// Ack, when set, makes a grant count only once replicas have it.
+	Ack Ack
+	enc encoding
+}
+
+// Name implements Op.
+func (*ReentrantAcquire) Name() string { return "reentrant acquire" }
+
+// Lane implements Laned: the lock's name.
+func (o *ReentrantAcquire) Lane() string { return o.Key }
+
+// Encode implements Op.
+func (o *ReentrantAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	args := o.enc.args(l, func() []any {
+		again := "0"
+		if o.Reenter {
+			again = "1"
+		}
+		return evalArgs(scripts.AcquireReentrant, l.keys(o.Key, o.FenceKey), o.Token, o.TTL.Milliseconds(), again, o.MinUptime)
+	})
+	return o.Ack.encode(ctx, append(cmds, shared(ctx, args)))
+}
+
+// Decode implements Op.
+func (o *ReentrantAcquire) Decode(cmds []redis.Cmder) Reply {
+	return o.Ack.check(cmds, decodeGrant(cmds[0].(*redis.Cmd), o.MinUptime, o.FenceKey))
+}
+
+// ReentrantFence is Fence for a reentrant lock: OK when Token still owns
+// Key.
+type ReentrantFence struct {
+	Key, Token, FenceKey string
+	Fence                uint64
+	Ack                  Ack
+}
+
+// Name implements Op.
+func (*ReentrantFence) Name() string { return "reentrant fence" }
+
+// Lane implements Laned: the lock's name.
+func (o *ReentrantFence) Lane() string { return o.Key }
+
+// Encode implements Op.
+func (o *ReentrantFence) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	return o.Ack.encode(ctx, append(cmds, script(ctx, scripts.Fence, l.keys(o.Key, o.FenceKey), o.Token, o.Fence, "1")))
+}
+
+// Decode implements Op.
+func (o *ReentrantFence) Decode(cmds []redis.Cmder) Reply {
+	return o.Ack.check(cmds, one(o.Ack.ops(cmds)))
+}
+
+// ReentrantExtend is Extend for a reentrant lock: OK when Token owns Key.
+type ReentrantExtend struct {
+	Key, Token string
+	TTL        time.Duration
+	Ack        Ack
+	enc        encoding
+}
+
+// Name implements Op.
+func (*ReentrantExtend) Name() string { return "reentrant extend" }
+
+// Lane implements Laned: the lock's name.
+func (o *ReentrantExtend) Lane() string { return o.Key }
+
+// Encode implements Op.
+func (o *ReentrantExtend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
+	args := o.enc.args(Layout{}, func() []any {
+		return evalArgs(scripts.ExtendReentrant, []string{o.Key}, o.Token, o.TTL.Milliseconds())
+	})
+	return o.Ack.encode(ctx, append(cmds, shared(ctx, args)))
+}
+
+// Decode implements Op.
+func (o *ReentrantExtend) Decode(cmds []redis.Cmder) Reply {
+	return o.Ack.check(cmds, one(o.Ack.ops(cmds)))
+}
+
+// ReentrantRelease drops holds of a reentrant lock that Token owns, as
+// Drop says; a release that frees the lock announces it on Channel with
+// Notice, naming the oldest waiter of QueueKey, popped from it (Channel
+// "" announces nothing). It answers as Release does.
+type ReentrantRelease struct {
+	Key, Token string
+	Drop       Drop
+	// Notice is the announcement's payload, unique to the release: the
+	// token repeats when an owner's goroutines pass the lock on.
+	Channel, Notice, QueueKey string
+	enc                       encoding
+}
+
+// Drop says what a reentrant release drops.
+type Drop uint8
+
+// What a reentrant release drops.
+const (
+	DropOne  Drop = iota // one hold; never frees the lock
+	DropAll              // every hold: the owner's last Unlock
+	DropUndo             // the hold a failed attempt took; frees the lock when none is left
+)
+
+// Name implements Op.
+func (*ReentrantRelease) Name() string { return "reentrant release" }
+
+// Lane implements Laned: the lock's name.
+func (o *ReentrantRelease) Lane() string { return o.Key }
+
+// Encode implements Op.
+func (o *ReentrantRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	args := o.enc.args(l, func() []any {
+		var kb [2]string // on the stack: evalArgs copies the keys
+		keys := append(kb[:0], o.Key)
+		if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" {
+			keys = append(keys, q)
+		}
+		return evalArgs(scripts.ReleaseReentrant, keys, o.Token, strconv.Itoa(int(o.Drop)), o.Channel, o.Notice)
+	})
+	return append(cmds, shared(ctx, args))
+}
+
+// Decode implements Op.
+func (*ReentrantRelease) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds) }
+
+// Owable implements the owed release's test: dropping one hold never
+// frees the lock, so it is not worth owing; the undo of a hold is resent
+// only when it surely was not applied (resent, it could drop a hold the
+// owner took since).
+func (o *ReentrantRelease) Owable(err error) bool {
+	switch {
+	case !owable(err) || o.Drop == DropOne:
+		return false
+	case o.Drop == DropUndo:
+		return Unsent(err)
+	}
+	return true
+}

@@ -1,0 +1,144 @@
+package node
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A reentrant lock's operations without scripts (see tx.go): optimistic
+// transactions that answer as their scripts do.
+
+// Transact implements Transacted: the owner's field and the counter read
+// under WATCH, then the hold taken in MULTI ... EXEC.
+func (o *ReentrantAcquire) Transact(ctx context.Context, t *Tx) Reply {
+	return t.Watch(ctx, o.Key, o.try(ctx, t))
+}
+
+// try is the acquisition: the owner's field and the
+// counter read under WATCH, then one more hold (or the first) and the TTL
+// in MULTI ... EXEC.
+func (o *ReentrantAcquire) try(ctx context.Context, t *Tx) func(s *Step) (Reply, error) {
+	return func(s *Step) (Reply, error) {
+		if rep, done, err := recovering(ctx, s, o.MinUptime); done || err != nil {
+			return rep, err
+		}
+		keys := t.layout.keys(o.Key, o.FenceKey)
+		kind := redis.NewStatusCmd(ctx, "type", o.Key)
+		holds := redis.NewCmd(ctx, "hget", o.Key, o.Token)
+		pttl := redis.NewIntCmd(ctx, "pttl", o.Key)
+		reads := []redis.Cmder{kind, holds, pttl}
+		var ctr *redis.Cmd
+		if len(keys) > 1 {
+			ctr = redis.NewCmd(ctx, "get", keys[1])
+			reads = append(reads, ctr)
+		}
+		if err := s.Read(ctx, keys, reads...); err != nil {
+			return Reply{}, err
+		}
+		var n uint64
+		if ctr != nil {
+			var err error
+			if n, err = counterOf(ctr.Val(), o.FenceKey); err != nil {
+				return Reply{Err: err}, nil
+			}
+		}
+		writes, err := o.writes(kind.Val(), holds.Val() != nil, pttl.Val())
+		if err != nil || writes == nil {
+			return Reply{Err: err, Value: Grant{Counter: n}}, nil
+		}
+		after := o.Ack.encode(ctx, nil)
+		res, err := s.Exec(ctx, writes, after...)
+		if err != nil {
+			return Reply{}, err
+		}
+		if err := firstErr(res); err != nil {
+			return Reply{Err: err}, nil
+		}
+		return o.Ack.check(after, Reply{OK: true, Value: Grant{Counter: n}}), nil
+	}
+}
+
+// writes returns what the acquisition writes when the
+// key is of kind, with the owner's field (owned) and time to live pttl:
+// nil when it is refused, with an error when the key is no lock.
+func (o *ReentrantAcquire) writes(kind string, owned bool, pttl int64) ([][]any, error) {
+	switch {
+	case kind == "none" && o.Reenter:
+		return nil, nil // released or lost meanwhile: never re-created
+	case kind == "none":
+		return [][]any{{"hset", o.Key, o.Token, 1}, {"pexpire", o.Key, o.TTL.Milliseconds()}}, nil
+	case kind == "hash" && owned:
+		return [][]any{{"hincrby", o.Key, o.Token, 1}, {"pexpire", o.Key, o.TTL.Milliseconds()}}, nil
+	}
+	return nil, alien(o.Key, kind, pttl)
+}
+
+// Transact implements Transacted: as Fence's, for the owner's field.
+func (o *ReentrantFence) Transact(ctx context.Context, t *Tx) Reply {
+	return raise(ctx, t, o.Key, o.Token, o.FenceKey, o.Fence, true, o.Ack)
+}
+
+// Transact implements Transacted: PEXPIRE under WATCH when Token owns the
+// key.
+func (o *ReentrantExtend) Transact(ctx context.Context, t *Tx) Reply {
+	return rearmHeld(ctx, t, o.Key, o.Token, o.TTL, true, o.Ack)
+}
+
+// Transact implements Transacted: the owner's holds (and, for the last
+// Unlock, the oldest queued waiter) read under WATCH of the key, then the
+// holds dropped in MULTI ... EXEC, and a release that frees the lock
+// announced after it, naming that waiter.
+func (o *ReentrantRelease) Transact(ctx context.Context, t *Tx) Reply {
+	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
+		kind := redis.NewStatusCmd(ctx, "type", o.Key)
+		count := redis.NewCmd(ctx, "hget", o.Key, o.Token)
+		reads := []redis.Cmder{kind, count}
+		var queue string
+		var first *redis.StringSliceCmd
+		if o.Drop == DropAll {
+			if queue, first = firstWaiter(ctx, t, o.Key, o.Channel, o.QueueKey); first != nil {
+				reads = append(reads, first)
+			}
+		}
+		if err := s.Read(ctx, []string{o.Key}, reads...); err != nil {
+			return Reply{}, err
+		}
+		switch {
+		case kind.Val() == "none":
+			return gone(ctx, s, o.Drop == DropAll)
+		case kind.Val() != "hash" || count.Val() == nil:
+			return Reply{}, nil // another's, or another type
+		case o.Drop != DropAll:
+			return o.drop(ctx, s, count)
+		}
+		waiter := oldest(first)
+		var pub *redis.IntCmd
+		if o.Channel != "" {
+			pub = announcement(ctx, o.Key, o.Channel, o.Notice, waiter)
+		}
+		return free(ctx, s, o.Key, queue, waiter, pub)
+	})
+}
+
+// drop drops one hold of a reentrant lock (DropOne: never the last), or
+// the hold a failed attempt took (DropUndo: the key goes with the last).
+func (o *ReentrantRelease) drop(ctx context.Context, s *Step, count *redis.Cmd) (Reply, error) {
+	holds := int64(0)
+	if c, ok := text(count.Val()); ok {
+		holds = parseInt(c)
+	}
+	var writes [][]any
+	switch {
+	case o.Drop == DropUndo && holds <= 1:
+		writes = [][]any{{"del", o.Key}}
+	case holds > 1:
+		writes = [][]any{{"hincrby", o.Key, o.Token, -1}}
+	default:
+		return Reply{OK: true}, nil // one hold left: dropping one never frees the lock
+	}
+	if _, err := s.Exec(ctx, writes); err != nil {
+		return Reply{}, err
+	}
+	return Reply{OK: true}, nil
+}
