@@ -73,7 +73,7 @@ func TestEngineAcquirePlainCountUndoes(t *testing.T) {
 		_, failed, err := e.Acquire(t.Context(), lockSpec(&cfg, "k", "t", false))
 		require.ErrorIs(t, err, ErrNotAcquired)
 		assert.Equal(t, 2, failed.Granted)
-		assert.False(t, failed.Yielded, "a plain count gives way to no one")
+		assert.False(t, failed.GaveWay, "a plain count gives way to no one")
 		for i, f := range fs[:2] {
 			_, held := f.Get("k")
 			assert.False(t, held, "node %d still holds the failed attempt", i)
@@ -95,7 +95,7 @@ func TestEngineAcquireSplitGivesWay(t *testing.T) {
 		start := time.Now()
 		_, failed, err := e.Acquire(t.Context(), lockSpec(&cfg, "k", "t", true))
 		require.ErrorIs(t, err, ErrNotAcquired)
-		assert.True(t, failed.Yielded)
+		assert.True(t, failed.GaveWay)
 		assert.Less(t, time.Since(start), cfg.NodeTimeout, "decided before the node timeout")
 		time.Sleep(2 * time.Second) // the slow node's grant, and its undo
 		for i, f := range fs {

@@ -53,7 +53,7 @@ func defaultConfig() config {
 		DriftFactor:    DefaultDriftFactor,
 		DelayMin:       DefaultRetryDelayMin,
 		DelayMax:       DefaultRetryDelayMax,
-		Notify:         true,
+		Listen:         true,
 		ClockTolerance: quorum.DefaultClockTolerance,
 	}}
 }
@@ -164,7 +164,7 @@ func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
 // notification off, also when WithNotification(true) is given. Default: on.
 func WithNotification(on bool) Option {
 	return optionFunc(func(c *config) error {
-		c.Notify = on
+		c.Listen = on
 		return nil
 	})
 }

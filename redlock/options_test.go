@@ -84,7 +84,7 @@ func TestOptionsApply(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, engine.Settings{
 		TTL: time.Minute, NodeTimeout: time.Second, DriftFactor: 0, Tries: 3,
-		DelayMin: time.Millisecond, DelayMax: 2 * time.Millisecond, Notify: true, ClockTolerance: quorum.DefaultClockTolerance,
+		DelayMin: time.Millisecond, DelayMax: 2 * time.Millisecond, Listen: true, ClockTolerance: quorum.DefaultClockTolerance,
 	}, m.h.Settings)
 	d, err := r.NewMutex("j")
 	require.NoError(t, err)

@@ -283,7 +283,7 @@ func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) 
 	}
 	m.lock = &multiLock{also: append([]string(nil), names[1:]...)}
 	m.h.Kind = m.lock
-	m.h.Settings.Notify = false
+	m.h.Settings.Listen = false
 	return m, nil
 }
 

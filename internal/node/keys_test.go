@@ -3,6 +3,7 @@ package node
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -52,4 +53,27 @@ func TestInspectKeys(t *testing.T) {
 	assert.Equal(t, []any{"jobs", "{jobs}:redlock:fence", "{jobs}:redlock:permits"}, keys(Layout{Sharded: true}, "jobs"))
 	assert.Equal(t, []any{"{t}jobs", "{t}jobs:redlock:fence", "{t}jobs:redlock:permits"}, keys(Layout{Sharded: true}, "{t}jobs"))
 	assert.Equal(t, []any{"a{}b"}, keys(Layout{Sharded: true}, "a{}b"))
+}
+
+// A notice reads back as it was published, in the three forms the scripts
+// publish (announce.lua, hand_over in release.lua).
+func TestNoticeFormats(t *testing.T) {
+	at := time.UnixMilli(1700000000123)
+	for _, c := range []struct {
+		channel, payload string
+		n                Notice
+	}{
+		{ReleaseChannel("k"), "tok|", Notice{ID: "tok", Name: "k"}},
+		{WakeChannel("p"), "tok|p/w1|k", Notice{ID: "tok", Member: "p/w1", Name: "k"}},
+		{WakeChannel("p"), "tok|p/h-10-t2#h1700000000123|k", Notice{ID: "tok", Member: "p/h-10-t2", Name: "k", Handed: true, At: at}},
+		{WakeChannel("p"), "tok|p/h-10-t2#h0|k", Notice{ID: "tok", Member: "p/h-10-t2", Name: "k", Handed: true}},
+	} {
+		got := ParseNotice(c.channel, c.payload)
+		assert.Equal(t, c.n, got, c.payload)
+		if c.n.Member != "" {
+			assert.Equal(t, c.payload, got.String())
+		} else {
+			assert.Equal(t, c.payload, Notice{ID: got.ID}.String())
+		}
+	}
 }

@@ -148,9 +148,9 @@ func (o *Release) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder
 	}
 	cmds = append(cmds, redis.NewIntCmd(ctx, del...))
 	if o.Channel != "" {
-		// To every waiter (announce.lua's "id|"): the delete cannot pop
+		// To every waiter (announce.lua's Notice): the delete cannot pop
 		// the queue's oldest in the same step.
-		pub := o.pub.at(0, func() []any { return []any{"publish", o.Channel, o.Token + "|"} })
+		pub := o.pub.at(0, func() []any { return []any{"publish", o.Channel, Notice{ID: o.Token}.String()} })
 		cmds = append(cmds, redis.NewIntCmd(ctx, pub...))
 	}
 	return cmds, true

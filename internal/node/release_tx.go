@@ -117,9 +117,9 @@ func gone(ctx context.Context, s *Step, last bool) (Reply, error) {
 // every waiter on the lock's channel when no waiter is named.
 func announcement(ctx context.Context, name, channel, id, waiter string) *redis.IntCmd {
 	if process, _, ok := strings.Cut(waiter, "/"); ok && Named(waiter) {
-		return redis.NewIntCmd(ctx, "publish", WakeChannel(process), id+"|"+waiter+"|"+name)
+		return redis.NewIntCmd(ctx, "publish", WakeChannel(process), Notice{ID: id, Member: waiter, Name: name}.String())
 	}
-	return redis.NewIntCmd(ctx, "publish", channel, id+"|")
+	return redis.NewIntCmd(ctx, "publish", channel, Notice{ID: id}.String())
 }
 
 // heard is what a release that announced itself with pub says: how many

@@ -1,7 +1,6 @@
 package waitq
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -109,17 +108,16 @@ func (q *Queue) popped(i int, member string) {
 	}
 }
 
-// handOver passes node i's handoff of name to member on to its waiter, or
-// calls it an orphan; at is the node's time in Unix milliseconds.
-func (q *Queue) handOver(i int, name, member, at string) {
+// handOver passes node i's handoff that notice n tells (of n.Name to
+// n.Member, at the node's time n.At) on to its waiter, or calls it an
+// orphan.
+func (q *Queue) handOver(i int, n node.Notice) {
+	name, member := n.Name, n.Member
 	_, _, token, ok := node.Handoff(member)
 	if !ok {
 		return
 	}
-	h := Handed{Node: i, Token: token, At: time.Now()}
-	if ms, err := strconv.ParseInt(at, 10, 64); err == nil && ms > 0 {
-		h.NodeTime = time.UnixMilli(ms)
-	}
+	h := Handed{Node: i, Token: token, At: time.Now(), NodeTime: n.At}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if l := q.names[name]; l != nil {

@@ -38,7 +38,6 @@ package waitq
 
 import (
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -346,20 +345,15 @@ func (q *Queue) start() bool {
 		msgs := s.Messages()
 		q.wg.Go(func() {
 			for m := range msgs {
-				if m.Channel == wake { // "token|waiter|name", or "token|waiter#h<ms>|name"
-					token, rest, _ := strings.Cut(m.Payload, "|")
-					next, name, _ := strings.Cut(rest, "|")
-					next, handed, isHandoff := strings.Cut(next, node.HandedMark)
-					q.popped(i, next)
-					if isHandoff {
-						q.handOver(i, name, next, handed)
+				n := node.ParseNotice(m.Channel, m.Payload)
+				if m.Channel == wake {
+					q.popped(i, n.Member)
+					if n.Handed {
+						q.handOver(i, n)
 						continue
 					}
-					q.announce(name, token, next)
-					continue
 				}
-				token, _, _ := strings.Cut(m.Payload, "|")
-				q.announce(strings.TrimPrefix(m.Channel, node.ChannelPrefix), token, "")
+				q.announce(n.Name, n.ID, n.Member)
 			}
 		})
 	}

@@ -165,22 +165,22 @@ func TestHandoffReachesItsWaiterOrIsOrphaned(t *testing.T) {
 	first := w.Handoff()
 	require.NotEmpty(t, first)
 	assert.Equal(t, node.HandoffMember(ws.self, 10*time.Second, first), w.id)
-	ws.handOver(1, "k", w.id, "1700000000123")
+	ws.handOver(1, node.ParseNotice(node.WakeChannel(ws.self), "t|"+w.id+node.HandedMark+"1700000000123|k"))
 	h := <-w.Handed()
 	assert.Equal(t, 1, h.Node)
 	assert.Equal(t, first, h.Token)
 	assert.Equal(t, time.UnixMilli(1700000000123), h.NodeTime)
-	ws.handOver(0, "k", w.id, "0") // not read before the token is retired
+	ws.handOver(0, node.Notice{Name: "k", Member: w.id, Handed: true}) // not read before the token is retired
 	w.Requeue(time.Second)
 	second := w.Handoff()
 	assert.NotEqual(t, first, second, "a new token")
 	assert.Equal(t, []string{"0 k " + first}, orphaned())
-	ws.handOver(1, "k", node.HandoffMember(ws.self, 10*time.Second, first), "5")
+	ws.handOver(1, node.Notice{Name: "k", Member: node.HandoffMember(ws.self, 10*time.Second, first), Handed: true, At: time.UnixMilli(5)})
 	assert.Equal(t, []string{"0 k " + first, "1 k " + first}, orphaned())
 	w.Leave(time.Second)
-	ws.handOver(0, "k", node.HandoffMember(ws.self, 10*time.Second, second), "5")
+	ws.handOver(0, node.Notice{Name: "k", Member: node.HandoffMember(ws.self, 10*time.Second, second), Handed: true, At: time.UnixMilli(5)})
 	assert.Equal(t, []string{"0 k " + first, "1 k " + first, "0 k " + second}, orphaned())
-	ws.handOver(0, "k", ws.self+"/plain-waiter", "5")
+	ws.handOver(0, node.Notice{Name: "k", Member: ws.self + "/plain-waiter", Handed: true, At: time.UnixMilli(5)})
 	assert.Len(t, orphaned(), 3, "not a member that takes the lock handed over")
 }
 

@@ -362,7 +362,8 @@ func (n *Fake) handOver(key, id, waiter string) int {
 		return 0
 	}
 	process, ttl, token, _ := node.Handoff(waiter)
-	now := time.Now().Add(n.ClockOffset).UnixMilli() // the node's clock
+	now := time.Now().Add(n.ClockOffset).Truncate(time.Millisecond) // the node's clock
 	n.Data[key] = Entry{Value: token, Expires: time.Now().Add(ttl), Holds: 1}
-	return 2*n.publish(node.WakePrefix+process, fmt.Sprintf("%s|%s%s%d|%s", id, waiter, node.HandedMark, now, key)) + 1
+	notice := node.Notice{ID: id, Member: waiter, Name: key, Handed: true, At: now}
+	return 2*n.publish(node.WakeChannel(process), notice.String()) + 1
 }

@@ -54,7 +54,7 @@ func (n *Fake) releaseAll(r *node.MultiRelease) (ok bool, heard int, gone bool) 
 	}
 	if r.Announce {
 		for _, k := range keys {
-			heard += 2 * n.publish(node.ChannelPrefix+k, r.Token+"|")
+			heard += 2 * n.publish(node.ReleaseChannel(k), node.Notice{ID: r.Token}.String())
 		}
 	}
 	return true, heard, false

@@ -128,9 +128,9 @@ func (n *Fake) forceDelete(r *node.Force) (node.Forced, string, bool) {
 // announce is announce.lua. Called with n.mu held.
 func (n *Fake) announce(key, channel, id, waiter string) int {
 	if process, _, ok := strings.Cut(waiter, "/"); ok && node.Named(waiter) {
-		return 2*n.publish(node.WakePrefix+process, id+"|"+waiter+"|"+key) + 1
+		return 2*n.publish(node.WakeChannel(process), node.Notice{ID: id, Member: waiter, Name: key}.String()) + 1
 	}
-	return 2 * n.publish(channel, id+"|")
+	return 2 * n.publish(channel, node.Notice{ID: id}.String())
 }
 
 // popWaiter removes and returns the oldest waiter of queue key ("" when

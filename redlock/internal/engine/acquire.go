@@ -34,7 +34,7 @@ type Grant struct {
 type Refusal struct {
 	Granted  int
 	Took     time.Duration
-	Yielded  bool
+	GaveWay  bool
 	Hopeless bool
 	Local    bool
 }
@@ -133,7 +133,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 		return e.fence(ctx, s, g, a.Highest)
 	}
 	e.undo(ctx, s, gates, a.MayHold, ctxErr == nil, t.GrantedNodes())
-	failed := Refusal{Granted: t.Yes, Took: e.Now().Sub(rd.Start), Yielded: a.Yielded, Hopeless: t.Hopeless()}
+	failed := Refusal{Granted: t.Yes, Took: e.Now().Sub(rd.Start), GaveWay: a.GaveWay, Hopeless: t.Hopeless()}
 	if idErr != nil {
 		return Grant{}, failed, idErr
 	}
@@ -209,7 +209,7 @@ func notAcquired(t *quorum.Tally, a *quorum.Attempt, took, ttl time.Duration, ru
 	switch {
 	case t.Hopeless():
 		reason += fmt.Sprintf("; misconfigured nodes: %d, too many for a quorum to %s until they are fixed", t.Misconfigured(), do)
-	case a.Yielded:
+	case a.GaveWay:
 		reason += fmt.Sprintf(", gave way to a competitor holding %d", a.Rival)
 	case t.Won():
 		reason = fmt.Sprintf("quorum %s after %v, no validity left of ttl %v", did, took, ttl)

@@ -63,7 +63,7 @@ func NewEngine(nodes []node.Node, tolerance time.Duration, report quorum.ReportF
 	e.Features = newFeatures(len(nodes))
 	e.IDs = newIdentifier(e.Pool, e.Now, e.featureOff)
 	e.Pool.Report, e.Pool.Back = e.Report, e.IDs.again
-	e.Waiters = waitq.New(nodes, e.deliver, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })
+	e.Waiters = waitq.New(nodes, e.sendQueue, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })
 	e.Waiters.OnOrphan(e.orphan)
 	if tolerance > 0 {
 		e.Guard = quorum.NewClockGuard(len(nodes), tolerance)
@@ -234,10 +234,10 @@ func (e *Engine) abandon(ctx context.Context, what string) error {
 	return err
 }
 
-// deliver sends the waiters' queue changes, ops[i] to node i (nil:
+// sendQueue sends the waiters' queue changes, ops[i] to node i (nil:
 // nothing), every node at once, and returns once each answered or timeout
 // passed, with each node's reply: the fan-out internal/waitq is handed.
-func (e *Engine) deliver(ops []node.Op, timeout time.Duration) []node.Reply {
+func (e *Engine) sendQueue(ops []node.Op, timeout time.Duration) []node.Reply {
 	report := e.Report
 	if report != nil {
 		// A refusal for good turns the queue off on the node, which

@@ -182,6 +182,6 @@ func (e *Engine) Orphans(nodes []int, name, token string, timeout time.Duration)
 	}
 	go func() {
 		defer e.WG.Done()
-		e.deliver(ops, timeout)
+		e.sendQueue(ops, timeout)
 	}()
 }

@@ -16,7 +16,7 @@ type Settings struct {
 	Tries       int // 0: until the context ends
 	DelayMin    time.Duration
 	DelayMax    time.Duration
-	Notify      bool
+	Listen      bool // waiters listen for announced releases (WithNotification)
 	Renew       bool
 	MaxHold     time.Duration // 0: no bound
 	Reentrant   bool

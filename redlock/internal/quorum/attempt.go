@@ -77,7 +77,7 @@ type Attempt struct {
 	inflight []bool // per node: a re-ask awaits its reply
 	reask    *time.Timer
 	gap      time.Duration // until the next re-ask
-	Yielded  bool
+	GaveWay  bool
 	Rival    int    // nodes held by the competitor given way to
 	released string // a token being released: its holds count as about to go
 	reasks   int    // how many times a node may be asked again
@@ -262,7 +262,7 @@ func (a *Attempt) outranked() bool {
 	t := a.rd.Tally
 	for h, n := range a.counters.seen {
 		if n > 0 && h != a.released && outranks(n, h, t.Yes, a.token) {
-			a.Yielded, a.Rival = true, n
+			a.GaveWay, a.Rival = true, n
 			return true
 		}
 	}

@@ -51,7 +51,7 @@ const handoffWindow = 5 * time.Millisecond
 // take the lock handed over: a plain lock's grant is its key alone (no
 // fencing token, restart delay or replica acknowledgement to add).
 func HandsOver(plain bool, cfg *engine.Settings) bool {
-	return plain && cfg.Notify && !cfg.Fencing && cfg.Restart == 0 && cfg.Ack.Replicas == 0
+	return plain && cfg.Listen && !cfg.Fencing && cfg.Restart == 0 && cfg.Ack.Replicas == 0
 }
 
 // handoffOf is what a waiting Lock has been handed with its current token.

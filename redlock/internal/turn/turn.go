@@ -166,7 +166,7 @@ func (wt *Waiting) courtesy(ctx context.Context) error {
 	}
 	var wake <-chan string
 	var handed <-chan waitq.Handed
-	if h.Settings.Notify {
+	if h.Settings.Listen {
 		wt.w = wt.join()
 		wake, handed = wt.w.Wake(), wt.w.Handed()
 		d = queued(h.Settings.Retry(), d)
@@ -192,7 +192,7 @@ func (wt *Waiting) courtesy(ctx context.Context) error {
 // ctx's error when ctx ended first.
 func (wt *Waiting) pause(ctx context.Context, attempt int, failed engine.Refusal) error {
 	cfg := &wt.Holder.Settings
-	if wt.w == nil && cfg.Notify && !failed.Local {
+	if wt.w == nil && cfg.Listen && !failed.Local {
 		// Queued and subscribed from now on (in the background): a
 		// release announced before that took effect is missed, and costs
 		// one back-off.
@@ -248,7 +248,7 @@ func (wt *Waiting) delay(attempt int, failed engine.Refusal) time.Duration {
 	if wt.w != nil {
 		delay = queued(rt, delay)
 	}
-	if wt.Split && failed.Granted > 0 && !failed.Yielded && wt.splits < 2 {
+	if wt.Split && failed.Granted > 0 && !failed.GaveWay && wt.splits < 2 {
 		wt.splits++
 		return min(delay, rand.N(2*failed.Took+1))
 	}
