@@ -1,7 +1,8 @@
-package redlock
+package engine_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,7 +19,13 @@ import (
 )
 
 // These tests drive the engine at its own seam: one acquisition
-// (engine.acquire with a spec) over fake nodes, without a primitive.
+// (Engine.Acquire with a spec) over fake nodes, without a primitive.
+
+// settings are the engine's settings with the library's defaults.
+func settings() engine.Settings {
+	return engine.Settings{TTL: 10 * time.Second, NodeTimeout: 100 * time.Millisecond, DriftFactor: 0.01,
+		DelayMin: 10 * time.Millisecond, DelayMax: 200 * time.Millisecond, Listen: true, ClockTolerance: quorum.DefaultClockTolerance}
+}
 
 // newFakeEngine returns an engine over n fresh fakes, closed when the
 // test ends.
@@ -26,7 +33,7 @@ func newFakeEngine(t *testing.T, n int) (*engine.Engine, []*nodetest.Fake) {
 	t.Helper()
 	fs := nodetest.Fakes(n)
 	nodes := nodetest.Nodes(fs)
-	e := engine.NewEngine(nodes, quorum.DefaultClockTolerance, nil, func(i int, err error) error { return nodeError(nodes, i, err) })
+	e := engine.NewEngine(nodes, quorum.DefaultClockTolerance, nil, func(i int, err error) error { return fmt.Errorf("node %d: %w", i, err) })
 	t.Cleanup(func() {
 		for _, f := range fs {
 			f.Unhang()
@@ -47,7 +54,7 @@ func lockSpec(cfg *engine.Settings, name, token string, split bool) engine.Spec 
 func TestEngineAcquireGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 5)
-		cfg := defaultConfig().Settings
+		cfg := settings()
 		fs[0].Faults(func(n *nodetest.Fake) { n.Delay = 30 * time.Millisecond })
 		start := time.Now()
 		g, _, err := e.Acquire(t.Context(), lockSpec(&cfg, "k", "t", true))
@@ -63,7 +70,7 @@ func TestEngineAcquireGrant(t *testing.T) {
 func TestEngineAcquirePlainCountUndoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 5)
-		cfg := defaultConfig().Settings
+		cfg := settings()
 		for _, f := range fs[2:] {
 			f.Set("k", "other", time.Minute)
 			// The refusals come after both grants, so the decision has
@@ -71,7 +78,7 @@ func TestEngineAcquirePlainCountUndoes(t *testing.T) {
 			f.Faults(func(n *nodetest.Fake) { n.Delay = time.Millisecond })
 		}
 		_, failed, err := e.Acquire(t.Context(), lockSpec(&cfg, "k", "t", false))
-		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, engine.ErrNotAcquired)
 		assert.Equal(t, 2, failed.Granted)
 		assert.False(t, failed.GaveWay, "a plain count gives way to no one")
 		for i, f := range fs[:2] {
@@ -87,14 +94,14 @@ func TestEngineAcquirePlainCountUndoes(t *testing.T) {
 func TestEngineAcquireSplitGivesWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 5)
-		cfg := defaultConfig().Settings
+		cfg := settings()
 		for _, f := range fs[2:4] {
 			f.Set("k", "zzz", time.Minute) // ranks above "t"
 		}
 		fs[4].Faults(func(n *nodetest.Fake) { n.Delay = time.Second })
 		start := time.Now()
 		_, failed, err := e.Acquire(t.Context(), lockSpec(&cfg, "k", "t", true))
-		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, engine.ErrNotAcquired)
 		assert.True(t, failed.GaveWay)
 		assert.Less(t, time.Since(start), cfg.NodeTimeout, "decided before the node timeout")
 		time.Sleep(2 * time.Second) // the slow node's grant, and its undo
@@ -112,12 +119,12 @@ func TestEngineAcquireSplitGivesWay(t *testing.T) {
 func TestEngineUndoFollowsTheReply(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs := newFakeEngine(t, 3)
-		cfg := defaultConfig().Settings
+		cfg := settings()
 		fs[0].Set("k", "other", time.Minute)
 		fs[1].Set("k", "other", time.Minute)
 		fs[2].Faults(func(n *nodetest.Fake) { n.Delay = 50 * time.Millisecond })
 		_, _, err := e.Acquire(t.Context(), lockSpec(&cfg, "k", "t", false))
-		require.ErrorIs(t, err, ErrNotAcquired)
+		require.ErrorIs(t, err, engine.ErrNotAcquired)
 		time.Sleep(time.Second)
 		fs[2].Faults(func(n *nodetest.Fake) {
 			assert.Equal(t, []string{"acquire", "release"}, n.Applied, "granted late, then undone")
@@ -126,4 +133,27 @@ func TestEngineUndoFollowsTheReply(t *testing.T) {
 			f.Faults(func(n *nodetest.Fake) { assert.Zero(t, n.Calls["release"], "a node that refused is not released") })
 		}
 	})
+}
+
+// A grant's validity runs from the votes' start, and no grant is made
+// once none of it is left; with the clock guard on, it records who voted.
+func TestEngineGrantedOnlyWithValidityLeft(t *testing.T) {
+	e, _ := newFakeEngine(t, 3)
+	cfg := settings()
+	now := time.Unix(1000, 0)
+	e.Now = func() time.Time { return now }
+	voters := func() []int { return []int{0, 2} }
+	start := now.Add(-time.Second)
+	g, ok := e.Granted(start, &cfg, voters)
+	require.True(t, ok)
+	assert.Equal(t, start, g.Start)
+	assert.Equal(t, quorum.ValidUntil(start, cfg.TTL, cfg.DriftFactor), g.Until)
+	if e.Guard != nil {
+		assert.Equal(t, []int{0, 2}, g.Voters)
+	}
+	validity := g.Until.Sub(start) // TTL - drift
+	_, ok = e.Granted(now.Add(-validity), &cfg, voters)
+	assert.False(t, ok, "votes counted from a start whose validity has just run out")
+	_, ok = e.Granted(now.Add(-validity+time.Millisecond), &cfg, voters)
+	assert.True(t, ok, "a millisecond of it left")
 }
