@@ -218,3 +218,35 @@ func TestHandoffOnClusterHoldsTheKey(t *testing.T) {
 // handoffWindow is how long a waiter that heard one node hand it the lock
 // waits for the others (internal/turn, whose TestBounds pins it).
 const handoffWindow = 5 * time.Millisecond
+
+// A Lock that queued, then won with an attempt of its own, leaves the
+// nodes' queues in the background. An Unlock right after must not hand
+// the lock over to that wait, which has ended: the release removes the
+// holder's own member first, and frees the lock on the quorum that
+// answered (a handoff to a wait that ended is orphaned, and holds the
+// lock until the orphan's release, or its TTL after Close).
+func TestUnlockHandsNothingToItsOwnEndedWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs {
+			f.Set("k", "other", time.Hour)
+		}
+		m := newFakeMutex(t, r, "k")
+		got := make(chan error, 1)
+		go func() { got <- m.Lock(t.Context()) }()
+		synctest.Wait() // refused, queued and subscribed on every node, in its back-off
+		for _, f := range fs {
+			f.Faults(func(n *nodetest.Fake) { n.OpDelay = map[string]time.Duration{"queue": time.Second} }) // the wait's exit lands late
+			f.Faults(func(n *nodetest.Fake) { delete(n.Data, "k") })                                        // free: the next attempt wins by itself
+		}
+		require.NoError(t, <-got)
+		require.NoError(t, m.Unlock(t.Context()))
+		held := 0
+		for _, f := range fs {
+			if _, ok := f.Get("k"); ok {
+				held++
+			}
+		}
+		assert.Less(t, held, quorum.Majority(len(fs)), "the lock is free on a quorum when Unlock returns")
+	})
+}

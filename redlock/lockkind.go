@@ -107,7 +107,8 @@ func fenceKey(name string, cfg *engine.Settings) string {
 // announced is the release of lease l of name that announces itself to
 // the name's waiters.
 func announced(name string, l *lease.Lease) *node.Release {
-	return &node.Release{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
+	return &node.Release{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name),
+		Queued: l.Queued}
 }
 
 // plainLock is a lock of one name, fenced or not.

@@ -45,6 +45,15 @@ func short(a *node.Acquire) *node.Acquire { a.TTL = time.Second; return a }
 
 func wait(d time.Duration) step { return step{wait: d} }
 
+// queueOf queues members on name k, oldest first.
+func queueOf(k string, members ...string) *node.Queue {
+	q := &node.Queue{}
+	for i, m := range members {
+		q.Changes = append(q.Changes, node.QueueChange{Lock: k, Member: m, Score: int64(i + 1), TTL: ttl})
+	}
+	return q
+}
+
 var (
 	granted = answer{OK: true}
 	refused = answer{}
@@ -221,6 +230,44 @@ func lockCases() []fakeCase {
 				}}, want: granted},
 				{op: unlock(k, "t4"), want: gone},              // free here: handed over all the same
 				{op: lock(k, "b"), want: answer{Holder: "t6"}}, // to t6
+			}
+		}},
+		{"waiters' queue: a release names no member of the releaser's own", func(k string) []step {
+			process := "own-" + k
+			own := "mine-" + k + "/w1" // the wait that took the lock: its process does not listen here
+			release := unlock(k, "a")
+			release.Queued = own
+			return []step{
+				{wake: process},
+				{listen: true},
+				{op: queueOf(k, own, process+"/w2"), want: granted},
+				{op: lock(k, "a"), want: granted},
+				{op: release, want: answer{OK: true, Named: true, Heard: 1}}, // w2, not w1
+				{op: lock(k, "b"), want: granted},                            // free: w1 was not handed it either
+			}
+		}},
+		{"waiters' queue: a release removes the releaser's own member first, never handed over to it", func(k string) []step {
+			process := "own-" + k
+			own := node.HandoffMember(process, ttl, "t1") // the wait that took the lock
+			release := func(token string) *node.Release {
+				r := unlock(k, token)
+				r.Queued = own
+				return r
+			}
+			return []step{
+				{wake: process},
+				{op: queueOf(k, own, process+"/w2"), want: granted},
+				{op: lock(k, "a"), want: granted},
+				{op: release("a"), want: answer{OK: true, Named: true, Heard: 1}}, // w2 named, not handed to t1
+				{op: lock(k, "b"), want: granted},                                 // free: no gap taken by t1
+				{op: queueOf(k, own), want: granted},
+				{op: unlock(k, "b"), want: answer{OK: true, Named: true, Heard: 1}}, // without Queued: handed to t1
+				{op: lock(k, "c"), want: answer{Holder: "t1"}},
+				{op: unlock(k, "t1"), want: granted},
+				{op: queueOf(k, own), want: granted},
+				{op: lock(k, "a"), want: granted},
+				{op: release("a"), want: granted}, // to every waiter: no one listens on the lock's channel
+				{op: lock(k, "d"), want: granted},
 			}
 		}},
 		{"a plain release no one is queued for announces nothing", func(k string) []step {

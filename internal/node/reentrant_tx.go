@@ -112,12 +112,12 @@ func (o *ReentrantRelease) Transact(ctx context.Context, t *Tx) Reply {
 		case o.Drop != DropAll:
 			return o.drop(ctx, s, count)
 		}
-		waiter := oldest(first)
+		waiter := oldest(first, "")
 		var pub *redis.IntCmd
 		if o.Channel != "" {
 			pub = announcement(ctx, o.Key, o.Channel, o.Notice, waiter)
 		}
-		return free(ctx, s, o.Key, queue, waiter, pub)
+		return free(ctx, s, o.Key, queue, waiter, "", pub)
 	})
 }
 

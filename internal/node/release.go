@@ -17,7 +17,12 @@ import (
 type Release struct {
 	Key, Token        string
 	Channel, QueueKey string
-	enc               encoding
+	// Queued is the releaser's own member of the queue, left by the wait
+	// that took the lock ("" for none): the release removes it before it
+	// picks the waiter to hand over to or name, since the wait's own
+	// removal goes in the background and may not have reached the node.
+	Queued string
+	enc    encoding
 	// nenc keeps DELIFEQ's arguments and DELEX's, pub the
 	// announcement's (see native.go).
 	nenc, pub encoding
@@ -53,7 +58,11 @@ func (o *Release) Lane() string { return o.Key }
 // Encode implements Op.
 func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	args := o.enc.args(l, func() []any {
-		return evalArgs(scripts.Release, releaseKeys(l, o.Key, o.Channel, o.QueueKey, ""), o.Token, o.Channel)
+		keys := releaseKeys(l, o.Key, o.Channel, o.QueueKey, "")
+		if o.Queued != "" && len(keys) > 1 {
+			return evalArgs(scripts.Release, keys, o.Token, o.Channel, "", o.Queued)
+		}
+		return evalArgs(scripts.Release, keys, o.Token, o.Channel)
 	})
 	return append(cmds, shared(ctx, args))
 }

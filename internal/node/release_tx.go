@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -39,23 +40,30 @@ func (o *Release) watched(ctx context.Context, t *Tx) Reply {
 		case !held():
 			return Reply{}, nil // another's, or another type
 		}
-		waiter := oldest(first)
+		waiter := oldest(first, o.Queued)
 		var pub *redis.IntCmd
 		// A release with no one queued announces nothing, as
 		// release_head.lua.
-		if quiet := first != nil && waiter == "" && first.Err() == nil; o.Channel != "" && !quiet {
+		if quiet := first != nil && len(first.Val()) == 0 && first.Err() == nil; o.Channel != "" && !quiet {
 			pub = announcement(ctx, o.Key, o.Channel, o.Token, waiter)
 		}
-		return free(ctx, s, o.Key, queue, waiter, pub)
+		var own string
+		if queue != "" && slices.Contains(first.Val(), o.Queued) {
+			own = o.Queued
+		}
+		return free(ctx, s, o.Key, queue, waiter, own, pub)
 	})
 }
 
-// free deletes key and unqueues waiter ("": none) in MULTI ... EXEC, and
-// announces the release with pub (nil: not at all) after it.
-func free(ctx context.Context, s *Step, key, queue, waiter string, pub *redis.IntCmd) (Reply, error) {
+// free deletes key and unqueues waiter and own, the releaser's own member
+// ("": none), in MULTI ... EXEC, and announces the release with pub (nil:
+// not at all) after it.
+func free(ctx context.Context, s *Step, key, queue, waiter, own string, pub *redis.IntCmd) (Reply, error) {
 	writes := [][]any{{"del", key}}
-	if waiter != "" {
-		writes = append(writes, []any{"zrem", queue, waiter})
+	for _, m := range []string{waiter, own} {
+		if m != "" {
+			writes = append(writes, []any{"zrem", queue, m})
+		}
 	}
 	var after []redis.Cmder
 	if pub != nil {
@@ -83,16 +91,21 @@ func firstWaiter(ctx context.Context, t *Tx, key, channel, queueKey string) (str
 	if queue == "" {
 		return "", nil
 	}
-	return queue, redis.NewStringSliceCmd(ctx, "zrange", queue, 0, 0)
+	// Two: the releaser's own member may be the first (see
+	// Release.Queued).
+	return queue, redis.NewStringSliceCmd(ctx, "zrange", queue, 0, 1)
 }
 
-// oldest is the waiter that first read, "" when none was read or queued.
-func oldest(first *redis.StringSliceCmd) string {
+// oldest is the oldest waiter that first read other than own, "" when
+// none was read or queued.
+func oldest(first *redis.StringSliceCmd, own string) string {
 	if first == nil {
 		return ""
 	}
-	if w := first.Val(); len(w) > 0 {
-		return w[0]
+	for _, w := range first.Val() {
+		if w != own {
+			return w
+		}
 	}
 	return ""
 }

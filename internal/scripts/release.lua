@@ -11,6 +11,12 @@
 -- KEYS[3], ARGV[3]  for a reader-writer lock's writer only (then KEYS[2] is
 --          given too): where its waiting mark is kept, and its id; the mark
 --          is deleted if it is still this writer's, whatever KEYS[1] holds
+--          (ARGV[3] is "" for a plain lock that gives ARGV[4])
+-- ARGV[4]  with KEYS[2], optional: the releaser's own member of the queue,
+--          left there by the wait that took the lock (its removal is sent in
+--          the background, and may not have reached this node yet): it is
+--          removed first, so that the release neither hands the lock back
+--          to a wait that has ended nor names it
 --
 -- A release no one waits for ends in release_head.lua, which scripts.go
 -- puts in front of this file: a compare-and-delete, announced to no one.
@@ -75,6 +81,9 @@ local function hand_over(id, waiter)
 	return 2 * publish(channel, id .. "|" .. waiter .. "#h" .. now .. "|" .. KEYS[1]) + 1
 end
 
+if #KEYS > 1 and ARGV[4] and ARGV[4] ~= "" then
+	redis.pcall("ZREM", KEYS[2], ARGV[4])
+end
 if #KEYS > 2 and redis.call("GET", KEYS[3]) == ARGV[3] then
 	-- A reader-writer lock's writer drops its waiting mark (see
 	-- write_acquire.lua) on every node, also where its grant did not land.

@@ -112,7 +112,7 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "9bd159c343999dbbdef2ec2706afb685b1a9ccc7"}
+var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "34d729501d1fc083ea964e36728ae408559d7ea1"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6bed70d196e9294876ef068103ab"}

@@ -208,6 +208,13 @@ func (w *Waiter) Requeue(timeout time.Duration) {
 	q.sync(timeout)
 }
 
+// Member is w's member in the nodes' queues.
+func (w *Waiter) Member() string {
+	w.q.mu.Lock()
+	defer w.q.mu.Unlock()
+	return w.id
+}
+
 // Leave unregisters w. When it was the last waiter on its name, the name's
 // subscription lingers for Linger, then goes.
 func (w *Waiter) Leave(timeout time.Duration) {

@@ -255,8 +255,16 @@ func (n *Fake) released(ok bool, heard int, gone bool, err error) node.Reply {
 // hands it over to the oldest waiter when it takes it so, else announces
 // it naming that waiter; with no one queued it announces nothing
 // (release_head.lua). A key already absent is handed over too (see
-// handOverFree). Called with n.mu held.
+// handOverFree). The releaser's own member goes first (Queued). Called
+// with n.mu held.
 func (n *Fake) releasePlain(r *node.Release) (ok bool, heard int, gone bool) {
+	queue := n.beside(r.Key, r.QueueKey)
+	// No one queued: a compare-and-delete (release_head.lua), decided
+	// before the releaser's own member goes (ARGV[4]).
+	quiet := queue != "" && len(n.Queues[queue]) == 0
+	if r.Queued != "" && r.Channel != "" && queue != "" {
+		delete(n.Queues[queue], r.Queued)
+	}
 	e, held := n.entry(r.Key)
 	switch {
 	case !held:
@@ -269,18 +277,25 @@ func (n *Fake) releasePlain(r *node.Release) (ok bool, heard int, gone bool) {
 		return false, 0, false
 	}
 	delete(n.Data, r.Key)
-	queue := n.beside(r.Key, r.QueueKey)
-	if r.Channel == "" || queue != "" && len(n.Queues[queue]) == 0 {
+	if r.Channel == "" || quiet {
 		return true, 0, false
 	}
-	waiter := n.popWaiter(queue)
+	return true, n.handOverOrAnnounce(r, queue), false
+}
+
+// handOverOrAnnounce announces r, a plain release that freed the lock: to
+// the oldest waiter of queue, popped from it, to whom it hands the lock
+// over when it takes it so. It returns what the announcement returned.
+// Called with n.mu held.
+func (n *Fake) handOverOrAnnounce(r *node.Release, queue string) int {
+	waiter, heard := n.popWaiter(queue), 0
 	if queue != "" {
 		heard = n.handOver(r.Key, r.Token, waiter)
 	}
 	if heard == 0 {
 		heard = n.announce(r.Key, r.Channel, r.Token, waiter)
 	}
-	return true, heard, false
+	return heard
 }
 
 // releaseReentrant is release_reentrant.lua. Called with n.mu held.

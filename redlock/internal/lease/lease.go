@@ -36,10 +36,13 @@ type Lease struct {
 	// the lease, as far as their clocks are known to have kept it.
 	voters, jumps []int
 
-	until time.Time   // the validity's end; moves with every extension
-	Holds int         // holds taken on a reentrant lock; 1 otherwise
-	Err   error       // why the lease ended; set before done is closed
-	loss  *time.Timer // ends the lease lossMargin before until
+	until time.Time // the validity's end; moves with every extension
+	Holds int       // holds taken on a reentrant lock; 1 otherwise
+	// Queued is the queue member of the wait that took the lease, "" for
+	// none: its release removes it first (see node.Release.Queued).
+	Queued string
+	Err    error       // why the lease ended; set before done is closed
+	loss   *time.Timer // ends the lease lossMargin before until
 
 	// stopped says why renewal stopped ("": it did not), and failed is
 	// the last extension's failure (nil: none, or one succeeded since):
@@ -121,6 +124,16 @@ func (h *Holder) Take(ctx context.Context, token, notice string, g engine.Grant)
 	}
 	if h.Settings.Renew {
 		h.renew(holdContext(ctx), l) // the hold may outlast the wait: see LockWithin
+	}
+}
+
+// Left records member, the queue member of the wait that took the current
+// lease, when it took one (see Lease.Queued).
+func (h *Holder) Left(member string) {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	if h.Lease.Live() {
+		h.Lease.Queued = member
 	}
 }
 

@@ -124,6 +124,11 @@ func (wt *Waiting) Wait(ctx context.Context, try attemptFunc) (int, engine.Refus
 	for attempt := 1; ; attempt++ {
 		failed, err := try(ctx, wt.released)
 		if done, err := final(ctx, wt.Holder.Settings.Tries, attempt, failed, err); done {
+			if err == nil && wt.w != nil {
+				// Its removal from the nodes' queues goes in the
+				// background: the lease's release removes it too.
+				wt.Holder.Left(wt.w.Member())
+			}
 			return attempt, failed, err
 		}
 		if ctxErr := wt.pause(ctx, attempt, failed); ctxErr != nil {
