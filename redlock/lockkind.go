@@ -32,7 +32,7 @@ type lockKind interface {
 	// and reports whether it did: the lock then stays held.
 	unlock(ctx context.Context, m *Mutex) (bool, error)
 	// handsOver reports whether a release hands this kind of lock over
-	// to the oldest queued waiter (see turn.HandsOver).
+	// to the oldest queued waiter (see turn.ForLock).
 	handsOver() bool
 	// names are the names a lock of name holds, and quote them for an
 	// error message.
@@ -194,30 +194,22 @@ func (re *reentrantLock) reenter(ctx context.Context, m *Mutex, l *lease.Lease) 
 	if err != nil {
 		return err
 	}
-	m.h.Mu.Lock()
-	defer m.h.Mu.Unlock()
-	if m.h.Lease != l || l.Err != nil {
+	if !m.h.HoldAgain(l, g.Until) {
 		// Unlocked or lost meanwhile. Where the release came first the
 		// re-lock found no key and created none; where it came after, it
 		// dropped the extra hold with the rest.
 		return fmt.Errorf("%w: unlocked or lost during the attempt", ErrNotAcquired)
 	}
-	l.Holds++
-	m.h.MoveUntil(l, g.Until)
 	return nil
 }
 
 // unlock drops one hold of the Mutex's live lease when it has more than
 // one, and reports whether it did; the lock stays held.
 func (re *reentrantLock) unlock(ctx context.Context, m *Mutex) (bool, error) {
-	m.h.Mu.Lock()
-	l := m.h.Lease
-	if !l.Live() || l.Holds < 2 {
-		m.h.Mu.Unlock()
+	l := m.h.DropHold()
+	if l == nil {
 		return false, nil
 	}
-	l.Holds--
-	m.h.Mu.Unlock()
 	op := &node.ReentrantRelease{Key: m.h.Name, Token: l.Token, Drop: node.DropOne}
 	return true, m.h.Engine.Free(ctx, op, m.h.Name, false, engine.Lapse{Settings: &m.h.Settings, Report: m.h.Report})
 }

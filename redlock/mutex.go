@@ -78,7 +78,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 // many nodes misconfigured that no quorum is left (see tally.hopeless).
 func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 	err = m.h.Observe(ctx, m.h.Call(lease.StepWait), func(ctx context.Context) (int, error) {
-		wt := &turn.Waiting{Holder: &m.h, Courteous: true, Split: true, Handoff: turn.HandsOver(m.lock.handsOver(), &m.h.Settings)}
+		wt := &turn.Waiting{Holder: &m.h, Kind: turn.ForLock(m.lock.handsOver(), &m.h.Settings)}
 		attempts, failed, err := wt.Wait(ctx, func(ctx context.Context, released string) (engine.Refusal, error) {
 			if wt.Handed != nil {
 				return wt.TryHanded(ctx, func(ctx context.Context, token string) (engine.Refusal, error) {

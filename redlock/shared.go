@@ -32,6 +32,8 @@ type sharing interface {
 	// kinds names, for the Observer, the wait, the single attempt, the
 	// release and the extension.
 	kinds() [4]OpKind
+	// waits is the kind of its wait.
+	waits() turn.Kind
 }
 
 // shared is one holder of shared holds of a name (a Semaphore value, or an
@@ -67,8 +69,7 @@ func (s *shared) wait(ctx context.Context) error {
 		if ctx == nil {
 			return 0, engine.Invalid("nil context")
 		}
-		_, reader := s.kind.(reading)
-		attempts, _, err := (&turn.Waiting{Holder: &s.h, Reader: reader}).Wait(ctx, s.try)
+		attempts, _, err := (&turn.Waiting{Holder: &s.h, Kind: s.kind.waits()}).Wait(ctx, s.try)
 		return attempts, err
 	})
 }
@@ -168,6 +169,8 @@ func (permitsOf) Release(name string, l *lease.Lease) node.Op {
 	return &node.SemRelease{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
 
+func (permitsOf) waits() turn.Kind { return turn.Permit }
+
 func (permitsOf) Undo(name, token string) node.Op { return &node.SemRelease{Key: name, Token: token} }
 
 func (permitsOf) Extend(name, token string, cfg *engine.Settings) node.Op {
@@ -202,6 +205,8 @@ func (reading) acquire(name, token string, cfg *engine.Settings) node.Op {
 func (reading) Release(name string, l *lease.Lease) node.Op {
 	return &node.ReadRelease{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
+
+func (reading) waits() turn.Kind { return turn.Reader }
 
 func (reading) Undo(name, token string) node.Op { return &node.ReadRelease{Key: name, Token: token} }
 

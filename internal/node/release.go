@@ -58,7 +58,8 @@ func (o *Release) Lane() string { return o.Key }
 // Encode implements Op.
 func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	args := o.enc.args(l, func() []any {
-		keys := releaseKeys(l, o.Key, o.Channel, o.QueueKey, "")
+		var kb [2]string // on the stack: evalArgs copies the keys
+		keys := releaseKeys(kb[:0], l, o.Key, o.Channel, o.QueueKey, "")
 		if o.Queued != "" && len(keys) > 1 {
 			return evalArgs(scripts.Release, keys, o.Token, o.Channel, "", o.Queued)
 		}
@@ -67,13 +68,12 @@ func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []re
 	return append(cmds, shared(ctx, args))
 }
 
-// releaseKeys are release.lua's keys for layout l: the lock key, then its
-// queue when the release announces itself on channel and the queue can be
-// kept beside the key, then mark (a writer's, "" for none) only when the
-// queue is there.
-func releaseKeys(l Layout, key, channel, queueKey, mark string) []string {
-	var kb [3]string // on the stack: evalArgs copies the keys
-	keys := append(kb[:0], key)
+// releaseKeys appends to keys release.lua's keys for layout l: the lock
+// key, then its queue when the release announces itself on channel and the
+// queue can be kept beside the key, then mark (a writer's, "" for none)
+// only when the queue is there.
+func releaseKeys(keys []string, l Layout, key, channel, queueKey, mark string) []string {
+	keys = append(keys, key)
 	if q := l.Beside(key, queueKey); channel != "" && q != "" {
 		keys = append(keys, q)
 		if mark != "" {

@@ -80,7 +80,8 @@ func (o *WriteRelease) Lane() string { return o.Key }
 // Encode implements Op.
 func (o *WriteRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	args := o.enc.args(l, func() []any {
-		keys := releaseKeys(l, o.Key, o.Channel, o.QueueKey, l.Beside(o.Key, o.Intent))
+		var kb [3]string // on the stack: evalArgs copies the keys
+		keys := releaseKeys(kb[:0], l, o.Key, o.Channel, o.QueueKey, l.Beside(o.Key, o.Intent))
 		if len(keys) < 3 {
 			return evalArgs(scripts.Release, keys, o.Token, o.Channel)
 		}

@@ -160,9 +160,36 @@ func (h *Holder) ranOut(l *Lease) error {
 	return err
 }
 
-// MoveUntil moves l's validity to until when later, and its loss timer
+// HoldAgain counts one more hold on l, a reentrant lock's lease, whose
+// validity now lasts until then at least; false when l is no longer the
+// holder's live lease.
+func (h *Holder) HoldAgain(l *Lease, until time.Time) bool {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	if h.Lease != l || l.Err != nil {
+		return false
+	}
+	l.Holds++
+	h.moveUntil(l, until)
+	return true
+}
+
+// DropHold counts one hold less on the live lease when it has more than
+// one, and returns it; nil, changing nothing, otherwise.
+func (h *Holder) DropHold() *Lease {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	l := h.Lease
+	if !l.Live() || l.Holds < 2 {
+		return nil
+	}
+	l.Holds--
+	return l
+}
+
+// moveUntil moves l's validity to until when later, and its loss timer
 // with it. Called with h.mu held.
-func (h *Holder) MoveUntil(l *Lease, until time.Time) {
+func (h *Holder) moveUntil(l *Lease, until time.Time) {
 	if until.After(l.until) {
 		l.until = until
 		l.loss.Reset(h.untilLoss(l))

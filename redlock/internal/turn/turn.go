@@ -93,17 +93,29 @@ func courtesyLeft(e *engine.Engine, name string) time.Duration {
 // still hold it are about to be free (see attempt).
 type attemptFunc func(ctx context.Context, released string) (engine.Refusal, error)
 
+// Kind is what a wait is for, which decides how it takes its turn.
+type Kind uint8
+
+const (
+	// Permit is a semaphore's Acquire.
+	Permit Kind = iota
+	// Reader is an RWMutex's RLock: queued as a reader, woken with the
+	// other readers.
+	Reader
+	// Lock is a lock's Lock: it lets the waiters it just released go first
+	// (the courtesy), and waits less after a split vote (see delay).
+	Lock
+	// HandedLock is a Lock that also takes the lock handed over by a
+	// release (see ForLock and handoff.go).
+	HandedLock
+)
+
 // Waiting is one blocking acquisition in progress: Lock, Acquire or RLock.
 type Waiting struct {
 	Holder *lease.Holder
-	// courteous applies the courtesy, and split the split-vote retry (see
-	// delay): both are a lock's.
-	Courteous, Split bool
-	Reader           bool          // a reader-writer lock's reader: woken with the others
-	w                *waitq.Waiter // queued and subscribed; nil until the first wait
-	// handoff queues a plain lock's wait as one that takes the lock handed
-	// over (see handoff.go); ho is what it was handed with its token.
-	Handoff  bool
+	Kind   Kind
+	w      *waitq.Waiter // queued and subscribed; nil until the first wait
+	// Handed is what a HandedLock was handed with its current token.
 	Handed   *handoffOf
 	released string // the token whose announced release woke it
 	woken    bool   // the last wait ended with an announced release
@@ -116,7 +128,7 @@ type Waiting struct {
 // itself.
 func (wt *Waiting) Wait(ctx context.Context, try attemptFunc) (int, engine.Refusal, error) {
 	defer wt.leave()
-	if wt.Courteous {
+	if wt.Kind >= Lock {
 		if err := wt.courtesy(ctx); err != nil {
 			return 0, engine.Refusal{}, err
 		}
@@ -253,7 +265,7 @@ func (wt *Waiting) delay(attempt int, failed engine.Refusal) time.Duration {
 	if wt.w != nil {
 		delay = queued(rt, delay)
 	}
-	if wt.Split && failed.Granted > 0 && !failed.GaveWay && wt.splits < 2 {
+	if wt.Kind >= Lock && failed.Granted > 0 && !failed.GaveWay && wt.splits < 2 {
 		wt.splits++
 		return min(delay, rand.N(2*failed.Took+1))
 	}
@@ -264,11 +276,11 @@ func (wt *Waiting) delay(attempt int, failed engine.Refusal) time.Duration {
 // join puts the wait in the queue of waiters, as a reader's when it is
 // one.
 func (wt *Waiting) join() *waitq.Waiter {
-	if wt.Handoff {
+	switch wt.Kind {
+	case HandedLock:
 		wt.register()
 		return wt.w
-	}
-	if wt.Reader {
+	case Reader:
 		return wt.Holder.Engine.Waiters.JoinReader(wt.Holder.Name, wt.Holder.Settings.NodeTimeout)
 	}
 	return wt.Holder.Engine.Waiters.Join(wt.Holder.Name, wt.Holder.Settings.NodeTimeout)
