@@ -45,6 +45,10 @@ import (
 //     announces that. The waiter takes the lock when a quorum handed it
 //     over within handoffWindow, with half the TTL or more left
 //     (handoff.go); otherwise it makes an attempt with the token.
+//   - Left. A wait that ends leaves the queues in the background. When it
+//     took the lock, the release of that lease removes its member first
+//     (node.Release.Queued): no release hands the lock over to, or names,
+//     a wait that has ended.
 //
 // The invariant: a node's answer counts toward a quorum only if the node
 // holds the voter's token from then on, for the validity counted. A grant
