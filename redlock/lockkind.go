@@ -264,7 +264,7 @@ func (w *writeLock) acquire(name, token string, cfg *engine.Settings, _ bool) no
 func (w *writeLock) Release(name string, l *lease.Lease) node.Op {
 	intent, writer := w.ids(name)
 	return &node.WriteRelease{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name),
-		QueueKey: node.QueueKey(name), Intent: intent, Writer: writer}
+		QueueKey: node.QueueKey(name), Intent: intent, Writer: writer, Queued: l.Queued}
 }
 
 // markTTL is how long a waiting writer's mark lasts on a node (see

@@ -127,6 +127,18 @@ var writerWaits = answer{WriterWaits: true}
 
 func rwCases() []fakeCase {
 	return []fakeCase{
+		{"a writer's release names no member of its own", func(k string) []step {
+			process := "own-" + k
+			own := "mine-" + k + "/w1" // the writer's wait that took the lock
+			release := writeRelease(k, "w", "t1")
+			release.Queued = own
+			return []step{
+				{wake: process},
+				{op: queueOf(k, own, process+"/w2"), want: granted},
+				{op: write(k, "w", "t1"), want: granted},
+				{op: release, want: answer{OK: true, Named: true, Heard: 1}}, // w2, not w1
+			}
+		}},
 		{"readers share; a writer waits, then writes alone", func(k string) []step {
 			return []step{
 				{op: read(k, "r1"), want: granted},

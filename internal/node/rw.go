@@ -68,6 +68,7 @@ type WriteRelease struct {
 	Key, Token        string
 	Channel, QueueKey string
 	Intent, Writer    string
+	Queued            string // as Release.Queued
 	enc               encoding
 }
 
@@ -82,8 +83,11 @@ func (o *WriteRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder)
 	args := o.enc.args(l, func() []any {
 		var kb [3]string // on the stack: evalArgs copies the keys
 		keys := releaseKeys(kb[:0], l, o.Key, o.Channel, o.QueueKey, l.Beside(o.Key, o.Intent))
-		if len(keys) < 3 {
+		switch {
+		case len(keys) < 3:
 			return evalArgs(scripts.Release, keys, o.Token, o.Channel)
+		case o.Queued != "":
+			return evalArgs(scripts.Release, keys, o.Token, o.Channel, o.Writer, o.Queued)
 		}
 		return evalArgs(scripts.Release, keys, o.Token, o.Channel, o.Writer)
 	})

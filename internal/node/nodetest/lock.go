@@ -323,7 +323,11 @@ func (n *Fake) releaseReentrant(r *node.ReentrantRelease) (ok bool, heard int, g
 // holds; the mark's key travels only with a release that announces and
 // names the queue (see node.WriteRelease). Called with n.mu held.
 func (n *Fake) releaseWriter(r *node.WriteRelease) (ok bool, heard int, gone bool) {
-	if mark := n.beside(r.Key, r.Intent); r.Channel != "" && n.beside(r.Key, r.QueueKey) != "" {
+	if queue := n.beside(r.Key, r.QueueKey); r.Channel != "" && queue != "" {
+		if r.Queued != "" {
+			delete(n.Queues[queue], r.Queued) // ARGV[4]: the releaser's own member
+		}
+		mark := n.beside(r.Key, r.Intent)
 		if e, ok := n.entry(mark); ok && e.Value == r.Writer {
 			delete(n.Data, mark)
 		}
