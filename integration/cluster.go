@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -180,24 +181,62 @@ func (n *node) run(ctx context.Context) error {
 	return nil
 }
 
-// freePorts asks the kernel for n distinct free ports on 127.0.0.1.
+// freePorts finds n distinct free ports on 127.0.0.1 for servers to bind
+// later. They are drawn below the kernel's ephemeral range (32768 and up
+// by default), apart from freePortPairs' range, so that no outgoing
+// connection takes one before its server binds it (a Sentinel's port,
+// taken between the check and the bind, once failed a CI run); and a port
+// is handed out once per process (see claim), so that tests running in
+// parallel never get the same one.
 func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
+	const lo, hi = 10000, 15000
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
 			_ = l.Close()
 		}
 	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	out := make([]int, 0, n)
+	for try := 0; len(out) < n; try++ {
+		if try == 1000 {
+			return nil, fmt.Errorf("integration: no %d free ports in [%d, %d)", n, lo, hi)
+		}
+		p := lo + mrand.IntN(hi-lo)
+		l, err := net.Listen("tcp", addr(p))
 		if err != nil {
-			return nil, fmt.Errorf("integration: free port: %w", err)
+			continue
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		if claim(p) {
+			out = append(out, p)
+		}
 	}
-	return ports, nil
+	return out, nil
+}
+
+// claimed are the ports this process handed out for servers.
+var claimed struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// claim marks the ports ps handed out, and reports whether none was
+// before (then it marks none).
+func claim(ps ...int) bool {
+	claimed.Lock()
+	defer claimed.Unlock()
+	for _, p := range ps {
+		if claimed.ports[p] {
+			return false
+		}
+	}
+	if claimed.ports == nil {
+		claimed.ports = map[int]bool{}
+	}
+	for _, p := range ps {
+		claimed.ports[p] = true
+	}
+	return true
 }
 
 // fixedPorts checks that n ports were given and that each is free on

@@ -146,7 +146,7 @@ func freePortPairs(n, offset int) ([]int, error) {
 		if slices.Contains(out, p) || slices.Contains(out, p+offset) || slices.Contains(out, p-offset) {
 			continue
 		}
-		if listen(p) && listen(p+offset) {
+		if listen(p) && listen(p+offset) && claim(p, p+offset) {
 			out = append(out, p)
 		}
 	}
