@@ -145,6 +145,13 @@ func TestHandoffIncludesNodeLeftOut(t *testing.T) {
 		synctest.Wait()
 		_, held := fs[0].Get("k")
 		require.False(t, held, "free on node 0: the waiter's failed first attempt was undone there")
+		// Node 0 applies the release first: the waiter, handed the lock by
+		// the others within the handoff window, leaves the queues only
+		// after that (its exit, sent in the background, could otherwise
+		// reach node 0 first, which then has no one to hand over to).
+		for _, f := range fs[1:] {
+			f.Faults(func(n *nodetest.Fake) { n.OpDelay = map[string]time.Duration{"release": handoffWindow / 2} })
+		}
 		require.NoError(t, holder.Unlock(t.Context()))
 		require.NoError(t, <-got)
 		synctest.Wait()
