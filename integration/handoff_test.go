@@ -15,19 +15,21 @@ import (
 // lock over to the waiting Lock of another process, which takes it with
 // no attempt: each node runs one script in the handoff, the release. A
 // user refused PUBSUB NUMSUB hands nothing over: the release names the
-// waiter, which makes its attempt (two scripts per node).
+// waiter, which makes its attempt (two scripts per node, or three where
+// the attempt reached a node before the release did and the node was
+// asked again).
 func TestHandoffWithoutAttempt(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3)
 	admin := inspector(t, c)
 	ctx := timeout(t, 2*time.Minute)
 	for _, tc := range []struct {
-		name    string
-		drop    []string
-		scripts int64
+		name          string
+		drop          []string
+		scripts, most int64
 	}{
-		{"handed over", nil, 1},
-		{"no numsub: named", []string{"pubsub|numsub"}, 2},
+		{"handed over", nil, 1, 1},
+		{"no numsub: named", []string{"pubsub|numsub"}, 2, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			user := "handoff" + strconv.Itoa(len(tc.drop))
@@ -50,7 +52,8 @@ func TestHandoffWithoutAttempt(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond) // nothing more comes
 			for i, a := range admin {
-				assert.Equal(t, tc.scripts, scriptCalls(t, a), "node %d: scripts run from the release to the waiter's Lock", i)
+				n := scriptCalls(t, a)
+				assert.True(t, n >= tc.scripts && n <= tc.most, "node %d: %d scripts run from the release to the waiter's Lock, want %d to %d", i, n, tc.scripts, tc.most)
 			}
 		})
 	}
