@@ -21,9 +21,9 @@ import (
 // lease, ...). Standard and third-party packages are free.
 var mayImport = map[string][]string{
 	"redlock/internal/quorum": {"internal/node"},
-	"redlock/internal/engine": {"internal/node", "internal/waitq", "internal/identity", "internal/scripts", "redlock/internal/quorum"},
+	"redlock/internal/engine": {"internal/node", "internal/waitq", "internal/identity", "internal/scripts", "internal/jitter", "redlock/internal/quorum"},
 	"redlock/internal/lease":  {"internal/node", "redlock/internal/quorum", "redlock/internal/engine"},
-	"redlock/internal/turn":   {"internal/node", "internal/waitq", "redlock/internal/quorum", "redlock/internal/engine", "redlock/internal/lease"},
+	"redlock/internal/turn":   {"internal/node", "internal/waitq", "internal/jitter", "redlock/internal/quorum", "redlock/internal/engine", "redlock/internal/lease"},
 }
 
 const module = "github.com/redlock-go/redlock/"

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -225,8 +227,8 @@ func dryRun(ctx context.Context, c redis.UniversalClient, user string) (map[stri
 func pipelined(ctx context.Context, c redis.UniversalClient, cmds map[string][]any) map[string]*redis.Cmd {
 	pipe := c.Pipeline()
 	sent := make(map[string]*redis.Cmd, len(cmds))
-	for name, args := range cmds {
-		sent[name] = pipe.Do(ctx, args...)
+	for _, name := range slices.Sorted(maps.Keys(cmds)) { // the same order every time
+		sent[name] = pipe.Do(ctx, cmds[name]...)
 	}
 	_, _ = pipe.Exec(ctx)
 	return sent

@@ -14,19 +14,18 @@ import (
 type link struct {
 	node   *node
 	client int
+	dial   int      // how many links the client dialled to the node before
 	cli    net.Conn // the simulator's end of the client's pipe
 	srv    net.Conn // a connection to the node's server
-	upRng  *rand.Rand
-	dnRng  *rand.Rand
+
+	first uint64 // its first request past the handshake, see Sim.decisions
 
 	mu           sync.Mutex
 	closed       bool
 	done         chan struct{}
 	subscriber   bool         // the client subscribed on it: pushes come down it
 	setupReplies int          // replies to set-up requests still to pass, see handshake
-	requests     int          // requests passed on that expect a reply
-	replies      int          // replies passed on
-	lose         map[int]bool // replies (by index) to lose with the connection
+	pending      []*rand.Rand // the decisions of the replies to come, in order
 	queue        [][]byte     // frames from the server not passed on yet
 	more         chan struct{}
 }
@@ -79,11 +78,16 @@ func (l *link) faults() linkFaults {
 	return l.node.faults
 }
 
+// latency waits for a frame's time on the wire: at least a microsecond,
+// and up to bound more, to the nanosecond, so that two frames seldom
+// arrive at the same fake instant (where the order in which the runtime
+// runs the goroutines they wake would decide what happens next).
 func latency(rng *rand.Rand, bound time.Duration) {
-	if bound > 0 {
-		time.Sleep(time.Duration(rng.Int64N(int64(bound))))
-	}
+	time.Sleep(time.Microsecond + time.Duration(rng.Int64N(int64(wire+bound))))
 }
+
+// wire is the spread of a frame's latency on a link without faults.
+const wire = 50 * time.Microsecond
 
 // handshake reports whether a request is part of a connection's set-up,
 // which go-redis may make while it holds a lock of its own (a PubSub
@@ -143,6 +147,7 @@ func (l *link) read(c net.Conn, frames chan<- []byte) {
 // request passes one request on, or not; false when the link must end.
 func (l *link) request(frame []byte, cmd string, setup bool) bool {
 	f := l.faults()
+	var rng *rand.Rand
 	switch {
 	case setup && l.node.isPaused():
 		return false // reset: a paused server accepts nothing new
@@ -150,8 +155,15 @@ func (l *link) request(frame []byte, cmd string, setup bool) bool {
 	case !l.gate():
 		return false
 	default:
-		latency(l.upRng, f.delay/2)
-		if !l.gate() || l.upRng.Float64() < f.drop {
+		var key uint64
+		rng, key = l.node.sim.decisions(l.client, l.node.idx, frame)
+		l.mu.Lock()
+		if l.first == 0 {
+			l.first = key
+		}
+		l.mu.Unlock()
+		latency(rng, f.delay/2)
+		if !l.gate() || rng.Float64() < f.drop {
 			return false
 		}
 	}
@@ -163,12 +175,10 @@ func (l *link) request(frame []byte, cmd string, setup bool) bool {
 	if setup {
 		l.setupReplies++
 	} else if !l.subscriber {
-		if l.upRng.Float64() < f.loseReply {
-			l.lose[l.requests] = true
-		}
-		l.requests++
+		l.pending = append(l.pending, rng) // its reply's fate, see reply
 	}
 	l.mu.Unlock()
+	l.node.sim.trace.add(l, frame)
 	_, err := l.srv.Write(frame)
 	return err == nil
 }
@@ -244,28 +254,41 @@ func (l *link) reply(frame []byte) bool {
 			return false
 		}
 		f := l.faults()
+		var rng *rand.Rand
 		l.mu.Lock()
+		if !push && !l.subscriber && len(l.pending) > 0 {
+			rng = l.pending[0]
+			l.pending = l.pending[1:]
+		}
+		l.mu.Unlock()
+		if rng == nil { // a push, or a reply that no request past the handshake asked for
+			rng, _ = l.node.sim.decisions(l.client, l.node.idx, frame)
+		}
 		lost := false
 		switch {
 		case push:
-			lost = l.dnRng.Float64() < f.losePush
+			lost = rng.Float64() < f.losePush
 		case !l.subscriber:
-			lost = l.lose[l.replies]
-			delete(l.lose, l.replies)
-			l.replies++
+			lost = rng.Float64() < f.loseReply
 		}
-		l.mu.Unlock()
 		switch {
 		case lost && push:
 			return true // counted by the node, never delivered
 		case lost:
 			return false // applied, and the reply is lost with the connection
 		}
-		latency(l.dnRng, f.delay/2)
+		latency(rng, f.delay/2)
 		if !l.gate() {
 			return false
 		}
 	}
 	_, err := l.cli.Write(frame)
 	return err == nil
+}
+
+// key is the link's first request past the handshake, 0 before it.
+func (l *link) key() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.first
 }

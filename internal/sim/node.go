@@ -135,9 +135,7 @@ func (n *node) kill() {
 	n.down = true
 	links := n.takeLinks()
 	n.mu.Unlock()
-	for _, l := range links {
-		l.close()
-	}
+	n.sim.breakApart(links)
 }
 
 // restart brings a killed node back, with its keys or without them.

@@ -17,10 +17,13 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +43,7 @@ type Config struct {
 	Heal        time.Duration // then how long everything runs fault-free
 	Primitives  []string      // the workloads each client runs, see workloads
 	TTL         time.Duration // the TTL of most locks
+	Trace       bool          // keep every request of the trace, not only its hash
 }
 
 // Plan draws a run's configuration from seed.
@@ -82,12 +86,15 @@ type Sim struct {
 	nodes []*node
 	hist  *history
 	log   *eventLog
+	trace *trace
 
 	undos []undo // the nemesis' faults still on, with when each ends
 
-	mu    sync.Mutex
-	cut   map[[2]int]bool // client, node: partitioned
-	dials map[[2]int]int  // client, node: links dialled so far
+	mu     sync.Mutex
+	cut    map[[2]int]bool // client, node: partitioned
+	dials  map[[2]int]int  // client, node: links dialled so far
+	seen   map[uint64]int  // frames that passed, see decisions
+	breaks *rand.Rand      // when each link the nemesis breaks closes
 }
 
 // Result is what a run found.
@@ -97,11 +104,14 @@ type Result struct {
 	Violations   []string
 	Stalled      []string // workers that got no turn once the faults healed
 	Events       []string // the nemesis' schedule, for a replay
+	Trace        *trace   // every request the nodes received
 }
 
 // Run runs cfg; it must be called inside a synctest bubble.
 func Run(cfg Config) Result {
-	s := &Sim{cfg: cfg, seed: cfg.Seed, hist: newHistory(), log: &eventLog{}, cut: map[[2]int]bool{}, dials: map[[2]int]int{}}
+	s := &Sim{cfg: cfg, seed: cfg.Seed, hist: newHistory(), log: &eventLog{}, trace: newTrace(cfg.Nodes, cfg.Trace),
+		cut: map[[2]int]bool{}, dials: map[[2]int]int{}, seen: map[uint64]int{}}
+	s.breaks = s.rng(4)
 	done := make(chan struct{})
 	var bg sync.WaitGroup
 	for i := range cfg.Nodes {
@@ -113,16 +123,28 @@ func Run(cfg Config) Result {
 	}
 	bg.Go(func() { s.runClocks(done) })
 
+	// Clients and workers start a random number of nanoseconds apart: the
+	// periodic work of processes started at one instant would otherwise
+	// fall due at one instant, where the order in which the runtime runs
+	// the goroutines decides what happens next, and a replay could differ.
+	apart := s.rng(3)
 	var clients []*client
 	for c := range cfg.Clients {
+		time.Sleep(time.Duration(apart.Int64N(int64(time.Millisecond))))
 		clients = append(clients, s.newClient(c))
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	var stops []context.CancelFunc
 	var workers sync.WaitGroup
 	for _, c := range clients {
 		for w, name := range cfg.Primitives {
 			rng := s.rng(uint64(2000 + 100*c.idx + w))
-			workers.Go(func() { workloads[name](ctx, s, c, rng) })
+			d := time.Duration(apart.Int64N(int64(time.Millisecond)))
+			ctx, stop := context.WithCancel(context.Background())
+			stops = append(stops, stop)
+			workers.Go(func() {
+				time.Sleep(d)
+				workloads[name](ctx, s, c, rng)
+			})
 		}
 	}
 	s.nemesis(s.rng(1), cfg.Faults)
@@ -131,7 +153,10 @@ func Run(cfg Config) Result {
 	// longest TTL (the clock guard); then every worker is to get its turn.
 	settled := time.Now().Add(cfg.TTL)
 	time.Sleep(cfg.Heal)
-	stop()
+	for _, stop := range stops { // apart too
+		time.Sleep(time.Duration(apart.Int64N(int64(time.Millisecond))))
+		stop()
+	}
 	workers.Wait()
 	for _, c := range clients {
 		c.close()
@@ -142,7 +167,7 @@ func Run(cfg Config) Result {
 		n.close()
 	}
 	return Result{Config: cfg, Acquisitions: s.hist.acquisitions(), Violations: s.hist.check(),
-		Stalled: s.hist.stalled(cfg.Clients, cfg.Primitives, settled), Events: s.log.lines()}
+		Stalled: s.hist.stalled(cfg.Clients, cfg.Primitives, settled), Events: s.log.lines(), Trace: s.trace}
 }
 
 // rng returns a generator for one stream of decisions of this run.
@@ -209,9 +234,8 @@ func (s *Sim) dial(c, i int) (net.Conn, error) {
 		return nil, err
 	}
 	cli, end := net.Pipe()
-	stream := uint64(1_000_000 + 10_000*c + 100*i + k%100)
-	l := &link{node: n, client: c, cli: end, srv: srv, upRng: s.rng(2 * stream), dnRng: s.rng(2*stream + 1),
-		done: make(chan struct{}), lose: map[int]bool{}, more: make(chan struct{}, 1)}
+	l := &link{node: n, client: c, dial: k, cli: end, srv: srv,
+		done: make(chan struct{}), more: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.down || n.m != m {
 		n.mu.Unlock()
@@ -226,6 +250,23 @@ func (s *Sim) dial(c, i int) (net.Conn, error) {
 	go l.drain()
 	go l.down()
 	return cli, nil
+}
+
+// decisions returns the decisions of the faults a frame between client c
+// and node i meets (a request's, and then its reply's), and their key:
+// drawn from the seed, the client, the node, the frame and how many such
+// frames passed before it, never from which link carried it or in which
+// order links were dialled, which the runtime's order of goroutines
+// ready at one instant decides.
+func (s *Sim) decisions(c, i int, frame []byte) (*rand.Rand, uint64) {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d %d %q", c, i, canonical(frame))
+	s.mu.Lock()
+	k := s.seen[h.Sum64()]
+	s.seen[h.Sum64()]++
+	s.mu.Unlock()
+	key := h.Sum64() + uint64(k)
+	return s.rng(key), key
 }
 
 // partition cuts client c off node i, or joins them again.
@@ -245,8 +286,22 @@ func (s *Sim) partition(c, i int, on bool) {
 		}
 	}
 	n.mu.Unlock()
-	for _, l := range mine {
-		l.close()
+	s.breakApart(mine)
+}
+
+// breakApart closes links, each up to a microsecond after the other, in an
+// order drawn from the seed: clients whose connections broke at one
+// instant would otherwise retry at one instant (go-redis waits a fixed
+// time between a PubSub's attempts), where the order in which the runtime
+// runs their goroutines decides what the node receives first.
+func (s *Sim) breakApart(links []*link) {
+	slices.SortFunc(links, func(a, b *link) int {
+		return cmp.Or(cmp.Compare(a.client, b.client), cmp.Compare(a.node.idx, b.node.idx), cmp.Compare(a.key(), b.key()), cmp.Compare(a.dial, b.dial))
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range links {
+		time.AfterFunc(time.Duration(1+s.breaks.Int64N(int64(time.Microsecond))), l.close)
 	}
 }
 

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/cryptotest"
 	"testing/synctest"
+
 	"time"
+
+	"github.com/redlock-go/redlock/internal/jitter"
 )
 
 var (
@@ -15,6 +19,7 @@ var (
 	simTime  = flag.Duration("sim.time", 15*time.Second, "how long to run seeds for (wall clock)")
 	simOnly  = flag.String("sim.only", "", "run only these workloads (comma-separated: "+strings.Join(workloadNames(), ",")+")")
 	simTries = flag.Int("sim.tries", 1, "with -sim.seed: run the seed up to this many times, until one run fails")
+	simSame  = flag.Int("sim.same", 0, "with -sim.seed: run the seed this many times and compare the requests the nodes received")
 )
 
 // TestSimulation runs seeded schedules for -sim.time (or the one seed
@@ -79,4 +84,39 @@ func report(t *testing.T, res Result) {
 	if len(res.Stalled) > 0 {
 		t.Errorf("%s\nno turn once the faults healed: %s\nreplay: %s", res.Config, strings.Join(res.Stalled, "; "), replay)
 	}
+}
+
+// TestReplay runs -sim.seed -sim.same times and reports which runs received
+// the same requests as the first, at the same fake times, and where the
+// others parted from it.
+func TestReplay(t *testing.T) {
+	if *simSeed == 0 || *simSame == 0 {
+		t.Skip("-sim.seed and -sim.same select a seed to replay")
+	}
+	var first *trace
+	same := 0
+	for run := 1; run <= *simSame; run++ {
+		cfg := Plan(*simSeed)
+		if *simOnly != "" {
+			cfg.Primitives = strings.Split(*simOnly, ",")
+		}
+		cfg.Trace = true
+		var res Result
+		cryptotest.SetGlobalRandom(t, *simSeed)
+		restore := jitter.Seed(*simSeed)
+		synctest.Test(t, func(*testing.T) { res = Run(cfg) })
+		restore()
+		tr := res.Trace
+		if first == nil {
+			first = tr
+		}
+		if tr.digest() == first.digest() {
+			same++
+			t.Logf("run %d: %s, the same as run 1", run, tr.digest())
+			continue
+		}
+		node, i, mine, theirs := first.parting(tr)
+		t.Logf("run %d: %s, parts from run 1 at node %d's request %d:\n  run 1: %s\n  run %d: %s", run, tr.digest(), node, i, mine, run, theirs)
+	}
+	t.Logf("%d of %d runs the same as the first", same, *simSame)
 }

@@ -2,6 +2,7 @@ package waitq
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,10 @@ func (q *Queue) channels(ns *nodeSub) (add, drop []string) {
 			drop = append(drop, c)
 		}
 	}
+	// In order, as the changes below: a map's order would make each run
+	// of the simulator (internal/sim) send them differently.
+	slices.Sort(add)
+	slices.Sort(drop)
 	for _, c := range add {
 		ns.have[c] = true
 	}
@@ -72,6 +77,7 @@ func (q *Queue) changes(ns *nodeSub) []node.QueueChange {
 			}
 		}
 	}
+	joined := len(out)
 	for id, got := range ns.queued {
 		if !current[id] {
 			delete(ns.queued, id)
@@ -80,6 +86,9 @@ func (q *Queue) changes(ns *nodeSub) []node.QueueChange {
 			}
 		}
 	}
+	byMember := func(a, b node.QueueChange) int { return strings.Compare(a.Member, b.Member) }
+	slices.SortFunc(out[:joined], byMember)
+	slices.SortFunc(out[joined:], byMember)
 	return out
 }
 

@@ -1,8 +1,9 @@
 package engine
 
 import (
-	"math/rand/v2"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/jitter"
 )
 
 // Retrier is the wait between attempts: uniformly random in [lo,
@@ -22,5 +23,5 @@ func (rt Retrier) Delay(attempt int) time.Duration {
 			ceiling = c
 		}
 	}
-	return rt.Lo + rand.N(ceiling-rt.Lo+1)
+	return rt.Lo + jitter.N(ceiling-rt.Lo+1)
 }

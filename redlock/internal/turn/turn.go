@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/jitter"
 
 	"github.com/redlock-go/redlock/redlock/internal/lease"
 
@@ -250,7 +251,7 @@ func (wt *Waiting) pause(ctx context.Context, attempt int, failed engine.Refusal
 // announcement. A short one would try out of turn, and collide with the
 // waiter whose turn it is: at least half the longest back-off.
 func queued(rt engine.Retrier, d time.Duration) time.Duration {
-	return max(d, rt.Hi/2+rand.N(rt.Hi/2+1))
+	return max(d, rt.Hi/2+jitter.N(rt.Hi/2+1))
 }
 
 // delay is the back-off after a failed attempt (see retrier). After a
@@ -271,7 +272,7 @@ func (wt *Waiting) delay(attempt int, failed engine.Refusal) time.Duration {
 	}
 	if wt.Kind >= Lock && failed.Granted > 0 && !failed.GaveWay && wt.splits < 2 {
 		wt.splits++
-		return min(delay, rand.N(2*failed.Took+1))
+		return min(delay, jitter.N(2*failed.Took+1))
 	}
 	wt.splits = 0
 	return delay
