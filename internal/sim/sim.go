@@ -23,6 +23,9 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"net"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -105,6 +108,7 @@ type Result struct {
 	Stalled      []string // workers that got no turn once the faults healed
 	Events       []string // the nemesis' schedule, for a replay
 	Trace        *trace   // every request the nodes received
+	Digest       string   // the trace's length and hash: equal digests, the same run
 }
 
 // Run runs cfg; it must be called inside a synctest bubble.
@@ -122,6 +126,9 @@ func Run(cfg Config) Result {
 		bg.Go(func() { n.runBus(done, rng) })
 	}
 	bg.Go(func() { s.runClocks(done) })
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(8 << 30)) // if collect failed
+	bg.Go(func() { s.collect(done) })
 
 	// Clients and workers start a random number of nanoseconds apart: the
 	// periodic work of processes started at one instant would otherwise
@@ -167,7 +174,8 @@ func Run(cfg Config) Result {
 		n.close()
 	}
 	return Result{Config: cfg, Acquisitions: s.hist.acquisitions(), Violations: s.hist.check(),
-		Stalled: s.hist.stalled(cfg.Clients, cfg.Primitives, settled), Events: s.log.lines(), Trace: s.trace}
+		Stalled: s.hist.stalled(cfg.Clients, cfg.Primitives, settled), Events: s.log.lines(), Trace: s.trace,
+		Digest: s.trace.digest()}
 }
 
 // rng returns a generator for one stream of decisions of this run.
@@ -304,6 +312,30 @@ func (s *Sim) breakApart(links []*link) {
 		time.AfterFunc(time.Duration(1+s.breaks.Int64N(int64(time.Microsecond))), l.close)
 	}
 }
+
+// collect collects garbage, at instants drawn from the seed, once the heap
+// has grown by collectEvery: the run turns the collector off. A collection
+// the runtime starts by itself stops goroutines where the wall clock says,
+// and they resume in another order, so that a replay would not be the
+// same run; one run allocates gigabytes (miniredis makes a Lua state per
+// script call).
+func (s *Sim) collect(done <-chan struct{}) {
+	rng := s.rng(5)
+	heap := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(10*time.Millisecond + time.Duration(rng.Int64N(int64(time.Millisecond)))):
+		}
+		metrics.Read(heap)
+		if heap[0].Value.Uint64() > collectEvery {
+			runtime.GC()
+		}
+	}
+}
+
+const collectEvery = 512 << 20
 
 // runClocks keeps the clocks of nodes that are off running, every 5 ms.
 func (s *Sim) runClocks(done <-chan struct{}) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -83,7 +84,7 @@ func canonical(frame []byte) []byte {
 	return append([]byte("subscribe "), bytes.Join(chans, []byte(" "))...)
 }
 
-// digest is the trace's length and hash.
+// digest is the trace's length and hash, as one word: "requests.hash".
 func (t *trace) digest() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -92,7 +93,7 @@ func (t *trace) digest() string {
 		t.flush(&t.nodes[i])
 		fmt.Fprint(h, t.nodes[i].sum)
 	}
-	return fmt.Sprintf("%d requests, %016x", t.n, h.Sum64())
+	return fmt.Sprintf("%d.%016x", t.n, h.Sum64())
 }
 
 // parting returns where t and u part: the node, the index of the first
@@ -108,15 +109,21 @@ func (t *trace) parting(u *trace) (node, at int, mine, theirs string) {
 			j++
 		}
 		if j < len(a) || j < len(b) {
-			return i, j, at1(a, j), at1(b, j)
+			return i, j, around(a, j), around(b, j)
 		}
 	}
 	return -1, 0, "", ""
 }
 
-func at1(lines []string, i int) string {
-	if i < len(lines) {
-		return lines[i]
+// around is the request i of lines, after the three before it.
+func around(lines []string, i int) string {
+	var out []string
+	for j := max(0, i-3); j <= i; j++ {
+		if j < len(lines) {
+			out = append(out, lines[j])
+		} else {
+			out = append(out, "(the end)")
+		}
 	}
-	return "(the end)"
+	return strings.Join(out, "\n    ")
 }
