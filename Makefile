@@ -25,7 +25,7 @@ unit:
 	cd bench && $(GO) vet ./...
 	$(GO) test -race -count=1 ./redlock/... ./redlockotel/... $$($(GO) list ./internal/... | grep -v /internal/sim) ./cmd/...
 	$(GO) test -race -count=1 ./internal/sim -sim.time=15s
-	$(GO) test -count=1 -run TestSimulation ./internal/sim -sim.time=60s -v
+	$(GO) test -count=1 -run 'TestSimulation|TestReplay' ./internal/sim -sim.time=60s -v
 
 # scripts/fetch-servers.sh fetches the matrix's servers from Debian's
 # archive into .servers/ (REDLOCK_SERVERS_DIR), about 20 s the first time
@@ -47,7 +47,8 @@ soak:
 ## for SIM_TIME (default 2m), every primitive's holds checked; ends with one
 ## line: schedules, acquisitions and violations. make unit runs it on its
 ## own, apart from the other packages' timing-sensitive tests: 15 s with
-## -race, then 60 s without; a failing seed prints the command that replays it.
+## -race, then 60 s without, and TestReplay (a seed's runs are the same run);
+## a failing seed prints the command that replays it, the same run.
 SIM_TIME ?= 2m
 SIM_START ?= $(shell date +%s)
 sim:
