@@ -44,8 +44,9 @@ soak:
 	cd integration && ../scripts/with-redis-env.sh $(GO) test -tags soak -race -count=1 -run TestSoak -v -timeout 10m .
 
 ## sim: seeded schedules of faults against simulated nodes (internal/sim)
-## for SIM_TIME (default 2m), every primitive's holds checked; ends with one
-## line: schedules, acquisitions and violations. make unit runs it on its
+## for SIM_TIME (default 2m), in one process per core (each runs Go on one
+## thread), every primitive's holds checked; ends with one line: schedules,
+## acquisitions and violations. make unit runs it on its
 ## own, apart from the other packages' timing-sensitive tests: 15 s with
 ## -race, then 60 s without, and TestReplay (a seed's runs are the same run);
 ## a failing seed prints the command that replays it, the same run.

@@ -256,7 +256,8 @@ func (l *link) reply(frame []byte) bool {
 		f := l.faults()
 		var rng *rand.Rand
 		l.mu.Lock()
-		if !push && !l.subscriber && len(l.pending) > 0 {
+		subscriber := l.subscriber
+		if !push && !subscriber && len(l.pending) > 0 {
 			rng = l.pending[0]
 			l.pending = l.pending[1:]
 		}
@@ -268,7 +269,7 @@ func (l *link) reply(frame []byte) bool {
 		switch {
 		case push:
 			lost = rng.Float64() < f.losePush
-		case !l.subscriber:
+		case !subscriber:
 			lost = rng.Float64() < f.loseReply
 		}
 		switch {

@@ -1,11 +1,16 @@
 package sim
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/cryptotest"
 	"testing/synctest"
@@ -23,6 +28,8 @@ var (
 	simDigest = flag.String("sim.digest", "", "with -sim.seed: replay the run of this digest (a failure prints it); fail if no try is that run")
 	simTries  = flag.Int("sim.tries", 10, "with -sim.digest: run the seed up to this many times until one is that run")
 	simSame   = flag.Int("sim.same", 0, "with -sim.seed: run the seed this many times and compare the requests the nodes received")
+	simProcs  = flag.Int("sim.procs", runtime.NumCPU(), "run seeds in this many processes (each runs Go on one thread)")
+	simStride = flag.Uint64("sim.stride", 1, "run every this many seeds from -sim.start (set by -sim.procs)")
 )
 
 // TestSimulation runs seeded schedules for -sim.time (or the one seed
@@ -33,20 +40,70 @@ func TestSimulation(t *testing.T) {
 		replay(t)
 		return
 	}
+	if *simProcs > 1 {
+		spread(t)
+		return
+	}
 	start := time.Now()
-	schedules, acquisitions, violations, stalled := 0, 0, 0, 0
-	for seed := *simStart; time.Since(start) < *simTime; seed++ {
+	var c counts
+	for seed := *simStart; time.Since(start) < *simTime; seed += *simStride {
 		res := runSeed(t, seed, false)
-		schedules++
-		acquisitions += res.Acquisitions
-		violations += len(res.Violations)
-		stalled += len(res.Stalled)
+		c.schedules++
+		c.acquisitions += res.Acquisitions
+		c.violations += len(res.Violations)
+		c.stalled += len(res.Stalled)
 		report(t, res)
 	}
-	took := time.Since(start)
-	t.Logf("sim: %d schedules (seeds %d-%d) and %d acquisitions checked in %v (%.2f schedules/s), %d violations, %d workers without a turn once healed",
-		schedules, *simStart, *simStart+uint64(schedules)-1, acquisitions, took.Round(time.Second),
-		float64(schedules)/took.Seconds(), violations, stalled)
+	t.Logf("%s%d %d %d %d", countsMark, c.schedules, c.acquisitions, c.violations, c.stalled)
+	t.Log(c.line(time.Since(start), fmt.Sprintf("seeds from %d, every %d", *simStart, *simStride)))
+}
+
+// counts are what runs of seeds checked.
+type counts struct{ schedules, acquisitions, violations, stalled int }
+
+// countsMark begins the line in which a process of spread tells its counts.
+const countsMark = "sim counts: "
+
+func (c counts) line(took time.Duration, seeds string) string {
+	return fmt.Sprintf("sim: %d schedules (%s) and %d acquisitions checked in %v (%.2f schedules/s), %d violations, %d workers without a turn once healed",
+		c.schedules, seeds, c.acquisitions, took.Round(time.Second), float64(c.schedules)/took.Seconds(), c.violations, c.stalled)
+}
+
+// spread runs the seeds in -sim.procs processes of this test, every
+// -sim.procs-th seed each, side by side: a run is one thread (see
+// TestMain), and the machine has more. It fails with the output of each
+// process that failed, whose replay commands are as they would be alone.
+func spread(t *testing.T) {
+	start := time.Now()
+	procs := *simProcs
+	outs := make([]bytes.Buffer, procs)
+	var wg sync.WaitGroup
+	errs := make([]error, procs)
+	for i := range procs {
+		args := []string{"-test.run=^TestSimulation$", "-test.v", "-test.timeout=0", "-sim.procs=1",
+			fmt.Sprintf("-sim.start=%d", *simStart+uint64(i)), fmt.Sprintf("-sim.stride=%d", procs),
+			"-sim.time=" + simTime.String(), "-sim.only=" + *simOnly}
+		cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+		wg.Go(func() { errs[i] = cmd.Run() })
+	}
+	wg.Wait()
+	var all counts
+	for i := range procs {
+		var c counts
+		_, after, ok := strings.Cut(outs[i].String(), countsMark)
+		if ok {
+			_, _ = fmt.Sscan(after, &c.schedules, &c.acquisitions, &c.violations, &c.stalled)
+		}
+		all.schedules += c.schedules
+		all.acquisitions += c.acquisitions
+		all.violations += c.violations
+		all.stalled += c.stalled
+		if errs[i] != nil || !ok {
+			t.Errorf("process %d of %d (seeds from %d, every %d): %v\n%s", i+1, procs, *simStart+uint64(i), procs, errs[i], outs[i].String())
+		}
+	}
+	t.Log(all.line(time.Since(start), fmt.Sprintf("seeds from %d, in %d processes", *simStart, procs)))
 }
 
 // replay runs the seed -sim.seed and prints its schedule; with -sim.digest,
