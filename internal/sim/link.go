@@ -250,41 +250,41 @@ func (l *link) reply(frame []byte) bool {
 	}
 	l.mu.Unlock()
 	if !setup { // see handshake
-		if !l.gate() {
-			return false
-		}
-		f := l.faults()
-		var rng *rand.Rand
-		l.mu.Lock()
-		subscriber := l.subscriber
-		if !push && !subscriber && len(l.pending) > 0 {
-			rng = l.pending[0]
-			l.pending = l.pending[1:]
-		}
-		l.mu.Unlock()
-		if rng == nil { // a push, or a reply that no request past the handshake asked for
-			rng, _ = l.node.sim.decisions(l.client, l.node.idx, frame)
-		}
-		lost := false
-		switch {
-		case push:
-			lost = rng.Float64() < f.losePush
-		case !subscriber:
-			lost = rng.Float64() < f.loseReply
-		}
-		switch {
-		case lost && push:
-			return true // counted by the node, never delivered
-		case lost:
-			return false // applied, and the reply is lost with the connection
-		}
-		latency(rng, f.delay/2)
-		if !l.gate() {
-			return false
+		if deliver, keep := l.fate(frame, push); !deliver {
+			return keep
 		}
 	}
 	_, err := l.cli.Write(frame)
 	return err == nil
+}
+
+// fate inflicts the faults in force on a frame from the server that is no
+// reply to the handshake: deliver says whether it goes on, keep (when it
+// does not) whether the link stays.
+func (l *link) fate(frame []byte, push bool) (deliver, keep bool) {
+	if !l.gate() {
+		return false, false
+	}
+	f := l.faults()
+	var rng *rand.Rand
+	l.mu.Lock()
+	subscriber := l.subscriber
+	if !push && !subscriber && len(l.pending) > 0 {
+		rng = l.pending[0]
+		l.pending = l.pending[1:]
+	}
+	l.mu.Unlock()
+	if rng == nil { // a push, or a reply that no request past the handshake asked for
+		rng, _ = l.node.sim.decisions(l.client, l.node.idx, frame)
+	}
+	switch {
+	case push && rng.Float64() < f.losePush:
+		return false, true // counted by the node, never delivered
+	case !push && !subscriber && rng.Float64() < f.loseReply:
+		return false, false // applied, and the reply is lost with the connection
+	}
+	latency(rng, f.delay/2)
+	return l.gate(), false
 }
 
 // key is the link's first request past the handshake, 0 before it.

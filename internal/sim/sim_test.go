@@ -74,6 +74,7 @@ func (c counts) line(took time.Duration, seeds string) string {
 // TestMain), and the machine has more. It fails with the output of each
 // process that failed, whose replay commands are as they would be alone.
 func spread(t *testing.T) {
+	t.Helper()
 	start := time.Now()
 	procs := *simProcs
 	outs := make([]bytes.Buffer, procs)
@@ -109,6 +110,7 @@ func spread(t *testing.T) {
 // replay runs the seed -sim.seed and prints its schedule; with -sim.digest,
 // until a run is the one of that digest.
 func replay(t *testing.T) {
+	t.Helper()
 	var res Result
 	for try := 1; ; try++ {
 		res = runSeed(t, *simSeed, false)
