@@ -171,7 +171,7 @@ func (*reentrantLock) fence(name, token string, cfg *engine.Settings) func(uint6
 
 func (*reentrantLock) Release(name string, l *lease.Lease) node.Op {
 	return &node.ReentrantRelease{Key: name, Token: l.Token, Drop: node.DropAll,
-		Channel: node.ReleaseChannel(name), Notice: l.Notice, QueueKey: node.QueueKey(name)}
+		Channel: node.ReleaseChannel(name), Notice: l.Notice, QueueKey: node.QueueKey(name), Queued: l.Queued}
 }
 
 func (*reentrantLock) Undo(name, token string) node.Op {

@@ -240,3 +240,33 @@ func TestReentrantLeftHoldIsNotReArmed(t *testing.T) {
 		require.NoError(t, m.Unlock(t.Context()))
 	})
 }
+
+// A reentrant Lock that queued, then won with an attempt of its own,
+// leaves the nodes' queues in the background. Its Unlock right after
+// names the next waiter, not that ended wait, whose announcement no one
+// takes up: the next waiter would sleep out its back-off of seconds.
+func TestReentrantUnlockNamesTheNextWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs {
+			f.Set("k", "other", time.Hour)
+		}
+		first := newFakeMutex(t, r, "k", WithReentrant(), WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
+		next := newFakeMutex(t, r, "k", WithReentrant(), WithRetryDelay(5*time.Second, 10*time.Second))
+		gotFirst, gotNext := make(chan error, 1), make(chan error, 1)
+		go func() { gotFirst <- first.Lock(t.Context()) }()
+		synctest.Wait() // refused, queued and subscribed on every node
+		go func() { gotNext <- next.Lock(t.Context()) }()
+		synctest.Wait() // queued behind it, in a back-off of seconds
+		for _, f := range fs {
+			f.Faults(func(n *nodetest.Fake) { n.OpDelay = map[string]time.Duration{"queue": time.Second} }) // the wait's exit lands late
+			f.Faults(func(n *nodetest.Fake) { delete(n.Data, "k") })                                        // free: first's next attempt wins by itself
+		}
+		require.NoError(t, <-gotFirst)
+		start := time.Now()
+		require.NoError(t, first.Unlock(t.Context()))
+		require.NoError(t, <-gotNext)
+		assert.Less(t, time.Since(start), time.Second, "the next waiter took the lock at the announcement, not after its back-off")
+		require.NoError(t, next.Unlock(t.Context()))
+	})
+}

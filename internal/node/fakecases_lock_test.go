@@ -246,6 +246,22 @@ func lockCases() []fakeCase {
 				{op: lock(k, "b"), want: granted},                            // free: w1 was not handed it either
 			}
 		}},
+		{"waiters' queue: a reentrant release names no member of the releaser's own", func(k string) []step {
+			process := "own-" + k
+			own := "mine-" + k + "/w1" // the wait that took the lock: its process does not listen here
+			release := drop(k, "o", node.DropAll)
+			release.Queued = own
+			return []step{
+				{wake: process},
+				{listen: true},
+				{op: queueOf(k, own, process+"/w2"), want: granted},
+				{op: reentrant(k, "o", false), want: granted},
+				{op: release, want: answer{OK: true, Named: true, Heard: 1}}, // w2, not w1
+				{op: queueOf(k, own), want: granted},
+				{op: reentrant(k, "o", false), want: granted},
+				{op: drop(k, "o", node.DropAll), want: answer{OK: true, Named: true}}, // without Queued: w1, which no one hears
+			}
+		}},
 		{"waiters' queue: a release removes the releaser's own member first, never handed over to it", func(k string) []step {
 			process := "own-" + k
 			own := node.HandoffMember(process, ttl, "t1") // the wait that took the lock

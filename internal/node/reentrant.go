@@ -117,6 +117,7 @@ type ReentrantRelease struct {
 	// Notice is the announcement's payload, unique to the release: the
 	// token repeats when an owner's goroutines pass the lock on.
 	Channel, Notice, QueueKey string
+	Queued                    string // as Release.Queued
 	enc                       encoding
 }
 
@@ -143,6 +144,9 @@ func (o *ReentrantRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cm
 		keys := append(kb[:0], o.Key)
 		if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" {
 			keys = append(keys, q)
+		}
+		if o.Queued != "" && len(keys) > 1 {
+			return evalArgs(scripts.ReleaseReentrant, keys, o.Token, strconv.Itoa(int(o.Drop)), o.Channel, o.Notice, o.Queued)
 		}
 		return evalArgs(scripts.ReleaseReentrant, keys, o.Token, strconv.Itoa(int(o.Drop)), o.Channel, o.Notice)
 	})

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -104,6 +105,10 @@ func (o *ReentrantRelease) Transact(ctx context.Context, t *Tx) Reply {
 		if err := s.Read(ctx, []string{o.Key}, reads...); err != nil {
 			return Reply{}, err
 		}
+		var own string
+		if queue != "" && slices.Contains(first.Val(), o.Queued) {
+			own = o.Queued
+		}
 		switch {
 		case kind.Val() == "none":
 			return gone(ctx, s, o.Drop == DropAll)
@@ -112,12 +117,12 @@ func (o *ReentrantRelease) Transact(ctx context.Context, t *Tx) Reply {
 		case o.Drop != DropAll:
 			return o.drop(ctx, s, count)
 		}
-		waiter := oldest(first, "")
+		waiter := oldest(first, o.Queued)
 		var pub *redis.IntCmd
 		if o.Channel != "" {
 			pub = announcement(ctx, o.Key, o.Channel, o.Notice, waiter)
 		}
-		return free(ctx, s, o.Key, queue, waiter, "", pub)
+		return free(ctx, s, o.Key, queue, waiter, own, pub)
 	})
 }
 

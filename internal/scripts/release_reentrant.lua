@@ -13,6 +13,9 @@
 -- ARGV[4]  what to publish: an id unique to this release, so that waiters
 --          can tell it from the copies other nodes publish of it (see
 --          announce.lua, which scripts.go puts in front of this file)
+-- ARGV[5]  optional, with KEYS[2]: the releaser's own member of the queue,
+--          left by the wait that took the lock; removed first, so that
+--          the release never names it (see release.lua's ARGV[4])
 --
 -- Dropping one hold ("0") never deletes the key: the count stays at 1 or
 -- more, so a release that a client sends twice cannot free a lock its owner
@@ -27,6 +30,9 @@
 -- otherwise 1, plus, when the key was deleted and
 -- announced, what announce returned: 2 × the clients the announcement
 -- reached, + 1 when it named a waiter.
+if #KEYS > 1 and ARGV[5] and ARGV[5] ~= "" then
+	redis.pcall("ZREM", KEYS[2], ARGV[5])
+end
 local kind = redis.call("TYPE", KEYS[1]).ok
 if kind == "none" then
 	if ARGV[2] == "1" then

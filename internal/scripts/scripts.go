@@ -145,7 +145,7 @@ var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReent
 // returns the node's run id when the key was absent (for ARGV[2] "1"; 0
 // otherwise), -1 when it held something else, else 1 + 2 × the clients the
 // announcement reached (+ 1 when it named a waiter).
-var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "c3e6cc2f86934b62a5b42b4256e5297b1ab6bdbc"}
+var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "14912a613e226a9bf07f19efc72b96fccead95df"}
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.

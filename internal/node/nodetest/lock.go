@@ -300,6 +300,9 @@ func (n *Fake) handOverOrAnnounce(r *node.Release, queue string) int {
 
 // releaseReentrant is release_reentrant.lua. Called with n.mu held.
 func (n *Fake) releaseReentrant(r *node.ReentrantRelease) (ok bool, heard int, gone bool) {
+	if queue := n.beside(r.Key, r.QueueKey); r.Queued != "" && r.Channel != "" && queue != "" {
+		delete(n.Queues[queue], r.Queued) // ARGV[5]: the releaser's own member
+	}
 	e, held := n.entry(r.Key)
 	switch {
 	case !held:

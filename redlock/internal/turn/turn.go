@@ -48,7 +48,8 @@ import (
 //     (handoff.go); otherwise it makes an attempt with the token.
 //   - Left. A wait that ends leaves the queues in the background. When it
 //     took the lock, the release of that lease removes its member first
-//     (node.Release.Queued): no release hands the lock over to, or names,
+//     (Queued on node.Release, and on the writer's and the reentrant
+//     lock's releases): no release hands the lock over to, or names,
 //     a wait that has ended.
 //
 // The invariant: a node's answer counts toward a quorum only if the node
