@@ -305,3 +305,36 @@ func TestGrantRightAfterAJumpDoesNotVote(t *testing.T) {
 		assert.ErrorIs(t, holder.Unlock(ctx), ErrNotHeld, "node 0 dropped the holder's key")
 	})
 }
+
+// A node the guard refuses does not vote, also with a reply that carries
+// no time (a batch whose TIME failed, as in the simulator's seed 200412,
+// which had two writers at once): its clock jumped forward, and it may
+// have dropped the holder's key.
+func TestRefusedNodeVotesNotWithoutTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		ctx := t.Context()
+		warm := newFakeMutex(t, r, "warm")
+		require.NoError(t, warm.TryLock(ctx), "the guard has just read every node")
+		require.NoError(t, warm.Unlock(ctx))
+
+		holder := newFakeMutex(t, r, "k", WithTTL(5*time.Second))
+		fs[2].Faults(func(n *nodetest.Fake) { n.Err = errors.New("down") })
+		require.NoError(t, holder.TryLock(ctx), "nodes 0 and 1")
+		synctest.Wait() // node 2's call failed before it heals
+		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
+		fs[0].Jump(10 * time.Second) // the holder's key on node 0 expires
+
+		probe := newFakeMutex(t, r, "probe")
+		if probe.TryLock(ctx) == nil { // node 0's reply carries its time: the guard refuses node 0
+			require.NoError(t, probe.Unlock(ctx))
+		}
+		require.ErrorIs(t, r.e.Guard.Refused(0), quorum.ErrClockJump)
+		fs[0].Faults(func(n *nodetest.Fake) { n.NoTime = true }) // its votes carry no time from now on
+
+		next := newFakeMutex(t, r, "k")
+		err := next.TryLock(ctx)
+		require.ErrorIs(t, err, ErrNotAcquired, "nodes 0 and 2 would make a quorum beside the holder's node 1")
+		assert.ErrorIs(t, err, quorum.ErrClockJump, "node 0's vote refused: %v", err)
+	})
+}

@@ -61,6 +61,9 @@ type Fake struct {
 	// carry) away from this process's. It does not expire keys: move the
 	// keys' time with Age, as a jump would.
 	ClockOffset time.Duration
+	// NoTime makes the node's votes carry no time, as a reply whose
+	// batch's TIME failed does.
+	NoTime bool
 	// Readers are the readers of reader-writer locks by name: each
 	// reader's token and when its hold expires, as rw.lua keeps them. A
 	// waiting writer's mark is an Entry of Data (see node.IntentKey).
@@ -327,7 +330,7 @@ func (n *Fake) Way() node.Way {
 // not, see node.Acquire.Clock).
 func (n *Fake) answer(op node.Op) node.Reply {
 	rep := n.apply1(op)
-	if _, ok := op.(node.Timed); ok && rep.Err == nil && !n.Sharded {
+	if _, ok := op.(node.Timed); ok && rep.Err == nil && !n.Sharded && !n.NoTime {
 		if a, ok := op.(*node.Acquire); !ok || a.Clocked() {
 			rep.Time = n.Now()
 		}

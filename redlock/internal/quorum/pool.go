@@ -140,14 +140,14 @@ func (p *Pool) Send(ctx context.Context, i int, timeout time.Duration, op node.O
 		// Apart from the reported one below, so that its closure holds no
 		// more than without a report.
 		p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-			done.receive(p.clocked(i, now, p.received(i, rep)))
+			done.receive(p.clocked(i, now, op, p.received(i, rep)))
 			p.WG.Done()
 		})
 		return
 	}
 	w := watchAfter(ctx, &p.WG, p, i, now, timeout, report)
 	p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-		rep = p.clocked(i, now, p.received(i, rep))
+		rep = p.clocked(i, now, op, p.received(i, rep))
 		w.replied(rep, p.now().After(sendBy))
 		done.receive(rep)
 		p.WG.Done()
@@ -463,11 +463,24 @@ func (p *Pool) Caps(i int) node.Caps {
 	return node.Caps{}
 }
 
-// clocked passes node i's reply, to a request sent at sent, through the
-// guard: a vote from a node that may not vote becomes an error wrapping
-// ErrClockJump (the node may hold the token: an attempt undoes it there).
-func (p *Pool) clocked(i int, sent time.Time, rep node.Reply) node.Reply {
-	if p.Guard == nil || rep.Err != nil || rep.Time.IsZero() {
+// clocked passes node i's reply to op, a request sent at sent, through
+// the guard: a vote from a node that may not vote becomes an error
+// wrapping ErrClockJump (the node may hold the token: an attempt undoes it
+// there). A vote that carries no time (a node that answered without it:
+// one laid out as a Cluster or a Ring, a user refused TIME, a batch whose
+// TIME failed) tells the guard nothing, but it does not count from a node
+// the guard refuses: that node may have expired keys early, whatever this
+// reply says (the simulator's seed 200412, two writers at once).
+func (p *Pool) clocked(i int, sent time.Time, op node.Op, rep node.Reply) node.Reply {
+	if p.Guard == nil || rep.Err != nil {
+		return rep
+	}
+	if rep.Time.IsZero() {
+		if _, vote := op.(node.Timed); vote && rep.OK {
+			if why := p.Guard.Refused(i); why != nil {
+				return node.Reply{Err: why, Value: rep.Value}
+			}
+		}
 		return rep
 	}
 	if why := p.Guard.Check(i, sent, p.now(), rep.Time); why != nil && rep.OK {
