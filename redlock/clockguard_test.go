@@ -283,21 +283,8 @@ func TestClockJumpRWMutex(t *testing.T) {
 // Counted, it makes a quorum with a node the holder never had: two holders.
 func TestGrantRightAfterAJumpDoesNotVote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, fs := newFakeRedlock(t, 3)
+		r, _, holder := jumpedUnderHolder(t)
 		ctx := t.Context()
-		other := newFakeMutex(t, r, "warm")
-		require.NoError(t, other.TryLock(ctx), "the guard has just read every node")
-		require.NoError(t, other.Unlock(ctx))
-
-		holder := newFakeMutex(t, r, "k", WithTTL(5*time.Second))
-		fs[2].Faults(func(n *nodetest.Fake) { n.Err = errors.New("down") })
-		require.NoError(t, holder.TryLock(ctx), "nodes 0 and 1")
-		// TryLock returns at the quorum: node 2's call must have failed
-		// before node 2 is healed, or it grants the holder after all.
-		synctest.Wait()
-		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
-		fs[0].Jump(10 * time.Second) // the holder's key on node 0 expires
-
 		next := newFakeMutex(t, r, "k")
 		err := next.TryLock(ctx)
 		require.ErrorIs(t, err, ErrNotAcquired, "nodes 0 and 2 would make a quorum beside the holder's")
@@ -312,19 +299,8 @@ func TestGrantRightAfterAJumpDoesNotVote(t *testing.T) {
 // have dropped the holder's key.
 func TestRefusedNodeVotesNotWithoutTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, fs := newFakeRedlock(t, 3)
+		r, fs, _ := jumpedUnderHolder(t)
 		ctx := t.Context()
-		warm := newFakeMutex(t, r, "warm")
-		require.NoError(t, warm.TryLock(ctx), "the guard has just read every node")
-		require.NoError(t, warm.Unlock(ctx))
-
-		holder := newFakeMutex(t, r, "k", WithTTL(5*time.Second))
-		fs[2].Faults(func(n *nodetest.Fake) { n.Err = errors.New("down") })
-		require.NoError(t, holder.TryLock(ctx), "nodes 0 and 1")
-		synctest.Wait() // node 2's call failed before it heals
-		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
-		fs[0].Jump(10 * time.Second) // the holder's key on node 0 expires
-
 		probe := newFakeMutex(t, r, "probe")
 		if probe.TryLock(ctx) == nil { // node 0's reply carries its time: the guard refuses node 0
 			require.NoError(t, probe.Unlock(ctx))
@@ -337,4 +313,26 @@ func TestRefusedNodeVotesNotWithoutTime(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotAcquired, "nodes 0 and 2 would make a quorum beside the holder's node 1")
 		assert.ErrorIs(t, err, quorum.ErrClockJump, "node 0's vote refused: %v", err)
 	})
+}
+
+// jumpedUnderHolder returns, inside a synctest bubble, a Redlock over
+// three fake nodes whose clocks the guard has just read, and a holder of
+// "k" (TTL 5 s) on nodes 0 and 1 (node 2's call failed), whose key on node
+// 0 expired early: node 0's clock jumped 10 s forward.
+func jumpedUnderHolder(t *testing.T) (*Redlock, []*nodetest.Fake, *Mutex) {
+	t.Helper()
+	r, fs := newFakeRedlock(t, 3)
+	ctx := t.Context()
+	warm := newFakeMutex(t, r, "warm")
+	require.NoError(t, warm.TryLock(ctx), "the guard has just read every node")
+	require.NoError(t, warm.Unlock(ctx))
+	holder := newFakeMutex(t, r, "k", WithTTL(5*time.Second))
+	fs[2].Faults(func(n *nodetest.Fake) { n.Err = errors.New("down") })
+	require.NoError(t, holder.TryLock(ctx), "nodes 0 and 1")
+	// TryLock returns at the quorum: node 2's call must have failed
+	// before node 2 is healed, or it grants the holder after all.
+	synctest.Wait()
+	fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
+	fs[0].Jump(10 * time.Second)
+	return r, fs, holder
 }
