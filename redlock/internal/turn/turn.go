@@ -58,7 +58,9 @@ import (
 // key's TTL armed by that step (a grant that finds its own token re-arms
 // it: acquire_plain.lua, Acquire.rearm), and with the node's time read
 // after it, so that a node whose clock jumped and dropped keys does not
-// vote (quorum.ClockGuard). A handoff
+// vote (quorum.ClockGuard); a reply that carries no time (its batch's
+// TIME lost) counts only from a node the guard does not refuse
+// (quorum.Pool.clocked). A handoff
 // is announced only by the script step that set the key, where the
 // node's own server counts the waiter's process (never inferred from a
 // PUBLISH count: on a Redis Cluster it counts one master's subscribers);
