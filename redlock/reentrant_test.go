@@ -229,6 +229,9 @@ func TestReentrantLeftHoldIsNotReArmed(t *testing.T) {
 		left := fs[0].Expiry("k")
 		fs[0].Faults(func(n *nodetest.Fake) { n.Err = errors.New("down") })
 		require.NoError(t, m.Unlock(t.Context()), "released on 2 of 3")
+		// Unlock returns at the quorum: node 0's call must have failed
+		// before node 0 is healed, or it releases the hold after all.
+		synctest.Wait()
 		fs[0].Faults(func(n *nodetest.Fake) { n.Err = nil })
 
 		time.Sleep(time.Second)
