@@ -181,25 +181,89 @@ func (h *history) wipedBetween(from, to time.Time) bool {
 	return false
 }
 
-// stalled returns the workloads of clients that acquired nothing from since
-// to the end of the run: once faults heal, every waiter is to get its turn.
-func (h *history) stalled(clients int, workloads []string, since time.Time) []string {
+// The liveness bound. Once the faults heal and the clock guard's wait
+// passes, a worker that holds none of its names for the rest of the run
+// (3 s and two TTLs at least) has waited past the bound when, in that time,
+// its names lay free for more than freeBound in total (nobody held them,
+// yet it got no turn), or the other workers took them more than turnsBound
+// times (its turn was passed over again and again). The rest of the run
+// alone bounds nothing: holds are not bounded (a holder under Do renews, a
+// paused one keeps its lease to its end), and behind three holders of two
+// seconds each a fair queue makes a waiter wait 6 s. Measured over 76
+// seeds (300000-300075), the waits that ended in a turn had at most 1.64 s
+// of free time (a reader or writer of an RWMutex) and at most 72 turns of
+// others (a worker taking both names of a multi-name lock, which holds of
+// one name pass): the bounds catch a name nobody can take, and a waiter
+// starved while others keep turning.
+const (
+	freeBound  = 2 * time.Second
+	turnsBound = 64
+)
+
+// stalled returns the workloads of clients that held nothing from since to
+// stop, the end of the run, and waited past the liveness bound.
+func (h *history) stalled(clients int, workloads []string, since, stop time.Time) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
 	for c := range clients {
 		for _, w := range workloads {
-			got := false
-			for _, x := range h.holds {
-				if x.client == c && !x.start.Before(since) && slices.Contains(resources[w], x.res) {
-					got = true
-					break
-				}
+			names := resources[w]
+			served := slices.ContainsFunc(h.holds, func(x hold) bool {
+				return x.client == c && x.end.After(since) && slices.Contains(names, x.res)
+			})
+			if served {
+				continue
 			}
-			if !got {
-				out = append(out, fmt.Sprintf("client %d's %s acquired nothing from %v on", c, w, h.at(since)))
+			free, turns := h.waited(c, names, since, stop)
+			if free > freeBound || turns > turnsBound {
+				out = append(out, fmt.Sprintf("client %d's %s held nothing from %v to %v: its names lay free for %v, others took them %d times",
+					c, w, h.at(since), h.at(stop), free.Round(time.Millisecond), turns))
 			}
 		}
 	}
 	return out
+}
+
+// waited returns how long, from since to stop, none of names was held, and
+// how many acquisitions of them the other clients made. Called with h.mu
+// held.
+func (h *history) waited(client int, names []string, since, stop time.Time) (free time.Duration, turns int) {
+	var spans [][2]time.Time
+	acquired := map[[2]any]bool{} // a multi-name hold is one acquisition
+	for _, x := range h.holds {
+		if !slices.Contains(names, x.res) || !x.end.After(since) || !x.start.Before(stop) {
+			continue
+		}
+		spans = append(spans, [2]time.Time{maxTime(x.start, since), minTime(x.end, stop)})
+		if x.client != client && !x.start.Before(since) {
+			acquired[[2]any{x.client, x.start}] = true
+		}
+	}
+	slices.SortFunc(spans, func(a, b [2]time.Time) int { return a[0].Compare(b[0]) })
+	at := since
+	for _, sp := range spans {
+		if sp[0].After(at) {
+			free += sp[0].Sub(at)
+		}
+		at = maxTime(at, sp[1])
+	}
+	if stop.After(at) {
+		free += stop.Sub(at)
+	}
+	return free, len(acquired)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

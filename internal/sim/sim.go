@@ -166,6 +166,7 @@ func Run(cfg Config) Result {
 	// longest TTL (the clock guard); then every worker is to get its turn.
 	settled := time.Now().Add(cfg.TTL)
 	time.Sleep(cfg.Heal)
+	stopped := time.Now()
 	for _, stop := range stops { // apart too
 		time.Sleep(time.Duration(apart.Int64N(int64(time.Millisecond))))
 		stop()
@@ -180,7 +181,7 @@ func Run(cfg Config) Result {
 		n.close()
 	}
 	return Result{Config: cfg, Acquisitions: s.hist.acquisitions(), Violations: s.hist.check(),
-		Stalled: s.hist.stalled(cfg.Clients, cfg.Primitives, settled), Events: s.log.lines(), Trace: s.trace,
+		Stalled: s.hist.stalled(cfg.Clients, cfg.Primitives, settled, stopped), Events: s.log.lines(), Trace: s.trace,
 		Digest: s.trace.digest()}
 }
 

@@ -1,0 +1,65 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestStalled checks the liveness bound on made-up histories of the name
+// "do" with clients 0-3, client 3 the one that waits: the faults healed at
+// 0 s and the run stopped at 7 s.
+func TestStalled(t *testing.T) {
+	t0 := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	held := func(c int, from, to time.Duration) hold {
+		return hold{client: c, res: "do", start: at(from), end: at(to)}
+	}
+	// turns returns n holds, each of client 0-2 in turn, back to back
+	// from 0 s.
+	turns := func(n int) []hold {
+		var hs []hold
+		step := 7 * time.Second / time.Duration(n)
+		for i := range n {
+			hs = append(hs, held(i%3, time.Duration(i)*step, time.Duration(i+1)*step))
+		}
+		return hs
+	}
+	for _, tc := range []struct {
+		name    string
+		holds   []hold
+		stalled bool
+	}{
+		{"the waiter's turn came", append(turns(10), held(3, 6*time.Second, 6500*time.Millisecond)), false},
+		{"it held the name as the faults healed", []hold{held(3, -time.Second, 4500*time.Millisecond)}, false},
+		{"three long holders before it, in turn", turns(3), false},
+		{"others turned often, the name never free", turns(turnsBound), false},
+		{"others turned too often", turns(turnsBound + 1), true},
+		{"the name lay free 2 s", []hold{held(0, 0, time.Second), held(1, 3*time.Second, 7*time.Second)}, false},
+		{"the name lay free longer", []hold{held(0, 0, time.Second), held(1, 3001*time.Millisecond, 7*time.Second)}, true},
+		{"free in three gaps", []hold{held(0, 0, time.Second), held(1, 2*time.Second, 3*time.Second), held(2, 4*time.Second, 6*time.Second)}, true},
+		{"overlapping readers cover it", []hold{held(0, 0, 4*time.Second), held(1, 2*time.Second, 5*time.Second), held(2, 3*time.Second, 7*time.Second)}, false},
+		{"a short hold inside a long one", []hold{held(0, 0, 7*time.Second), held(1, time.Second, 2*time.Second)}, false},
+		{"nobody held it", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &history{start: t0, holds: tc.holds}
+			var got []string // client 3's: the others may have waited too
+			for _, s := range h.stalled(4, []string{"do"}, at(0), at(7*time.Second)) {
+				if strings.HasPrefix(s, "client 3's") {
+					got = append(got, s)
+				}
+			}
+			if tc.stalled {
+				assert.Len(t, got, 1)
+				if len(got) == 1 {
+					assert.Contains(t, got[0], "client 3's do held nothing from 0s to 7s")
+				}
+			} else {
+				assert.Empty(t, got)
+			}
+		})
+	}
+}
