@@ -52,9 +52,15 @@ type window interface {
 func work(s *Sim, rng *rand.Rand, w window, res string, count bool) time.Time {
 	v := s.hist.read(res)
 	d := between(rng, 0, 30*time.Millisecond)
-	if rng.Float64() < 0.02 {
+	switch p := rng.Float64(); {
+	case p < 0.02:
 		time.Sleep(s.cfg.TTL + d) // a pause: garbage collection, a stalled VM
-	} else {
+	case p < 0.07:
+		// It uses its lease to the end: it writes less than a millisecond
+		// before Until, where a validity counted too long shows.
+		d = time.Until(w.Until()) - between(rng, 0, time.Millisecond)
+		fallthrough
+	default:
 		select {
 		case <-time.After(d):
 		case <-w.Done():
