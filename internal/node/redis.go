@@ -66,6 +66,12 @@ type Redis struct {
 	// speech.beside), which no refusal of scripts can then split from
 	// the name's scripted calls of the same batch.
 	scriptsRan atomic.Bool
+	// cached is set once the node is known to hold every script (a SCRIPT
+	// LOAD of them all returned), and cleared when it answers NOSCRIPT
+	// (it lost them: a restart, a failover), which loads them all again
+	// (see loadScripts); loading guards that load.
+	cached  atomic.Bool
+	loading atomic.Bool
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -94,6 +100,7 @@ type call struct {
 	// native is set when cmds are the server's own commands (see
 	// native.go), not the operation's script.
 	native bool
+	lane   int
 }
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
@@ -153,7 +160,8 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 		c.finish(op.Decode(nil)) // nothing to send
 		return
 	}
-	if err := n.lanes.put(laneOf(op, n.spread.Add(1)), c); err != nil {
+	c.lane = laneOf(op, n.spread.Add(1))
+	if err := n.lanes.put(c.lane, c); err != nil {
 		c.finish(Reply{Err: err})
 	}
 }
@@ -176,7 +184,24 @@ func (n *Redis) Ping(ctx context.Context) error {
 // loads them).
 func (n *Redis) run(name string) {
 	n.wg.Go(func() { n.probeCaps(name) })
+	n.loadScripts()
+	for range Workers {
+		n.wg.Go(n.work)
+	}
+}
+
+// loadScripts loads every script into the node's cache, on a goroutine
+// of its own (in one round trip, but for a sharded client), unless a load
+// is under way; cached is set when it succeeded. Until then a script may
+// answer NOSCRIPT and run again as EVAL after the batch it came in: a
+// later call of the same name in that batch would overtake it, so send
+// spells such calls out as EVAL (see evalAhead).
+func (n *Redis) loadScripts() {
+	if !n.loading.CompareAndSwap(false, true) {
+		return
+	}
 	n.wg.Go(func() {
+		defer n.loading.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		// Close must not wait out a silent node's timeout. The watcher
@@ -188,14 +213,48 @@ func (n *Redis) run(name string) {
 			case <-ctx.Done():
 			}
 		})
-		for _, s := range scripts.All {
-			if s.Load(ctx, n.client).Err() != nil {
-				return
+		if n.layout.Sharded {
+			// A Cluster's or a Ring's SCRIPT LOAD goes to every shard;
+			// in a pipeline, to one.
+			for _, s := range scripts.All {
+				if s.Load(ctx, n.client).Err() != nil {
+					return
+				}
 			}
+			n.cached.Store(true)
+			return
+		}
+		pipe := n.client.Pipeline()
+		for _, s := range scripts.All {
+			s.Load(ctx, pipe)
+		}
+		if _, err := pipe.Exec(ctx); err == nil {
+			n.cached.Store(true)
 		}
 	})
-	for range Workers {
-		n.wg.Go(n.work)
+}
+
+// evalAhead spells out as EVAL the scripts of every call of batch that a
+// later call of the same name follows (calls of a lane are side by side in
+// a batch, see lanes.take), while the node may lack scripts: an EVALSHA
+// answered NOSCRIPT runs again after its batch, once the later call was
+// applied, and a release would land after the re-lock that followed it
+// (the re-lock refused, then the key deleted). EVAL cannot be refused so.
+func evalAhead(ctx context.Context, batch []*call) {
+	for i, c := range batch[:max(len(batch)-1, 0)] {
+		if c.native {
+			continue
+		}
+		name := LaneOf(c.op)
+		for _, d := range batch[i+1:] {
+			if d.lane != c.lane {
+				break
+			}
+			if LaneOf(d.op) == name {
+				spellOut(ctx, c.cmds)
+				break
+			}
+		}
 	}
 }
 
@@ -235,6 +294,9 @@ func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 		}
 		live = append(live, c)
 		cmds += len(c.cmds)
+	}
+	if len(live) > 1 && !n.cached.Load() {
+		evalAhead(live[0].ctx, live)
 	}
 	if len(live) > 0 {
 		n.roundTrip(pipe, live, cmds)
@@ -316,7 +378,10 @@ func (n *Redis) checkScripts(ctx context.Context, batch []*call) bool {
 		if c.native {
 			continue // no script: nothing to load, nothing refused
 		}
-		reload(ctx, n.client, c.cmds)
+		if reload(ctx, n.client, c.cmds) {
+			n.cached.Store(false)
+			n.loadScripts()
+		}
 		for _, cmd := range c.cmds {
 			if scriptsRefused(cmd.Err()) {
 				n.refuseScripts(cmd.Err())

@@ -50,8 +50,8 @@ func script(ctx context.Context, s *scripts.Script, keys []string, args ...any) 
 // that followed such a script in cmds ran after nothing was written, and
 // would vouch for a write it never waited for: it is sent again after the
 // EVALs, in the same pipeline (one connection, whose last write it waits
-// for), and replaces the first.
-func reload(ctx context.Context, c redis.UniversalClient, cmds []redis.Cmder) {
+// for), and replaces the first. It reports whether there was any.
+func reload(ctx context.Context, c redis.UniversalClient, cmds []redis.Cmder) bool {
 	var pipe redis.Pipeliner
 	wait := -1
 	for i, cmd := range cmds {
@@ -69,13 +69,14 @@ func reload(ctx context.Context, c redis.UniversalClient, cmds []redis.Cmder) {
 		_ = pipe.Process(ctx, eval)
 	}
 	if pipe == nil {
-		return
+		return false
 	}
 	if wait >= 0 {
 		cmds[wait] = redis.NewIntCmd(ctx, cmds[wait].Args()...)
 		_ = pipe.Process(ctx, cmds[wait])
 	}
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	return true
 }
 
 // evalOf returns the EVAL that replaces cmd, an EVALSHA the node answered
@@ -84,6 +85,21 @@ func evalOf(ctx context.Context, cmd redis.Cmder) *redis.Cmd {
 	if cmd.Err() == nil || !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		return nil
 	}
+	return asEval(ctx, cmd)
+}
+
+// spellOut replaces each EVALSHA of cmds, not sent yet, with its EVAL.
+func spellOut(ctx context.Context, cmds []redis.Cmder) {
+	for i, cmd := range cmds {
+		if eval := asEval(ctx, cmd); eval != nil {
+			cmds[i] = eval
+		}
+	}
+}
+
+// asEval returns the EVAL that runs what cmd runs, when cmd is an EVALSHA
+// of one of the scripts; nil otherwise.
+func asEval(ctx context.Context, cmd redis.Cmder) *redis.Cmd {
 	args := cmd.Args()
 	if len(args) < 3 || args[0] != evalsha {
 		return nil
