@@ -193,6 +193,13 @@ func TestNewRefusesAddressWithoutPort(t *testing.T) {
 	_, err := New([]redis.UniversalClient{good, bad})
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	assert.ErrorContains(t, err, `client 1: address "localhost" cannot be dialled`)
+	for _, addr := range []string{"localhost:", "localhost:0", "localhost:abc", "localhost:99999", "localhost:-1"} {
+		bad := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = bad.Close() })
+		_, err := New([]redis.UniversalClient{good, bad})
+		require.ErrorIs(t, err, ErrInvalidArgument, addr)
+		assert.ErrorContains(t, err, fmt.Sprintf("client 1: address %q cannot be dialled: port", addr))
+	}
 	r, err := New([]redis.UniversalClient{good, unix})
 	require.NoError(t, err, "a unix socket has no port")
 	require.NoError(t, r.Close(t.Context()))

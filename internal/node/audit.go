@@ -301,8 +301,13 @@ func CheckAddr(c redis.UniversalClient) error {
 	if o.Addr == FailoverAddr || o.Network != "" && o.Network != "tcp" && !strings.HasPrefix(o.Network, "tcp") {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
+	host, port, err := net.SplitHostPort(o.Addr)
+	if err != nil {
 		return fmt.Errorf("address %q cannot be dialled: %w (write host:port, such as %q)", o.Addr, err, net.JoinHostPort(o.Addr, "6379"))
+	}
+	// A number or a service name in /etc/services: no network I/O.
+	if p, err := net.LookupPort("tcp", port); err != nil || p == 0 {
+		return fmt.Errorf("address %q cannot be dialled: port %q is not a port from 1 to 65535 (write host:port, such as %q)", o.Addr, port, net.JoinHostPort(host, "6379"))
 	}
 	return nil
 }

@@ -36,6 +36,8 @@ type Redis struct {
 	// master names the master a Sentinel-managed client reached (see
 	// sentinel.go); nil for other clients.
 	master *masterName
+	// ring is the client when it is a Ring (see ringWhole); nil otherwise.
+	ring *redis.Ring
 	// dials is what the client's dial hook learns (see dial.go); nil for
 	// a cluster or ring.
 	dials   *dials
@@ -112,6 +114,7 @@ func NewRedis(c redis.UniversalClient) *Redis {
 		stop: make(chan struct{}),
 	}
 	n.lanes.init()
+	n.ring, _ = c.(*redis.Ring)
 	if rc, ok := c.(*redis.Client); ok {
 		n.dials = dialsOf(rc)
 		n.master = n.dials.master
@@ -191,11 +194,11 @@ func (n *Redis) run(name string) {
 }
 
 // loadScripts loads every script into the node's cache, on a goroutine
-// of its own (in one round trip, but for a sharded client), unless a load
-// is under way; cached is set when it succeeded. Until then a script may
-// answer NOSCRIPT and run again as EVAL after the batch it came in: a
-// later call of the same name in that batch would overtake it, so send
-// spells such calls out as EVAL (see evalAhead).
+// of its own, unless a load is under way; cached is set when it
+// succeeded. Until then a script may answer NOSCRIPT and run again as
+// EVAL after the batch it came in: a later call of the same name in that
+// batch would overtake it, so send spells such calls out as EVAL (see
+// evalAhead).
 func (n *Redis) loadScripts() {
 	if !n.loading.CompareAndSwap(false, true) {
 		return
@@ -213,24 +216,15 @@ func (n *Redis) loadScripts() {
 			case <-ctx.Done():
 			}
 		})
-		if n.layout.Sharded {
-			// A Cluster's or a Ring's SCRIPT LOAD goes to every shard;
-			// in a pipeline, to one.
-			for _, s := range scripts.All {
-				if s.Load(ctx, n.client).Err() != nil {
-					return
-				}
-			}
-			n.cached.Store(true)
-			return
-		}
-		pipe := n.client.Pipeline()
+		// One script per round trip: a server compiles each as it loads
+		// it, and other requests wait meanwhile. A Cluster's or a Ring's
+		// SCRIPT LOAD goes to every shard.
 		for _, s := range scripts.All {
-			s.Load(ctx, pipe)
+			if s.Load(ctx, n.client).Err() != nil {
+				return
+			}
 		}
-		if _, err := pipe.Exec(ctx); err == nil {
-			n.cached.Store(true)
-		}
+		n.cached.Store(true)
 	})
 }
 
@@ -295,6 +289,14 @@ func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 		live = append(live, c)
 		cmds += len(c.cmds)
 	}
+	if n.ring != nil && len(live) > 0 {
+		if err := ringWhole(n.ring); err != nil {
+			for _, c := range live {
+				c.finish(Reply{Err: fmt.Errorf("%w: %w", ErrUnsent, err)})
+			}
+			return
+		}
+	}
 	if len(live) > 1 && !n.cached.Load() {
 		evalAhead(live[0].ctx, live)
 	}
@@ -344,7 +346,16 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	// passes (with ContextTimeoutEnabled), and re-dial for the next call:
 	// to a far node, on nearly every call.
 	ctx := batch[0].ctx
+	start := time.Now()
 	at := n.exchange(ctx, pipe, batch, cmds)
+	if n.ring != nil {
+		if err := ringKept(n.ring, start); err != nil {
+			for _, c := range batch {
+				c.finish(Reply{Err: err}) // applied perhaps, on a shard that may not hold the key
+			}
+			return
+		}
+	}
 	refused := n.checkScripts(ctx, batch)
 	var again []*call
 	var open openCalls

@@ -2,9 +2,11 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -126,4 +128,36 @@ func ringAddr(r *redis.Ring) string {
 	}
 	slices.Sort(addrs)
 	return strings.Join(addrs, ",")
+}
+
+// A Ring places a key on a shard by hashing over the shards it believes
+// up, and moves a down shard's keys to the others (after three failed
+// heartbeats). A lock held on the shard that went down is then absent
+// where the Ring now looks for it, and the Ring would grant it again: two
+// clients whose Rings disagree on which shards are up, or one Ring before
+// and after, could hold one name through the same node. A Ring's reply
+// therefore counts only when every shard it was given was up before the
+// call was sent and after its reply came, and the round trip took less
+// than one heartbeat period: a shard's state changes at most once per
+// heartbeat, and from all shards up it can only go down, which the second
+// look sees. A Ring whose shards changed with SetAddrs is not followed.
+
+// ringWhole returns an error unless every shard r was given is up.
+func ringWhole(r *redis.Ring) error {
+	if want, got := len(r.Options().Addrs), r.Len(); got != want {
+		return fmt.Errorf("%d of the ring's %d shards are up: a down shard's keys are looked for on the others, which may not vote for them", got, want)
+	}
+	return nil
+}
+
+// ringKept returns an error unless every shard of r stayed up during a
+// round trip that started at start.
+func ringKept(r *redis.Ring, start time.Time) error {
+	if err := ringWhole(r); err != nil {
+		return fmt.Errorf("during the call, %w", err)
+	}
+	if took, beat := time.Since(start), r.Options().HeartbeatFrequency; took >= beat {
+		return fmt.Errorf("the call took %v, one ring heartbeat (%v) or more: a shard may have gone down and up again, moving keys", took.Round(time.Millisecond), beat)
+	}
+	return nil
 }

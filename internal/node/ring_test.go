@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -78,4 +79,41 @@ func TestShardedBatchWithEmptyCall(t *testing.T) {
 			<-replies
 		}
 	}
+}
+
+// A Ring with a shard down looks for that shard's keys on the others: a
+// lock held there would be granted again. Its node sends nothing then,
+// and answers an unsent error, not a grant; with every shard up again, it
+// grants.
+func TestRingVotesOnlyWhole(t *testing.T) {
+	a, b := miniredis.RunT(t), miniredis.RunT(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()},
+		HeartbeatFrequency: 10 * time.Millisecond, DialTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = ring.Close() })
+	n := node.NewRedis(ring)
+	t.Cleanup(n.Close)
+	// A name on a's shard while both are up.
+	name := ""
+	for i := 0; name == ""; i++ {
+		k := fmt.Sprintf("job:%d", i)
+		require.NoError(t, ring.Set(t.Context(), k, "x", time.Minute).Err())
+		if a.Exists(k) {
+			name = k
+		}
+	}
+	a.Close()
+	require.Eventually(t, func() bool { return ring.Len() == 1 }, 5*time.Second, time.Millisecond, "the ring sees a down")
+
+	rep := callOne(n, &node.Acquire{Key: name, Token: "t1", TTL: time.Minute})
+	require.Error(t, rep.Err)
+	assert.False(t, rep.OK, "granted by the ring with a shard down")
+	assert.ErrorIs(t, rep.Err, node.ErrUnsent)
+	assert.Contains(t, rep.Err.Error(), "1 of the ring's 2 shards are up")
+	assert.False(t, b.Exists(name), "the grant was sent to the shard the key moved to")
+
+	require.NoError(t, a.Restart())
+	require.Eventually(t, func() bool { return ring.Len() == 2 }, 5*time.Second, time.Millisecond, "the ring sees a again")
+	rep = callOne(n, &node.Acquire{Key: name + "x", Token: "t1", TTL: time.Minute})
+	require.NoError(t, rep.Err)
+	assert.True(t, rep.OK)
 }
