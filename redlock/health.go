@@ -22,6 +22,13 @@ type NodeHealth struct {
 	Since time.Time
 	// Err is why the node went down; nil when it is up.
 	Err error
+	// Refused is the node's last refusal of a request for a reason no
+	// retry changes, from the first request it refused so: an error
+	// wrapping [ErrMisconfigured] (a wrong or missing password, a right
+	// its user lacks, a certificate not trusted). Such a node answers, so
+	// it is not Down, but it does not vote for that kind of request. Nil
+	// when none, or once that kind of request succeeded on the node.
+	Refused error
 	// Owed is how many releases wait for the node to answer again.
 	Owed int
 	// Off holds the optional features the node refused ([FeatureQueue],
@@ -61,6 +68,7 @@ func (r *Redlock) Health() []NodeHealth {
 	for i := range out {
 		h := NodeHealth{Index: i, Addr: r.e.Pool.Addr(i)}
 		h.Down, h.Since, h.Owed, h.Err = r.e.Pool.Health(i)
+		h.Refused = r.e.Pool.Refused(i)
 		h.Off = r.e.Features.Of(i)
 		h.Way = r.e.Pool.Way(i).String()
 		h.Caps = NodeCaps(r.e.Pool.Caps(i))

@@ -134,6 +134,19 @@ func TestLockStopsOnWrongPasswords(t *testing.T) {
 		assert.ErrorContains(t, ne, want)
 	}
 	assert.Len(t, NodeErrors(err), 3)
+	// Health says so as Lock returns, before any audit: the nodes answer
+	// (none is down), and refuse.
+	for _, h := range r.Health() {
+		assert.False(t, h.Down, "node %d", h.Index)
+		want := map[int]string{0: "WRONGPASS", 1: "WRONGPASS", 2: "NOAUTH"}[h.Index]
+		if want == "" {
+			assert.NoError(t, h.Refused, "node %d", h.Index)
+			continue
+		}
+		require.ErrorIs(t, h.Refused, ErrMisconfigured, "node %d", h.Index)
+		assert.ErrorContains(t, h.Refused, want, "node %d", h.Index)
+		assert.Nil(t, h.Audit, "node %d: no audit ran yet", h.Index)
+	}
 	require.Eventually(t, func() bool { return len(r.e.IDs.Reg.Missing()) == 0 }, 5*time.Second, time.Millisecond,
 		"every node was asked who it is")
 	for _, h := range r.Health() {

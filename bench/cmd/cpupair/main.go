@@ -16,7 +16,7 @@
 // Each run resets the servers' statistics (CONFIG RESETSTAT) and reads,
 // around the benchmark process: the servers' CPU from /proc/PID/stat, the
 // benchmark process's own CPU from its rusage (set-up included), and node
-// 1's INFO commandstats. Only loopback is used; every server started is
+// 0's INFO commandstats. Only loopback is used; every server started is
 // stopped by its PID at the end.
 package main
 
@@ -101,7 +101,7 @@ func run() error {
 				continue
 			}
 			builds[i].runs = append(builds[i].runs, m)
-			fmt.Fprintf(os.Stderr, "round %d %s: client %.1f µs, servers %.1f µs, node 1 %.1f µs per op; %s\n",
+			fmt.Fprintf(os.Stderr, "round %d %s: client %.1f µs, servers %.1f µs, node 0 %.1f µs per op; %s\n",
 				r, builds[i].rev, m.client, m.servers, m.nodeTotal(), strings.Join(m.lines, "; "))
 		}
 	}
@@ -268,7 +268,7 @@ type measurement struct {
 	wall            float64            // ns/op as the benchmark reports it, in µs
 	allocs          float64            // allocs/op
 	metrics         map[string]float64 // the benchmark's own metrics, by unit
-	calls, usec     map[string]float64 // node 1's commandstats, per command
+	calls, usec     map[string]float64 // node 0's commandstats, per command
 	lines           []string
 }
 

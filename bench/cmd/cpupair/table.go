@@ -49,8 +49,8 @@ func table(builds []build) string {
 	row(fmt.Sprintf("%d servers' CPU, µs", *nodes), func(m measurement) float64 { return m.servers })
 	// A script's own commands count in its EVALSHA's time and again
 	// under their own names, as INFO commandstats reports them.
-	row("node 1 command time, µs (all commands)", func(m measurement) float64 { return m.nodeTotal() })
-	row("node 1 calls", func(m measurement) float64 {
+	row("node 0 command time, µs (all commands)", func(m measurement) float64 { return m.nodeTotal() })
+	row("node 0 calls", func(m measurement) float64 {
 		t := 0.0
 		for _, c := range m.calls {
 			t += c
@@ -73,14 +73,14 @@ func table(builds []build) string {
 		if !frequent(builds, c) {
 			continue // set-up: HELLO, SCRIPT LOAD, CONFIG RESETSTAT, INFO
 		}
-		row("node 1 "+strings.ToUpper(c)+": calls", func(m measurement) float64 { return m.calls[c] })
-		row("node 1 "+strings.ToUpper(c)+": µs per call", func(m measurement) float64 {
+		row("node 0 "+strings.ToUpper(c)+": calls", func(m measurement) float64 { return m.calls[c] })
+		row("node 0 "+strings.ToUpper(c)+": µs per call", func(m measurement) float64 {
 			if m.calls[c] == 0 {
 				return 0
 			}
 			return m.usec[c] / m.calls[c]
 		})
-		row("node 1 "+strings.ToUpper(c)+": µs", func(m measurement) float64 { return m.usec[c] })
+		row("node 0 "+strings.ToUpper(c)+": µs", func(m measurement) float64 { return m.usec[c] })
 	}
 	return b.String()
 }

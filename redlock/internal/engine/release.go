@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -138,7 +140,13 @@ func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) error {
 	if ctxErr == nil && t.Won() {
 		return nil
 	}
-	err := e.failLapse("extension", fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.Yes, t.N, t.Majority), ctxErr, t)
+	reason := fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.Yes, t.N, t.Majority)
+	if gone := t.RefusedNodes(); len(gone) > 0 {
+		// Those nodes answered, and no longer hold the token: not a
+		// failure of theirs, so no node error says it.
+		reason += fmt.Sprintf("; the token is gone from %s: its key expired there, or another client deleted it (a forced unlock)", nodeList(gone))
+	}
+	err := e.failLapse("extension", reason, ctxErr, t)
 	if t.LostForGood() {
 		// So many nodes answered that the token is gone (N-Q+1 of them, a
 		// quorum only for odd N) that no quorum can hold it. Extend never
@@ -184,4 +192,16 @@ func (e *Engine) Orphans(nodes []int, name, token string, timeout time.Duration)
 		defer e.WG.Done()
 		e.sendQueue(ops, timeout)
 	}()
+}
+
+// nodeList names nodes by their index: "node 2", "nodes 0, 1 and 3".
+func nodeList(nodes []int) string {
+	if len(nodes) == 1 {
+		return fmt.Sprintf("node %d", nodes[0])
+	}
+	parts := make([]string, len(nodes))
+	for k, i := range nodes {
+		parts[k] = strconv.Itoa(i)
+	}
+	return "nodes " + strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }

@@ -32,6 +32,11 @@ type nodeState struct {
 	repairing bool      // the repair goroutine runs
 	probes    int       // probes in flight
 	owed      []owedRelease
+	// refused is the last refusal for a reason no retry changes
+	// (node.ErrMisconfigured), by an operation of kind refusedBy; nil
+	// once that kind of operation succeeded again.
+	refused   error
+	refusedBy string
 }
 
 // owedRelease is a release the node has not received yet.

@@ -140,14 +140,14 @@ func (p *Pool) Send(ctx context.Context, i int, timeout time.Duration, op node.O
 		// Apart from the reported one below, so that its closure holds no
 		// more than without a report.
 		p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-			done.receive(p.clocked(i, now, op, p.received(i, rep)))
+			done.receive(p.clocked(i, now, op, p.received(i, op, rep)))
 			p.WG.Done()
 		})
 		return
 	}
 	w := watchAfter(ctx, &p.WG, p, i, now, timeout, report)
 	p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-		rep = p.clocked(i, now, op, p.received(i, rep))
+		rep = p.clocked(i, now, op, p.received(i, op, rep))
 		w.replied(rep, p.now().After(sendBy))
 		done.receive(rep)
 		p.WG.Done()
@@ -189,14 +189,33 @@ func (p *Pool) noticeSilence(i int, now time.Time, timeout time.Duration) {
 
 // received learns from a reply that came in from node i, and returns it
 // with its error as operations see it.
-func (p *Pool) received(i int, rep node.Reply) node.Reply {
+func (p *Pool) received(i int, op node.Op, rep node.Reply) node.Reply {
 	s := p.states[i]
 	s.mu.Lock()
 	s.inflight--
 	s.mu.Unlock()
 	p.observe(i, rep.Err)
 	rep.Err = node.Classify(node.ClientErr(rep.Err))
+	s.mu.Lock()
+	switch {
+	case errors.Is(rep.Err, node.ErrMisconfigured):
+		s.refused, s.refusedBy = rep.Err, op.Name()
+	case rep.Err == nil && s.refused != nil && s.refusedBy == op.Name():
+		s.refused, s.refusedBy = nil, ""
+	}
+	s.mu.Unlock()
 	return rep
+}
+
+// Refused returns node i's last refusal of a request for a reason no retry
+// changes (an error wrapping node.ErrMisconfigured: a wrong password, a
+// missing right, a certificate not trusted), from the first request it
+// refused so; nil when none, or once the same kind of request succeeded.
+func (p *Pool) Refused(i int) error {
+	s := p.states[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // observe learns from a request's outcome: an answer proves the node

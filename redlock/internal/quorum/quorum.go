@@ -127,11 +127,17 @@ func (t *Tally) decided() bool { return t.Won() || t.lost() }
 // error, that they do not hold what was asked) that no quorum can hold it.
 func (t *Tally) LostForGood() bool { return t.refused > t.N-t.Majority }
 
+// RefusedNodes returns the nodes that answered no, without error.
+func (t *Tally) RefusedNodes() []int { return t.nodes(refused) }
+
 // GrantedNodes returns the nodes that granted.
-func (t *Tally) GrantedNodes() []int {
+func (t *Tally) GrantedNodes() []int { return t.nodes(Granted) }
+
+// nodes returns the nodes whose answer is a.
+func (t *Tally) nodes(a answer) []int {
 	var out []int
-	for i, a := range t.Answers {
-		if a == Granted {
+	for i, got := range t.Answers {
+		if got == a {
 			out = append(out, i)
 		}
 	}

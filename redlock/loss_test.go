@@ -1,0 +1,31 @@
+package redlock_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// A lease ended by another client's delete (an operator's ForceUnlock)
+// says so: the extension names the nodes that answered without the token,
+// which no node error does (they answered). Extend decides once no
+// quorum can hold the token: two or three nodes are named.
+func TestLostLeaseNamesTheNodesWithoutToken(t *testing.T) {
+	addrs, stop := servers(3)
+	defer stop()
+	rl, done := newRedlock(addrs)
+	defer done()
+	ctx := t.Context()
+	m, err := rl.NewMutex("forced")
+	require.NoError(t, err)
+	require.NoError(t, m.Lock(ctx))
+	_, err = rl.ForceUnlock(ctx, "forced")
+	require.NoError(t, err)
+	err = m.Extend(ctx)
+	require.ErrorIs(t, err, redlock.ErrLockLost)
+	assert.Regexp(t, `extended on 0 of 3 nodes, quorum 2; the token is gone from nodes [0-2](, [0-2])? and [0-2]: its key expired there, or another client deleted it \(a forced unlock\)`, err.Error())
+	assert.Empty(t, redlock.NodeErrors(err), "the nodes answered")
+}
