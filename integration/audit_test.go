@@ -134,6 +134,15 @@ func TestAuditReplica(t *testing.T) {
 	assert.Equal(t, 1, master.Replicas)
 	acked := auditOf(t, clientsOf(t, nil, c.Addr(0)), redlock.WithNodeTimeout(2*time.Second), redlock.WithReplicaAck(1, time.Second))[0]
 	assert.Empty(t, findings(&acked), "%v", acked.Findings)
+	// redlock doctor judges the same, told the replicas the clients wait for.
+	cli := cliRunner{bin: buildCLI(t), nodes: "redis://" + c.Addr(0)}
+	code, out, stderr := cli.run(t, "doctor")
+	assert.Equal(t, 1, code, "%s%s", out, stderr)
+	assert.Contains(t, out, c.Addr(0)+": unsafe replication")
+	code, out, stderr = cli.run(t, "doctor", "--replica-ack", "1")
+	t.Logf("redlock doctor --replica-ack 1, exit %d:\n%s%s", code, out, stderr)
+	assert.Equal(t, 0, code)
+	assert.NotContains(t, out, "unsafe")
 	replica := auditOf(t, clientsOf(t, nil, c.Addr(1)))[0]
 	assert.Equal(t, []string{"degraded replication"}, findings(&replica), "%v", replica.Findings)
 	assert.Equal(t, "replica", replica.Role)
@@ -392,6 +401,13 @@ func TestDoctor(t *testing.T) {
 	t.Logf("redlock doctor (good set), exit %d:\n%s%s", code, out, stderr)
 	assert.Equal(t, 0, code)
 	assert.Equal(t, 3, strings.Count(out, " ok\n"), "every node ok")
+
+	// Clients that delay a restarted node's votes need no persistence.
+	cli = cliRunner{bin: bin, nodes: urls(bad.Addr(1))}
+	code, out, stderr = cli.run(t, "doctor", "--restart-delay", "30s")
+	t.Logf("redlock doctor --restart-delay 30s (appendonly no), exit %d:\n%s%s", code, out, stderr)
+	assert.Equal(t, 0, code)
+	assert.NotContains(t, out, "unsafe")
 
 	cli = cliRunner{bin: bin, nodes: urls(bad.Addr(0), bad.Addr(1), bad.Addr(2), addr(closed[0]))}
 	code, out, stderr = cli.run(t, "doctor")

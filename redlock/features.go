@@ -1,7 +1,5 @@
 package redlock
 
-import "github.com/redlock-go/redlock/redlock/internal/engine"
-
 // Optional features: what a node may refuse without the lock failing. A
 // least-privilege ACL user may lack the waiters' queue (ZADD, ZREM,
 // ZPOPMIN), the channels (SUBSCRIBE, PUBLISH) or INFO. The lock works
@@ -15,17 +13,17 @@ const (
 	// FeatureQueue is the waiters' queue kept on the node (ZADD, ZREM,
 	// ZPOPMIN on name + ":redlock:waiters"): without it, waiters do not
 	// take turns on that node.
-	FeatureQueue = engine.FeatureQueue
+	FeatureQueue = "queue"
 	// FeatureIdentify is INFO, which names the server behind the node:
 	// without it, two clients of one server are not found out, and a
 	// release go-redis resent after losing its reply counts as not held.
-	FeatureIdentify = engine.FeatureIdentify
+	FeatureIdentify = "identify"
 	// FeatureScripts is Lua scripting (EVALSHA, EVAL): a node that refuses
 	// it is spoken to without scripts from then on (see [NodeHealth.Way]
 	// and [WithoutScripts]): a Mutex works in full, semaphores,
 	// reader-writer and multi-name locks are refused there.
-	FeatureScripts = engine.FeatureScripts
+	FeatureScripts = "scripts"
 	// FeatureClock is TIME, read with every vote for the clock guard (see
 	// [WithClockTolerance]): without it, the node's clock is not checked.
-	FeatureClock = engine.FeatureClock
+	FeatureClock = "clock"
 )

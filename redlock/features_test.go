@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/internal/quorum"
 )
 
 // A release or an extension that nodes refuse for good (a missing ACL
@@ -74,4 +76,14 @@ func TestQueueOffOnceInHealthAndObserver(t *testing.T) {
 	}
 	assert.Len(t, reports, 1, "reported once: %v", reports)
 	assert.Equal(t, 1, fs[2].Count("queue"), "no queue change sent after the refusal")
+}
+
+// The facade's constants spell out their values (go doc shows them), and
+// are the internal packages' own.
+func TestFacadeConstantsAreTheEngines(t *testing.T) {
+	assert.Equal(t, engine.FeatureQueue, FeatureQueue)
+	assert.Equal(t, engine.FeatureIdentify, FeatureIdentify)
+	assert.Equal(t, engine.FeatureScripts, FeatureScripts)
+	assert.Equal(t, engine.FeatureClock, FeatureClock)
+	assert.Equal(t, quorum.DefaultClockTolerance, DefaultClockTolerance)
 }

@@ -363,7 +363,7 @@ func WithSafeQuorum() Option {
 
 // DefaultClockTolerance is how far a node's clock may be from this
 // process's, or move against it between two replies, and still vote.
-const DefaultClockTolerance = quorum.DefaultClockTolerance
+const DefaultClockTolerance = time.Second
 
 // WithClockTolerance sets how far a node's clock may be from this
 // process's wall clock, or move against its monotonic clock between two

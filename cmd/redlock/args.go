@@ -26,19 +26,20 @@ const (
 
 // invocation is a parsed command line.
 type invocation struct {
-	cmd     string // "run", "status", "unlock", "doctor" or "help"
-	topic   string // help: the subcommand asked about ("" for the overview)
-	nodes   []*redis.Options
-	addrs   []string // the node URLs with passwords redacted, for messages
-	name    string
-	ttl     time.Duration
-	wait    time.Duration
-	fencing bool
-	permits int  // run --permits: a semaphore of that many permits; 0 for a lock
-	read    bool // run --read: a read lock of a reader-writer lock
-	json    bool
-	restart time.Duration // doctor --restart-delay: judge as a Redlock given WithRestartDelay
-	argv    []string      // run: the command and its arguments
+	cmd      string // "run", "status", "unlock", "doctor" or "help"
+	topic    string // help: the subcommand asked about ("" for the overview)
+	nodes    []*redis.Options
+	addrs    []string // the node URLs with passwords redacted, for messages
+	name     string
+	ttl      time.Duration
+	wait     time.Duration
+	fencing  bool
+	permits  int  // run --permits: a semaphore of that many permits; 0 for a lock
+	read     bool // run --read: a read lock of a reader-writer lock
+	json     bool
+	restart  time.Duration // doctor --restart-delay: judge as a Redlock given WithRestartDelay
+	replicas int           // doctor --replica-ack: judge as a Redlock given WithReplicaAck
+	argv     []string      // run: the command and its arguments
 }
 
 // usageError is a command line that cannot be run: exit 64.
@@ -134,6 +135,7 @@ func newFlagSet(inv *invocation) (fs *flag.FlagSet, nodes *string, force *bool) 
 	case "doctor":
 		fs.BoolVar(&inv.json, "json", false, "")
 		fs.DurationVar(&inv.restart, "restart-delay", 0, "")
+		fs.IntVar(&inv.replicas, "replica-ack", 0, "")
 	case "unlock":
 		fs.BoolVar(force, "force", false, "")
 	}
@@ -155,6 +157,9 @@ func parseOperands(inv *invocation, args []string) error {
 	}
 	if inv.restart != 0 && inv.restart < 2*opNodeTimeout {
 		return usagef("doctor: --restart-delay must be 0 or at least %v, got %v", 2*opNodeTimeout, inv.restart)
+	}
+	if inv.replicas < 0 {
+		return usagef("doctor: --replica-ack must be 0 or more replicas, got %d", inv.replicas)
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ func TestUsageErrors(t *testing.T) {
 		{"no name", []string{"run"}, withNodes, "no lock name"},
 		{"doctor with a name", []string{"doctor", "job"}, withNodes, "doctor takes no lock name"},
 		{"doctor with a short restart delay", []string{"doctor", "--restart-delay", "1s"}, withNodes, "--restart-delay must be 0 or at least 2s"},
+		{"doctor with fewer than no replicas", []string{"doctor", "--replica-ack", "-1"}, withNodes, "--replica-ack must be 0 or more replicas, got -1"},
 		{"doctor without nodes", []string{"doctor"}, env(nil), "no nodes"},
 		{"only a name after --", []string{"run", "--", "true"}, withNodes, "no command"},
 		{"empty name", []string{"status", ""}, withNodes, "empty lock name"},

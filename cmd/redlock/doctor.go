@@ -53,6 +53,9 @@ func doctor(inv *invocation, stdout, stderr io.Writer) int {
 	if inv.restart > 0 { // the TTL may not exceed the delay
 		opts = append(opts, redlock.WithTTL(min(inv.restart, defaultTTL)), redlock.WithRestartDelay(inv.restart))
 	}
+	if inv.replicas > 0 { // the timeout is not judged: any below the node timeout
+		opts = append(opts, redlock.WithReplicaAck(inv.replicas, opNodeTimeout/2))
+	}
 	rl, closeAll, err := connect(inv, opts...)
 	if err != nil {
 		return connectFailed(stderr, "doctor", err)

@@ -9,7 +9,7 @@ Usage:
   redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing | --read | --permits K] NAME -- COMMAND [ARGS...]
   redlock status [--nodes URLS] [--json] NAME
   redlock unlock --force [--nodes URLS] NAME
-  redlock doctor [--nodes URLS] [--json] [--restart-delay D]
+  redlock doctor [--nodes URLS] [--json] [--restart-delay D] [--replica-ack N]
   redlock help [SUBCOMMAND]
 
 Nodes: --nodes takes comma-separated redis:// or rediss:// URLs, one per
@@ -169,7 +169,7 @@ its TTL passes); 64 for usage errors; 70 when nothing could be asked.
 Example:
   redlock unlock --force deploy:shop
 `,
-	"doctor": `Usage: redlock doctor [--nodes URLS] [--json] [--restart-delay D]
+	"doctor": `Usage: redlock doctor [--nodes URLS] [--json] [--restart-delay D] [--replica-ack N]
 
 Audits every node, changing nothing (INFO, CONFIG GET, TIME, ACL WHOAMI and
 ACL DRYRUN where permitted), and prints one row per node: server and version,
@@ -184,14 +184,17 @@ it refuses this client), unsafe (it can lose a held lock: eviction, no
 persistence, replicas not waited for) or unreachable. Then one line per
 finding beyond the server's version, saying what it risks and how to fix it;
 docs/DEPLOYMENTS.md explains each. Findings are judged as for a Redlock with
-the library's defaults: no replica acknowledgement, a clock tolerance of 1s,
-and no restart delay unless --restart-delay gives the one your clients use
-(a node without persistence is then not unsafe).
+the library's defaults: a clock tolerance of 1s, no restart delay unless
+--restart-delay gives the one your clients use (a node without persistence
+is then not unsafe), and no replica acknowledgement unless --replica-ack
+gives the replicas your clients wait for (a master with that many replicas
+is then not unsafe).
 
 Flags:
   --nodes URLS         comma-separated redis:// or rediss:// URLs (default: $REDLOCK_NODES)
   --json               print a JSON array, one object per node, instead
   --restart-delay D    judge as clients given WithRestartDelay(D) (0 or at least 2s)
+  --replica-ack N      judge as clients given WithReplicaAck(N, ...) (not for Cluster nodes)
 
 Exit status: 0 when no node is unsafe or unreachable (degraded nodes
 included); 1 when one is, so that it can gate a deployment; 64 for usage

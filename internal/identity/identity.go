@@ -17,24 +17,21 @@ import (
 // Registry is what is known of the nodes' identities. It is safe for
 // concurrent use.
 type Registry struct {
-	quorum  int
 	settled chan struct{} // closed by Settle's first call
 
-	mu     sync.Mutex
-	begun  bool
-	isSet  bool
-	ids    [][]string  // per node, nil until it answered
-	since  []time.Time // per node, when the question that learned ids was sent
-	known  int         // nodes that answered
-	err    error       // two nodes share a server
-	enough chan struct{}
+	mu    sync.Mutex
+	begun bool
+	isSet bool
+	ids   [][]string  // per node, nil until it answered
+	since []time.Time // per node, when the question that learned ids was sent
+	err   error       // two nodes share a server
 }
 
-// New returns a registry for n nodes, of which quorum make a majority.
-func New(n, quorum int) *Registry {
+// New returns a registry for n nodes.
+func New(n int) *Registry {
 	return &Registry{
-		quorum: quorum, settled: make(chan struct{}), enough: make(chan struct{}),
-		ids: make([][]string, n), since: make([]time.Time, n),
+		settled: make(chan struct{}),
+		ids:     make([][]string, n), since: make([]time.Time, n),
 	}
 }
 
@@ -72,9 +69,6 @@ func (r *Registry) Settle() {
 // Settled is closed once the first wait for identities is over.
 func (r *Registry) Settled() <-chan struct{} { return r.settled }
 
-// Enough is closed once a quorum of nodes has answered.
-func (r *Registry) Enough() <-chan struct{} { return r.enough }
-
 // Missing returns the nodes that have not answered yet.
 func (r *Registry) Missing() []int {
 	r.mu.Lock()
@@ -101,20 +95,13 @@ type Answer struct {
 func (r *Registry) Record(i int, a Answer, sent time.Time, names func(int) string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fresh := r.ids[i] == nil
 	switch {
 	case a.Unknown:
-		if fresh {
+		if r.ids[i] == nil {
 			r.ids[i] = []string{}
 		}
 	case !slices.Equal(r.ids[i], a.IDs):
 		r.ids[i], r.since[i] = a.IDs, sent
-	}
-	if fresh && r.ids[i] != nil {
-		r.known++
-		if r.known == r.quorum {
-			close(r.enough)
-		}
 	}
 	if r.err == nil {
 		r.err = r.sameServers(names)

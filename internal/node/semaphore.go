@@ -39,12 +39,6 @@ type SemGrant struct {
 	Holders int
 }
 
-// SemGrantOf returns what rep, a SemAcquire's reply, says beyond OK.
-func SemGrantOf(rep Reply) SemGrant {
-	g, _ := rep.Value.(SemGrant)
-	return g
-}
-
 // Name implements Op.
 func (*SemAcquire) Name() string { return "semaphore acquire" }
 

@@ -63,7 +63,7 @@ type identifier struct {
 }
 
 func newIdentifier(p *quorum.Pool, now quorum.Clock, off func(int, string, error)) *identifier {
-	id := &identifier{pool: p, Reg: identity.New(p.Size(), quorum.Majority(p.Size())), now: now, off: off, done: make(chan struct{})}
+	id := &identifier{pool: p, Reg: identity.New(p.Size()), now: now, off: off, done: make(chan struct{})}
 	id.life, id.kill = context.WithCancel(context.Background())
 	return id
 }
