@@ -77,7 +77,7 @@ bench-availability:
 	cd bench && REDLOCK_FAKETIME=skip ../scripts/with-redis-env.sh $(GO) run . -availability -out ../docs
 
 ## bench-cpu: CPU per lock+unlock pair (the client's, the servers', and
-## node 1's command time per command) of the builds of CPU_REVS side by
+## node 0's command time per command) of the builds of CPU_REVS side by
 ## side ("." is the working tree), on redis-server processes it starts on
 ## loopback; CPU_BENCH lists BenchmarkPair's runs (IMPL/GOROUTINES, or
 ## -test.bench patterns), CPU_FLAGS adds flags (see bench/cmd/cpupair), e.g.

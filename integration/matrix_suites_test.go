@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +140,47 @@ func matrixWithoutScripts(t *testing.T, s *Servers, row serverRow) {
 		require.NoError(t, err)
 		assert.Zero(t, n, "node %d: nothing written by the refused primitives", i)
 	}
+}
+
+// matrixWithoutLua: a server whose Lua engine is a module (Valkey 9)
+// runs without it once unloaded, and answers EVALSHA with NOSCRIPT and the
+// EVAL that follows with "Could not find scripting engine": the Mutex
+// works, spoken to as by a user refused scripts, under contention too, and
+// the primitives that need scripts are refused at once. Servers whose Lua
+// is built in have nothing to unload.
+func matrixWithoutLua(t *testing.T, s *Servers, row serverRow) {
+	t.Helper()
+	ctx := timeout(t, time.Minute)
+	admin := inspector(t, s)
+	mods, err := admin[0].Do(ctx, "module", "list").Slice()
+	require.NoError(t, err)
+	hasLua := strings.Contains(fmt.Sprint(mods), "lua")
+	require.Equal(t, strings.HasPrefix(row.launcher, "valkey-9"), hasLua, "%s lists its modules: %v", row.launcher, mods)
+	if !hasLua {
+		return
+	}
+	for i, a := range admin {
+		require.NoError(t, a.Do(ctx, "module", "unload", "lua").Err(), "node %d", i)
+		require.ErrorContains(t, a.Eval(ctx, "return 1", nil).Err(), "Could not find scripting engine", "node %d", i)
+	}
+	safetyWorkload(t, allClients(s, nil), "matrix:nolua", plainKind)
+
+	rl := redlockOver(t, s.Clients(nil))
+	m := newMutex(t, rl, "matrix:nolua", redlock.WithReentrant())
+	require.NoError(t, m.Lock(ctx))
+	require.NoError(t, m.Extend(ctx))
+	require.NoError(t, m.Unlock(ctx))
+	requireOffEverywhere(t, rl, redlock.FeatureScripts)
+	for _, h := range rl.Health() {
+		assert.Equal(t, row.withoutScripts, h.Way, "node %d: the way without scripts (the table's)", h.Index)
+		assert.ErrorContains(t, h.Off[redlock.FeatureScripts], "Could not find scripting engine", "node %d", h.Index)
+	}
+	sem, err := rl.NewSemaphore("matrix:nolua:sem", 2)
+	require.NoError(t, err)
+	start := time.Now()
+	err = sem.Acquire(ctx)
+	requireMisconfigured(t, err, time.Since(start), time.Second)
+	assert.ErrorContains(t, err, "refuses Lua scripts")
 }
 
 // matrixClock: the clock guard reads each node's TIME with its votes and

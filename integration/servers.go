@@ -199,7 +199,8 @@ func (s *Servers) start(i int) error {
 		return fmt.Errorf("integration: %w", err)
 	}
 	defer func() { _ = log.Close() }() // the child has its own descriptor
-	args := serverArgs(s.ports[i], "--dir", s.dir, "--dbfilename", fmt.Sprintf("dump-%d.rdb", i))
+	// MODULE from loopback: the matrix unloads a Valkey 9's Lua engine.
+	args := serverArgs(s.ports[i], "--dir", s.dir, "--dbfilename", fmt.Sprintf("dump-%d.rdb", i), "--enable-module-command", "local")
 	cmd := exec.Command(s.launcher.Path, args...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = log, log
