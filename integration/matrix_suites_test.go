@@ -102,18 +102,7 @@ func matrixWithoutScripts(t *testing.T, s *Servers, row serverRow) {
 
 	ctx := timeout(t, time.Minute)
 	rl := redlockOver(t, users(0))
-	m := newMutex(t, rl, "matrix:noscripts", redlock.WithReentrant())
-	require.NoError(t, m.Lock(ctx))
-	require.NoError(t, m.Extend(ctx))
-	require.NoError(t, m.Unlock(ctx))
-	// Lock, Extend and Unlock return at a quorum: the last node may
-	// refuse its first script, and switch, after them.
-	requireOffEverywhere(t, rl, redlock.FeatureScripts)
-	for _, h := range rl.Health() {
-		assert.Equal(t, row.withoutScripts, h.Way, "node %d: the way without scripts (the table's)", h.Index)
-		require.Contains(t, h.Off, redlock.FeatureScripts, "node %d", h.Index)
-		assert.ErrorContains(t, h.Off[redlock.FeatureScripts], "NOPERM", "node %d", h.Index)
-	}
+	requireSpokenWithoutScripts(ctx, t, rl, row, "NOPERM")
 	audits, err := rl.Audit(ctx)
 	require.NoError(t, err)
 	for _, a := range audits {
@@ -142,6 +131,25 @@ func matrixWithoutScripts(t *testing.T, s *Servers, row serverRow) {
 	}
 }
 
+// requireSpokenWithoutScripts checks that rl's nodes, which refuse
+// scripts for cause, take a reentrant lock, extend and release it, and are
+// then spoken to the way the table of servers says.
+func requireSpokenWithoutScripts(ctx context.Context, t *testing.T, rl *redlock.Redlock, row serverRow, cause string) {
+	t.Helper()
+	m := newMutex(t, rl, "matrix:without:"+cause, redlock.WithReentrant())
+	require.NoError(t, m.Lock(ctx))
+	require.NoError(t, m.Extend(ctx))
+	require.NoError(t, m.Unlock(ctx))
+	// Lock, Extend and Unlock return at a quorum: the last node may
+	// refuse its first script, and switch, after them.
+	requireOffEverywhere(t, rl, redlock.FeatureScripts)
+	for _, h := range rl.Health() {
+		assert.Equal(t, row.withoutScripts, h.Way, "node %d: the way without scripts (the table's)", h.Index)
+		require.Contains(t, h.Off, redlock.FeatureScripts, "node %d", h.Index)
+		assert.ErrorContains(t, h.Off[redlock.FeatureScripts], cause, "node %d", h.Index)
+	}
+}
+
 // matrixWithoutLua: a server whose Lua engine is a module (Valkey 9)
 // runs without it once unloaded, and answers EVALSHA with NOSCRIPT and the
 // EVAL that follows with "Could not find scripting engine": the Mutex
@@ -166,15 +174,7 @@ func matrixWithoutLua(t *testing.T, s *Servers, row serverRow) {
 	safetyWorkload(t, allClients(s, nil), "matrix:nolua", plainKind)
 
 	rl := redlockOver(t, s.Clients(nil))
-	m := newMutex(t, rl, "matrix:nolua", redlock.WithReentrant())
-	require.NoError(t, m.Lock(ctx))
-	require.NoError(t, m.Extend(ctx))
-	require.NoError(t, m.Unlock(ctx))
-	requireOffEverywhere(t, rl, redlock.FeatureScripts)
-	for _, h := range rl.Health() {
-		assert.Equal(t, row.withoutScripts, h.Way, "node %d: the way without scripts (the table's)", h.Index)
-		assert.ErrorContains(t, h.Off[redlock.FeatureScripts], "Could not find scripting engine", "node %d", h.Index)
-	}
+	requireSpokenWithoutScripts(ctx, t, rl, row, "Could not find scripting engine")
 	sem, err := rl.NewSemaphore("matrix:nolua:sem", 2)
 	require.NoError(t, err)
 	start := time.Now()
