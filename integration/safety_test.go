@@ -248,16 +248,20 @@ func TestSafetyCluster(t *testing.T) {
 func TestSafetySentinel(t *testing.T) {
 	t.Parallel()
 	s := startSentinel(t, 3)
-	safetyWorkload(t, func(i int) []redis.UniversalClient {
-		if i%2 == 0 {
-			return s.Clients(nil)
+	over := func(protocol int) nodesOf {
+		return func(i int) []redis.UniversalClient {
+			if i%2 == 0 {
+				return s.Clients(&redis.FailoverOptions{Protocol: protocol})
+			}
+			clients := make([]redis.UniversalClient, s.Len())
+			for j := range clients {
+				clients[j] = redis.NewUniversalClient(&redis.UniversalOptions{MasterName: s.MasterName(j), Addrs: s.SentinelAddrs(), Protocol: protocol})
+			}
+			return clients
 		}
-		clients := make([]redis.UniversalClient, s.Len())
-		for j := range clients {
-			clients[j] = redis.NewUniversalClient(&redis.UniversalOptions{MasterName: s.MasterName(j), Addrs: s.SentinelAddrs()})
-		}
-		return clients
-	}, "safety:sentinel", plainKind)
+	}
+	eachKind(t, over(0), "safety:sentinel")
+	t.Run("RESP2", func(t *testing.T) { safetyWorkload(t, over(2), "safety:sentinel:resp2", plainKind) })
 }
 
 // TestSafetyRing runs the workload with go-redis Rings of two plain
@@ -285,9 +289,11 @@ func TestSafetyRing(t *testing.T) {
 	t.Run("one Ring and two servers", func(t *testing.T) {
 		safetyWorkload(t, mixed, "safety:ring:mixed", plainKind)
 	})
-	t.Run("one Ring and two servers, polling", func(t *testing.T) {
-		safetyWorkload(t, mixed, "safety:ring:mixed/polling", pollingKind)
-	})
+	for _, kind := range lockKinds[1:] { // fenced, reentrant, polling
+		t.Run("one Ring and two servers, "+kind.name, func(t *testing.T) {
+			safetyWorkload(t, mixed, "safety:ring:mixed/"+kind.name, kind)
+		})
+	}
 	t.Run("three Rings", func(t *testing.T) {
 		safetyWorkload(t, func(int) []redis.UniversalClient {
 			return []redis.UniversalClient{ring(addrs[0], addrs[1]), ring(addrs[2], addrs[3]), ring(addrs[4], addrs[5])}
@@ -299,13 +305,17 @@ func TestSafetyRing(t *testing.T) {
 func TestSafetyTLS(t *testing.T) {
 	t.Parallel()
 	tn := startTLS(t, 3)
-	safetyWorkload(t, func(int) []redis.UniversalClient {
-		clients := make([]redis.UniversalClient, len(tn))
-		for i, n := range tn {
-			clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr(), TLSConfig: n.ClientTLS()})
+	over := func(protocol int) nodesOf {
+		return func(int) []redis.UniversalClient {
+			clients := make([]redis.UniversalClient, len(tn))
+			for i, n := range tn {
+				clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr(), TLSConfig: n.ClientTLS(), Protocol: protocol})
+			}
+			return clients
 		}
-		return clients
-	}, "safety:tls", plainKind)
+	}
+	eachKind(t, over(0), "safety:tls")
+	t.Run("RESP2", func(t *testing.T) { safetyWorkload(t, over(2), "safety:tls:resp2", plainKind) })
 }
 
 // TestSafetyACL runs the workload on three nodes as the user of each ACL
@@ -327,7 +337,7 @@ func TestSafetyACL(t *testing.T) {
 			args[i] = f
 		}
 		setUser(t, ctx, admin, args)
-		safetyWorkload(t, as(fields[2], strings.TrimPrefix(fields[4], ">")), "locks:safety:full", plainKind)
+		eachKind(t, as(fields[2], strings.TrimPrefix(fields[4], ">")), "locks:safety:full")
 	})
 	for _, tier := range aclTiers {
 		t.Run(tier.name, func(t *testing.T) {
