@@ -68,3 +68,26 @@ func (s *nodeState) timeoutErr(n node.Node, now, sent time.Time) error {
 	}
 	return node.Classify(fmt.Errorf("%w (%s %v ago: %w)", node.ErrNodeTimeout, what, now.Sub(at).Round(time.Millisecond), last))
 }
+
+// Health returns what the pool knows of node i: whether it is down, since
+// when, how many releases it is owed, and why it is down.
+func (p *Pool) Health(i int) (down bool, since time.Time, owed int, cause error) {
+	s := p.states[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return true, s.downSince, len(s.owed), s.cause
+	}
+	return false, time.Time{}, len(s.owed), nil
+}
+
+// Refused returns node i's last refusal of a request for a reason no retry
+// changes (an error wrapping node.ErrMisconfigured: a wrong password, a
+// missing right, a certificate not trusted), from the first request it
+// refused so; nil when none, or once the same kind of request succeeded.
+func (p *Pool) Refused(i int) error {
+	s := p.states[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}

@@ -89,18 +89,6 @@ func (p *Pool) Size() int { return len(p.Nodes) }
 // Addr names node i.
 func (p *Pool) Addr(i int) string { return p.Nodes[i].Addr() }
 
-// Health returns what the pool knows of node i: whether it is down, since
-// when, how many releases it is owed, and why it is down.
-func (p *Pool) Health(i int) (down bool, since time.Time, owed int, cause error) {
-	s := p.states[i]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return true, s.downSince, len(s.owed), s.cause
-	}
-	return false, time.Time{}, len(s.owed), nil
-}
-
 // Send sends op to node i and calls done once with the reply; at once,
 // with an error wrapping ErrNodeDown, when the node is down. A request is
 // counted in the pool until done returns. A call that fails, or answers
@@ -205,17 +193,6 @@ func (p *Pool) received(i int, op node.Op, rep node.Reply) node.Reply {
 	}
 	s.mu.Unlock()
 	return rep
-}
-
-// Refused returns node i's last refusal of a request for a reason no retry
-// changes (an error wrapping node.ErrMisconfigured: a wrong password, a
-// missing right, a certificate not trusted), from the first request it
-// refused so; nil when none, or once the same kind of request succeeded.
-func (p *Pool) Refused(i int) error {
-	s := p.states[i]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refused
 }
 
 // observe learns from a request's outcome: an answer proves the node

@@ -60,7 +60,9 @@ import (
 // after it, so that a node whose clock jumped and dropped keys does not
 // vote (quorum.ClockGuard); a reply that carries no time (its batch's
 // TIME lost) counts only from a node the guard does not refuse
-// (quorum.Pool.clocked). A handoff
+// (quorum.Pool.clocked). A go-redis Ring's reply counts only while every
+// shard was up around it (node.ringWhole, ringKept): a Ring with a shard
+// down looks for that shard's keys on the others. A handoff
 // is announced only by the script step that set the key, where the
 // node's own server counts the waiter's process (never inferred from a
 // PUBLISH count: on a Redis Cluster it counts one master's subscribers);
