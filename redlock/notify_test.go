@@ -327,6 +327,6 @@ func assertOwnChannelOnly(t *testing.T, channels map[string]bool, msg string) {
 	}
 }
 
-// courtesyMax is the longest courtesy (internal/turn, whose TestBounds
-// pins it).
+// courtesyMax is the longest courtesy (internal/waitq, whose
+// TestCourtesyBounds pins it).
 const courtesyMax = 20 * time.Millisecond

@@ -1,11 +1,31 @@
 package waitq
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
 
-// The courtesy: a process whose release of a name reached waiters lets
-// them go first at its next Lock of that name (the rule is the layer
-// above's). The Queue keeps, per name, when that release was and what it
-// took.
+	"github.com/redlock-go/redlock/internal/node"
+)
+
+// The courtesy (a rule of the turn, internal/turn): a process whose
+// release of a name reached waiters lets them go first at its next Lock of
+// that name. A release reached waiters when a node named one of them, when
+// more clients than this process heard it on a node (or one did, and this
+// process is not subscribed there), or when this process has a waiter on
+// the name. Such a release also waits, once it has its quorum, for the
+// nodes that answer about as fast as the quorum did (up to as long again):
+// the lock is then free everywhere when Unlock returns, and the waiter
+// that takes it next does not find it still held on a node a few
+// microseconds behind. With no one waiting, Unlock returns at the quorum.
+//
+// The next Lock's wait is a few times what the release took, at least
+// courtesyMin and at most courtesyMax: enough for a woken waiter to make
+// its attempt (with notification on, the Lock queues behind the waiters
+// instead, and waits for its turn).
+const (
+	courtesyMin = time.Millisecond
+	courtesyMax = 20 * time.Millisecond
+)
 
 // maxReleased bounds the names whose last release is kept: past that,
 // those older than a minute are forgotten (names seldom locked again).
@@ -17,37 +37,65 @@ type released struct {
 	took time.Duration
 }
 
-// Released records that this process's release of name, which took took
-// and returned at now, reached waiters.
-func (q *Queue) Released(name string, took time.Duration, now time.Time) {
+// Release watches one announced release of a name, node by node, for
+// whether it reached waiters: Heard is its round's hook, Done its end.
+type Release struct {
+	q     *Queue
+	name  string
+	heard atomic.Bool
+}
+
+// Releasing starts watching a release of name.
+func (q *Queue) Releasing(name string) *Release {
+	return &Release{q: q, name: name}
+}
+
+// Heard reads node i's reply to the release: whether a waiter was named
+// there, or another process's waiters heard it.
+func (r *Release) Heard(i int, rep node.Reply) {
+	rel := node.ReleasedOf(rep)
+	if rel.Named || rel.Heard > 1 || rel.Heard == 1 && !r.q.Listening(i, r.name) {
+		r.heard.Store(true)
+	}
+}
+
+// Done ends the release, which took took and returns at now. When it
+// reached waiters it records the courtesy, and reports true: the release
+// then waits for the nodes about as fast as its quorum.
+func (r *Release) Done(took time.Duration, now time.Time) bool {
+	if !r.heard.Load() && !r.q.Waiting(r.name) {
+		return false
+	}
+	q := r.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.released == nil {
 		q.released = map[string]released{}
 	}
 	if len(q.released) >= maxReleased {
-		for k, r := range q.released {
-			if now.Sub(r.at) > time.Minute {
+		for k, rel := range q.released {
+			if now.Sub(rel.at) > time.Minute {
 				delete(q.released, k)
 			}
 		}
 	}
-	q.released[name] = released{at: now, took: took}
+	q.released[r.name] = released{at: now, took: took}
+	return true
 }
 
-// LastRelease returns when this process's last release of name that
-// reached waiters returned and what it took; ok is false when there was
-// none, or it was forgotten by Forget.
-func (q *Queue) LastRelease(name string) (at time.Time, took time.Duration, ok bool) {
+// Courtesy is how long a Lock on name, at now, should still let the
+// waiters that heard this process's last release of it go first; 0 or
+// less when it need not (the courtesy is then over).
+func (q *Queue) Courtesy(name string, now time.Time) time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	r, ok := q.released[name]
-	return r.at, r.took, ok
-}
-
-// Forget forgets the last release of name: its courtesy is over.
-func (q *Queue) Forget(name string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	delete(q.released, name)
+	rel, ok := q.released[name]
+	if !ok {
+		return 0
+	}
+	left := rel.at.Add(min(max(4*rel.took, courtesyMin), courtesyMax)).Sub(now)
+	if left <= 0 {
+		delete(q.released, name)
+	}
+	return left
 }

@@ -34,6 +34,8 @@
 //     a release published before the SUBSCRIBE took effect, a named waiter
 //     that died): every waiter still polls on its back-off, which bounds the
 //     cost of a lost announcement to one back-off.
+//   - A release that reached waiters lingers for the nodes about as fast as
+//     its quorum, and its process lets them go first (courtesy.go).
 package waitq
 
 import (

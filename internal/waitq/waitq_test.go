@@ -249,3 +249,41 @@ func TestQueueNotRefusedByPassword(t *testing.T) {
 	defer mu.Unlock()
 	assert.Empty(t, off, "no node turned the queue off")
 }
+
+// The bounds the facade's tests wait out (redlock/notify_test.go): a
+// change here must change them too.
+func TestCourtesyBounds(t *testing.T) {
+	assert.Equal(t, 20*time.Millisecond, courtesyMax)
+	assert.Less(t, courtesyMin, courtesyMax)
+}
+
+// A release that reached waiters owes them a courtesy of four times what
+// it took, within its bounds, counted from its return; one that reached no
+// one owes nothing.
+func TestCourtesy(t *testing.T) {
+	q := New(make([]node.Node, 3), nil, nil)
+	t0 := time.Unix(1000, 0)
+
+	silent := q.Releasing("a")
+	silent.Heard(0, node.Reply{OK: true, Value: node.Released{}})
+	assert.False(t, silent.Done(time.Millisecond, t0), "no one heard it, no one waits")
+	assert.Zero(t, q.Courtesy("a", t0))
+
+	named := q.Releasing("a")
+	named.Heard(1, node.Reply{OK: true, Value: node.Released{Named: true}})
+	require.True(t, named.Done(2*time.Millisecond, t0), "a node named a waiter")
+	assert.Equal(t, 8*time.Millisecond, q.Courtesy("a", t0))
+	assert.Equal(t, 3*time.Millisecond, q.Courtesy("a", t0.Add(5*time.Millisecond)))
+	assert.LessOrEqual(t, q.Courtesy("a", t0.Add(8*time.Millisecond)), time.Duration(0), "over")
+	assert.Zero(t, q.Courtesy("a", t0), "an ended courtesy is forgotten")
+
+	others := q.Releasing("b")
+	others.Heard(2, node.Reply{OK: true, Value: node.Released{Heard: 2}})
+	require.True(t, others.Done(time.Second, t0), "another process's waiters heard it")
+	assert.Equal(t, courtesyMax, q.Courtesy("b", t0), "at most courtesyMax")
+
+	lone := q.Releasing("c")
+	lone.Heard(0, node.Reply{OK: true, Value: node.Released{Heard: 1}})
+	require.True(t, lone.Done(0, t0), "one subscriber heard it, and it is not this process")
+	assert.Equal(t, courtesyMin, q.Courtesy("c", t0), "at least courtesyMin")
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
@@ -53,29 +52,20 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 	}
 	defer e.WG.Done()
 	rd := e.releaseRound(ctx, c.Settings, c.Report).Needs(c.Quorum)
-	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, waiters: e.Waiters, name: name, since: c.Since, until: c.Until}
-	rd.Grants = rule
+	rd.Grants = &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, until: c.Until}
+	var heard *waitq.Release
 	if announced {
-		rd.Hook = rule
+		heard = e.Waiters.Releasing(name)
+		rd.Hook = heard
 	}
 	rd.SendAll(op, nil, nil)
 	ctxErr := rd.Decide(ctx)
 	t := rd.Tally
-	waited := announced && (rule.heardBy.Load() || e.Waiters.Waiting(name))
-	if waited {
-		// Waiters heard the release: this process's next Lock on the
-		// name lets them go first (the courtesy, see internal/turn).
-		e.Waiters.Released(name, e.Now().Sub(rd.Start), e.Now())
-	}
+	// A release that reached waiters waits for the nodes about as fast as
+	// its quorum, and lets them go first (the courtesy, internal/waitq).
+	waited := heard != nil && heard.Done(e.Now().Sub(rd.Start), e.Now())
 	if ctxErr == nil && t.Won() {
 		if waited {
-			// Nodes that answer about as fast as the quorum did are
-			// waited for, up to as long again: the lock is then free
-			// everywhere when Unlock returns, and the waiter that takes
-			// it next does not find it still held on a node a few
-			// microseconds behind. A slow node is not waited for. With no
-			// one waiting, Unlock returns at the quorum (a quarter of an
-			// uncontended lock+unlock pair is that wait).
 			rd.LingerAsLongAgain()
 		}
 		return nil
@@ -97,13 +87,10 @@ func (e *Engine) failLapse(what, reason string, ctxErr error, t *quorum.Tally) e
 
 // releaseRule reads a release's replies.
 type releaseRule struct {
-	now     quorum.Clock
-	ids     *identity.Registry
-	waiters *waitq.Queue
-	name    string
-	since   time.Time
-	until   time.Time
-	heardBy atomic.Bool // a waiter was named, or another process's waiters heard it
+	now   quorum.Clock
+	ids   *identity.Registry
+	since time.Time
+	until time.Time
 }
 
 // grants is the release rule for one node's reply: it held the token, or
@@ -115,16 +102,6 @@ func (rr *releaseRule) Grants(i int, rep node.Reply) bool {
 	}
 	rel := node.ReleasedOf(rep)
 	return rel.Gone && rr.now().Before(rr.until) && rr.ids.Same(i, rel.Server, rr.since)
-}
-
-// heard notes when a release of the name was heard by a waiter: one that
-// the node named, or another process's (more clients than this process
-// heard it, or this process is not subscribed there).
-func (rr *releaseRule) Heard(i int, rep node.Reply) {
-	rel := node.ReleasedOf(rep)
-	if rel.Named || rel.Heard > 1 || rel.Heard == 1 && !rr.waiters.Listening(i, rr.name) {
-		rr.heardBy.Store(true)
-	}
 }
 
 // Extend runs the extend request on every node and reports whether a

@@ -17,86 +17,38 @@ import (
 
 // Taking turns: who takes a released lock, and how a waiting acquisition
 // (Lock, Acquire, RLock) waits for it. This comment is the whole policy;
-// this file, handoff.go, internal/waitq and release.lua make it exact.
+// each rule is stated once where it is applied, with its constants:
+// handoff.go, internal/waitq (the queues, the wakes, the courtesy) and
+// release.lua.
 //
-//   - Trying. A newcomer makes an attempt at once, unless this process's
-//     last release of the name reached waiters (the courtesy): then it
-//     queues behind them without trying (without notification, it waits a
-//     moment, then tries).
-//   - Queued. After a failed attempt it joins the name's queue on every
-//     node, scored by when it began to wait (a waiter queued again keeps
-//     its place), and subscribes. It waits for its turn, or for a back-off
-//     of at least half the longest (queued): the fallback for a lost
-//     announcement, long enough not to collide with the waiter whose turn
-//     it is.
-//   - Named. A release pops the oldest member of each node's queue and
-//     wakes that waiter's process alone; the waiter tries at once, and
-//     queues again at its old place if it fails. A reader's turn, or a
-//     release that pops no one (a writer's, a user refused ZPOPMIN), wakes
-//     each process's oldest waiter (a reader's turn: every reader).
-//   - Unqueued. A plain lock's release on a node whose queue key does not
-//     exist is a compare-and-delete and wakes no one (release_head.lua):
-//     with no one queued there, the waiters left unwoken are those whose
-//     queueing is still on its way, or whose node refuses the queue. They
-//     miss a wake, never a vote (a wake grants nothing): each still tries
-//     at the end of its back-off, so the miss costs one queued back-off
-//     at most, as a lost announcement does.
-//   - Handed. A plain lock's waiter queues a token of its own; a release
-//     that pops it sets the key to that token instead of freeing it, then
-//     announces that. The waiter takes the lock when a quorum handed it
-//     over within handoffWindow, with half the TTL or more left
-//     (handoff.go); otherwise it makes an attempt with the token.
-//   - Left. A wait that ends leaves the queues in the background. When it
-//     took the lock, the release of that lease removes its member first
-//     (Queued on node.Release, and on the writer's and the reentrant
-//     lock's releases): no release hands the lock over to, or names,
-//     a wait that has ended.
+//   - Trying: a wait makes an attempt at once, unless this process's last
+//     release of the name reached waiters (the courtesy): it then lets
+//     them go first.
+//   - Queued: after a failed attempt it joins the name's queue on every
+//     node, at the place of when it began to wait, and waits for its turn
+//     or for a back-off of at least half the longest (queued).
+//   - Named: a release pops the oldest member of each node's queue and
+//     wakes that waiter alone, which tries, and queues again at its place
+//     if it fails. With no one to pop, each process's oldest waiter is
+//     woken (every reader, for a reader's turn); with no queue on the
+//     node, no one, and waiters try at their back-off.
+//   - Handed: a plain lock's release that pops a waiter's token sets the
+//     key to it instead (handoff.go): a quorum of those is the waiter's
+//     grant; fewer, and it tries with the token.
+//   - Left: a wait that ends leaves the queues; its lease's release
+//     removes its member first, so no release names an ended wait.
 //
 // The invariant: a node's answer counts toward a quorum only if the node
-// holds the voter's token from then on, for the validity counted. A grant
-// or an extension is the node's own reply after it set the key, with the
-// key's TTL armed by that step (a grant that finds its own token re-arms
-// it: acquire_plain.lua, Acquire.rearm), and with the node's time read
-// after it, so that a node whose clock jumped and dropped keys does not
-// vote (quorum.ClockGuard); a reply that carries no time (its batch's
-// TIME lost) counts only from a node the guard does not refuse
-// (quorum.Pool.clocked). A go-redis Ring's reply counts only while every
-// shard was up around it (node.ringWhole, ringKept): a Ring with a shard
-// down looks for that shard's keys on the others. A handoff
-// is announced only by the script step that set the key, where the
-// node's own server counts the waiter's process (never inferred from a
-// PUBLISH count: on a Redis Cluster it counts one master's subscribers);
-// its validity counts from the waiter's registration, before the key
-// could be set. Elsewhere the waiter is named instead, and tries.
+// holds the voter's token from then on, for the validity counted. Every
+// vote (a grant, an extension, a handoff) is the node's own reply from the
+// step that set the key and armed its TTL, with the node's time read
+// after it (quorum.ClockGuard), from a go-redis Ring only while every
+// shard was up (node.ringWhole); never a PUBLISH receiver count.
 //
-// The bound: with no announcement lost (a release that runs while a
-// waiter's queueing is on its way loses its wake), a Lock queued behind k waiters
-// takes the lock within k holds and k+1 handoffs; a lost announcement
-// costs one queued back-off. Contenders that split the nodes try again
-// within two attempt times, twice in a row at most (delay).
-
-// The courtesy without notification: the next Lock waits a few times
-// what the release took, at least courtesyMin and at most courtesyMax,
-// enough for a woken waiter to make its attempt.
-const (
-	courtesyMin = time.Millisecond
-	courtesyMax = 20 * time.Millisecond
-)
-
-// courtesyLeft is how long a Lock on name should still let the waiters
-// that heard this process's last release of it go first; 0 or less when it
-// need not.
-func courtesyLeft(e *engine.Engine, name string) time.Duration {
-	at, took, ok := e.Waiters.LastRelease(name)
-	if !ok {
-		return 0
-	}
-	left := at.Add(min(max(4*took, courtesyMin), courtesyMax)).Sub(e.Now())
-	if left <= 0 {
-		e.Waiters.Forget(name)
-	}
-	return left
-}
+// The bound: queued behind k waiters, a Lock takes the lock within k holds
+// and k+1 handoffs, plus one queued back-off per lost wake. Contenders
+// that split the nodes try again within two attempt times, twice in a row
+// at most (delay).
 
 // attemptFunc is one attempt of a waiting acquisition. released is the
 // token whose announced release woke it ("" when none did): nodes that
@@ -187,7 +139,7 @@ func final(ctx context.Context, tries, attempt int, failed engine.Refusal, err e
 // with the waiter whose turn it is.
 func (wt *Waiting) courtesy(ctx context.Context) error {
 	h := wt.Holder
-	d := courtesyLeft(h.Engine, h.Name)
+	d := h.Engine.Waiters.Courtesy(h.Name, h.Engine.Now())
 	if d <= 0 {
 		return nil
 	}
