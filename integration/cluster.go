@@ -1,7 +1,8 @@
 // Package integration runs the lock against real Redis servers: a harness
 // that starts N Redis nodes in containers (testcontainers-go, host
 // networking on 127.0.0.1) and injects faults into them, and the scenarios
-// in its tests. The demo (integration/cmd/redlock-demo) uses the same harness.
+// in its tests. The demo (integration/cmd/redlock-demo) runs the same image
+// with the docker command instead, so that it does not build this harness.
 // The server matrix runs each Redis and Valkey build scripts/fetch-servers.sh
 // fetches as processes instead (servers.go).
 //

@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"weak"
 
@@ -30,27 +32,32 @@ type DialFailure struct {
 // DialWatcher is a Node whose client's dials are watched.
 type DialWatcher interface {
 	// LastDialFailure returns the client's last dial when it failed; nil
-	// when it succeeded, or no dial failed yet.
+	// when it succeeded, or no dial failed yet. For a Cluster or a Ring,
+	// whose shards dial on their own, it is the latest failure among the
+	// shards whose last dial failed.
 	LastDialFailure() *DialFailure
 }
 
-// LastDialFailure implements DialWatcher. A cluster's or ring's dials are
-// not watched: nil.
+// LastDialFailure implements DialWatcher.
 func (n *Redis) LastDialFailure() *DialFailure {
 	if n.dials == nil {
 		return nil
 	}
-	return n.dials.last.Load().failure
+	return n.dials.failure()
 }
 
 // dials is what a client's dial hook learns, shared by every Redis over
 // that client. Safe for concurrent use.
 type dials struct {
-	// last is the outcome of the dial started last among those that ended:
-	// dials run side by side (an operation's, the capability probe's, the
-	// pool's own retries), and one that began before a success may fail
-	// after it; its failure is stale and must not hide the success.
-	last    atomic.Pointer[dialOutcome]
+	mu sync.Mutex
+	// last is, per address dialled, the outcome of the dial started last
+	// among those that ended: dials run side by side (an operation's, the
+	// capability probe's, the pool's own retries), and one that began
+	// before a success may fail after it; its failure is stale and must
+	// not hide the success. A client dials one address (a Sentinel-managed
+	// one, the master it is told of); a Cluster's or Ring's shards, one
+	// each.
+	last    map[string]dialOutcome
 	started atomic.Uint64 // dials begun; numbers them
 	// master is the master a Sentinel-managed client's last connection
 	// reached (see sentinel.go); nil for another client.
@@ -64,36 +71,65 @@ type dialOutcome struct {
 	failure *DialFailure
 }
 
-var noDial = &dialOutcome{}
-
-// watched holds the dials of each client watched. Entries go with their
-// clients.
-var watched sync.Map // weak.Pointer[redis.Client] → *dials
+// watched holds the dials of each client watched, by a weak pointer to
+// the client (a *redis.Client, *redis.ClusterClient or *redis.Ring).
+// Entries go with their clients.
+var watched sync.Map
 
 // dialsOf returns where c's dials are kept, adding the dial hook the first
-// time (a client given to several Redlocks gets one hook). It sends no
-// command, so it needs no permission.
-func dialsOf(c *redis.Client) *dials {
+// time (a client given to several Redlocks gets one hook): to a client
+// itself, and to each shard of a Cluster or Ring, those it has and those it
+// makes later. A Cluster's shards made before (by commands sent before
+// the Redlock was built) are not watched: go-redis lists them only after
+// asking the cluster for its slots. nil for another kind of client. It
+// sends no command, so it needs no permission.
+func dialsOf(c redis.UniversalClient) *dials {
+	switch c := c.(type) {
+	case *redis.Client:
+		return watch(c, func(d *dials) {
+			if ClientAddr(c) == FailoverAddr {
+				d.master = new(masterName)
+			}
+		}, func(h dialHook) { c.AddHook(h) })
+	case *redis.ClusterClient:
+		return watch(c, nil, func(h dialHook) {
+			c.OnNewNode(func(shard *redis.Client) { shard.AddHook(h) })
+		})
+	case *redis.Ring:
+		return watch(c, nil, func(h dialHook) {
+			c.OnNewNode(func(shard *redis.Client) { shard.AddHook(h) })
+			_ = c.ForEachShard(context.Background(), func(_ context.Context, shard *redis.Client) error {
+				shard.AddHook(h)
+				return nil
+			})
+		})
+	}
+	return nil
+}
+
+// watch returns c's dials, making them with init and hooking them to the
+// client with attach the first time.
+func watch[C any](c *C, init func(*dials), attach func(dialHook)) *dials {
 	key := weak.Make(c)
 	if v, ok := watched.Load(key); ok {
 		return v.(*dials)
 	}
-	d := new(dials)
-	d.last.Store(noDial)
-	if ClientAddr(c) == FailoverAddr {
-		d.master = new(masterName)
+	d := &dials{last: map[string]dialOutcome{}}
+	if init != nil {
+		init(d)
 	}
 	if v, loaded := watched.LoadOrStore(key, d); loaded {
 		return v.(*dials)
 	}
-	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { watched.Delete(k) }, key)
-	c.AddHook(dialHook{d: d})
+	runtime.AddCleanup(c, func(k weak.Pointer[C]) { watched.Delete(k) }, key)
+	attach(dialHook{d: d})
 	return d
 }
 
-// dialed records the outcome of dial number n, unless a dial started after
-// it has already ended.
-func (d *dials) dialed(n uint64, conn net.Conn, err error) {
+// dialed records the failure of dial number n to addr, unless a dial to
+// addr started after it has already ended; for a Sentinel-managed client,
+// the master a dial reached.
+func (d *dials) dialed(n uint64, addr string, conn net.Conn, err error) {
 	switch {
 	case errors.Is(err, context.Canceled):
 		// The pool or its caller gave up on the dial: nothing learned of
@@ -104,9 +140,10 @@ func (d *dials) dialed(n uint64, conn net.Conn, err error) {
 			// the caller's context ending (see ClientErr).
 			err = errors.New(err.Error())
 		}
-		d.record(&dialOutcome{n: n, failure: &DialFailure{Err: err, At: time.Now()}})
+		d.record(addr, dialOutcome{n: n, failure: &DialFailure{Err: err, At: time.Now()}})
 	default:
-		d.record(&dialOutcome{n: n})
+		// A success is recorded once the connection answers (see
+		// watchedConn): until then the last failure stands.
 		if d.master != nil && conn.RemoteAddr() != nil {
 			a := conn.RemoteAddr().String() + " (Sentinel-managed master)"
 			d.master.at.Store(&a)
@@ -114,13 +151,26 @@ func (d *dials) dialed(n uint64, conn net.Conn, err error) {
 	}
 }
 
-func (d *dials) record(o *dialOutcome) {
-	for {
-		cur := d.last.Load()
-		if cur.n > o.n || d.last.CompareAndSwap(cur, o) {
-			return
+func (d *dials) record(addr string, o dialOutcome) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cur, ok := d.last[addr]; !ok || cur.n < o.n {
+		d.last[addr] = o
+	}
+}
+
+// failure is the latest failure among the addresses whose last dial
+// failed; nil when there is none.
+func (d *dials) failure() *DialFailure {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var f *DialFailure
+	for _, o := range d.last {
+		if o.failure != nil && (f == nil || o.failure.At.After(f.At)) {
+			f = o.failure
 		}
 	}
+	return f
 }
 
 // dialHook records each dial of a client: its error, or for a
@@ -131,9 +181,87 @@ func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		n := h.d.started.Add(1)
 		conn, err := next(ctx, network, addr)
-		h.d.dialed(n, conn, err)
-		return conn, err
+		h.d.dialed(n, addr, conn, err)
+		if err != nil {
+			return conn, err
+		}
+		return watchConn(conn, h.d, addr, n), nil
 	}
+}
+
+// A dial succeeds when its connection answers: a connection that the node
+// accepted and then reset or closed before its first reply (a proxy whose
+// server is down does that) fails the call the way a failed dial does,
+// and go-redis retries it as one, dial and all. So the outcome of a dial
+// that connected is recorded by its connection: its first reply, or its
+// failure before that. Later failures are the calls' own.
+
+// watchedConn is a dialled connection that records its dial's outcome:
+// its first read that returns data, or its failure before that.
+type watchedConn struct {
+	net.Conn
+	d        *dials
+	addr     string
+	n        uint64      // its dial's number
+	answered atomic.Bool // a read returned data
+}
+
+// watchedSysConn is a watchedConn over a connection that exposes its file
+// descriptor (a TCP one): go-redis' health check of an idle connection
+// needs it.
+type watchedSysConn struct {
+	*watchedConn
+	sys syscall.Conn
+}
+
+func (c watchedSysConn) SyscallConn() (syscall.RawConn, error) { return c.sys.SyscallConn() }
+
+// watchConn wraps conn, dial number n to addr.
+func watchConn(conn net.Conn, d *dials, addr string, n uint64) net.Conn {
+	w := &watchedConn{Conn: conn, d: d, addr: addr, n: n}
+	if sys, ok := conn.(syscall.Conn); ok {
+		return watchedSysConn{watchedConn: w, sys: sys}
+	}
+	return w
+}
+
+// NetConn returns the connection wrapped (go-redis looks through it).
+func (c *watchedConn) NetConn() net.Conn { return c.Conn }
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.answered.Load() {
+		if n > 0 {
+			c.answered.Store(true)
+			c.d.record(c.addr, dialOutcome{n: c.n})
+		} else {
+			c.failed(err)
+		}
+	}
+	return n, err
+}
+
+func (c *watchedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil && !c.answered.Load() {
+		c.failed(err)
+	}
+	return n, err
+}
+
+// failed records err, the failure of a connection that has read nothing,
+// as its dial's outcome: unless it is a timeout (a node that does not
+// answer is no node that refused: the node timeout says so already) or
+// the connection's own close.
+func (c *watchedConn) failed(err error) {
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	if errors.Is(err, io.EOF) {
+		err = errors.New("the node closed the connection before its first reply")
+	}
+	c.d.record(c.addr, dialOutcome{n: c.n, failure: &DialFailure{Err: err, At: time.Now()}})
 }
 
 func (dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }

@@ -115,8 +115,7 @@ func NewRedis(c redis.UniversalClient) *Redis {
 	}
 	n.lanes.init()
 	n.ring, _ = c.(*redis.Ring)
-	if rc, ok := c.(*redis.Client); ok {
-		n.dials = dialsOf(rc)
+	if n.dials = dialsOf(c); n.dials != nil {
 		n.master = n.dials.master
 	}
 	return n

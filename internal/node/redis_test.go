@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -269,25 +270,77 @@ func TestRedisNodeLastDialFailure(t *testing.T) {
 		rep := <-replied // once go-redis gave up
 		assert.True(t, node.Misconfigured(rep.Err), "%v", rep.Err)
 	})
+	for _, tc := range []struct {
+		name   string
+		client func(addr string) redis.UniversalClient
+	}{
+		{"cluster shard", func(addr string) redis.UniversalClient {
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, TLSConfig: nodetest.UntrustedTLS()})
+		}},
+		{"ring shard", func(addr string) redis.UniversalClient {
+			return redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}, TLSConfig: nodetest.UntrustedTLS()})
+		}},
+		{"reset in the TLS handshake", func(addr string) redis.UniversalClient {
+			return redis.NewClient(&redis.Options{Addr: addr, TLSConfig: nodetest.UntrustedTLS()})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, want := nodetest.UntrustedTLSListener(t), "certificate signed by unknown authority"
+			if strings.HasPrefix(tc.name, "reset") {
+				addr, want = nodetest.ResetListener(t), "connection reset by peer"
+			}
+			c := tc.client(addr)
+			t.Cleanup(func() { _ = c.Close() })
+			n := node.NewRedis(c)
+			t.Cleanup(n.Close)
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			n.Do(ctx, time.Now().Add(time.Minute), &node.Acquire{Key: "k", Token: "t", TTL: time.Second}, func(node.Reply) {})
+			require.Eventually(t, func() bool { return n.LastDialFailure() != nil }, 5*time.Second, time.Millisecond)
+			assert.ErrorContains(t, n.LastDialFailure().Err, want)
+		})
+	}
+	t.Run("reset before the first reply", func(t *testing.T) {
+		// One try: the dial succeeds, and its connection is reset before
+		// the first reply.
+		f := oneTryFailure(t, nodetest.ResetListener(t))
+		assert.ErrorContains(t, f.Err, "read: connection reset by peer")
+	})
 	t.Run("refused, then up", func(t *testing.T) {
 		addr := nodetest.RefusedAddr(t)
-		c := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
-		t.Cleanup(func() { _ = c.Close() })
-		n := node.NewRedis(c)
-		t.Cleanup(n.Close)
-		rep := callOne(n, &node.Acquire{Key: "k", Token: "t", TTL: time.Second})
-		require.Error(t, rep.Err)
-		f := n.LastDialFailure()
-		require.NotNil(t, f)
+		n, f := oneTry(t, addr)
 		assert.ErrorContains(t, f.Err, "connection refused")
 		assert.False(t, node.Misconfigured(f.Err))
 
 		s := miniredis.NewMiniRedis()
 		require.NoError(t, s.StartAddr(addr))
 		t.Cleanup(s.Close)
-		rep = callOne(n, &node.Acquire{Key: "k", Token: "t", TTL: time.Second})
+		rep := callOne(n, &node.Acquire{Key: "k", Token: "t", TTL: time.Second})
 		require.NoError(t, rep.Err)
 		assert.True(t, rep.OK)
 		assert.Nil(t, n.LastDialFailure(), "a dial succeeded since")
 	})
+}
+
+// oneTry makes one acquisition on a node at addr whose client tries once
+// (no command or dial retries), which fails, and returns the node and its
+// last dial failure.
+func oneTry(t *testing.T, addr string) (*node.Redis, *node.DialFailure) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	n := node.NewRedis(c)
+	t.Cleanup(n.Close)
+	rep := callOne(n, &node.Acquire{Key: "k", Token: "t", TTL: time.Second})
+	require.Error(t, rep.Err)
+	f := n.LastDialFailure()
+	require.NotNil(t, f, "the dial's failure, or its connection's before the first reply")
+	return n, f
+}
+
+// oneTryFailure is oneTry's dial failure.
+func oneTryFailure(t *testing.T, addr string) *node.DialFailure {
+	t.Helper()
+	_, f := oneTry(t, addr)
+	return f
 }

@@ -35,7 +35,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
-	"github.com/redlock-go/redlock/integration"
 	"github.com/redlock-go/redlock/redlock"
 )
 
@@ -89,7 +88,7 @@ var phases = []string{"all 5 nodes up", "nodes 1 and 3 killed (3 of 5 left)", "n
 
 // demo is one run: the nodes, the telemetry, and what the workers record.
 type demo struct {
-	cluster  *integration.Cluster
+	cluster  *nodes
 	tel      *telemetry
 	perPhase []*stats
 	current  atomic.Int32
@@ -105,13 +104,13 @@ type demo struct {
 
 func run(workers int, phaseLen time.Duration) error {
 	ctx := context.Background()
-	fmt.Println("starting 5 Redis nodes in containers (image " + integration.Image() + "), numbered from 0")
-	cluster, err := integration.Start(ctx, 5)
+	fmt.Println("starting 5 Redis nodes in containers (image " + image() + "), numbered from 0")
+	cluster, err := startNodes(ctx, 5)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := cluster.Close(context.Background()); err != nil {
+		if err := cluster.close(); err != nil {
 			fmt.Fprintln(os.Stderr, "redlock-demo: stopping nodes:", err)
 		}
 	}()
@@ -329,7 +328,7 @@ func printPhase(p int, name string, st *stats) {
 // writes after a new holder took over; the resource, which checks fencing
 // tokens, refuses the stale write. The resource is a key on node 0 reached
 // directly, standing for any store that can check a token.
-func fencingAct(ctx context.Context, cluster *integration.Cluster) error {
+func fencingAct(ctx context.Context, cluster *nodes) error {
 	fmt.Println("fencing: holder A stalls past its validity and B takes over; the store checks")
 	fmt.Println("fencing tokens, so it must refuse A's late write")
 	opts := &redis.Options{}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-go/redlock/integration"
 	"github.com/redlock-go/redlock/redlock"
 )
 
@@ -18,7 +17,7 @@ import (
 // the same five nodes: readers share a name while a writer waits, a reader
 // that comes once the writer waits waits behind it, and six workers share
 // two permits.
-func primitivesAct(ctx context.Context, cluster *integration.Cluster) error {
+func primitivesAct(ctx context.Context, cluster *nodes) error {
 	clients := cluster.Clients(&redis.Options{})
 	defer func() {
 		for _, c := range clients {

@@ -37,6 +37,17 @@ func UntrustedTLSListener(tb testing.TB) string {
 	cfg := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
 	l, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
 	require.NoError(tb, err)
+	return serve(tb, l, func(c net.Conn) {
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = c.(*tls.Conn).Handshake() // fails: the client rejects the certificate
+	})
+}
+
+// serve runs handle on each connection l accepts, until the test ends:
+// then it closes l and waits for them. It returns l's address.
+func serve(tb testing.TB, l net.Listener, handle func(net.Conn)) string {
+	tb.Helper()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
@@ -44,11 +55,7 @@ func UntrustedTLSListener(tb testing.TB) string {
 			if err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				_ = c.(*tls.Conn).Handshake() // fails: the client rejects the certificate
-			})
+			wg.Go(func() { handle(c) })
 		}
 	})
 	tb.Cleanup(func() {
@@ -73,4 +80,21 @@ func RefusedAddr(tb testing.TB) string {
 	addr := l.Addr().String()
 	require.NoError(tb, l.Close())
 	return addr
+}
+
+// ResetListener accepts TCP connections and resets each once the client
+// has sent something (a close with no linger sends RST), as a proxy whose
+// server is down does: a client's dial succeeds and its first read fails
+// with "connection reset by peer", and a TLS client's dial fails in its
+// handshake. It stops, and waits for its connections, when the test ends.
+func ResetListener(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	return serve(tb, l, func(c net.Conn) {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _ = c.Read(make([]byte, 1))
+		_ = c.(*net.TCPConn).SetLinger(0)
+		_ = c.Close()
+	})
 }

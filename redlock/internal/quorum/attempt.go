@@ -185,7 +185,7 @@ func (a *Attempt) judge() bool {
 		return true // every node answered: nothing to wait for
 	}
 	soft := a.soft()
-	if t.Yes+t.Pending()+len(soft) < t.Majority {
+	if t.short(t.no - len(soft)) {
 		return true // lost, even if every competitor gave way
 	}
 	if a.reask == nil && (len(soft) > 0 || split && a.gap == 0) {

@@ -107,9 +107,14 @@ func (t *Tally) Misconfigured() int {
 	return n
 }
 
+// short reports whether, with unable nodes that cannot answer yes, fewer
+// than a quorum are left that can: the one test of "no quorum is left"
+// (lost, Hopeless, LostForGood, and an attempt's judge).
+func (t *Tally) short(unable int) bool { return t.N-unable < t.Majority }
+
 // Hopeless reports whether the misconfigured nodes leave fewer than a
 // quorum that could grant: retrying is pointless until they are fixed.
-func (t *Tally) Hopeless() bool { return t.N-t.Misconfigured() < t.Majority }
+func (t *Tally) Hopeless() bool { return t.short(t.Misconfigured()) }
 
 // Pending is how many nodes have not answered.
 func (t *Tally) Pending() int { return t.N - t.Yes - t.no }
@@ -118,14 +123,14 @@ func (t *Tally) Pending() int { return t.N - t.Yes - t.no }
 func (t *Tally) Won() bool { return t.Yes >= t.Majority }
 
 // lost reports whether a quorum can no longer answer yes.
-func (t *Tally) lost() bool { return t.N-t.no < t.Majority }
+func (t *Tally) lost() bool { return t.short(t.no) }
 
 // decided reports whether the outcome is certain either way.
 func (t *Tally) decided() bool { return t.Won() || t.lost() }
 
 // LostForGood reports whether so many nodes refused (answered, without
 // error, that they do not hold what was asked) that no quorum can hold it.
-func (t *Tally) LostForGood() bool { return t.refused > t.N-t.Majority }
+func (t *Tally) LostForGood() bool { return t.short(t.refused) }
 
 // RefusedNodes returns the nodes that answered no, without error.
 func (t *Tally) RefusedNodes() []int { return t.nodes(refused) }
