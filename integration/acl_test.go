@@ -40,7 +40,9 @@ func setUser(t *testing.T, ctx context.Context, admin []*redis.Client, args []an
 }
 
 // aclTiers are the users of docs/DEPLOYMENTS.md's ACL tiers: the
-// least-privilege line without each optional permission (the waiters'
+// least-privilege line (which has no ZRANGE: a release that finds no key
+// hands the lock over to no one; the full line, which has it, is
+// TestSafetyACL's) without each optional permission (the waiters'
 // queue, ZPOPMIN alone as an older library's line had it, INFO, TIME, the
 // channels, PUBSUB NUMSUB), and the core alone.
 var aclTiers = []struct {

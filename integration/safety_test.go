@@ -378,3 +378,18 @@ func TestSafetyWithoutScripts(t *testing.T) {
 		}, "locks:safety:noscripts", plainKind)
 	})
 }
+
+// TestSafetyReplicated runs the workload on three masters, each with a
+// replica in sync, with WithReplicaAck: a grant counts once a replica has
+// it, and the release hands the lock to no waiter (the replica's
+// acknowledgement is part of every grant), so waiters are woken to try.
+func TestSafetyReplicated(t *testing.T) {
+	t.Parallel()
+	c := replicated(t)
+	masters := func(int) []redis.UniversalClient { return clientsOf(t, nil, c.Addr(0), c.Addr(1), c.Addr(2)) }
+	// A live replica acknowledges at once; the acknowledgement may wait
+	// 1.5 s (see TestReplicaAckStoppedReplica), within the node timeout.
+	acked := lockKind{name: "plain, acknowledged", opts: []redlock.Option{redlock.WithNodeTimeout(3 * time.Second)}, holds: 1}
+	safetyWorkload(t, masters, "safety:replicated", acked,
+		redlock.WithNodeTimeout(3*time.Second), redlock.WithReplicaAck(1, 1500*time.Millisecond))
+}

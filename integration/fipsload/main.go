@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,6 +56,7 @@ func run() error {
 		{"reentrant", reentrant},
 		{"do", do},
 		{"inspect and force unlock", operator},
+		{"contended", func(ctx context.Context, rl *redlock.Redlock) error { return contended(ctx, rl, addrs) }},
 	}
 	for _, s := range steps {
 		if err := s.run(ctx, rl); err != nil {
@@ -143,4 +146,87 @@ func operator(ctx context.Context, rl *redlock.Redlock) error {
 	}
 	_, err = rl.ForceUnlock(ctx, "fips:operator")
 	return err
+}
+
+// contended is the safety workload of integration's TestSafety tests, in
+// this process: rl and a second Redlock with clients of its own (as
+// another process would have) contend for one name with two goroutines
+// each, 15 rounds of Lock, a read-sleep-write of a counter only the lock
+// guards, Unlock. No two holders' windows (Lock returned to the earlier of
+// Unlock and Until) may overlap, no update may be lost, and every Unlock
+// must find its token on a quorum.
+func contended(ctx context.Context, rl *redlock.Redlock, addrs []string) error {
+	clients := make([]redis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		defer func() { _ = c.Close() }()
+		clients[i] = c
+	}
+	other, err := redlock.New(clients)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = other.Close(context.Background()) }()
+	type window struct{ start, end time.Time }
+	var (
+		mu      sync.Mutex
+		windows []window
+		errs    []error
+		counter int
+		wg      sync.WaitGroup
+	)
+	for _, r := range []*redlock.Redlock{rl, other, rl, other} {
+		m, err := r.NewMutex("fips:contended", redlock.WithTTL(5*time.Second))
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			for range 15 {
+				if err := m.Lock(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				start := time.Now()
+				v := counter
+				time.Sleep(2 * time.Millisecond)
+				counter = v + 1
+				end := time.Now()
+				if until := m.Until(); until.Before(end) {
+					end = until
+				}
+				err := m.Unlock(ctx)
+				mu.Lock()
+				windows = append(windows, window{start, end})
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	slices.SortFunc(windows, func(a, b window) int { return a.start.Compare(b.start) })
+	var ended time.Time // the latest end of the holds before
+	for _, w := range windows {
+		if w.start.Before(ended) {
+			return fmt.Errorf("two holders at once: a hold began %v before an earlier one ended", ended.Sub(w.start))
+		}
+		ended = later(ended, w.end)
+	}
+	if counter != len(windows) {
+		return fmt.Errorf("%d updates lost in %d holds", len(windows)-counter, len(windows))
+	}
+	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
