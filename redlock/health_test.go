@@ -78,7 +78,10 @@ func TestRefusedNodeDownAtOnce(t *testing.T) {
 		probes := fs[2].Count("ping")
 		time.Sleep(time.Second)
 		assert.Greater(t, fs[2].Count("ping"), probes+3, "probed while down")
-		assert.LessOrEqual(t, fs[2].Count("ping"), probes+int(time.Second/probeMax)+5, "at growing intervals, up to probeMax")
+		// The waits are random, their bound doubling from probeFirst to
+		// probeMax (jitter.Backoff): about 11 in a second, and far fewer
+		// than at probeFirst apart.
+		assert.LessOrEqual(t, fs[2].Count("ping"), probes+int(time.Second/probeFirst)/2, "at growing intervals, up to probeMax")
 		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
 		time.Sleep(probeMax)
 		synctest.Wait()
@@ -175,6 +178,7 @@ func TestProbeErrorReplyIsAnAnswer(t *testing.T) {
 	})
 }
 
-// probeMax is the longest interval between a down node's probes
-// (internal/quorum, whose TestProbeBounds pins it).
-const probeMax = 200 * time.Millisecond
+// probeFirst and probeMax are the shortest and the longest interval
+// between a down node's probes (internal/quorum, whose TestProbeBounds
+// pins them).
+const probeFirst, probeMax = 20 * time.Millisecond, 200 * time.Millisecond

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"github.com/redlock-go/redlock/internal/node/nodetest"
-	"github.com/redlock-go/redlock/redlock/internal/engine"
 
 	"context"
 	"errors"
@@ -323,21 +322,4 @@ func TestLockContextDeadline(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotAcquired)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	})
-}
-
-func TestBackoffBounds(t *testing.T) {
-	lo, hi := 10*time.Millisecond, 200*time.Millisecond
-	for attempt := 1; attempt < 100; attempt++ {
-		ceiling := lo
-		for range attempt - 1 {
-			ceiling = min(hi, 2*ceiling)
-		}
-		for range 50 {
-			d := engine.Retrier{Lo: lo, Hi: hi}.Delay(attempt)
-			require.GreaterOrEqual(t, d, lo)
-			require.LessOrEqual(t, d, ceiling, "attempt %d", attempt)
-		}
-	}
-	assert.Equal(t, lo, engine.Retrier{Lo: lo, Hi: hi}.Delay(1), "the first retry waits the minimum")
-	assert.Equal(t, time.Millisecond, engine.Retrier{Lo: time.Millisecond, Hi: time.Millisecond}.Delay(7))
 }

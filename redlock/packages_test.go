@@ -20,7 +20,7 @@ import (
 // what it should not know (the waiters for quorum, the identities for the
 // lease, ...). Standard and third-party packages are free.
 var mayImport = map[string][]string{
-	"redlock/internal/quorum": {"internal/node"},
+	"redlock/internal/quorum": {"internal/node", "internal/jitter"},
 	"redlock/internal/engine": {"internal/node", "internal/waitq", "internal/identity", "internal/scripts", "internal/jitter", "redlock/internal/quorum"},
 	"redlock/internal/lease":  {"internal/node", "redlock/internal/quorum", "redlock/internal/engine"},
 	"redlock/internal/turn":   {"internal/node", "internal/waitq", "internal/jitter", "redlock/internal/quorum", "redlock/internal/engine", "redlock/internal/lease"},

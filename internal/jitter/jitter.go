@@ -1,13 +1,47 @@
-// Package jitter is where the library draws its random waits (back-offs,
-// the retry after a split vote). They come from math/rand/v2's unseeded
-// source, except inside the simulator (internal/sim), which draws them from
-// its seed so that a run can be replayed.
+// Package jitter is the library's waits: the one back-off (Backoff: the
+// attempts of a lock, renewal after a failed extension, the probes of a
+// down node, the identification of its server), the one sleep that a stop
+// cuts short (Sleep), and the random draws they and the retry after a
+// split vote make (N). Draws come from math/rand/v2's unseeded source,
+// except inside the simulator (internal/sim), which draws them from its
+// seed so that a run can be replayed.
 package jitter
 
 import (
 	"math/rand/v2"
 	"sync"
+	"time"
 )
+
+// Backoff is the wait before a retry: before retry k (from 1), uniformly
+// random in [Lo, min(Hi, Lo×2^(k-1))], so that callers that failed
+// together do not try again together, and a failure that lasts is retried
+// ever less often, up to Hi apart.
+type Backoff struct{ Lo, Hi time.Duration }
+
+// Delay is the wait before retry k.
+func (b Backoff) Delay(k int) time.Duration {
+	ceiling := b.Hi
+	if k < 32 {
+		if c := b.Lo << (k - 1); c > 0 && c < b.Hi {
+			ceiling = c
+		}
+	}
+	return b.Lo + N(ceiling-b.Lo+1)
+}
+
+// Sleep waits for d, or until done is closed (a stop); it reports whether
+// d passed.
+func Sleep(d time.Duration, done <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
+}
 
 var (
 	mu     sync.Mutex

@@ -83,6 +83,27 @@ func (l Layout) keys(name, other string) []string {
 	return []string{name}
 }
 
+// A member of a lock's queue of waiters is "process/waiter": the id of the
+// waiter's process (its wake channel's suffix), then the waiter's own part,
+// which says how a release treats it (ReaderMark, HandoffMark, or neither).
+// This file alone builds and reads them.
+
+// WaiterMember is the queue member of a waiter of process self with its
+// own part w (a reader's is marked with ReaderMark).
+func WaiterMember(self, w string, reader bool) string {
+	if reader {
+		return self + "/" + ReaderMark + w
+	}
+	return self + "/" + w
+}
+
+// MemberProcess returns the process of queue member m; ok is false for
+// what is no member.
+func MemberProcess(m string) (process string, ok bool) {
+	process, _, ok = strings.Cut(m, "/")
+	return process, ok
+}
+
 // ReaderMark starts the waiter part of a waiting reader's queue member
 // ("process/r-..."): a release whose turn is a reader's is announced to
 // every waiter, as all readers may go.

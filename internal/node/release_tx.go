@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"slices"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -129,7 +128,7 @@ func gone(ctx context.Context, s *Step, last bool) (Reply, error) {
 // announce.lua): to the named waiter's process on its own channel, or to
 // every waiter on the lock's channel when no waiter is named.
 func announcement(ctx context.Context, name, channel, id, waiter string) *redis.IntCmd {
-	if process, _, ok := strings.Cut(waiter, "/"); ok && Named(waiter) {
+	if process, ok := MemberProcess(waiter); ok && Named(waiter) {
 		return redis.NewIntCmd(ctx, "publish", WakeChannel(process), Notice{ID: id, Member: waiter, Name: name}.String())
 	}
 	return redis.NewIntCmd(ctx, "publish", channel, Notice{ID: id}.String())

@@ -45,6 +45,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/redlock-go/redlock/internal/jitter"
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -167,10 +168,7 @@ func (q *Queue) JoinReader(name string, timeout time.Duration) *Waiter {
 }
 
 func (q *Queue) join(name string, timeout time.Duration, reader bool, ttl time.Duration) *Waiter {
-	id := q.self + "/" + uuid.NewString()
-	if reader {
-		id = q.self + "/" + node.ReaderMark + uuid.NewString()
-	}
+	id := node.WaiterMember(q.self, uuid.NewString(), reader)
 	w := &Waiter{q: q, name: name, id: id, reader: reader, since: time.Now().UnixMilli(),
 		wake: make(chan string, 1), gen: 1}
 	if ttl > 0 {
@@ -280,18 +278,6 @@ func (q *Queue) Close() {
 	q.wg.Wait()
 }
 
-// sleep waits for d, or until Close; it reports whether d passed.
-func (q *Queue) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-q.done:
-		return false
-	}
-}
-
 // sweep drops the names no one has waited on for Linger, and their
 // subscriptions; it returns once no name is idle, or on Close.
 func (q *Queue) sweep(timeout time.Duration) {
@@ -304,7 +290,7 @@ func (q *Queue) sweep(timeout time.Duration) {
 			return
 		}
 		q.mu.Unlock()
-		if !q.sleep(next) {
+		if !jitter.Sleep(next, q.done) {
 			q.mu.Lock()
 			q.sweeping = false
 			q.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -127,7 +126,7 @@ func (n *Fake) forceDelete(r *node.Force) (node.Forced, string, bool) {
 
 // announce is announce.lua. Called with n.mu held.
 func (n *Fake) announce(key, channel, id, waiter string) int {
-	if process, _, ok := strings.Cut(waiter, "/"); ok && node.Named(waiter) {
+	if process, ok := node.MemberProcess(waiter); ok && node.Named(waiter) {
 		return 2*n.publish(node.WakeChannel(process), node.Notice{ID: id, Member: waiter, Name: key}.String()) + 1
 	}
 	return 2 * n.publish(channel, node.Notice{ID: id}.String())

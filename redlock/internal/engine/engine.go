@@ -9,6 +9,7 @@ import (
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
+	"github.com/redlock-go/redlock/internal/jitter"
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/waitq"
 )
@@ -119,7 +120,7 @@ func (e *Engine) Track(n int) error {
 }
 
 // Sleep waits for d, or until close; it reports whether d passed.
-func (e *Engine) Sleep(d time.Duration) bool { return quorum.SleepUnless(d, e.Done) }
+func (e *Engine) Sleep(d time.Duration) bool { return jitter.Sleep(d, e.Done) }
 
 // Held is a lease the engine keeps while it is held.
 type Held interface {

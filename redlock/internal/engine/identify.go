@@ -9,6 +9,7 @@ import (
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/redlock-go/redlock/internal/identity"
+	"github.com/redlock-go/redlock/internal/jitter"
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -204,15 +205,14 @@ func (id *identifier) later(idr *quorum.Round) {
 	go func() {
 		defer id.wg.Done()
 		defer id.Reg.Settle()
-		wait := time.Second
-		for {
+		backoff := jitter.Backoff{Lo: time.Second, Hi: identifyMax}
+		for try := 1; ; try++ {
 			id.gather(idr)
 			id.Reg.Settle()
 			missing := id.Reg.Missing()
-			if len(missing) == 0 || id.Reg.Err() != nil || !quorum.SleepUnless(wait, id.done) {
+			if len(missing) == 0 || id.Reg.Err() != nil || !jitter.Sleep(backoff.Delay(try), id.done) {
 				return
 			}
-			wait = min(2*wait, identifyMax)
 			idr = id.ask(missing)
 		}
 	}()

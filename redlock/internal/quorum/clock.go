@@ -53,19 +53,6 @@ const graceMin = 100 * time.Microsecond
 // are not taken for slow ones).
 func AsLongAgain(elapsed time.Duration) time.Duration { return max(elapsed, graceMin) }
 
-// SleepUnless waits for d, or until done is closed; it reports whether d
-// passed.
-func SleepUnless(d time.Duration, done <-chan struct{}) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-done:
-		return false
-	}
-}
-
 // later returns the later of a and b.
 func later(a, b time.Time) time.Time {
 	if a.After(b) {

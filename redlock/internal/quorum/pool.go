@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/jitter"
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -39,7 +40,9 @@ import (
 // waits for both, and close then closes the nodes.
 
 const (
-	// probeFirst is the cool-down before a down node's first probe.
+	// probeFirst is the cool-down before a down node's first probe; the
+	// waits between probes, or deliveries, that fail back off from it
+	// (jitter.Backoff).
 	probeFirst = 20 * time.Millisecond
 	// probeMax is the longest interval between probes.
 	probeMax = 200 * time.Millisecond
@@ -290,7 +293,8 @@ func (p *Pool) startRepair(i int) {
 // pool stops.
 func (p *Pool) repair(i int) {
 	s := p.states[i]
-	wait := probeFirst
+	backoff := jitter.Backoff{Lo: probeFirst, Hi: probeMax}
+	failed := 0 // probes, or deliveries, that failed in a row
 	for {
 		s.mu.Lock()
 		down := s.down
@@ -304,30 +308,22 @@ func (p *Pool) repair(i int) {
 			return
 		}
 		s.mu.Unlock()
-		if down || wait > probeFirst {
-			if !p.sleep(wait) {
+		if down || failed > 0 {
+			if !jitter.Sleep(backoff.Delay(failed+1), p.done) {
 				s.mu.Lock()
 				s.repairing = false
 				s.mu.Unlock()
 				return
 			}
-			wait = min(2*wait, probeMax)
 		}
 		switch {
-		case down && p.probe(i):
-			wait = probeFirst
-		case down:
-		case p.deliver(i, owed):
-			wait = probeFirst
+		case down && p.probe(i), !down && p.deliver(i, owed):
+			failed = 0
 		default:
-			wait = max(wait, 2*probeFirst) // some are owed again: not at once
+			failed++ // some are owed again: not at once
 		}
 	}
 }
-
-// sleep waits for d, or until the pool stops; it reports whether d
-// passed.
-func (p *Pool) sleep(d time.Duration) bool { return SleepUnless(d, p.done) }
 
 // probe pings node i and reports whether it answered within probeTimeout.
 // A client that ignores context deadlines for reads (go-redis without

@@ -207,7 +207,7 @@ func (wt *Waiting) pause(ctx context.Context, attempt int, failed engine.Refusal
 // turn is announced, and the back-off is only the fallback for a lost
 // announcement. A short one would try out of turn, and collide with the
 // waiter whose turn it is: at least half the longest back-off.
-func queued(rt engine.Retrier, d time.Duration) time.Duration {
+func queued(rt jitter.Backoff, d time.Duration) time.Duration {
 	return max(d, rt.Hi/2+jitter.N(rt.Hi/2+1))
 }
 
