@@ -38,17 +38,17 @@ type released struct {
 }
 
 // Release watches one announced release of a name, node by node, for
-// whether it reached waiters: Heard is its round's hook, Done its end.
+// whether it reached waiters: Watch is its start, Heard its round's hook,
+// Done its end. A zero Release is ready for Watch (it lives in the
+// release's rule: no allocation of its own).
 type Release struct {
 	q     *Queue
 	name  string
 	heard atomic.Bool
 }
 
-// Releasing starts watching a release of name.
-func (q *Queue) Releasing(name string) *Release {
-	return &Release{q: q, name: name}
-}
+// Watch starts watching a release of name by q's process.
+func (r *Release) Watch(q *Queue, name string) { r.q, r.name = q, name }
 
 // Heard reads node i's reply to the release: whether a waiter was named
 // there, or another process's waiters heard it.

@@ -264,12 +264,14 @@ func TestCourtesy(t *testing.T) {
 	q := New(make([]node.Node, 3), nil, nil)
 	t0 := time.Unix(1000, 0)
 
-	silent := q.Releasing("a")
+	var silent Release
+	silent.Watch(q, "a")
 	silent.Heard(0, node.Reply{OK: true, Value: node.Released{}})
 	assert.False(t, silent.Done(time.Millisecond, t0), "no one heard it, no one waits")
 	assert.Zero(t, q.Courtesy("a", t0))
 
-	named := q.Releasing("a")
+	var named Release
+	named.Watch(q, "a")
 	named.Heard(1, node.Reply{OK: true, Value: node.Released{Named: true}})
 	require.True(t, named.Done(2*time.Millisecond, t0), "a node named a waiter")
 	assert.Equal(t, 8*time.Millisecond, q.Courtesy("a", t0))
@@ -277,12 +279,14 @@ func TestCourtesy(t *testing.T) {
 	assert.LessOrEqual(t, q.Courtesy("a", t0.Add(8*time.Millisecond)), time.Duration(0), "over")
 	assert.Zero(t, q.Courtesy("a", t0), "an ended courtesy is forgotten")
 
-	others := q.Releasing("b")
+	var others Release
+	others.Watch(q, "b")
 	others.Heard(2, node.Reply{OK: true, Value: node.Released{Heard: 2}})
 	require.True(t, others.Done(time.Second, t0), "another process's waiters heard it")
 	assert.Equal(t, courtesyMax, q.Courtesy("b", t0), "at most courtesyMax")
 
-	lone := q.Releasing("c")
+	var lone Release
+	lone.Watch(q, "c")
 	lone.Heard(0, node.Reply{OK: true, Value: node.Released{Heard: 1}})
 	require.True(t, lone.Done(0, t0), "one subscriber heard it, and it is not this process")
 	assert.Equal(t, courtesyMin, q.Courtesy("c", t0), "at least courtesyMin")

@@ -52,18 +52,18 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 	}
 	defer e.WG.Done()
 	rd := e.releaseRound(ctx, c.Settings, c.Report).Needs(c.Quorum)
-	rd.Grants = &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, until: c.Until}
-	var heard *waitq.Release
+	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, until: c.Until}
+	rd.Grants = rule
 	if announced {
-		heard = e.Waiters.Releasing(name)
-		rd.Hook = heard
+		rule.heard.Watch(e.Waiters, name)
+		rd.Hook = &rule.heard
 	}
 	rd.SendAll(op, nil, nil)
 	ctxErr := rd.Decide(ctx)
 	t := rd.Tally
 	// A release that reached waiters waits for the nodes about as fast as
 	// its quorum, and lets them go first (the courtesy, internal/waitq).
-	waited := heard != nil && heard.Done(e.Now().Sub(rd.Start), e.Now())
+	waited := announced && rule.heard.Done(e.Now().Sub(rd.Start), e.Now())
 	if ctxErr == nil && t.Won() {
 		if waited {
 			rd.LingerAsLongAgain()
@@ -91,6 +91,7 @@ type releaseRule struct {
 	ids   *identity.Registry
 	since time.Time
 	until time.Time
+	heard waitq.Release // whether waiters heard it, when announced
 }
 
 // grants is the release rule for one node's reply: it held the token, or
