@@ -25,7 +25,7 @@ var mayImport = map[string][]string{
 	"internal/scripts":       {},
 	"internal/jitter":        {},
 	"internal/identity":      {},
-	"internal/node":          {"internal/scripts"},
+	"internal/node":          {"internal/scripts", "internal/jitter"},
 	"internal/node/nodetest": {"internal/node", "internal/scripts"},
 	"internal/waitq":         {"internal/node", "internal/jitter"},
 	"internal/sim":           {"redlock", "internal/jitter"},

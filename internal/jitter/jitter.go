@@ -1,13 +1,15 @@
 // Package jitter is the library's waits: the one back-off (Backoff: the
 // attempts of a lock, renewal after a failed extension, the probes of a
 // down node, the identification of its server), the one sleep that a stop
-// cuts short (Sleep), and the random draws they and the retry after a
+// cuts short (Sleep), the one wait of a component's Close for what it
+// runs (Wait), and the random draws they and the retry after a
 // split vote make (N). Draws come from math/rand/v2's unseeded source,
 // except inside the simulator (internal/sim), which draws them from its
 // seed so that a run can be replayed.
 package jitter
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -41,6 +43,26 @@ func Sleep(d time.Duration, done <-chan struct{}) bool {
 	case <-done:
 		return false
 	}
+}
+
+// Wait waits for wg, or until ctx ends; it returns ctx's error when it
+// stopped waiting first. Every component's Close(ctx) waits this way for
+// what it runs: it stops starting work, then waits here, and a caller
+// whose ctx ended leaves the rest to finish by itself.
+func Wait(ctx context.Context, wg *sync.WaitGroup) error {
+	if ctx.Err() == nil {
+		done := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+		}
+	}
+	return ctx.Err()
 }
 
 var (

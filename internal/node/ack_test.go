@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 func TestAckWaitsForReplicas(t *testing.T) {
 	servers, clients := nodetest.Miniredis(t, 1)
 	s, n := servers[0], node.NewRedis(clients[0])
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	ack := node.Ack{Replicas: 1, Timeout: 20 * time.Millisecond}
 
 	rep := callOne(n, &node.Acquire{Key: "k", Token: "t1", TTL: time.Second, Ack: ack})

@@ -161,7 +161,7 @@ func waySide(t *testing.T, w node.Way) *side {
 	servers, clients := nodetest.Miniredis(t, 1)
 	s, n := servers[0], node.NewRedis(clients[0])
 	n.SetWay(w)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	now := time.Now()
 	s.SetTime(now)
 	return &side{name: w.String(), n: n,

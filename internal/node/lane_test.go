@@ -78,7 +78,7 @@ func TestLaneKeepsANamesOrder(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	n := NewRedis(c)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	other := otherLane(t, "k")
 	require.NoError(t, s.Set("k", "t1"))
 	require.NoError(t, s.Set(other, "t1"))
@@ -129,7 +129,7 @@ func TestLaneLetsReadersPass(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	n := NewRedis(c)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	require.NoError(t, s.Set("k", "t1"))
 	do := sendTo(t, n)
 
@@ -207,7 +207,7 @@ func TestLaneKeepsOrderWhileScriptsLoad(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	n := NewRedis(c)
 	n.setWay(Scripts)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	do := sendTo(t, n)
 
 	// The acquisition's script is in the node's cache (its EVAL loaded

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 func TestMultiAllOrNothing(t *testing.T) {
 	servers, clients := nodetest.Miniredis(t, 1)
 	s, n := servers[0], node.NewRedis(clients[0])
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	abc := func(token string) *node.MultiAcquire {
 		return &node.MultiAcquire{Key: "a", Also: []string{"b", "c"}, Token: token, TTL: time.Second}
 	}

@@ -29,9 +29,11 @@ type Node interface {
 	Ping(ctx context.Context) error
 	// Subscribe opens a subscription to the node's pub/sub channels.
 	Subscribe() Subscription
-	// Close stops what the node runs in the background; requests still
-	// queued are answered with an error wrapping ErrUnsent.
-	Close()
+	// Close stops what the node runs in the background at once: requests
+	// still queued are answered with an error wrapping ErrUnsent. It
+	// then waits for the round trips in progress until ctx ends, and
+	// returns ctx's error if it stopped waiting first (see jitter.Wait).
+	Close(ctx context.Context) error
 	// Addr names the node in errors.
 	Addr() string
 	// Layout says how the node keeps the keys a lock keeps beside its name.

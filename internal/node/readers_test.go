@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestReadersPrunedAsTheyGrow(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	n := node.NewRedis(c)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	grant := func(token string, ttl time.Duration) {
 		t.Helper()
 		rep := callOne(n, &node.ReadAcquire{Key: "k", Token: token, TTL: ttl})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/jitter"
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
@@ -419,23 +420,18 @@ func (c *call) finish(rep Reply) {
 	done(rep)
 }
 
-// Stop stops the workers without waiting for them: each returns after the
-// round trip it is in, which a silent node's client may hold until its own
-// read timeout. The calls still queued are answered ErrClosed.
-func (n *Redis) Stop() {
+// Close implements Node: each worker returns after the round trip it is
+// in, which a silent node's client may hold until its own read timeout;
+// the calls still queued are answered ErrClosed. Closing again waits
+// again.
+func (n *Redis) Close(ctx context.Context) error {
 	n.stopped.Do(func() {
 		close(n.stop)
 		for _, c := range n.lanes.stop() {
 			c.finish(Reply{Err: ErrClosed})
 		}
 	})
-}
-
-// Close implements Node: it stops the workers and waits for them. It is
-// called once no operation is running.
-func (n *Redis) Close() {
-	n.Stop()
-	n.wg.Wait()
+	return jitter.Wait(ctx, &n.wg)
 }
 
 // Subscribe implements Node.

@@ -25,7 +25,7 @@ import (
 func TestRedisNodeCommands(t *testing.T) {
 	servers, clients := nodetest.Miniredis(t, 1)
 	s, n := servers[0], node.NewRedis(clients[0])
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	assert.Equal(t, s.Addr(), n.Addr())
 
 	ok, _, err := acquireOn(n, &node.Acquire{Key: "k", Token: "t1", TTL: 1500 * time.Millisecond})
@@ -99,7 +99,7 @@ func TestRedisNodeCommands(t *testing.T) {
 func TestRedisNodeFenceScripts(t *testing.T) {
 	servers, clients := nodetest.Miniredis(t, 1)
 	s, n := servers[0], node.NewRedis(clients[0])
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	req := &node.Acquire{Key: "k", Token: "t1", TTL: time.Second, FenceKey: node.FenceKey("k")}
 
 	ok, counter, err := acquireOn(n, req)
@@ -206,7 +206,7 @@ func TestStalledNodeQueueIsBounded(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, full.Load(), int32(200), "the requests beyond the queue fail at once")
 	assert.LessOrEqual(t, runtime.NumGoroutine()-before, node.Workers+2+10, "no goroutine per request")
-	n.Close()
+	require.NoError(t, n.Close(context.Background()))
 	assert.Equal(t, int32(sent), done.Load(), "every request is answered once")
 }
 
@@ -231,7 +231,7 @@ func TestRedisNodeAuthRefused(t *testing.T) {
 				t.Cleanup(func() { _ = c.Close() })
 				n := node.NewRedis(c)
 				n.SetWay(way)
-				t.Cleanup(n.Close)
+				t.Cleanup(func() { _ = n.Close(context.Background()) })
 				for _, op := range []node.Op{
 					&node.Acquire{Key: "k", Token: "t", TTL: time.Second},
 					&node.Acquire{Key: "k", Token: "t", TTL: time.Second, FenceKey: node.FenceKey("k")},
@@ -257,7 +257,7 @@ func TestRedisNodeLastDialFailure(t *testing.T) {
 		c := redis.NewClient(&redis.Options{Addr: nodetest.UntrustedTLSListener(t), TLSConfig: nodetest.UntrustedTLS()})
 		t.Cleanup(func() { _ = c.Close() })
 		n := node.NewRedis(c)
-		t.Cleanup(n.Close)
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
 		assert.Nil(t, n.LastDialFailure(), "nothing dialled yet")
 		replied := make(chan node.Reply, 1)
 		sent := time.Now()
@@ -292,7 +292,7 @@ func TestRedisNodeLastDialFailure(t *testing.T) {
 			c := tc.client(addr)
 			t.Cleanup(func() { _ = c.Close() })
 			n := node.NewRedis(c)
-			t.Cleanup(n.Close)
+			t.Cleanup(func() { _ = n.Close(context.Background()) })
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
 			n.Do(ctx, time.Now().Add(time.Minute), &node.Acquire{Key: "k", Token: "t", TTL: time.Second}, func(node.Reply) {})
@@ -330,7 +330,7 @@ func oneTry(t *testing.T, addr string) (*node.Redis, *node.DialFailure) {
 	c := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	n := node.NewRedis(c)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	rep := callOne(n, &node.Acquire{Key: "k", Token: "t", TTL: time.Second})
 	require.Error(t, rep.Err)
 	f := n.LastDialFailure()

@@ -23,7 +23,7 @@ func TestRingSubscribesEveryShard(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
 	t.Cleanup(func() { _ = ring.Close() })
 	n := node.NewRedis(ring)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	same := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"y": b.Addr(), "x": a.Addr()}})
 	t.Cleanup(func() { _ = same.Close() })
 	assert.Equal(t, node.ClientAddr(ring), node.ClientAddr(same), "a Ring is named by its shards")
@@ -68,7 +68,7 @@ func TestShardedBatchWithEmptyCall(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}})
 	t.Cleanup(func() { _ = ring.Close() })
 	n := node.NewRedis(ring)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	for range 200 {
 		replies := make(chan node.Reply, 2)
 		deadline := time.Now().Add(5 * time.Second)
@@ -91,7 +91,7 @@ func TestRingVotesOnlyWhole(t *testing.T) {
 		HeartbeatFrequency: 10 * time.Millisecond, DialTimeout: 50 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = ring.Close() })
 	n := node.NewRedis(ring)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	// A name on a's shard while both are up.
 	name := ""
 	for i := 0; name == ""; i++ {

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 func TestRedisNodeSemaphoreScripts(t *testing.T) {
 	servers, clients := nodetest.Miniredis(t, 1)
 	s, n := servers[0], node.NewRedis(clients[0])
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	acquire := func(token string, permits int) node.Reply {
 		return callOne(n, &node.SemAcquire{Key: "sem", Token: token, TTL: time.Second, Permits: permits})
 	}
@@ -93,7 +94,7 @@ func TestRedisNodeSemaphoreScripts(t *testing.T) {
 func TestRedisNodeSemaphoreWrongType(t *testing.T) {
 	_, clients := nodetest.Miniredis(t, 1)
 	n := node.NewRedis(clients[0])
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	ok, _, err := acquireOn(n, &node.Acquire{Key: "lock", Token: "t", TTL: time.Second})
 	require.NoError(t, err)
 	require.True(t, ok)

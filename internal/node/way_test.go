@@ -53,7 +53,7 @@ func TestTransactionsRefuseWhatNeedsScripts(t *testing.T) {
 			servers, clients := nodetest.Miniredis(t, 1)
 			n := node.NewRedis(clients[0])
 			n.SetWay(w)
-			t.Cleanup(n.Close)
+			t.Cleanup(func() { _ = n.Close(context.Background()) })
 			refusesWhatNeedsScripts(t, n)
 			assert.Empty(t, servers[0].Keys(), "nothing was written")
 		})
@@ -166,7 +166,7 @@ func interfered(t *testing.T) (*miniredis.Miniredis, *interferer, *node.Redis) {
 	c.AddHook(h)
 	n := node.NewRedis(c)
 	n.SetWay(node.Transactions)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	return servers[0], h, n
 }
 
@@ -228,7 +228,7 @@ func TestRepliesCarryTheNodesClock(t *testing.T) {
 			servers[0].SetTime(at)
 			n := node.NewRedis(clients[0])
 			n.SetWay(w)
-			t.Cleanup(n.Close)
+			t.Cleanup(func() { _ = n.Close(context.Background()) })
 			for _, op := range []node.Op{node.Clock{}, clocked(lock("k", "a")), extend("k", "a", ttl)} {
 				rep := callOne(n, op)
 				require.NoError(t, rep.Err, op.Name())
@@ -283,7 +283,7 @@ func TestPlainGrantCarriesItsOwnClock(t *testing.T) {
 	times := &timeCounter{}
 	clients[0].AddHook(times)
 	n := node.NewRedis(clients[0])
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	require.True(t, callOne(n, lock("first", "a")).OK)
 	assert.Equal(t, int32(1), times.n.Load(), "the node's first timed batch asks TIME: may the user run it?")
 	times.n.Store(0)
@@ -340,7 +340,7 @@ func refusingNode(t *testing.T, refuse func(*redis.Client)) *node.Redis {
 	c := clients[0].(*redis.Client)
 	refuse(c)
 	n := node.NewRedis(c)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	return n
 }
 
@@ -355,7 +355,7 @@ func TestNativeGrantOfItsOwnTokenReArms(t *testing.T) {
 			servers, clients := nodetest.Miniredis(t, 1)
 			s, n := servers[0], node.NewRedis(clients[0])
 			n.SetWay(w)
-			t.Cleanup(n.Close)
+			t.Cleanup(func() { _ = n.Close(context.Background()) })
 			require.NoError(t, s.Set("k", "t1"))
 			s.SetTTL("k", 100*time.Millisecond)
 			rep := callOne(n, &node.Acquire{Key: "k", Token: "t1", TTL: 5 * time.Second})

@@ -39,6 +39,7 @@
 package waitq
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -263,8 +264,8 @@ func (q *Queue) Waiting(name string) bool {
 }
 
 // Close closes the subscriptions, which ends the dispatchers, stops the
-// sync and the sweep, and waits for all of them.
-func (q *Queue) Close() {
+// sync and the sweep, and waits for all of them until ctx ends.
+func (q *Queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	if !q.closed {
 		q.closed = true
@@ -275,7 +276,7 @@ func (q *Queue) Close() {
 	for _, ns := range subs {
 		_ = ns.s.Close()
 	}
-	q.wg.Wait()
+	return jitter.Wait(ctx, &q.wg)
 }
 
 // sweep drops the names no one has waited on for Linger, and their

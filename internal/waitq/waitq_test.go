@@ -1,6 +1,7 @@
 package waitq
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -34,7 +35,7 @@ func woken(w *Waiter) bool {
 // per release, and copies of one release from other nodes wake no one.
 func TestWakeOrder(t *testing.T) {
 	ws := New(nodetest.Nodes(nodetest.Fakes(1)), func([]node.Op, time.Duration) []node.Reply { return nil }, nil)
-	t.Cleanup(ws.Close)
+	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	w0 := ws.Join("k", time.Second)
 	w1 := ws.Join("k", time.Second)
 	ws.announce("k", "release-1", "")
@@ -63,7 +64,7 @@ func TestWakeOrder(t *testing.T) {
 // writer's turn wakes that writer alone.
 func TestReadersWakeTogether(t *testing.T) {
 	ws := New(nodetest.Nodes(nodetest.Fakes(1)), func([]node.Op, time.Duration) []node.Reply { return nil }, nil)
-	t.Cleanup(ws.Close)
+	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	r0 := ws.JoinReader("k", time.Second)
 	w := ws.Join("k", time.Second)
 	r1 := ws.JoinReader("k", time.Second)
@@ -111,7 +112,7 @@ func TestQueueRefused(t *testing.T) {
 		off = append(off, i)
 		assert.ErrorIs(t, err, node.ErrMisconfigured)
 	})
-	t.Cleanup(ws.Close)
+	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	for range 5 {
 		w := ws.Join("k", time.Second)
 		waitSynced(t, ws)
@@ -155,7 +156,7 @@ func TestHandoffReachesItsWaiterOrIsOrphaned(t *testing.T) {
 		defer mu.Unlock()
 		orphans = append(orphans, fmt.Sprint(i, " ", name, " ", token))
 	})
-	t.Cleanup(ws.Close)
+	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	orphaned := func() []string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -199,7 +200,7 @@ func TestPoppedMemberIsNotRemoved(t *testing.T) {
 		return make([]node.Reply, len(ops))
 	}
 	ws := New(nodetest.Nodes(nodetest.Fakes(1)), deliver, nil)
-	t.Cleanup(ws.Close)
+	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	w := ws.JoinHandoff("k", time.Second, 10*time.Second)
 	c := <-sent
 	require.Equal(t, w.id, c.Member)
@@ -240,7 +241,7 @@ func TestQueueNotRefusedByPassword(t *testing.T) {
 		defer mu.Unlock()
 		off = append(off, i)
 	})
-	t.Cleanup(ws.Close)
+	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	w := ws.Join("k", time.Second)
 	waitSynced(t, ws)
 	w.Leave(time.Second)

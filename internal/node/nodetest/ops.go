@@ -198,8 +198,8 @@ func (n *Fake) Publish(channel, payload string) int {
 	return n.publish(channel, payload)
 }
 
-// Close implements node.Node.
-func (n *Fake) Close() {}
+// Close implements node.Node: a fake runs nothing in the background.
+func (n *Fake) Close(context.Context) error { return nil }
 
 // Subscribe implements node.Node.
 func (n *Fake) Subscribe() node.Subscription {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -175,9 +176,9 @@ var ErrRedlockClosed = fmt.Errorf("%w: the Redlock was closed", ErrLockLost)
 // after the operations ended. A call its client holds longer (a dial that
 // go-redis retries for many seconds, detached from any context) is left to
 // the client: the nodes' workers are stopped without waiting for it, and
-// it ends at the client's own timeout. When ctx ends first, close still
-// stops what it can and returns ctx's error, saying what was still
-// running.
+// it ends at the client's own timeout. When ctx ends first, Close still
+// stops everything and returns ctx's error, saying what was still running
+// (see jitter.Wait: every component closes this way).
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.closed {
@@ -192,45 +193,27 @@ func (e *Engine) Close(ctx context.Context) error {
 	for h := range leases {
 		h.End(ErrRedlockClosed)
 	}
-	e.Pool.Stop()
-	ops := make(chan struct{})
-	go func() {
-		e.Waiters.Close()
-		e.WG.Wait()
-		e.IDs.close()
-		close(ops)
-	}()
-	select {
-	case <-ops:
-	case <-ctx.Done():
-		return e.abandon(ctx, "operations")
+	// Each stops at once and waits until ctx ends: once it has, the
+	// next ones stop without waiting.
+	err := e.Waiters.Close(ctx)
+	err = cmp.Or(err, jitter.Wait(ctx, &e.WG))
+	err = cmp.Or(err, e.IDs.Close(ctx))
+	what, calls := "operations", ctx
+	if err == nil {
+		what = "node calls"
+		var cancel context.CancelFunc
+		calls, cancel = context.WithTimeout(ctx, e.Pool.Longest()+quorum.ProbeTimeout)
+		defer cancel()
 	}
-	calls := make(chan struct{})
-	go func() {
-		e.Pool.Wait()
-		close(calls)
-	}()
-	timer := time.NewTimer(e.Pool.Longest() + quorum.ProbeTimeout)
-	defer timer.Stop()
-	select {
-	case <-calls:
-		e.Pool.Close()
+	// A call left in flight past calls' end is held by its client past any
+	// wait of ours: only ctx's end is an error.
+	left := e.Pool.Close(calls)
+	if ctx.Err() == nil || err == nil && left == nil {
 		return nil
-	case <-timer.C:
-		e.Pool.Abandon() // held by their clients past any wait of ours
-		return nil
-	case <-ctx.Done():
-		return e.abandon(ctx, "node calls")
 	}
-}
-
-// abandon stops the nodes without waiting for their calls, for a close
-// whose ctx ended while what still ran: its error.
-func (e *Engine) abandon(ctx context.Context, what string) error {
-	left := e.Pool.Abandon()
-	err := fmt.Errorf("redlock: close: %w (waiting for %s)", ctx.Err(), what)
-	if left > 0 {
-		err = errors.Join(err, fmt.Errorf("redlock: close: %d node calls still in flight end at their client's timeout", left))
+	err = fmt.Errorf("redlock: close: %w (waiting for %s)", ctx.Err(), what)
+	if left != nil {
+		err = errors.Join(err, fmt.Errorf("redlock: close: %w", left))
 	}
 	return err
 }

@@ -57,7 +57,7 @@ type identifier struct {
 
 	mu     sync.Mutex // guards closed against wg.Add racing wg.Wait
 	closed bool
-	done   chan struct{}      // closed by close
+	done   chan struct{}      // closed by Close
 	life   context.Context    //nolint:containedctx // the identifier's lifetime, not a call's
 	kill   context.CancelFunc // ends life
 	wg     sync.WaitGroup
@@ -80,9 +80,9 @@ func (id *identifier) track() error {
 	return nil
 }
 
-// close stops asking and waits for the goroutines that ask; a question in
-// flight ends at its probe timeout at the latest.
-func (id *identifier) close() {
+// Close stops asking and waits, until ctx ends, for the goroutines that
+// ask; a question in flight ends at its probe timeout at the latest.
+func (id *identifier) Close(ctx context.Context) error {
 	id.mu.Lock()
 	if !id.closed {
 		id.closed = true
@@ -90,7 +90,7 @@ func (id *identifier) close() {
 		id.kill()
 	}
 	id.mu.Unlock()
-	id.wg.Wait()
+	return jitter.Wait(ctx, &id.wg)
 }
 
 // identifyMax bounds the interval between two tries to identify the

@@ -396,46 +396,36 @@ func (p *Pool) deliver(i int, owed []owedRelease) bool {
 	return all
 }
 
-// Stop stops the repairs: probing of down nodes ends, and releases still
-// owed are dropped. Called once no new operation can start.
-func (p *Pool) Stop() {
+// Close stops the repairs (probing of down nodes ends, and releases still
+// owed are dropped), waits for every request in flight until ctx ends,
+// and closes the nodes. Called once no new operation can start. When ctx
+// ends first, the nodes are closed without waiting for their calls, which
+// their clients end by their own timeouts, and the error says how many
+// there were.
+func (p *Pool) Close(ctx context.Context) error {
 	p.stopOnce.Do(func() { close(p.done) })
-}
-
-// Wait waits for the repairs and for every request in flight; close then
-// closes the nodes.
-func (p *Pool) Wait() { p.WG.Wait() }
-
-// Close closes the nodes.
-func (p *Pool) Close() {
-	for _, n := range p.Nodes {
-		n.Close()
+	if err := jitter.Wait(ctx, &p.WG); err == nil {
+		for _, n := range p.Nodes {
+			_ = n.Close(ctx) // idle: its calls have returned
+		}
+		return nil
 	}
-}
-
-// Longest is the longest node timeout a request was sent with.
-func (p *Pool) Longest() time.Duration { return time.Duration(p.slowest.Load()) }
-
-// stopper is a node that can stop its workers without waiting for them
-// (see node.Redis.Stop).
-type stopper interface{ Stop() }
-
-// Abandon stops the nodes without waiting for the calls still in flight,
-// which their clients end by their own timeouts, and returns how many
-// there were: for a close whose caller stopped waiting.
-func (p *Pool) Abandon() int {
 	left := 0
 	for i, n := range p.Nodes {
-		if s, ok := n.(stopper); ok {
-			s.Stop()
-		}
+		_ = n.Close(ctx) // ctx has ended: stops without waiting
 		st := p.states[i]
 		st.mu.Lock()
 		left += st.inflight
 		st.mu.Unlock()
 	}
-	return left
+	if left == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d node calls still in flight end at their client's timeout", left)
 }
+
+// Longest is the longest node timeout a request was sent with.
+func (p *Pool) Longest() time.Duration { return time.Duration(p.slowest.Load()) }
 
 // Way returns how node i is spoken to (see node.Way): scripts for a node
 // that does not say.
