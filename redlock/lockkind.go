@@ -12,6 +12,7 @@ import (
 	"github.com/redlock-go/redlock/redlock/internal/lease"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/redlock/internal/turn"
 
 	"github.com/google/uuid"
 
@@ -31,9 +32,9 @@ type lockKind interface {
 	// unlock drops what m's Unlock drops before the release, if anything,
 	// and reports whether it did: the lock then stays held.
 	unlock(ctx context.Context, m *Mutex) (bool, error)
-	// handsOver reports whether a release hands this kind of lock over
-	// to the oldest queued waiter (see turn.ForLock).
-	handsOver() bool
+	// waitAs is the kind of m's Lock wait for a lock of cfg: whether it
+	// may take the lock handed over by a release (turn.HandedLock).
+	waitAs(cfg *engine.Settings) turn.Kind
 	// names are the names a lock of name holds, and quote them for an
 	// error message.
 	names(name string) []string
@@ -69,7 +70,7 @@ func (b lockBase) tryLock(ctx context.Context, m *Mutex, released string, reasks
 
 func (lockBase) unlock(context.Context, *Mutex) (bool, error) { return false, nil }
 
-func (lockBase) handsOver() bool { return false }
+func (lockBase) waitAs(*engine.Settings) turn.Kind { return turn.Lock }
 
 func (lockBase) names(name string) []string { return []string{name} }
 
@@ -114,8 +115,16 @@ func announced(name string, l *lease.Lease) *node.Release {
 // plainLock is a lock of one name, fenced or not.
 type plainLock struct{ lockBase }
 
-// handsOver implements lockKind: a plain lock's release hands it over.
-func (plainLock) handsOver() bool { return true }
+// waitAs implements lockKind: a plain lock's release hands it over to a
+// waiter that listens for announcements, when its grant is the key alone
+// (no fencing token, restart delay or replica acknowledgement to add), as
+// a handoff's is (see turn/handoff.go).
+func (plainLock) waitAs(cfg *engine.Settings) turn.Kind {
+	if cfg.Listen && !cfg.Fencing && cfg.Restart == 0 && cfg.Ack.Replicas == 0 {
+		return turn.HandedLock
+	}
+	return turn.Lock
+}
 
 func (plainLock) acquire(name, token string, cfg *engine.Settings, _ bool) node.Op {
 	return newAcquire(name, token, cfg)

@@ -101,9 +101,28 @@ func TestMultiMutexOnMiniredis(t *testing.T) {
 
 	require.NoError(t, abc.TryLock(ctx))
 	token := tokenOf(abc)
+	// A quorum holds every name; a node asked too late (its lane still
+	// busy at the node timeout, on a loaded machine) holds none of them.
+	// A node's names are read one at a time: a grant landing between two
+	// reads is read again.
 	assert.Eventually(t, func() bool {
-		return everyNode(func(get func(string) string) bool { return get("a") == token && get("b") == token && get("c") == token })
-	}, time.Second, time.Millisecond, "every node holds every name")
+		synced := 0
+		for _, s := range servers {
+			held := 0
+			for _, k := range []string{"a", "b", "c"} {
+				if v, _ := s.Get(k); v == token {
+					held++
+				}
+			}
+			if held != 0 && held != 3 {
+				return false
+			}
+			if held == 3 {
+				synced++
+			}
+		}
+		return synced >= 2
+	}, time.Second, time.Millisecond, "a quorum holds every name, the other nodes none")
 	require.ErrorIs(t, plainB.TryLock(ctx), ErrNotAcquired, "a plain lock on one of the names is refused")
 	require.NoError(t, abc.Extend(ctx))
 	st, err := r.Inspect(ctx, "c")

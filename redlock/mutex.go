@@ -78,7 +78,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 // many nodes misconfigured that no quorum is left (see tally.hopeless).
 func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 	err = m.h.Observe(ctx, m.h.Call(lease.StepWait), func(ctx context.Context) (int, error) {
-		wt := &turn.Waiting{Holder: &m.h, Kind: turn.ForLock(m.lock.handsOver(), &m.h.Settings)}
+		wt := &turn.Waiting{Holder: &m.h, Kind: m.lock.waitAs(&m.h.Settings)}
 		attempts, failed, err := wt.Wait(ctx, func(ctx context.Context, released string) (engine.Refusal, error) {
 			if wt.Handed != nil {
 				return wt.TryHanded(ctx, func(ctx context.Context, token string) (engine.Refusal, error) {
@@ -156,7 +156,7 @@ func (m *Mutex) tryWith(ctx context.Context, token, notice, released string, rea
 func (m *Mutex) spec(token string, reenter bool) engine.Spec {
 	cfg := &m.h.Settings
 	s := engine.Spec{Op: m.lock.acquire(m.h.Name, token, cfg, reenter), Undo: m.lock.Undo(m.h.Name, token),
-		Token: token, Settings: cfg, Report: m.h.Report, Split: true, Reentrant: cfg.Reentrant}
+		Token: token, Settings: cfg, Report: m.h.Report, Split: true}
 	if cfg.Fencing && !reenter {
 		s.Fence = m.lock.fence(m.h.Name, token, cfg)
 	}

@@ -36,6 +36,15 @@ type ReentrantAcquire struct {
 // Name implements Op.
 func (*ReentrantAcquire) Name() string { return "reentrant acquire" }
 
+// HoldsAgain reports whether op takes one more hold on a lock its caller
+// holds already (a reentrant lock's owner locking again): its undo drops
+// one hold, which on a node that op never reached is a hold the caller
+// had, so that it is undone only where it surely applied.
+func HoldsAgain(op Op) bool {
+	a, ok := op.(*ReentrantAcquire)
+	return ok && a.Reenter
+}
+
 // Lane implements Laned: the lock's name.
 func (o *ReentrantAcquire) Lane() string { return o.Key }
 

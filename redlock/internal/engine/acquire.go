@@ -53,8 +53,6 @@ type Spec struct {
 	// whose refusals name the holder. Without it the round is decided by a
 	// plain count (a semaphore's permits, the readers of a name).
 	Split bool
-	// reentrant marks an undo that drops one hold (see mustUndo).
-	Reentrant bool
 	// Fence, when set, is the operation that records fencing token n for
 	// a won acquisition (see Engine.fence).
 	Fence func(n uint64) node.Op
@@ -121,7 +119,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 	}
 	gates := quorum.NewGates(e.Pool.Size())
 	rd := quorum.NewRound(ctx, e.Pool, s.Settings.NodeTimeout, s.Report, e.Pool.Size()*(1+quorum.MaxReasks)).Needs(s.Quorum)
-	a := quorum.NewAttempt(rd, s.Op, s.Token, gates, s.Split, s.Reentrant, s.Released, s.Reasks)
+	a := quorum.NewAttempt(rd, s.Op, s.Token, gates, s.Split, s.Released, s.Reasks)
 	ctxErr := a.Run(ctx)
 	t := rd.Tally
 	won := ctxErr == nil && t.Won()

@@ -41,18 +41,19 @@ func outranks(theirs int, their string, ours int, our string) bool {
 // not. A request that surely was not applied (never sent, node skipped as
 // down, connection not dialled, node recovering from a restart) set
 // nothing. Any other failure (a timeout, a lost reply) may hide an applied
-// SET, so it is released too, except for a reentrant lock: its undo drops
-// one hold of the owner, which on a node the attempt never reached would
-// be a hold the owner already had. An extra hold left on a node is
-// harmless: the owner's last Unlock drops them all.
-func mustUndo(rep node.Reply, reentrant bool) bool {
+// SET, so it is released too, except for one more hold of a reentrant
+// lock's owner (node.HoldsAgain): its undo drops one hold, which on a node
+// the attempt never reached would be a hold the owner already had. An
+// extra hold left on a node is harmless: the owner's last Unlock drops
+// them all.
+func mustUndo(rep node.Reply, again bool) bool {
 	switch {
 	case rep.OK && rep.Err == nil:
 		return true
 	case rep.Err == nil, node.Unsent(rep.Err):
 		return false
 	}
-	return !reentrant
+	return !again
 }
 
 // Attempt is one acquire in progress: the votes so far, what they say of
@@ -61,12 +62,12 @@ func mustUndo(rep node.Reply, reentrant bool) bool {
 // name the holder); otherwise a plain count, decided as soon as a quorum
 // granted or no quorum can (a semaphore's permits, a name's readers).
 type Attempt struct {
-	rd        *Round
-	op        node.Op
-	token     string // what op sets, ranked against the competitors'
-	gates     []*Gate
-	Split     bool
-	reentrant bool // an undo drops one hold (see mustUndo)
+	rd    *Round
+	op    node.Op
+	token string // what op sets, ranked against the competitors'
+	gates []*Gate
+	Split bool
+	again bool // op holds again: an undo drops one hold (see mustUndo)
 
 	mu   sync.Mutex // guards held: written by node callbacks
 	held []bool     // per node: some request may have set the key (mustUndo)
@@ -92,10 +93,10 @@ type rivals struct {
 
 // NewAttempt prepares an attempt of op, which sets token, over rd;
 // nothing is sent yet.
-func NewAttempt(rd *Round, op node.Op, token string, gates []*Gate, split, reentrant bool, released string, reasks int) *Attempt {
+func NewAttempt(rd *Round, op node.Op, token string, gates []*Gate, split bool, released string, reasks int) *Attempt {
 	n := rd.p.Size()
 	a := &Attempt{
-		rd: rd, op: op, token: token, gates: gates, Split: split, reentrant: reentrant, released: released, reasks: reasks,
+		rd: rd, op: op, token: token, gates: gates, Split: split, again: node.HoldsAgain(op), released: released, reasks: reasks,
 		held: make([]bool, n), asked: make([]int, n), inflight: make([]bool, n),
 		counters: rivals{holders: make([]string, n)},
 	}
@@ -105,7 +106,7 @@ func NewAttempt(rd *Round, op node.Op, token string, gates []*Gate, split, reent
 
 // Heard notes, on the node's goroutine, that node i may hold the token.
 func (a *Attempt) Heard(i int, rep node.Reply) {
-	if mustUndo(rep, a.reentrant) {
+	if mustUndo(rep, a.again) {
 		a.mu.Lock()
 		a.held[i] = true
 		a.mu.Unlock()

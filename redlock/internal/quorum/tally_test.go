@@ -66,24 +66,27 @@ func TestTallyIgnoresSecondAnswer(t *testing.T) {
 
 func TestMustUndo(t *testing.T) {
 	timeout := fmt.Errorf("%w", node.ErrNodeTimeout)
+	first := &node.ReentrantAcquire{Key: "k", Token: "t"}
+	again := &node.ReentrantAcquire{Key: "k", Token: "t", Reenter: true}
 	for _, c := range []struct {
-		name      string
-		rep       node.Reply
-		reentrant bool
-		want      bool
+		name string
+		rep  node.Reply
+		op   node.Op
+		want bool
 	}{
-		{"granted", node.Reply{OK: true}, false, true},
-		{"granted, reentrant", node.Reply{OK: true}, true, true},
-		{"held by another", node.Reply{Value: node.Grant{Holder: "x"}}, false, false},
-		{"never sent", node.Reply{Err: node.ErrQueueFull}, false, false},
-		{"node down", node.Reply{Err: fmt.Errorf("%w: x", node.ErrNodeDown)}, false, false},
-		{"dial refused", node.Reply{Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, false, false},
-		{"recovering", node.Reply{Err: fmt.Errorf("%w: x", node.ErrNodeRecovering)}, false, false},
-		{"reply lost", node.Reply{Err: nodetest.ErrLostReply}, false, true},
-		{"timed out", node.Reply{Err: timeout}, false, true},
-		{"reply lost, reentrant", node.Reply{Err: nodetest.ErrLostReply}, true, false},
+		{"granted", node.Reply{OK: true}, &node.Acquire{}, true},
+		{"granted, held again", node.Reply{OK: true}, again, true},
+		{"held by another", node.Reply{Value: node.Grant{Holder: "x"}}, &node.Acquire{}, false},
+		{"never sent", node.Reply{Err: node.ErrQueueFull}, &node.Acquire{}, false},
+		{"node down", node.Reply{Err: fmt.Errorf("%w: x", node.ErrNodeDown)}, &node.Acquire{}, false},
+		{"dial refused", node.Reply{Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, &node.Acquire{}, false},
+		{"recovering", node.Reply{Err: fmt.Errorf("%w: x", node.ErrNodeRecovering)}, &node.Acquire{}, false},
+		{"reply lost", node.Reply{Err: nodetest.ErrLostReply}, &node.Acquire{}, true},
+		{"timed out", node.Reply{Err: timeout}, &node.Acquire{}, true},
+		{"reply lost, reentrant's first hold", node.Reply{Err: nodetest.ErrLostReply}, first, true},
+		{"reply lost, held again", node.Reply{Err: nodetest.ErrLostReply}, again, false},
 	} {
-		assert.Equal(t, c.want, mustUndo(c.rep, c.reentrant), c.name)
+		assert.Equal(t, c.want, mustUndo(c.rep, node.HoldsAgain(c.op)), c.name)
 	}
 }
 

@@ -47,18 +47,6 @@ import (
 // round trip of one another.
 const handoffWindow = 5 * time.Millisecond
 
-// ForLock is the kind of a Lock's wait on a lock of cfg whose release
-// hands it over or not (handsOver: a plain lock's): a HandedLock when it
-// may take the lock handed over, since a plain lock's grant is its key
-// alone (no fencing token, restart delay or replica acknowledgement to
-// add) and the wait listens for announcements; a Lock otherwise.
-func ForLock(handsOver bool, cfg *engine.Settings) Kind {
-	if handsOver && cfg.Listen && !cfg.Fencing && cfg.Restart == 0 && cfg.Ack.Replicas == 0 {
-		return HandedLock
-	}
-	return Lock
-}
-
 // handoffOf is what a waiting Lock has been handed with its current token.
 type handoffOf struct {
 	token      string

@@ -68,7 +68,7 @@ const (
 	// (the courtesy), and waits less after a split vote (see delay).
 	Lock
 	// HandedLock is a Lock that also takes the lock handed over by a
-	// release (see ForLock and handoff.go).
+	// release (see handoff.go); which Lock may is its lock kind's to say.
 	HandedLock
 )
 
