@@ -53,16 +53,17 @@ type speech struct {
 func (s speech) deletes() bool { return s.way == Native && (s.caps.Deletes() || !s.caps.Known) }
 
 // setsIfEq reports whether a plain extension is SET ... IFEQ ... PX: on a
-// Native node that has it, and beside scripts (see beside).
-func (s speech) setsIfEq() bool { return (s.way == Native || s.beside()) && s.caps.SetIfEq }
+// Native node that has it, and beside scripts.
+func (s speech) setsIfEq() bool { return (s.way == Native || s.way == Scripts) && s.caps.SetIfEq }
 
 // beside reports whether a node that speaks scripts carries the plain
-// lock's grant and extension in the server's own commands: where it has
-// SET IFEQ (Valkey 8.1, Redis 8.4), on which they cost the server a
-// tenth of their scripts and the client no more (measured: see
-// docs/DEPLOYMENTS.md). Its release keeps its script, which hands the
-// lock over to the oldest queued waiter.
-func (s speech) beside() bool { return s.way == Scripts && s.caps.SetIfEq }
+// lock's grant in the server's own SET NX GET PX (Redis 7.0 on, Valkey),
+// and its extension in SET IFEQ PX where it has that (Valkey 8.1, Redis
+// 8.4): they cost the server a fraction of their scripts and the client
+// about as much (measured: see docs/PERFORMANCE.md and DEPLOYMENTS.md).
+// Its release keeps its script, which hands the lock over to the oldest
+// queued waiter.
+func (s speech) beside() bool { return s.way == Scripts && s.caps.SetNXGet() }
 
 func (o *Acquire) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
 	if !o.plain() || s.way == Scripts && !s.beside() {

@@ -310,12 +310,19 @@ func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 // (zero when not asked).
 func (n *Redis) exchange(ctx context.Context, pipe redis.Pipeliner, batch []*call, cmds int) time.Time {
 	clock := n.clockFor(ctx, batch)
+	led := false // clock sent first
 	if leadsNil(batch) {
 		// go-redis runs its retry checks (a dozen allocations) on the
 		// error of a round trip's first reply, and reads a native grant's
-		// nil as one: a PING, whose reply is no error, leads instead.
-		_ = pipe.Process(ctx, redis.NewStatusCmd(ctx, pingArgs...))
-		cmds++
+		// nil as one: a command whose reply is no error leads instead,
+		// the batch's TIME where the node has answered one, else a PING.
+		if clock != nil && n.clockOn.Load() {
+			_ = pipe.Process(ctx, clock)
+			led = true
+		} else {
+			_ = pipe.Process(ctx, redis.NewStatusCmd(ctx, pingArgs...))
+			cmds++
+		}
 	}
 	if cmds == 1 && clock == nil {
 		// One command, not always the first call's: a call may carry none
@@ -332,7 +339,7 @@ func (n *Redis) exchange(ctx context.Context, pipe redis.Pipeliner, batch []*cal
 			_ = pipe.Process(ctx, cmd)
 		}
 	}
-	if clock != nil {
+	if clock != nil && !led {
 		_ = pipe.Process(ctx, clock)
 	}
 	unanswered(pipe.Exec(ctx)) // each command keeps its own error

@@ -370,3 +370,68 @@ func TestNativeGrantOfItsOwnTokenReArms(t *testing.T) {
 		})
 	}
 }
+
+// pipelines records the commands of each pipeline a client sends.
+type pipelines struct {
+	mu   sync.Mutex
+	sent [][]string
+}
+
+func (*pipelines) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (*pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		names := make([]string, len(cmds))
+		for i, cmd := range cmds {
+			names[i] = cmd.Name()
+		}
+		if names[0] == "hello" || names[0] == "client" {
+			return next(ctx, cmds) // a new connection's own
+		}
+		p.mu.Lock()
+		p.sent = append(p.sent, names)
+		p.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (p *pipelines) last() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sent[len(p.sent)-1]
+}
+
+// Beside scripts, on a server with SET ... NX GET (Redis 7.0), a plain
+// grant is that command, and the release keeps its script. go-redis reads
+// a grant's nil as an error, which costs it the most as a round trip's
+// first reply: the batch's TIME leads once the node has answered one,
+// else a PING. The node's first call is a script: scripts are found
+// refused before anything is sent beside them.
+func TestNativeGrantBesideScripts(t *testing.T) {
+	servers, clients := nodetest.Miniredis(t, 1)
+	at := time.Now().Add(time.Hour).Truncate(time.Second)
+	servers[0].SetTime(at)
+	sent := &pipelines{}
+	clients[0].AddHook(sent)
+	n := node.NewRedis(clients[0])
+	n.SetCaps(node.Caps{Known: true, Server: "redis", Version: "7.0.15"})
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+
+	require.True(t, callOne(n, lock("first", "a")).OK)
+	assert.Contains(t, sent.sent[0], "evalsha", "until a script ran, the node speaks scripts (then EVAL after NOSCRIPT)")
+	require.True(t, callOne(n, lock("second", "a")).OK)
+	assert.Equal(t, []string{"ping", "set"}, sent.last(), "no TIME to lead: a PING does")
+	rep := callOne(n, clocked(lock("k", "a")))
+	require.True(t, rep.OK)
+	assert.Equal(t, []string{"time", "set"}, sent.last(), "the TIME leads")
+	assert.WithinDuration(t, at, rep.Time, time.Second, "the grant carries the node's clock")
+	rep = callOne(n, lock("k", "b"))
+	require.NoError(t, rep.Err)
+	assert.False(t, rep.OK, "held by a")
+	assert.Equal(t, "a", rep.Value.(node.Grant).Holder)
+	rep = callOne(n, unlock("k", "a"))
+	require.True(t, rep.OK)
+	assert.False(t, servers[0].Exists("k"))
+}
