@@ -396,7 +396,7 @@ func (a *availability) runImplementation(ctx context.Context, round int, set opt
 			a.res.note("round %d, %s, %s, %s: %d Unlock errors in the contended run", round, set.name, im.name, ph.name, c.unlockErrors)
 		}
 		fmt.Fprintf(os.Stderr, "%6.0f acq/s  %6.0f pairs/s  overlaps %d  lost %d\n",
-			acq, u.pairs, c.safety.overlaps, c.safety.lost)
+			acq, u.pairs, c.overlaps, c.lost)
 	}
 	if !selected(*onlyPhases, "majority") {
 		return nil

@@ -243,67 +243,76 @@ func (a *availability) pausedMajority(ctx context.Context, im implementation, se
 	if err := a.each(ctx, majority, a.cluster.Pause); err != nil {
 		return 0, nil, errors.Join(err, a.each(ctx, majority, a.cluster.Unpause))
 	}
-	var resumed atomic.Pointer[time.Time] // set just before the unpause
-	var during atomic.Int64               // acquisitions while the majority was paused
-	first := make(chan time.Time, 1)
-	stop := make(chan struct{})
+	c := &pausedContenders{first: make(chan time.Time, 1), stop: make(chan struct{})}
 	var wg sync.WaitGroup
 	for id, m := range mus {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				actx, cancel := context.WithTimeout(ctx, lockWait)
-				err := m.TryLock(actx)
-				cancel()
-				if err != nil {
-					select {
-					case <-stop:
-						return
-					case <-time.After(10 * time.Millisecond):
-					}
-					continue
-				}
-				if resumed.Load() == nil {
-					during.Add(1)
-				} else {
-					select {
-					case first <- time.Now():
-					default:
-					}
-				}
-				s.critical(id, m)
-				uctx, cancel := context.WithTimeout(ctx, lockWait)
-				_ = m.Unlock(uctx)
-				cancel()
-			}
-		})
+		wg.Go(func() { c.contend(ctx, s, id, m) })
 	}
 	time.Sleep(majorityWait)
 	t0 := time.Now()
-	resumed.Store(&t0)
+	c.resumed.Store(&t0)
 	unpauseErr := a.each(ctx, majority, a.cluster.Unpause)
 	rec := math.Inf(1)
 	timer := time.NewTimer(recoverLimit)
 	select {
-	case got := <-first:
+	case got := <-c.first:
 		rec = got.Sub(t0).Seconds()
 	case <-timer.C:
 	}
 	timer.Stop()
-	close(stop)
+	close(c.stop)
 	wg.Wait()
 	if unpauseErr != nil {
 		return 0, nil, unpauseErr
 	}
-	if n := during.Load(); n > 0 {
+	if n := c.during.Load(); n > 0 {
 		a.res.note("%s, %s: %d acquisitions while 3 of 5 nodes were paused", set.name, im.name, n)
 	}
 	s.check()
 	return rec, s, nil
+}
+
+// pausedContenders are pausedMajority's contenders: each makes single
+// attempts until stop, and the first to succeed after the resume says when.
+type pausedContenders struct {
+	resumed atomic.Pointer[time.Time] // set just before the unpause
+	during  atomic.Int64              // acquisitions while the majority was paused
+	first   chan time.Time
+	stop    chan struct{}
+}
+
+// contend is contender id's loop on m, its critical sections checked by s.
+func (c *pausedContenders) contend(ctx context.Context, s *safety, id int, m mutex) {
+	for {
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		actx, cancel := context.WithTimeout(ctx, lockWait)
+		err := m.TryLock(actx)
+		cancel()
+		if err != nil {
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		if c.resumed.Load() == nil {
+			c.during.Add(1)
+		} else {
+			select {
+			case c.first <- time.Now():
+			default:
+			}
+		}
+		s.critical(id, m)
+		uctx, cancel := context.WithTimeout(ctx, lockWait)
+		_ = m.Unlock(uctx)
+		cancel()
+	}
 }
 
 // goroutineCounter counts this process's goroutines. With excludeProxy it

@@ -24,6 +24,7 @@ import (
 // benchAddrs are the nodes of REDLOCK_BENCH_ADDRS; these benchmarks skip
 // without them (BenchmarkPair starts containers instead).
 func benchAddrs(b *testing.B) []string {
+	b.Helper()
 	addrs := strings.Split(os.Getenv("REDLOCK_BENCH_ADDRS"), ",")
 	if addrs[0] == "" {
 		b.Skip("REDLOCK_BENCH_ADDRS not set")
@@ -78,6 +79,32 @@ func BenchmarkContended(b *testing.B) {
 	}
 }
 
+// warmContenders makes the contenders' lock clients of im, each on clients
+// of its own, each having taken and released a lock beside key once; they
+// are closed at the end of b.
+func warmContenders(b *testing.B, im implementation, addrs []string, key string) []lockClient {
+	b.Helper()
+	ctx := context.Background()
+	var lcs []lockClient
+	for range contenders {
+		cs := benchClients(addrs)
+		lc, err := im.new(cs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			_ = lc.close(ctx)
+			closeAll(cs)
+		})
+		lcs = append(lcs, lc)
+		m, _ := lc.mutex(key + ":warm")
+		if m.Lock(ctx) == nil {
+			_ = m.Unlock(ctx)
+		}
+	}
+	return lcs
+}
+
 // BenchmarkHandoff is the availability benchmark's contended run without
 // faults: 8 clients, each with its own lock client and node clients as a
 // process has, looping Lock, a 2 ms hold, Unlock on one name. An op is one
@@ -92,26 +119,7 @@ func BenchmarkHandoff(b *testing.B) {
 		b.Run(im.name, func(b *testing.B) {
 			ctx := context.Background()
 			key := fmt.Sprint("handoff:", time.Now().UnixNano())
-			var all [][]redis.UniversalClient
-			var lcs []lockClient
-			for range contenders {
-				cs := benchClients(addrs)
-				lc, err := im.new(cs)
-				if err != nil {
-					b.Fatal(err)
-				}
-				all, lcs = append(all, cs), append(lcs, lc)
-				m, _ := lc.mutex(key + ":warm")
-				if m.Lock(ctx) == nil {
-					_ = m.Unlock(ctx)
-				}
-			}
-			defer func() {
-				for i, lc := range lcs {
-					_ = lc.close(ctx)
-					closeAll(all[i])
-				}
-			}()
+			lcs := warmContenders(b, im, addrs, key)
 			var acq, failed atomic.Int64
 			target := int64(b.N)
 			shares := make([]int, len(lcs))

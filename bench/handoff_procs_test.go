@@ -141,84 +141,16 @@ type childrenRun struct {
 // runChildren starts the contenders, lets them go once all are warm and
 // ready, and stops them once n acquisitions were reported.
 func runChildren(n int, name, key string) (*childrenRun, error) {
-	type line struct {
-		child int
-		text  string
+	ch, err := startChildren(name, key)
+	if err != nil {
+		return nil, err
 	}
-	lines := make(chan line, 1024)
-	var cmds []*exec.Cmd
-	var stdins []io.WriteCloser
-	var readers sync.WaitGroup
-	stopAll := func() {
-		for _, in := range stdins {
-			_ = in.Close()
-		}
-	}
-	for i := range contenders {
-		cmd := exec.Command(os.Args[0], "-test.run", "^$", fmt.Sprintf("-defaults=%v", *defaultOptions))
-		cmd.Env = append(os.Environ(), childEnv+"="+name, childKeyEnv+"="+key)
-		cmd.Stderr = os.Stderr
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			stopAll()
-			return nil, err
-		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			stopAll()
-			return nil, err
-		}
-		if err := cmd.Start(); err != nil {
-			stopAll()
-			return nil, err
-		}
-		cmds, stdins = append(cmds, cmd), append(stdins, in)
-		readers.Go(func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				lines <- line{i, sc.Text()}
-			}
-		})
-	}
-	go func() {
-		readers.Wait()
-		close(lines)
-	}()
 	r := &childrenRun{}
-	stopped := false
-	ready := 0
-	for l := range lines {
-		f := strings.Fields(l.text)
-		switch {
-		case len(f) == 1 && f[0] == "R":
-			if ready++; ready == contenders {
-				for _, in := range stdins {
-					_, _ = io.WriteString(in, "go\n")
-				}
-			}
-		case len(f) == 1 && f[0] == "F":
-			r.failed++
-		case len(f) == 4 && f[0] == "H" && len(r.holds) < n:
-			h := hold{child: l.child}
-			h.locked, _ = strconv.ParseInt(f[1], 10, 64)
-			h.unlocked, _ = strconv.ParseInt(f[2], 10, 64)
-			w, _ := strconv.ParseInt(f[3], 10, 64)
-			h.waited = time.Duration(w)
-			r.holds = append(r.holds, h)
-		}
-		if len(r.holds) >= n && !stopped {
-			stopped = true
-			stopAll()
-		}
+	for l := range ch.lines {
+		ch.take(r, l, n)
 	}
-	var errs []error
-	for _, c := range cmds {
-		if err := c.Wait(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("contender processes: %v", errs)
+	if err := ch.wait(); err != nil {
+		return nil, err
 	}
 	if len(r.holds) < n {
 		return nil, fmt.Errorf("%d acquisitions reported, %d wanted", len(r.holds), n)
@@ -230,6 +162,113 @@ func runChildren(n int, name, key string) (*childrenRun, error) {
 	first, last := r.holds[0], r.holds[len(r.holds)-1]
 	r.elapsed = time.Duration(last.unlocked-first.locked) + r.medianGap()
 	return r, nil
+}
+
+// childLine is one line a contender process wrote.
+type childLine struct {
+	child int
+	text  string
+}
+
+// children are the contender processes of one run.
+type children struct {
+	cmds    []*exec.Cmd
+	stdins  []io.WriteCloser
+	lines   chan childLine // every child's, closed once all ended
+	ready   int
+	stopped bool
+}
+
+// startChildren starts the contender processes of run name on key.
+func startChildren(name, key string) (*children, error) {
+	ch := &children{lines: make(chan childLine, 1024)}
+	var readers sync.WaitGroup
+	for i := range contenders {
+		out, err := ch.start(name, key)
+		if err != nil {
+			ch.stop()
+			return nil, err
+		}
+		readers.Go(func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				ch.lines <- childLine{i, sc.Text()}
+			}
+		})
+	}
+	go func() {
+		readers.Wait()
+		close(ch.lines)
+	}()
+	return ch, nil
+}
+
+// start starts one contender process and returns its output.
+func (ch *children) start(name, key string) (io.Reader, error) {
+	cmd := exec.Command(os.Args[0], "-test.run", "^$", fmt.Sprintf("-defaults=%v", *defaultOptions))
+	cmd.Env = append(os.Environ(), childEnv+"="+name, childKeyEnv+"="+key)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ch.cmds, ch.stdins = append(ch.cmds, cmd), append(ch.stdins, in)
+	return out, nil
+}
+
+// take reads line l into r: a child ready (all ready: they go), an attempt
+// failed, or a hold; once n holds are in, the children are stopped.
+func (ch *children) take(r *childrenRun, l childLine, n int) {
+	f := strings.Fields(l.text)
+	switch {
+	case len(f) == 1 && f[0] == "R":
+		if ch.ready++; ch.ready == contenders {
+			for _, in := range ch.stdins {
+				_, _ = io.WriteString(in, "go\n")
+			}
+		}
+	case len(f) == 1 && f[0] == "F":
+		r.failed++
+	case len(f) == 4 && f[0] == "H" && len(r.holds) < n:
+		h := hold{child: l.child}
+		h.locked, _ = strconv.ParseInt(f[1], 10, 64)
+		h.unlocked, _ = strconv.ParseInt(f[2], 10, 64)
+		w, _ := strconv.ParseInt(f[3], 10, 64)
+		h.waited = time.Duration(w)
+		r.holds = append(r.holds, h)
+	}
+	if len(r.holds) >= n && !ch.stopped {
+		ch.stopped = true
+		ch.stop()
+	}
+}
+
+// stop closes the children's input: each stops at that.
+func (ch *children) stop() {
+	for _, in := range ch.stdins {
+		_ = in.Close()
+	}
+}
+
+// wait waits for every child to exit.
+func (ch *children) wait() error {
+	var errs []error
+	for _, c := range ch.cmds {
+		if err := c.Wait(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("contender processes: %v", errs)
+	}
+	return nil
 }
 
 // overlaps counts the holds that began before the one before ended.
@@ -264,6 +303,7 @@ func (r *childrenRun) medianGap() time.Duration {
 
 // report adds the metrics BenchmarkHandoff reports.
 func (r *childrenRun) report(b *testing.B) {
+	b.Helper()
 	shares := make([]int, contenders)
 	var waits, holds []time.Duration
 	for _, h := range r.holds {

@@ -92,6 +92,61 @@ type factory func([]redis.UniversalClient) impl
 
 var factories = []factory{newRedlockImpl, newRedsyncImpl, newRawImpl, newBsmImpl, newMultiImpl, newReadImpl, newWriteImpl, newSemaphoreImpl, newNoScriptsImpl}
 
+// measureImpl measures the implementation that f makes, in round, on the
+// cluster's nodes and, when it uses five, through the proxies with two of
+// them slow.
+func measureImpl(ctx context.Context, cluster *integration.Cluster, proxies []*toxiproxy.Proxy, res *results, f factory, round int) error {
+	clients := cluster.Clients(clientOptions())
+	im := f(clients)
+	key := fmt.Sprintf("bench:%d:%s:", round, im.name)
+	warm(ctx, im, key+"warm")
+	p50, p99, allocs := latency(ctx, im, key+"lat:")
+	res.add(im.name, "p50", p50)
+	res.add(im.name, "p99", p99)
+	res.add(im.name, "allocs", allocs)
+	for _, g := range []int{1, 8, 64} {
+		res.add(im.name, fmt.Sprint("pairs", g), throughput(ctx, im, key+fmt.Sprint("tp", g, ":"), g))
+	}
+	att, acq := contended(ctx, im, key+"contended", 8)
+	res.add(im.name, "attempts", att)
+	res.add(im.name, "acquisitions", acq)
+	im.close()
+	closeAll(clients)
+	if im.nodes != 5 {
+		return nil
+	}
+	return measureSlow(ctx, proxies, res, f, key)
+}
+
+// measureSlow measures the lock latency of the implementation that f
+// makes through the proxies, all fast, then with nodes 1 and 3 50 ms slow.
+func measureSlow(ctx context.Context, proxies []*toxiproxy.Proxy, res *results, f factory, key string) error {
+	var proxied []redis.UniversalClient
+	for i := range proxies {
+		o := clientOptions()
+		o.Addr = proxies[i].Listen
+		proxied = append(proxied, redis.NewClient(o))
+	}
+	defer closeAll(proxied)
+	im := f(proxied)
+	defer im.close()
+	warm(ctx, im, key+"pwarm")
+	res.add(im.name, "fast", lockLatency(ctx, im, key+"fast:"))
+	for _, i := range []int{1, 3} {
+		if _, err := proxies[i].Toxics.AddToxicJson(strings.NewReader(
+			`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":50}}`)); err != nil {
+			return err
+		}
+	}
+	res.add(im.name, "slow", lockLatency(ctx, im, key+"slow:"))
+	for _, i := range []int{1, 3} {
+		if err := proxies[i].Toxics.RemoveToxic(ctx, "slow"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func run() error {
 	ctx := context.Background()
 	cluster, err := integration.Start(ctx, 5)
@@ -115,47 +170,8 @@ func run() error {
 	for round := 1; round <= *rounds; round++ {
 		fmt.Fprintf(os.Stderr, "round %d of %d\n", round, *rounds)
 		for _, f := range factories {
-			clients := cluster.Clients(clientOptions())
-			im := f(clients)
-			key := fmt.Sprintf("bench:%d:%s:", round, im.name)
-			warm(ctx, im, key+"warm")
-			p50, p99, allocs := latency(ctx, im, key+"lat:")
-			results.add(im.name, "p50", p50)
-			results.add(im.name, "p99", p99)
-			results.add(im.name, "allocs", allocs)
-			for _, g := range []int{1, 8, 64} {
-				results.add(im.name, fmt.Sprint("pairs", g), throughput(ctx, im, key+fmt.Sprint("tp", g, ":"), g))
-			}
-			att, acq := contended(ctx, im, key+"contended", 8)
-			results.add(im.name, "attempts", att)
-			results.add(im.name, "acquisitions", acq)
-			im.close()
-			closeAll(clients)
-
-			if im.nodes == 5 {
-				var proxied []redis.UniversalClient
-				for i := range proxies {
-					o := clientOptions()
-					o.Addr = proxies[i].Listen
-					proxied = append(proxied, redis.NewClient(o))
-				}
-				im := f(proxied)
-				warm(ctx, im, key+"pwarm")
-				results.add(im.name, "fast", lockLatency(ctx, im, key+"fast:"))
-				for _, i := range []int{1, 3} {
-					if _, err := proxies[i].Toxics.AddToxicJson(strings.NewReader(
-						`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":50}}`)); err != nil {
-						return err
-					}
-				}
-				results.add(im.name, "slow", lockLatency(ctx, im, key+"slow:"))
-				for _, i := range []int{1, 3} {
-					if err := proxies[i].Toxics.RemoveToxic(ctx, "slow"); err != nil {
-						return err
-					}
-				}
-				im.close()
-				closeAll(proxied)
+			if err := measureImpl(ctx, cluster, proxies, results, f, round); err != nil {
+				return err
 			}
 		}
 	}

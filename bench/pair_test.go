@@ -76,7 +76,7 @@ func BenchmarkPair(b *testing.B) {
 	}
 }
 
-func pair(ctx context.Context, b *testing.B, im impl, key string) {
+func pair(ctx context.Context, b *testing.B, im impl, key string) { //nolint:thelper // b.Helper would cost every pair measured
 	rel, err := im.lock(ctx, key)
 	if err != nil {
 		b.Fatal(err)

@@ -102,36 +102,14 @@ func Start(ctx context.Context, n int, opts ...Option) (*Cluster, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	image := Image()
-	if cfg.clocks {
-		var err error
-		if image, err = FaketimeImage(); err != nil {
-			return nil, err
-		}
-	}
 	provider, err := testcontainers.NewDockerProvider()
 	if err != nil {
 		return nil, dockerMissing(err)
 	}
 	c := &Cluster{docker: provider.Client(), nodes: make([]*node, n)}
-	ports, err := freePorts(n)
-	if cfg.ports != nil {
-		ports, err = fixedPorts(n, cfg.ports)
-	}
-	if err != nil {
+	if err := c.plan(cfg); err != nil {
+		_ = c.Close(context.WithoutCancel(ctx))
 		return nil, err
-	}
-	for i := range n {
-		c.nodes[i] = &node{port: ports[i], persist: cfg.persist, image: image}
-		if i < len(cfg.args) {
-			c.nodes[i].args = cfg.args[i]
-		}
-		if cfg.clocks {
-			if c.nodes[i].clockDir, err = newClockDir(); err != nil {
-				_ = c.Close(context.WithoutCancel(ctx))
-				return nil, err
-			}
-		}
 	}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -150,6 +128,38 @@ func Start(ctx context.Context, n int, opts ...Option) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// plan fills c's nodes, none started yet, as cfg asks: their image,
+// ports, arguments and clock directories.
+func (c *Cluster) plan(cfg startConfig) error {
+	n := len(c.nodes)
+	image := Image()
+	if cfg.clocks {
+		var err error
+		if image, err = FaketimeImage(); err != nil {
+			return err
+		}
+	}
+	ports, err := freePorts(n)
+	if cfg.ports != nil {
+		ports, err = fixedPorts(n, cfg.ports)
+	}
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		c.nodes[i] = &node{port: ports[i], persist: cfg.persist, image: image}
+		if i < len(cfg.args) {
+			c.nodes[i].args = cfg.args[i]
+		}
+		if cfg.clocks {
+			if c.nodes[i].clockDir, err = newClockDir(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func dockerMissing(err error) error {

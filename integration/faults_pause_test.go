@@ -162,119 +162,122 @@ func TestFaultRestartWithoutPersistence(t *testing.T) {
 	const ttl = 2 * time.Second
 	base := []redlock.Option{redlock.WithTTL(ttl), redlock.WithNodeTimeout(200 * time.Millisecond), redlock.WithFencing()}
 
-	t.Run("immediate", func(t *testing.T) {
-		ctx := t.Context()
-		a, b := r.client(t, 0, base...), r.client(t, 1, base...)
-		name := "restart-now:" + t.Name()
-		ma, mb := a.mutex(t, name), b.mutex(t, name)
-		r.holdOnFirstThree(t, ma, 300*time.Millisecond)
-		holdA := r.hist.acquired(a.id, ma)
+	t.Run("immediate", func(t *testing.T) { restartImmediate(t, r, base) })
+	t.Run("delayed", func(t *testing.T) { restartDelayed(t, r, base, ttl) })
+}
 
-		restart := time.Now()
-		require.NoError(t, r.c.Kill(ctx, 2))
-		require.NoError(t, r.c.Restart(ctx, 2))
-		t.Logf("node 2 back after %v", time.Since(restart))
-		lockCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		require.NoError(t, mb.Lock(lockCtx), "the documented hazard: a second quorum {2,3,4}")
-		holdB := r.hist.acquired(b.id, mb)
-		assert.True(t, time.Now().Before(ma.Until()), "A's validity had ended: the scenario proves nothing")
-		hA, hB := holdA.released(), holdB.released()
-		assert.Len(t, checkNoOverlap([]hold{hA, hB}), 1, "the checker missed two holders at once")
+// restartImmediate is TestFaultRestartWithoutPersistence without a restart
+// delay: the second quorum forms, and fencing refuses A's late write.
+func restartImmediate(t *testing.T, r *rig, base []redlock.Option) {
+	t.Helper()
+	ctx := t.Context()
+	a, b := r.client(t, 0, base...), r.client(t, 1, base...)
+	name := "restart-now:" + t.Name()
+	ma, mb := a.mutex(t, name), b.mutex(t, name)
+	r.holdOnFirstThree(t, ma, 300*time.Millisecond)
+	holdA := r.hist.acquired(a.id, ma)
 
-		assert.Greater(t, hB.fence, hA.fence, "B's token does not exceed A's")
-		require.NoError(t, r.res.write(ctx, b.id, "b", hB.fence))
-		err := r.res.write(ctx, a.id, "late a", hA.fence)
-		require.ErrorIs(t, err, redlock.ErrStaleFence, "A's stale write was accepted")
-		got, err := r.res.read(ctx, b.id)
-		require.NoError(t, err)
-		assert.Equal(t, "b", got)
-		ops := r.hist.registerOps()
-		assert.Equal(t, porcupine.Ok, checkRegister(ops))
-		assert.Empty(t, staleAccepted(ops))
-		require.NoError(t, mb.Unlock(ctx))
-		_ = ma.Unlock(ctx) // its quorum is gone: ErrNotHeld
-	})
+	restart := time.Now()
+	require.NoError(t, r.c.Kill(ctx, 2))
+	require.NoError(t, r.c.Restart(ctx, 2))
+	t.Logf("node 2 back after %v", time.Since(restart))
+	lockCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	require.NoError(t, mb.Lock(lockCtx), "the documented hazard: a second quorum {2,3,4}")
+	holdB := r.hist.acquired(b.id, mb)
+	assert.True(t, time.Now().Before(ma.Until()), "A's validity had ended: the scenario proves nothing")
+	hA, hB := holdA.released(), holdB.released()
+	assert.Len(t, checkNoOverlap([]hold{hA, hB}), 1, "the checker missed two holders at once")
 
-	t.Run("delayed", func(t *testing.T) {
-		ctx := t.Context()
-		opts := append(slices.Clone(base), redlock.WithRestartDelay(ttl))
-		// The nodes refuse until they have been up for the delay: node 2
-		// has just restarted, and the cluster is young.
-		for i := range lockNodes {
-			r.waitUptime(t, i, int(ttl/time.Second)+1)
-		}
-		a, b := r.client(t, 0, opts...), r.client(t, 1, opts...)
-		name := "restart-delayed:" + t.Name()
-		ma, mb := a.mutex(t, name), b.mutex(t, name)
-		// probe is a lock that only node 2 can decide (0 and 1 hold a
-		// foreign key): B acquires it as soon as node 2 grants again.
-		probe := b.mutex(t, name+":probe")
-		for _, i := range []int{0, 1} {
-			require.NoError(t, r.insp[i].Set(ctx, probe.Name(), "foreign", time.Minute).Err())
-		}
-		r.holdOnFirstThree(t, ma, 300*time.Millisecond)
-		holdA := r.hist.acquired(a.id, ma)
-		untilA := ma.Until()
+	assert.Greater(t, hB.fence, hA.fence, "B's token does not exceed A's")
+	require.NoError(t, r.res.write(ctx, b.id, "b", hB.fence))
+	err := r.res.write(ctx, a.id, "late a", hA.fence)
+	require.ErrorIs(t, err, redlock.ErrStaleFence, "A's stale write was accepted")
+	got, err := r.res.read(ctx, b.id)
+	require.NoError(t, err)
+	assert.Equal(t, "b", got)
+	ops := r.hist.registerOps()
+	assert.Equal(t, porcupine.Ok, checkRegister(ops))
+	assert.Empty(t, staleAccepted(ops))
+	require.NoError(t, mb.Unlock(ctx))
+	_ = ma.Unlock(ctx) // its quorum is gone: ErrNotHeld
+}
 
-		require.NoError(t, r.c.Kill(ctx, 2))
-		// Redis counts uptime_in_seconds from its start and now, both
-		// truncated to whole wall-clock seconds, so it reads up to one
-		// second more than has passed. Starting node 2 at .3 of a second
-		// (it is up well before the next one) makes that error at least
-		// .3s: a delay that ignores it shows below.
-		sleepToFraction(300 * time.Millisecond)
-		restart := time.Now() // node 2's process starts after this
-		require.NoError(t, r.c.Restart(ctx, 2))
-		t.Logf("node 2 back after %v", time.Since(restart))
-		var (
-			recovering bool
-			holdB      *holding
-			served     time.Time // when node 2 first granted the probe
-		)
-		noteRecovering := func(err error) {
-			for _, ne := range redlock.NodeErrors(err) {
-				if ne.Index == 2 && errors.Is(ne, redlock.ErrNodeRecovering) {
-					recovering = true
-				}
+// restartDelayed is TestFaultRestartWithoutPersistence with a restart
+// delay of ttl: B gets the lock only once A's validity ended.
+func restartDelayed(t *testing.T, r *rig, base []redlock.Option, ttl time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	opts := append(slices.Clone(base), redlock.WithRestartDelay(ttl))
+	// The nodes refuse until they have been up for the delay: node 2
+	// has just restarted, and the cluster is young.
+	for i := range lockNodes {
+		r.waitUptime(t, i, int(ttl/time.Second)+1)
+	}
+	a, b := r.client(t, 0, opts...), r.client(t, 1, opts...)
+	name := "restart-delayed:" + t.Name()
+	ma, mb := a.mutex(t, name), b.mutex(t, name)
+	// probe is a lock that only node 2 can decide (0 and 1 hold a
+	// foreign key): B acquires it as soon as node 2 grants again.
+	probe := b.mutex(t, name+":probe")
+	for _, i := range []int{0, 1} {
+		require.NoError(t, r.insp[i].Set(ctx, probe.Name(), "foreign", time.Minute).Err())
+	}
+	r.holdOnFirstThree(t, ma, 300*time.Millisecond)
+	holdA := r.hist.acquired(a.id, ma)
+	untilA := ma.Until()
+
+	require.NoError(t, r.c.Kill(ctx, 2))
+	// Redis counts uptime_in_seconds from its start and now, both
+	// truncated to whole wall-clock seconds, so it reads up to one
+	// second more than has passed. Starting node 2 at .3 of a second
+	// (it is up well before the next one) makes that error at least
+	// .3s: a delay that ignores it shows below.
+	sleepToFraction(300 * time.Millisecond)
+	restart := time.Now() // node 2's process starts after this
+	require.NoError(t, r.c.Restart(ctx, 2))
+	t.Logf("node 2 back after %v", time.Since(restart))
+	var (
+		recovering bool
+		holdB      *holding
+		served     time.Time // when node 2 first granted the probe
+	)
+	noteRecovering := func(err error) { recovering = recovering || recoveringNode(err, 2) }
+	deadline := restart.Add(ttl + 3*time.Second)
+	for (holdB == nil || served.IsZero()) && time.Now().Before(deadline) {
+		if holdB == nil {
+			err := mb.TryLock(ctx)
+			if err == nil {
+				holdB = r.hist.acquired(b.id, mb)
+			} else {
+				require.ErrorIs(t, err, redlock.ErrNotAcquired)
+				noteRecovering(err)
 			}
 		}
-		deadline := restart.Add(ttl + 3*time.Second)
-		for (holdB == nil || served.IsZero()) && time.Now().Before(deadline) {
-			if holdB == nil {
-				err := mb.TryLock(ctx)
-				if err == nil {
-					holdB = r.hist.acquired(b.id, mb)
-				} else {
-					require.ErrorIs(t, err, redlock.ErrNotAcquired)
-					noteRecovering(err)
-				}
+		if served.IsZero() {
+			err := probe.TryLock(ctx)
+			if err == nil {
+				served = time.Now()
+				require.NoError(t, probe.Unlock(ctx))
+			} else {
+				require.ErrorIs(t, err, redlock.ErrNotAcquired)
+				noteRecovering(err)
 			}
-			if served.IsZero() {
-				err := probe.TryLock(ctx)
-				if err == nil {
-					served = time.Now()
-					require.NoError(t, probe.Unlock(ctx))
-				} else {
-					require.ErrorIs(t, err, redlock.ErrNotAcquired)
-					noteRecovering(err)
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
-		require.NotNil(t, holdB, "B never acquired after A's validity ended")
-		require.False(t, served.IsZero(), "node 2 never granted again")
-		t.Logf("B acquired %v after A's validity ended; node 2 granted again %v after its start began",
-			holdB.start.Sub(untilA), served.Sub(restart))
-		assert.True(t, recovering, "node 2 never refused as recovering")
-		assert.GreaterOrEqual(t, served.Sub(restart), ttl, "node 2 granted before the restart delay passed")
-		hA := holdA.released()
-		hB := holdB.released()
-		assert.Empty(t, r.hist.describe(checkNoOverlap([]hold{hA, hB})), "two holders at once despite the restart delay")
-		assert.Greater(t, hB.fence, hA.fence)
-		require.NoError(t, mb.Unlock(ctx))
-		_ = ma.Unlock(ctx)
-	})
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NotNil(t, holdB, "B never acquired after A's validity ended")
+	require.False(t, served.IsZero(), "node 2 never granted again")
+	t.Logf("B acquired %v after A's validity ended; node 2 granted again %v after its start began",
+		holdB.start.Sub(untilA), served.Sub(restart))
+	assert.True(t, recovering, "node 2 never refused as recovering")
+	assert.GreaterOrEqual(t, served.Sub(restart), ttl, "node 2 granted before the restart delay passed")
+	hA := holdA.released()
+	hB := holdB.released()
+	assert.Empty(t, r.hist.describe(checkNoOverlap([]hold{hA, hB})), "two holders at once despite the restart delay")
+	assert.Greater(t, hB.fence, hA.fence)
+	require.NoError(t, mb.Unlock(ctx))
+	_ = ma.Unlock(ctx)
 }
 
 // TestFaultEarlyExpiry: a node's clock jumping ahead expires the key early
@@ -415,4 +418,15 @@ func TestFaultHolderPausedPastValidity(t *testing.T) {
 	}
 	assert.Equal(t, porcupine.Illegal, checkRegister(ops), "a stale write accepted passed the checker")
 	assert.Len(t, staleAccepted(ops), 1)
+}
+
+// recoveringNode reports whether err says node i refused as recovering
+// from a restart.
+func recoveringNode(err error, i int) bool {
+	for _, ne := range redlock.NodeErrors(err) {
+		if ne.Index == i && errors.Is(ne, redlock.ErrNodeRecovering) {
+			return true
+		}
+	}
+	return false
 }

@@ -24,6 +24,63 @@ func TestMultiMutexContention(t *testing.T) {
 	t.Run("minority paused and killed", func(t *testing.T) { multiContention(t, startCluster(t, 5), true) })
 }
 
+// multiLedger is what the holders of multiContention did, by name.
+type multiLedger struct {
+	t        *testing.T
+	mu       sync.Mutex
+	windows  map[string][]window
+	counters map[string]int
+	sections map[string]int
+}
+
+// section is one hold of m, on names, by worker w: read each name's
+// counter, sleep, write each back; it reports whether the worker goes on.
+func (l *multiLedger) section(ctx context.Context, m *redlock.Mutex, w int, names []string, faults bool) bool {
+	if !assert.NoError(l.t, m.Lock(ctx), "worker %d", w) {
+		return false
+	}
+	start := time.Now()
+	read := make(map[string]int, len(names))
+	l.mu.Lock()
+	for _, n := range names {
+		read[n] = l.counters[n]
+	}
+	l.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	end := time.Now()
+	if until := m.Until(); until.Before(end) {
+		end = until
+	}
+	l.mu.Lock()
+	for _, n := range names {
+		l.counters[n] = read[n] + 1 // lost if another holder wrote meanwhile
+		l.sections[n]++
+		l.windows[n] = append(l.windows[n], window{w, start, end})
+	}
+	l.mu.Unlock()
+	if err := m.Unlock(ctx); err != nil && faults {
+		// A lock granted by a bare quorum that included the node just
+		// killed is found on too few nodes: its keys expire at their
+		// TTL, and its window is recorded.
+		assert.ErrorIs(l.t, err, redlock.ErrNotHeld, "worker %d", w)
+		l.t.Logf("worker %d: unlock: %v", w, err)
+	} else {
+		assert.NoError(l.t, err, "worker %d", w)
+	}
+	return true
+}
+
+// total is how many sections have ended, over every name.
+func (l *multiLedger) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, v := range l.sections {
+		n += v
+	}
+	return n
+}
+
 // multiContention runs the contention on c's nodes, pausing node 1 and
 // killing node 3 midway when faults is set; more options follow the
 // holders' own (a longer node timeout for a machine under load).
@@ -34,13 +91,8 @@ func multiContention(t *testing.T, c nodeSet, faults bool, more ...redlock.Optio
 	name := func(s string) string { return "{multi:" + t.Name() + "}:" + s }
 	holders := [][]string{{"a", "b"}, {"c", "b"}, {"a"}, {"b"}, {"c"}}
 	const rounds = 15
-	var (
-		mu       sync.Mutex
-		windows  = map[string][]window{}
-		counters = map[string]int{}
-		sections = map[string]int{}
-		wg       sync.WaitGroup
-	)
+	l := &multiLedger{t: t, windows: map[string][]window{}, counters: map[string]int{}, sections: map[string]int{}}
+	var wg sync.WaitGroup
 	origin := time.Now()
 	faulted := make(chan struct{})
 	opts := []redlock.Option{redlock.WithTTL(3 * time.Second), redlock.WithNodeTimeout(100 * time.Millisecond),
@@ -58,75 +110,30 @@ func multiContention(t *testing.T, c nodeSet, faults bool, more ...redlock.Optio
 			// With faults, the workers go on past their rounds until the
 			// faults are in and some sections ran under them.
 			for i := 0; i < rounds || faults && !closed(faulted); i++ {
-				if !assert.NoError(t, m.Lock(ctx), "worker %d", w) {
+				if !l.section(ctx, m, w, names, faults) {
 					return
-				}
-				start := time.Now()
-				read := make(map[string]int, len(names))
-				mu.Lock()
-				for _, n := range names {
-					read[n] = counters[n]
-				}
-				mu.Unlock()
-				time.Sleep(2 * time.Millisecond)
-				end := time.Now()
-				if until := m.Until(); until.Before(end) {
-					end = until
-				}
-				mu.Lock()
-				for _, n := range names {
-					counters[n] = read[n] + 1 // lost if another holder wrote meanwhile
-					sections[n]++
-					windows[n] = append(windows[n], window{w, start, end})
-				}
-				mu.Unlock()
-				if err := m.Unlock(ctx); err != nil && faults {
-					// A lock granted by a bare quorum that included the
-					// node just killed is found on too few nodes: its
-					// keys expire at their TTL, and its window is recorded.
-					assert.ErrorIs(t, err, redlock.ErrNotHeld, "worker %d", w)
-					t.Logf("worker %d: unlock: %v", w, err)
-				} else {
-					assert.NoError(t, err, "worker %d", w)
 				}
 			}
 		})
 	}
 	if faults {
-		// Node 1 paused once a fifth of the sections are done, node 3
-		// killed at two fifths: both while the workers contend.
-		total := func() int {
-			mu.Lock()
-			defer mu.Unlock()
-			n := 0
-			for _, v := range sections {
-				n += v
-			}
-			return n
-		}
 		all := 0
 		for _, own := range holders {
 			all += rounds * len(own)
 		}
-		t.Cleanup(func() { _ = c.Unpause(context.Background(), 1) })
-		for i, step := range []func() error{func() error { return c.Pause(ctx, 1) }, func() error { return c.Kill(ctx, 3) }} {
-			require.Eventually(t, func() bool { return total() >= all*(i+1)/5 }, time.Minute, time.Millisecond)
-			require.NoError(t, step())
-		}
-		after := total() + all/5
-		require.Eventually(t, func() bool { return total() >= after }, time.Minute, time.Millisecond, "sections with both faults in")
+		faultMidway(t, ctx, c, l.total, all, true)
 		close(faulted)
 	}
 	wg.Wait()
 	for _, s := range []string{"a", "b", "c"} {
 		n := name(s)
-		assert.Equal(t, sections[n], counters[n], "lost updates on %s", s)
-		assert.Empty(t, describe(overlaps(windows[n]), origin), "two holders of %s at once", s)
+		assert.Equal(t, l.sections[n], l.counters[n], "lost updates on %s", s)
+		assert.Empty(t, describe(overlaps(l.windows[n]), origin), "two holders of %s at once", s)
 	}
 	if !faults {
-		assert.Equal(t, 3*rounds, sections[name("b")], "every worker on b finished")
+		assert.Equal(t, 3*rounds, l.sections[name("b")], "every worker on b finished")
 	} else {
-		assert.GreaterOrEqual(t, sections[name("b")], 3*rounds, "every worker on b finished its rounds")
+		assert.GreaterOrEqual(t, l.sections[name("b")], 3*rounds, "every worker on b finished its rounds")
 	}
 }
 

@@ -103,38 +103,12 @@ func safetyWorkload(t *testing.T, nodes nodesOf, name string, kind lockKind, new
 	origin := time.Now()
 	var wg sync.WaitGroup
 	for _, w := range workers {
-		wg.Go(func() {
-			for round := range safetyRounds {
-				if !w.lock(t, ctx, kind.holds, round) {
-					return
-				}
-				start := time.Now()
-				v := counter
-				time.Sleep(2 * time.Millisecond)
-				counter = v + 1
-				end := time.Now()
-				if until := w.m.Until(); until.Before(end) {
-					end = until
-				}
-				w.holds = append(w.holds, safetyHold{window{w.id, start, end}, w.m.Fence()})
-				for range kind.holds {
-					if err := w.m.Unlock(ctx); err != nil {
-						w.unlockErrs = append(w.unlockErrs, fmt.Errorf("worker %d, round %d: %w", w.id, round, err))
-					}
-				}
-			}
-		})
+		wg.Go(func() { w.run(t, ctx, kind, &counter) })
 	}
 	wg.Wait()
 	took := time.Since(origin)
 
-	var holds []safetyHold
-	var unlockErrs []error
-	for _, w := range workers {
-		holds = append(holds, w.holds...)
-		unlockErrs = append(unlockErrs, w.unlockErrs...)
-	}
-	slices.SortFunc(holds, func(a, b safetyHold) int { return a.start.Compare(b.start) })
+	holds, unlockErrs := gather(workers)
 	windows := make([]window, len(holds))
 	for i, h := range holds {
 		windows[i] = h.window
@@ -155,6 +129,43 @@ func safetyWorkload(t *testing.T, nodes nodesOf, name string, kind lockKind, new
 				holds[i-1].String(origin), holds[i].String(origin))
 		}
 	}
+}
+
+// run is worker w's rounds: Lock, a read-sleep-write of counter (a plain
+// int: -race reports two holders at once), Unlock.
+func (w *safetyWorker) run(t *testing.T, ctx context.Context, kind lockKind, counter *int) {
+	t.Helper()
+	for round := range safetyRounds {
+		if !w.lock(t, ctx, kind.holds, round) {
+			return
+		}
+		start := time.Now()
+		v := *counter
+		time.Sleep(2 * time.Millisecond)
+		*counter = v + 1
+		end := time.Now()
+		if until := w.m.Until(); until.Before(end) {
+			end = until
+		}
+		w.holds = append(w.holds, safetyHold{window{w.id, start, end}, w.m.Fence()})
+		for range kind.holds {
+			if err := w.m.Unlock(ctx); err != nil {
+				w.unlockErrs = append(w.unlockErrs, fmt.Errorf("worker %d, round %d: %w", w.id, round, err))
+			}
+		}
+	}
+}
+
+// gather returns the workers' holds, by start, and their Unlock errors.
+func gather(workers []*safetyWorker) ([]safetyHold, []error) {
+	var holds []safetyHold
+	var unlockErrs []error
+	for _, w := range workers {
+		holds = append(holds, w.holds...)
+		unlockErrs = append(unlockErrs, w.unlockErrs...)
+	}
+	slices.SortFunc(holds, func(a, b safetyHold) int { return a.start.Compare(b.start) })
+	return holds, unlockErrs
 }
 
 // lock enters w's lock holds times, each Lock bounded by 20 s; it reports

@@ -178,33 +178,7 @@ func TestSoak(t *testing.T) {
 	var workers sync.WaitGroup
 	var staleRefused atomic.Int64 // writes the resource refused: a holder that lost the lock
 	for i, sc := range sims {
-		m := mutexes[i]
-		workers.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
-			for ctx.Err() == nil {
-				k := stats.attempt()
-				lockCtx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-				err := m.Lock(lockCtx)
-				cancel()
-				if err != nil {
-					continue
-				}
-				stats.acquire(k)
-				hd := r.hist.acquired(sc.id, m)
-				// The resource is never faulted: its errors are the test's.
-				if err := r.res.section(context.WithoutCancel(ctx), sc.id, m.Fence()); err != nil {
-					if !assert.ErrorIs(t, err, redlock.ErrStaleFence) {
-						return
-					}
-					staleRefused.Add(1)
-				}
-				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
-				hd.released()
-				unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-				_ = m.Unlock(unlockCtx)
-				cancel()
-			}
-		})
+		workers.Go(func() { soakWorker(ctx, t, r, sc, mutexes[i], &stats, &staleRefused) })
 	}
 
 	// The fault loop: bounded in rounds and in time.
@@ -247,121 +221,182 @@ func TestSoak(t *testing.T) {
 	assert.Positive(t, stats.acquired[soakNone], "no acquisition without faults")
 }
 
+// soakWorker locks m, writes to the fenced resource, holds a little and
+// unlocks, until ctx ends; staleRefused counts the writes the resource
+// refused (a holder that lost the lock).
+func soakWorker(ctx context.Context, t *testing.T, r *rig, sc *simClient, m *redlock.Mutex, stats *soakStats, staleRefused *atomic.Int64) {
+	rng := rand.New(rand.NewPCG(uint64(sc.id), uint64(time.Now().UnixNano())))
+	for ctx.Err() == nil {
+		k := stats.attempt()
+		lockCtx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		err := m.Lock(lockCtx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		stats.acquire(k)
+		hd := r.hist.acquired(sc.id, m)
+		// The resource is never faulted: its errors are the test's.
+		if err := r.res.section(context.WithoutCancel(ctx), sc.id, m.Fence()); err != nil {
+			if !assert.ErrorIs(t, err, redlock.ErrStaleFence) {
+				return
+			}
+			staleRefused.Add(1)
+		}
+		time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+		hd.released()
+		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = m.Unlock(unlockCtx)
+		cancel()
+	}
+}
+
 // injectSoakFault applies fault k for period and heals it; it returns
 // what it did.
 func injectSoakFault(t *testing.T, r *rig, sims []*simClient, name string, k soakFault, period time.Duration, rng *rand.Rand) string {
 	t.Helper()
-	ctx := t.Context()
-	two := func() []int { p := rng.Perm(lockNodes); return p[:2] }
-	healAll := func() {
-		for _, sc := range sims {
-			require.NoError(t, sc.net.HealAll())
+	in := &soakInjector{t: t, r: r, sims: sims, name: name, period: period, rng: rng}
+	faults := map[soakFault]func() string{
+		soakLatency: in.latency, soakBlackhole: in.blackhole, soakDropReplies: in.dropReplies,
+		soakPartition: in.partition, soakPause: in.pause, soakRestart: in.restart,
+		soakEarlyExpiry: in.earlyExpiry, soakClockJump: in.clockJump,
+	}
+	return faults[k]()
+}
+
+// soakInjector applies one fault of the soak for period, then heals it.
+type soakInjector struct {
+	t      *testing.T
+	r      *rig
+	sims   []*simClient
+	name   string
+	period time.Duration
+	rng    *rand.Rand
+}
+
+// two draws two lock nodes.
+func (in *soakInjector) two() []int { return in.rng.Perm(lockNodes)[:2] }
+
+// each applies fault to nodes in every client's network, waits out the
+// period, and heals every client's network.
+func (in *soakInjector) each(nodes []int, fault func(n *clientnet.ClientNet, i int) error) string {
+	for _, sc := range in.sims {
+		for _, i := range nodes {
+			require.NoError(in.t, fault(sc.net, i))
 		}
 	}
-	var desc string
-	switch k {
-	case soakLatency:
-		nodes := two()
-		for _, sc := range sims {
-			for _, i := range nodes {
-				require.NoError(t, sc.net.Latency(i, 50*time.Millisecond))
-			}
-		}
-		desc = fmt.Sprintf("nodes %v", nodes)
-		time.Sleep(period)
-		healAll()
-	case soakBlackhole:
-		nodes := two()
-		for _, sc := range sims {
-			for _, i := range nodes {
-				require.NoError(t, sc.net.Blackhole(i))
-			}
-		}
-		desc = fmt.Sprintf("nodes %v", nodes)
-		time.Sleep(period)
-		healAll()
-	case soakDropReplies:
-		var parts []string
-		for _, sc := range sims {
-			nodes := rng.Perm(lockNodes)[:1+rng.IntN(2)]
-			for _, i := range nodes {
-				// Warm again: healing closed the connections a previous
-				// fault went through, and a new one's handshake reply
-				// would be lost before its first command is sent.
-				warmCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				_ = clientnet.WarmPool(warmCtx, sc.clients[i].(*redis.Client), warmConns)
-				cancel()
-				require.NoError(t, sc.net.DropReplies(i))
-			}
-			parts = append(parts, fmt.Sprintf("c%d:%v", sc.id, nodes))
-		}
-		desc = strings.Join(parts, " ")
-		time.Sleep(period)
-		healAll()
-	case soakPartition:
-		// A 3|2 split seen two ways, sharing one bridge node b: even
-		// clients reach {b, b+1, b+2}, odd ones {b, b-1, b-2}.
-		b := rng.IntN(lockNodes)
-		at := func(d int) int { return ((b+d)%lockNodes + lockNodes) % lockNodes }
-		for _, sc := range sims {
-			cut := []int{at(-1), at(-2)}
-			if sc.id%2 == 1 {
-				cut = []int{at(1), at(2)}
-			}
-			for _, i := range cut {
-				require.NoError(t, sc.net.Blackhole(i))
-			}
-		}
-		desc = fmt.Sprintf("even clients reach %v, odd %v", []int{b, at(1), at(2)}, []int{b, at(-1), at(-2)})
-		time.Sleep(period)
-		healAll()
-	case soakPause:
-		nodes := two()
+	in.heal()
+	return fmt.Sprintf("nodes %v", nodes)
+}
+
+// heal waits out the period, then heals every client's network.
+func (in *soakInjector) heal() {
+	time.Sleep(in.period)
+	for _, sc := range in.sims {
+		require.NoError(in.t, sc.net.HealAll())
+	}
+}
+
+func (in *soakInjector) latency() string {
+	return in.each(in.two(), func(n *clientnet.ClientNet, i int) error { return n.Latency(i, 50*time.Millisecond) })
+}
+
+func (in *soakInjector) blackhole() string {
+	return in.each(in.two(), (*clientnet.ClientNet).Blackhole)
+}
+
+func (in *soakInjector) dropReplies() string {
+	var parts []string
+	for _, sc := range in.sims {
+		nodes := in.rng.Perm(lockNodes)[:1+in.rng.IntN(2)]
 		for _, i := range nodes {
-			require.NoError(t, r.c.Pause(ctx, i))
+			// Warm again: healing closed the connections a previous
+			// fault went through, and a new one's handshake reply
+			// would be lost before its first command is sent.
+			warmCtx, cancel := context.WithTimeout(in.t.Context(), 2*time.Second)
+			_ = clientnet.WarmPool(warmCtx, sc.clients[i].(*redis.Client), warmConns)
+			cancel()
+			require.NoError(in.t, sc.net.DropReplies(i))
 		}
-		desc = fmt.Sprintf("nodes %v", nodes)
-		time.Sleep(period)
-		for _, i := range nodes {
-			require.NoError(t, r.c.Unpause(ctx, i))
+		parts = append(parts, fmt.Sprintf("c%d:%v", sc.id, nodes))
+	}
+	in.heal()
+	return strings.Join(parts, " ")
+}
+
+// partition is a 3|2 split seen two ways, sharing one bridge node b: even
+// clients reach {b, b+1, b+2}, odd ones {b, b-1, b-2}.
+func (in *soakInjector) partition() string {
+	b := in.rng.IntN(lockNodes)
+	at := func(d int) int { return ((b+d)%lockNodes + lockNodes) % lockNodes }
+	for _, sc := range in.sims {
+		cut := []int{at(-1), at(-2)}
+		if sc.id%2 == 1 {
+			cut = []int{at(1), at(2)}
 		}
-	case soakRestart:
-		i := rng.IntN(lockNodes)
-		require.NoError(t, r.c.Kill(ctx, i))
-		time.Sleep(500 * time.Millisecond)
-		require.NoError(t, r.c.Restart(ctx, i))
-		desc = fmt.Sprintf("node %d, without persistence", i)
-		time.Sleep(period - 500*time.Millisecond)
-	case soakEarlyExpiry:
-		// The key of a holder that has it on all five nodes expires at
-		// once on one of them: the holder keeps four, no one else can get
-		// three. Conditional on the token, so that a later holder's key is
-		// never touched.
-		end := time.Now().Add(period)
-		n := 0
-		for time.Now().Before(end) {
-			if token := heldEverywhere(ctx, r, name); token != "" {
-				i := rng.IntN(lockNodes)
-				if ok, _ := expireIf.Run(ctx, r.insp[i], []string{name}, token).Bool(); ok {
-					n++
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
+		for _, i := range cut {
+			require.NoError(in.t, sc.net.Blackhole(i))
 		}
-		desc = fmt.Sprintf("%d keys expired early", n)
-	case soakClockJump:
-		end := time.Now().Add(period)
-		n := 0
-		for time.Now().Before(end) {
-			i := rng.IntN(lockNodes)
-			if r.insp[i].PExpire(ctx, name, time.Millisecond).Val() {
+	}
+	in.heal()
+	return fmt.Sprintf("even clients reach %v, odd %v", []int{b, at(1), at(2)}, []int{b, at(-1), at(-2)})
+}
+
+func (in *soakInjector) pause() string {
+	ctx := in.t.Context()
+	nodes := in.two()
+	for _, i := range nodes {
+		require.NoError(in.t, in.r.c.Pause(ctx, i))
+	}
+	time.Sleep(in.period)
+	for _, i := range nodes {
+		require.NoError(in.t, in.r.c.Unpause(ctx, i))
+	}
+	return fmt.Sprintf("nodes %v", nodes)
+}
+
+func (in *soakInjector) restart() string {
+	ctx := in.t.Context()
+	i := in.rng.IntN(lockNodes)
+	require.NoError(in.t, in.r.c.Kill(ctx, i))
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(in.t, in.r.c.Restart(ctx, i))
+	time.Sleep(in.period - 500*time.Millisecond)
+	return fmt.Sprintf("node %d, without persistence", i)
+}
+
+// earlyExpiry: the key of a holder that has it on all five nodes expires
+// at once on one of them: the holder keeps four, no one else can get
+// three. Conditional on the token, so that a later holder's key is never
+// touched.
+func (in *soakInjector) earlyExpiry() string {
+	ctx := in.t.Context()
+	end := time.Now().Add(in.period)
+	n := 0
+	for time.Now().Before(end) {
+		if token := heldEverywhere(ctx, in.r, in.name); token != "" {
+			i := in.rng.IntN(lockNodes)
+			if ok, _ := expireIf.Run(ctx, in.r.insp[i], []string{in.name}, token).Bool(); ok {
 				n++
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
-		desc = fmt.Sprintf("%d keys expired early, whoever held them", n)
+		time.Sleep(50 * time.Millisecond)
 	}
-	return desc
+	return fmt.Sprintf("%d keys expired early", n)
+}
+
+func (in *soakInjector) clockJump() string {
+	ctx := in.t.Context()
+	end := time.Now().Add(in.period)
+	n := 0
+	for time.Now().Before(end) {
+		i := in.rng.IntN(lockNodes)
+		if in.r.insp[i].PExpire(ctx, in.name, time.Millisecond).Val() {
+			n++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Sprintf("%d keys expired early, whoever held them", n)
 }
 
 // expireIf expires KEYS[1] at once if it holds ARGV[1]; it returns 1 if so.

@@ -74,14 +74,8 @@ func TestClockJumpOnThreeNodes(t *testing.T) {
 			}
 			require.ErrorIs(t, err, ErrNotAcquired, "the jumped nodes do not vote")
 			assert.ErrorIs(t, err, quorum.ErrClockJump)
-			assert.Eventually(t, func() bool { // the replies after the decision are read too
-				for _, h := range second.Health() {
-					if (h.Index < 3) != errors.Is(h.Clock, quorum.ErrClockJump) {
-						return false
-					}
-				}
-				return true
-			}, time.Second, time.Millisecond, "the jumped nodes, and only they, do not vote")
+			assert.Eventually(t, func() bool { return jumpedFirst(second, 3) }, // the replies after the decision are read too
+				time.Second, time.Millisecond, "the jumped nodes, and only they, do not vote")
 			select {
 			case <-m1.Done():
 			case <-time.After(5 * quorum.ClockWatchEvery):
@@ -90,17 +84,7 @@ func TestClockJumpOnThreeNodes(t *testing.T) {
 			require.ErrorIs(t, m1.Err(), ErrLockLost)
 			assert.ErrorIs(t, m1.Err(), quorum.ErrClockJump)
 			assert.Contains(t, m1.Err().Error(), "nodes that granted it still may hold it")
-			told := func() map[int]int {
-				out := map[int]int{}
-				obs.mu.Lock()
-				defer obs.mu.Unlock()
-				for _, f := range obs.nodes {
-					if strings.Contains(f.err.Error(), "does not vote until its clock agrees") {
-						out[f.err.Index]++
-					}
-				}
-				return out
-			}
+			told := obs.clockJumps
 			assert.Eventually(t, func() bool { return len(told()) == 3 }, 5*quorum.ClockWatchEvery, 10*time.Millisecond, "every jumped node told")
 			time.Sleep(2 * quorum.ClockWatchEvery) // more replies: still the same episodes
 			assert.Equal(t, map[int]int{0: 1, 1: 1, 2: 1}, told(), "each episode told once")
@@ -335,4 +319,29 @@ func jumpedUnderHolder(t *testing.T) (*Redlock, []*nodetest.Fake, *Mutex) {
 	fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
 	fs[0].Jump(10 * time.Second)
 	return r, fs, holder
+}
+
+// jumpedFirst reports whether r's health says that the first n nodes, and
+// only they, do not vote for a clock jump.
+func jumpedFirst(r *Redlock, n int) bool {
+	for _, h := range r.Health() {
+		if (h.Index < n) != errors.Is(h.Clock, quorum.ErrClockJump) {
+			return false
+		}
+	}
+	return true
+}
+
+// clockJumps counts, per node, the failures rec heard that say the node
+// does not vote for its clock.
+func (r *recorder) clockJumps() map[int]int {
+	out := map[int]int{}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.nodes {
+		if strings.Contains(f.err.Error(), "does not vote until its clock agrees") {
+			out[f.err.Index]++
+		}
+	}
+	return out
 }

@@ -170,6 +170,33 @@ func FuzzFenceMonotonic(f *testing.F) {
 	})
 }
 
+// fenceFaults are the fence model's node faults, by action: each turns
+// one on, or off again.
+var fenceFaults = map[byte]func(n *nodetest.Fake){
+	2: func(n *nodetest.Fake) { // down, or back up
+		if n.Err == nil {
+			n.Err, n.ErrOnly = errBoom, ""
+		} else {
+			n.Err = nil
+		}
+	},
+	3: func(n *nodetest.Fake) { n.Lose = !n.Lose }, // replies lost, or back
+	4: func(n *nodetest.Fake) { // slow: answers after the node timeout, or fast again
+		if n.Delay == 0 {
+			n.Delay = 80 * time.Millisecond
+		} else {
+			n.Delay = 0
+		}
+	},
+	7: func(n *nodetest.Fake) { // the token record fails here, or works again
+		if n.Err == nil {
+			n.Err, n.ErrOnly = errBoom, "fence"
+		} else {
+			n.Err = nil
+		}
+	},
+}
+
 // runFenceModel interprets steps: the low 3 bits pick the action, the high
 // bits its target (a mutex or a node).
 func runFenceModel(t *testing.T, steps []byte) {
@@ -203,29 +230,11 @@ func runFenceModel(t *testing.T, steps []byte) {
 	for _, s := range steps {
 		target := int(s >> 3)
 		m, node := ms[target%len(ms)], fs[target%len(fs)]
-		switch s & 7 {
+		switch a := s & 7; a {
 		case 0:
 			try(m)
 		case 1:
 			_ = m.Unlock(t.Context())
-		case 2: // down, or back up
-			node.Faults(func(n *nodetest.Fake) {
-				if n.Err == nil {
-					n.Err, n.ErrOnly = errBoom, ""
-				} else {
-					n.Err = nil
-				}
-			})
-		case 3: // replies lost, or back
-			node.Faults(func(n *nodetest.Fake) { n.Lose = !n.Lose })
-		case 4: // slow: answers after the node timeout, or fast again
-			node.Faults(func(n *nodetest.Fake) {
-				if n.Delay == 0 {
-					n.Delay = 80 * time.Millisecond
-				} else {
-					n.Delay = 0
-				}
-			})
 		case 5: // time passes; a TTL or more expires every key
 			time.Sleep(ttl / 2 * time.Duration(1+target%3))
 		case 6: // two attempts at once: neither precedes the other
@@ -234,14 +243,8 @@ func runFenceModel(t *testing.T, steps []byte) {
 				wg.Go(func() { try(m) })
 			}
 			wg.Wait()
-		case 7: // the token record fails here, or works again
-			node.Faults(func(n *nodetest.Fake) {
-				if n.Err == nil {
-					n.Err, n.ErrOnly = errBoom, "fence"
-				} else {
-					n.Err = nil
-				}
-			})
+		default:
+			node.Faults(fenceFaults[a])
 		}
 		synctest.Wait()
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -103,26 +104,8 @@ func TestMultiMutexOnMiniredis(t *testing.T) {
 	token := tokenOf(abc)
 	// A quorum holds every name; a node asked too late (its lane still
 	// busy at the node timeout, on a loaded machine) holds none of them.
-	// A node's names are read one at a time: a grant landing between two
-	// reads is read again.
-	assert.Eventually(t, func() bool {
-		synced := 0
-		for _, s := range servers {
-			held := 0
-			for _, k := range []string{"a", "b", "c"} {
-				if v, _ := s.Get(k); v == token {
-					held++
-				}
-			}
-			if held != 0 && held != 3 {
-				return false
-			}
-			if held == 3 {
-				synced++
-			}
-		}
-		return synced >= 2
-	}, time.Second, time.Millisecond, "a quorum holds every name, the other nodes none")
+	assert.Eventually(t, func() bool { return holdAllOrNone(servers, token, "a", "b", "c") >= 2 },
+		time.Second, time.Millisecond, "a quorum holds every name, the other nodes none")
 	require.ErrorIs(t, plainB.TryLock(ctx), ErrNotAcquired, "a plain lock on one of the names is refused")
 	require.NoError(t, abc.Extend(ctx))
 	st, err := r.Inspect(ctx, "c")
@@ -157,4 +140,28 @@ func TestMultiMutexOnMiniredis(t *testing.T) {
 	assert.True(t, ran)
 	boom := errors.New("boom")
 	assert.ErrorIs(t, r.DoMulti(ctx, []string{"x", "y"}, func(context.Context) error { return boom }), boom)
+}
+
+// holdAllOrNone returns how many of servers hold every one of names with
+// token, or -1 when one holds some of them only. A node's names are read
+// one at a time: a grant landing between two reads reads as some only,
+// for a caller that asks again.
+func holdAllOrNone(servers []*miniredis.Miniredis, token string, names ...string) int {
+	all := 0
+	for _, s := range servers {
+		held := 0
+		for _, k := range names {
+			if v, _ := s.Get(k); v == token {
+				held++
+			}
+		}
+		switch held {
+		case len(names):
+			all++
+		case 0:
+		default:
+			return -1
+		}
+	}
+	return all
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -167,17 +168,8 @@ func TestRWMutexReadersWokenTogether(t *testing.T) {
 		readers[i] = newRWMutex(t, owner, "doc")
 		go func() { got <- readers[i].RLock(ctx) }()
 	}
-	require.Eventually(t, func() bool {
-		for i, s := range servers {
-			if n, err := s.ZMembers(node.QueueKey("doc")); err != nil || len(n) != len(readers) {
-				return false
-			}
-			if !r.e.Waiters.Listening(i, "doc") || !other.e.Waiters.Listening(i, "doc") {
-				return false
-			}
-		}
-		return true
-	}, 5*time.Second, time.Millisecond, "the readers queued and listening on every node")
+	require.Eventually(t, func() bool { return queuedAndListening(servers, "doc", len(readers), r, other) },
+		5*time.Second, time.Millisecond, "the readers queued and listening on every node")
 	start := time.Now()
 	require.NoError(t, w.Unlock(ctx))
 	for range readers {
@@ -192,4 +184,20 @@ func TestRWMutexReadersWokenTogether(t *testing.T) {
 	for _, rd := range readers {
 		require.NoError(t, rd.RUnlock(ctx))
 	}
+}
+
+// queuedAndListening reports whether every server queues n waiters on
+// name and each of rs listens to every node for its announcements.
+func queuedAndListening(servers []*miniredis.Miniredis, name string, n int, rs ...*Redlock) bool {
+	for i, s := range servers {
+		if m, err := s.ZMembers(node.QueueKey(name)); err != nil || len(m) != n {
+			return false
+		}
+		for _, r := range rs {
+			if !r.e.Waiters.Listening(i, name) {
+				return false
+			}
+		}
+	}
+	return true
 }

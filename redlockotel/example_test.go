@@ -19,17 +19,8 @@ import (
 func Example() {
 	// Three in-process Redis stand-ins; real code passes clients of N
 	// independent Redis masters.
-	var clients []redis.UniversalClient
-	for range 3 {
-		m := miniredis.NewMiniRedis()
-		if err := m.Start(); err != nil {
-			panic(err)
-		}
-		defer m.Close()
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-		defer c.Close()
-		clients = append(clients, c)
-	}
+	clients, stop := standIns(3)
+	defer stop()
 
 	// Real code sets up exporters, or passes no option at all to use the
 	// global providers. Here: an in-memory reader and span recorder.
@@ -86,4 +77,25 @@ func Example() {
 	// span redlock.TryLock, child of the job: true, status Error
 	// span redlock.Unlock, child of the job: true, status Unset
 	// span nightly-report, child of the job: false, status Unset
+}
+
+// standIns starts n in-process Redis stand-ins and returns a client of
+// each, and what stops them.
+func standIns(n int) ([]redis.UniversalClient, func()) {
+	var clients []redis.UniversalClient
+	var stops []func()
+	for range n {
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			panic(err)
+		}
+		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		clients = append(clients, c)
+		stops = append(stops, func() { _ = c.Close(); m.Close() })
+	}
+	return clients, func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
 }

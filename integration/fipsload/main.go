@@ -148,6 +148,46 @@ func operator(ctx context.Context, rl *redlock.Redlock) error {
 	return err
 }
 
+// window is one hold: from Lock's return to the earlier of Unlock and
+// Until.
+type window struct{ start, end time.Time }
+
+// ledger is what contended's holders did.
+type ledger struct {
+	mu      sync.Mutex
+	windows []window
+	errs    []error
+	counter int // only the lock guards it: read, sleep, write back
+}
+
+// rounds makes n rounds of Lock, a read-sleep-write of the counter,
+// Unlock, until an error.
+func (l *ledger) rounds(ctx context.Context, m *redlock.Mutex, n int) {
+	for range n {
+		if err := m.Lock(ctx); err != nil {
+			l.mu.Lock()
+			l.errs = append(l.errs, err)
+			l.mu.Unlock()
+			return
+		}
+		start := time.Now()
+		v := l.counter
+		time.Sleep(2 * time.Millisecond)
+		l.counter = v + 1
+		end := time.Now()
+		if until := m.Until(); until.Before(end) {
+			end = until
+		}
+		err := m.Unlock(ctx)
+		l.mu.Lock()
+		l.windows = append(l.windows, window{start, end})
+		if err != nil {
+			l.errs = append(l.errs, err)
+		}
+		l.mu.Unlock()
+	}
+}
+
 // contended is the safety workload of integration's TestSafety tests, in
 // this process: rl and a second Redlock with clients of its own (as
 // another process would have) contend for one name with two goroutines
@@ -167,49 +207,20 @@ func contended(ctx context.Context, rl *redlock.Redlock, addrs []string) error {
 		return err
 	}
 	defer func() { _ = other.Close(context.Background()) }()
-	type window struct{ start, end time.Time }
-	var (
-		mu      sync.Mutex
-		windows []window
-		errs    []error
-		counter int
-		wg      sync.WaitGroup
-	)
+	l := &ledger{}
+	var wg sync.WaitGroup
 	for _, r := range []*redlock.Redlock{rl, other, rl, other} {
 		m, err := r.NewMutex("fips:contended", redlock.WithTTL(5*time.Second))
 		if err != nil {
 			return err
 		}
-		wg.Go(func() {
-			for range 15 {
-				if err := m.Lock(ctx); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					return
-				}
-				start := time.Now()
-				v := counter
-				time.Sleep(2 * time.Millisecond)
-				counter = v + 1
-				end := time.Now()
-				if until := m.Until(); until.Before(end) {
-					end = until
-				}
-				err := m.Unlock(ctx)
-				mu.Lock()
-				windows = append(windows, window{start, end})
-				if err != nil {
-					errs = append(errs, err)
-				}
-				mu.Unlock()
-			}
-		})
+		wg.Go(func() { l.rounds(ctx, m, 15) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(l.errs...); err != nil {
 		return err
 	}
+	windows := l.windows
 	slices.SortFunc(windows, func(a, b window) int { return a.start.Compare(b.start) })
 	var ended time.Time // the latest end of the holds before
 	for _, w := range windows {
@@ -218,8 +229,8 @@ func contended(ctx context.Context, rl *redlock.Redlock, addrs []string) error {
 		}
 		ended = later(ended, w.end)
 	}
-	if counter != len(windows) {
-		return fmt.Errorf("%d updates lost in %d holds", len(windows)-counter, len(windows))
+	if l.counter != len(windows) {
+		return fmt.Errorf("%d updates lost in %d holds", len(windows)-l.counter, len(windows))
 	}
 	return nil
 }

@@ -280,6 +280,23 @@ func (m measurement) nodeTotal() float64 {
 	return t
 }
 
+// totalCalls is node 0's calls per operation, every command's.
+func (m measurement) totalCalls() float64 {
+	t := 0.0
+	for _, c := range m.calls {
+		t += c
+	}
+	return t
+}
+
+// perCall is node 0's command time per call of command c.
+func (m measurement) perCall(c string) float64 {
+	if m.calls[c] == 0 {
+		return 0
+	}
+	return m.usec[c] / m.calls[c]
+}
+
 var benchLine = regexp.MustCompile(`^Benchmark\S*\s+(\d+)\s+(.*)$`)
 
 // measure runs binary once against the servers.
@@ -309,6 +326,24 @@ func measure(ctx context.Context, s *servers, binary, bench string) (measurement
 		return measurement{}, err
 	}
 	m := measurement{metrics: map[string]float64{}, calls: map[string]float64{}, usec: map[string]float64{}}
+	n := m.read(out)
+	if n == 0 {
+		return m, fmt.Errorf("no benchmark matched %q: %s", bench, out)
+	}
+	usage := cmd.ProcessState
+	m.client = (usage.UserTime() + usage.SystemTime()).Seconds() / n * 1e6
+	m.servers = (s1 - s0) / n * 1e6
+	info, err := s.clients[0].Info(ctx, "commandstats").Result()
+	if err != nil {
+		return m, err
+	}
+	m.commandstats(info, n)
+	return m, nil
+}
+
+// read takes the benchmark lines of out into m, and returns how many
+// operations they ran.
+func (m *measurement) read(out []byte) float64 {
 	n := 0.0
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
@@ -321,31 +356,30 @@ func measure(ctx context.Context, s *servers, binary, bench string) (measurement
 		n += iters
 		f := strings.Fields(sub[2])
 		for i := 0; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				continue
-			}
-			switch f[i+1] {
-			case "ns/op":
-				m.wall = v / 1000
-			case "allocs/op":
-				m.allocs = v
-			case "B/op":
-			default:
-				m.metrics[f[i+1]] = v
+			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+				m.metric(f[i+1], v)
 			}
 		}
 	}
-	if n == 0 {
-		return m, fmt.Errorf("no benchmark matched %q: %s", bench, out)
+	return n
+}
+
+// metric takes one value of a benchmark line, by its unit.
+func (m *measurement) metric(unit string, v float64) {
+	switch unit {
+	case "ns/op":
+		m.wall = v / 1000
+	case "allocs/op":
+		m.allocs = v
+	case "B/op":
+	default:
+		m.metrics[unit] = v
 	}
-	usage := cmd.ProcessState
-	m.client = (usage.UserTime() + usage.SystemTime()).Seconds() / n * 1e6
-	m.servers = (s1 - s0) / n * 1e6
-	info, err := s.clients[0].Info(ctx, "commandstats").Result()
-	if err != nil {
-		return m, err
-	}
+}
+
+// commandstats takes node 0's calls and command time per operation, n
+// operations in all, from its INFO commandstats.
+func (m *measurement) commandstats(info string, n float64) {
 	for line := range strings.SplitSeq(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") {
@@ -363,7 +397,6 @@ func measure(ctx context.Context, s *servers, binary, bench string) (measurement
 			}
 		}
 	}
-	return m, nil
 }
 
 func median(xs []float64) float64 {

@@ -11,78 +11,72 @@ import (
 // table is the medians of every build side by side, in Markdown, with
 // each build's ratio to the first.
 func table(builds []build) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "\n%s, %d ops per run, %d rounds, %d nodes; medians per op\n\n", *bench, *ops, *rounds, *nodes)
-	b.WriteString("| per op |")
+	t := &sideBySide{builds: builds}
+	fmt.Fprintf(&t.b, "\n%s, %d ops per run, %d rounds, %d nodes; medians per op\n\n", *bench, *ops, *rounds, *nodes)
+	t.b.WriteString("| per op |")
 	for _, bd := range builds {
-		fmt.Fprintf(&b, " %s |", label(bd))
+		fmt.Fprintf(&t.b, " %s |", label(bd))
 	}
-	b.WriteString("\n|---|")
-	for range builds {
-		b.WriteString("---:|")
-	}
-	b.WriteString("\n")
-	row := func(name string, get func(measurement) float64) {
-		vals := make([]float64, len(builds))
-		for i, bd := range builds {
-			xs := make([]float64, len(bd.runs))
-			for j, m := range bd.runs {
-				xs[j] = get(m)
-			}
-			vals[i] = median(xs)
-		}
-		if slices.Max(vals) == 0 {
-			return
-		}
-		fmt.Fprintf(&b, "| %s |", name)
-		for i, v := range vals {
-			fmt.Fprintf(&b, " %s", format(v))
-			if i > 0 && vals[0] != 0 {
-				fmt.Fprintf(&b, " (%.2fx)", v/vals[0])
-			}
-			b.WriteString(" |")
-		}
-		b.WriteString("\n")
-	}
-	row("wall time, µs", func(m measurement) float64 { return m.wall })
-	row("client CPU, µs (set-up included)", func(m measurement) float64 { return m.client })
-	row(fmt.Sprintf("%d servers' CPU, µs", *nodes), func(m measurement) float64 { return m.servers })
+	t.b.WriteString("\n|---|" + strings.Repeat("---:|", len(builds)) + "\n")
+	t.row("wall time, µs", func(m measurement) float64 { return m.wall })
+	t.row("client CPU, µs (set-up included)", func(m measurement) float64 { return m.client })
+	t.row(fmt.Sprintf("%d servers' CPU, µs", *nodes), func(m measurement) float64 { return m.servers })
 	// A script's own commands count in its EVALSHA's time and again
 	// under their own names, as INFO commandstats reports them.
-	row("node 0 command time, µs (all commands)", func(m measurement) float64 { return m.nodeTotal() })
-	row("node 0 calls", func(m measurement) float64 {
-		t := 0.0
-		for _, c := range m.calls {
-			t += c
-		}
-		return t
-	})
-	row("allocs", func(m measurement) float64 { return m.allocs })
+	t.row("node 0 command time, µs (all commands)", measurement.nodeTotal)
+	t.row("node 0 calls", measurement.totalCalls)
+	t.row("allocs", func(m measurement) float64 { return m.allocs })
 	if slices.ContainsFunc(builds, func(bd build) bool { return bd.failed > 0 }) {
-		b.WriteString("| failed runs (not counted) |")
+		t.b.WriteString("| failed runs (not counted) |")
 		for _, bd := range builds {
-			fmt.Fprintf(&b, " %d |", bd.failed)
+			fmt.Fprintf(&t.b, " %d |", bd.failed)
 		}
-		b.WriteString("\n")
+		t.b.WriteString("\n")
 	}
 	for _, u := range namesOf(builds, func(m measurement) map[string]float64 { return m.metrics }) {
-		row(u, func(m measurement) float64 { return m.metrics[u] })
+		t.row(u, func(m measurement) float64 { return m.metrics[u] })
 	}
-	cmds := namesOf(builds, func(m measurement) map[string]float64 { return m.calls })
-	for _, c := range cmds {
+	for _, c := range namesOf(builds, func(m measurement) map[string]float64 { return m.calls }) {
 		if !frequent(builds, c) {
 			continue // set-up: HELLO, SCRIPT LOAD, CONFIG RESETSTAT, INFO
 		}
-		row("node 0 "+strings.ToUpper(c)+": calls", func(m measurement) float64 { return m.calls[c] })
-		row("node 0 "+strings.ToUpper(c)+": µs per call", func(m measurement) float64 {
-			if m.calls[c] == 0 {
-				return 0
-			}
-			return m.usec[c] / m.calls[c]
-		})
-		row("node 0 "+strings.ToUpper(c)+": µs", func(m measurement) float64 { return m.usec[c] })
+		t.row("node 0 "+strings.ToUpper(c)+": calls", func(m measurement) float64 { return m.calls[c] })
+		t.row("node 0 "+strings.ToUpper(c)+": µs per call", func(m measurement) float64 { return m.perCall(c) })
+		t.row("node 0 "+strings.ToUpper(c)+": µs", func(m measurement) float64 { return m.usec[c] })
 	}
-	return b.String()
+	return t.b.String()
+}
+
+// sideBySide is a table being written: a row per figure, a column per
+// build.
+type sideBySide struct {
+	b      strings.Builder
+	builds []build
+}
+
+// row writes the median of get over each build's runs, with its ratio to
+// the first build's; nothing when every median is 0.
+func (t *sideBySide) row(name string, get func(measurement) float64) {
+	vals := make([]float64, len(t.builds))
+	for i, bd := range t.builds {
+		xs := make([]float64, len(bd.runs))
+		for j, m := range bd.runs {
+			xs[j] = get(m)
+		}
+		vals[i] = median(xs)
+	}
+	if slices.Max(vals) == 0 {
+		return
+	}
+	fmt.Fprintf(&t.b, "| %s |", name)
+	for i, v := range vals {
+		fmt.Fprintf(&t.b, " %s", format(v))
+		if i > 0 && vals[0] != 0 {
+			fmt.Fprintf(&t.b, " (%.2fx)", v/vals[0])
+		}
+		t.b.WriteString(" |")
+	}
+	t.b.WriteString("\n")
 }
 
 // firstLines returns the first n lines of text.
