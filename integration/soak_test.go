@@ -225,6 +225,7 @@ func TestSoak(t *testing.T) {
 // unlocks, until ctx ends; staleRefused counts the writes the resource
 // refused (a holder that lost the lock).
 func soakWorker(ctx context.Context, t *testing.T, r *rig, sc *simClient, m *redlock.Mutex, stats *soakStats, staleRefused *atomic.Int64) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(uint64(sc.id), uint64(time.Now().UnixNano())))
 	for ctx.Err() == nil {
 		k := stats.attempt()
