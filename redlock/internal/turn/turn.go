@@ -188,8 +188,9 @@ func (wt *Waiting) pause(ctx context.Context, attempt int, failed engine.Refusal
 		}
 		wake, handed = wt.w.Wake(), wt.w.Handed()
 	}
+	woke := wt.woken
 	wt.released, wt.woken = "", false
-	timer := time.NewTimer(wt.delay(attempt, failed))
+	timer := time.NewTimer(wt.delay(attempt, failed, woke))
 	defer timer.Stop()
 	select {
 	case <-timer.C:
@@ -220,14 +221,17 @@ func queued(rt jitter.Backoff, d time.Duration) time.Duration {
 // yet, and that is no reason to spin. An attempt that gave way waits for
 // the release of the contender it gave way to. Contenders for a
 // semaphore's permits name no single competitor to give way to: they all
-// wait their back-off.
-func (wt *Waiting) delay(attempt int, failed engine.Refusal) time.Duration {
+// wait their back-off, except after an attempt that an announced release
+// woke (woke) and some nodes granted: the release had reached those
+// nodes and not yet the others, and a reader or a permit tries again as
+// soon, and as few times, as a lock does.
+func (wt *Waiting) delay(attempt int, failed engine.Refusal, woke bool) time.Duration {
 	rt := wt.Holder.Settings.Retry()
 	delay := rt.Delay(attempt)
 	if wt.w != nil {
 		delay = queued(rt, delay)
 	}
-	if wt.Kind >= Lock && failed.Granted > 0 && !failed.GaveWay && wt.splits < 2 {
+	if (wt.Kind >= Lock || woke) && failed.Granted > 0 && !failed.GaveWay && wt.splits < 2 {
 		wt.splits++
 		return min(delay, jitter.N(2*failed.Took+1))
 	}

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/internal/lease"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -11,4 +13,38 @@ import (
 // notify_test.go): a change here must change them too.
 func TestBounds(t *testing.T) {
 	assert.Equal(t, 5*time.Millisecond, handoffWindow)
+}
+
+// After a failed attempt that some nodes granted, a Lock tries again
+// within two attempt times, twice in a row at most; a reader or a permit
+// does so only when an announced release woke the attempt (the release
+// had not reached every node yet), and otherwise waits its back-off.
+func TestDelayAfterPartialGrant(t *testing.T) {
+	settings := engine.Settings{DelayMin: 5 * time.Second, DelayMax: 10 * time.Second}
+	partial := engine.Refusal{Granted: 1, Took: time.Millisecond}
+	short := 2*partial.Took + 1
+	for _, c := range []struct {
+		kind  Kind
+		woke  bool
+		short bool
+	}{
+		{Lock, false, true},
+		{Lock, true, true},
+		{Reader, false, false},
+		{Reader, true, true},
+		{Permit, false, false},
+		{Permit, true, true},
+	} {
+		wt := &Waiting{Holder: &lease.Holder{Settings: settings}, Kind: c.kind}
+		d := wt.delay(1, partial, c.woke)
+		if !c.short {
+			assert.GreaterOrEqual(t, d, settings.DelayMin, "kind %d, woke %v: the back-off", c.kind, c.woke)
+			continue
+		}
+		assert.Less(t, d, short, "kind %d, woke %v: soon", c.kind, c.woke)
+		wt.delay(1, partial, c.woke)
+		assert.GreaterOrEqual(t, wt.delay(1, partial, c.woke), settings.DelayMin, "kind %d: the third in a row waits the back-off", c.kind)
+	}
+	wt := &Waiting{Holder: &lease.Holder{Settings: settings}, Kind: Reader}
+	assert.GreaterOrEqual(t, wt.delay(1, engine.Refusal{Took: time.Millisecond}, true), settings.DelayMin, "no node granted: the back-off")
 }
