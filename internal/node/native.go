@@ -57,13 +57,14 @@ func (s speech) deletes() bool { return s.way == Native && (s.caps.Deletes() || 
 func (s speech) setsIfEq() bool { return (s.way == Native || s.way == Scripts) && s.caps.SetIfEq }
 
 // beside reports whether a node that speaks scripts carries the plain
-// lock's grant in the server's own SET NX GET PX (Redis 7.0 on, Valkey),
-// and its extension in SET IFEQ PX where it has that (Valkey 8.1, Redis
-// 8.4): they cost the server a fraction of their scripts and the client
+// lock's grant in the server's own SET NX GET PX and its extension in SET
+// IFEQ PX: where it has SET IFEQ (Valkey 8.1, Redis 8.4). Not on Redis
+// 7.0, which has SET NX GET: a grant that finds its own token re-arms it in a
+// WATCH transaction, which the documented ACL line does not allow: they cost the server a fraction of their scripts and the client
 // about as much (measured: see docs/PERFORMANCE.md and DEPLOYMENTS.md).
 // Its release keeps its script, which hands the lock over to the oldest
 // queued waiter.
-func (s speech) beside() bool { return s.way == Scripts && s.caps.SetNXGet() }
+func (s speech) beside() bool { return s.way == Scripts && s.caps.SetIfEq }
 
 func (o *Acquire) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
 	if !o.plain() || s.way == Scripts && !s.beside() {

@@ -403,7 +403,7 @@ func (p *pipelines) last() []string {
 	return p.sent[len(p.sent)-1]
 }
 
-// Beside scripts, on a server with SET ... NX GET (Redis 7.0), a plain
+// Beside scripts, on a server with SET ... IFEQ (Redis 8.4), a plain
 // grant is that command, and the release keeps its script. go-redis reads
 // a grant's nil as an error, which costs it the most as a round trip's
 // first reply: the batch's TIME leads once the node has answered one,
@@ -416,7 +416,7 @@ func TestNativeGrantBesideScripts(t *testing.T) {
 	sent := &pipelines{}
 	clients[0].AddHook(sent)
 	n := node.NewRedis(clients[0])
-	n.SetCaps(node.Caps{Known: true, Server: "redis", Version: "7.0.15"})
+	n.SetCaps(node.Caps{Known: true, Server: "redis", Version: "8.6.0", SetIfEq: true, DelEx: true})
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 
 	require.True(t, callOne(n, lock("first", "a")).OK)
