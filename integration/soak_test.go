@@ -372,32 +372,35 @@ func (in *soakInjector) restart() string {
 // touched.
 func (in *soakInjector) earlyExpiry() string {
 	ctx := in.t.Context()
-	end := time.Now().Add(in.period)
-	n := 0
-	for time.Now().Before(end) {
-		if token := heldEverywhere(ctx, in.r, in.name); token != "" {
-			i := in.rng.IntN(lockNodes)
-			if ok, _ := expireIf.Run(ctx, in.r.insp[i], []string{in.name}, token).Bool(); ok {
-				n++
-			}
+	n := in.everyTick(func(i int) bool {
+		token := heldEverywhere(ctx, in.r, in.name)
+		if token == "" {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		ok, _ := expireIf.Run(ctx, in.r.insp[i], []string{in.name}, token).Bool()
+		return ok
+	})
 	return fmt.Sprintf("%d keys expired early", n)
 }
 
 func (in *soakInjector) clockJump() string {
 	ctx := in.t.Context()
+	n := in.everyTick(func(i int) bool { return in.r.insp[i].PExpire(ctx, in.name, time.Millisecond).Val() })
+	return fmt.Sprintf("%d keys expired early, whoever held them", n)
+}
+
+// everyTick calls expire on a random lock node every 50 ms for the period,
+// and returns how many times it reported a key expired.
+func (in *soakInjector) everyTick(expire func(i int) bool) int {
 	end := time.Now().Add(in.period)
 	n := 0
 	for time.Now().Before(end) {
-		i := in.rng.IntN(lockNodes)
-		if in.r.insp[i].PExpire(ctx, in.name, time.Millisecond).Val() {
+		if expire(in.rng.IntN(lockNodes)) {
 			n++
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Sprintf("%d keys expired early, whoever held them", n)
+	return n
 }
 
 // expireIf expires KEYS[1] at once if it holds ARGV[1]; it returns 1 if so.
