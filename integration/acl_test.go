@@ -165,6 +165,20 @@ func fullACLLine(t *testing.T) string {
 	return aclLineAfter(t, "this line turns everything on")
 }
 
+// fullLineUser creates the user of docs/DEPLOYMENTS.md's full ACL line on
+// every node of admin, exactly as written there, and returns its name and
+// password.
+func fullLineUser(ctx context.Context, t *testing.T, admin []*redis.Client) (user, pass string) {
+	t.Helper()
+	fields := strings.Fields(fullACLLine(t))
+	args := make([]any, len(fields))
+	for i, f := range fields {
+		args[i] = f
+	}
+	setUser(t, ctx, admin, args)
+	return fields[2], strings.TrimPrefix(fields[4], ">")
+}
+
 // aclLineAfter returns the first code block of docs/DEPLOYMENTS.md after
 // words, which must be one ACL line.
 func aclLineAfter(t *testing.T, words string) string {

@@ -88,6 +88,17 @@ func matrixLock(t *testing.T, s *Servers) {
 	onEvery(t, admin, name, false)
 }
 
+// matrixFullLine runs the plain lock's contended workload as the user of
+// docs/DEPLOYMENTS.md's full ACL line: every command the library sends
+// this server is one the line allows, the grant of a lock handed over to
+// its caller included (beside scripts, where the server has SET ... NX
+// GET, that grant re-arms the key by script, not in a transaction).
+func matrixFullLine(t *testing.T, s *Servers) {
+	t.Helper()
+	user, pass := fullLineUser(timeout(t, time.Minute), t, inspector(t, s))
+	safetyWorkload(t, allClients(s, &redis.Options{Username: user, Password: pass}), "locks:matrix:acl", plainKind)
+}
+
 // matrixWithoutScripts runs the Mutex's safety workload as a user refused
 // scripts (+@all -@scripting), checks the way each node is spoken to
 // against the table, and that the primitives that need scripts are

@@ -52,6 +52,7 @@ func TestServerMatrix(t *testing.T) {
 				assert.Greater(t, n, 20)
 			})
 			t.Run("multi", func(t *testing.T) { multiContention(t, s, false, redlock.WithNodeTimeout(time.Second)) })
+			t.Run("full ACL line", func(t *testing.T) { matrixFullLine(t, s) })
 			t.Run("without scripts", func(t *testing.T) { matrixWithoutScripts(t, s, row) })
 			t.Run("clock", func(t *testing.T) { matrixClock(t, s) })
 			t.Run("without Lua", func(t *testing.T) { matrixWithoutLua(t, s, row) }) // last: it unloads Lua for good

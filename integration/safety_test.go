@@ -342,13 +342,7 @@ func TestSafetyACL(t *testing.T) {
 		return func(int) []redis.UniversalClient { return userClients(c, user, pass) }
 	}
 	t.Run("full line", func(t *testing.T) {
-		fields := strings.Fields(fullACLLine(t))
-		args := make([]any, len(fields))
-		for i, f := range fields {
-			args[i] = f
-		}
-		setUser(t, ctx, admin, args)
-		eachKind(t, as(fields[2], strings.TrimPrefix(fields[4], ">")), "locks:safety:full")
+		eachKind(t, as(fullLineUser(ctx, t, admin)), "locks:safety:full")
 	})
 	for _, tier := range aclTiers {
 		t.Run(tier.name, func(t *testing.T) {

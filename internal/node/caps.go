@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,19 @@ type Caps struct {
 	// DelIfEq is DELIFEQ key value (Valkey 9.0), DelEx DELEX key IFEQ
 	// value (Redis 8.4, Valkey 9.2): the release of a plain lock in one.
 	DelIfEq, DelEx bool
+}
+
+// SetNXGet reports whether the node's server takes SET ... NX GET (Redis
+// 7.0 on, every Valkey): a plain lock's grant in one command, which a node
+// that speaks scripts sends instead of acquire_plain.lua (see beside).
+// When the user may not run INFO, only a server with SET IFEQ is known to.
+func (c Caps) SetNXGet() bool {
+	if c.Server == "valkey" || c.SetIfEq {
+		return true
+	}
+	major, _, _ := strings.Cut(c.Version, ".")
+	n, err := strconv.Atoi(major)
+	return c.Server == "redis" && err == nil && n >= 7
 }
 
 // Deletes reports whether the node has a compare-and-delete of its own.

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/scripts"
 )
 
 // The plain lock in the server's own words. A node without scripts
@@ -57,14 +59,14 @@ func (s speech) deletes() bool { return s.way == Native && (s.caps.Deletes() || 
 func (s speech) setsIfEq() bool { return (s.way == Native || s.way == Scripts) && s.caps.SetIfEq }
 
 // beside reports whether a node that speaks scripts carries the plain
-// lock's grant in the server's own SET NX GET PX and its extension in SET
-// IFEQ PX: where it has SET IFEQ (Valkey 8.1, Redis 8.4). Not on Redis
-// 7.0, which has SET NX GET: a grant that finds its own token re-arms it in a
-// WATCH transaction, which the documented ACL line does not allow: they cost the server a fraction of their scripts and the client
-// about as much (measured: see docs/PERFORMANCE.md and DEPLOYMENTS.md).
-// Its release keeps its script, which hands the lock over to the oldest
-// queued waiter.
-func (s speech) beside() bool { return s.way == Scripts && s.caps.SetIfEq }
+// lock's grant in the server's own SET NX GET PX (Redis 7.0, every
+// Valkey) and, where it has SET IFEQ (Valkey 8.1, Redis 8.4), its
+// extension in SET IFEQ PX: they cost the server a fraction of their
+// scripts (measured: see docs/PERFORMANCE.md and DEPLOYMENTS.md). Its
+// release keeps its script, which hands the lock over to the oldest
+// queued waiter; a grant that finds the token handed over re-arms it by
+// script (see Acquire.rearm).
+func (s speech) beside() bool { return s.way == Scripts && s.caps.SetNXGet() }
 
 func (o *Acquire) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
 	if !o.plain() || s.way == Scripts && !s.beside() {
@@ -96,8 +98,14 @@ func (o *Acquire) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context,
 
 // rearm re-arms the key of a grant that found it holding the token
 // already, for the grant's TTL, if it still holds it (then acknowledged
-// as a grant is).
+// as a grant is): beside scripts by acquire_plain.lua, whose grant of a
+// key that holds the token re-arms it, since the node's user may not run
+// WATCH (the documented ACL line has scripts and no WATCH); else in an
+// optimistic transaction.
 func (o *Acquire) rearm(ctx context.Context, t *Tx) Reply {
+	if t.way == Scripts {
+		return o.rearmByScript(ctx, t)
+	}
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
 		get := redis.NewStringCmd(ctx, "get", o.Key)
 		if err := s.Read(ctx, []string{o.Key}, get); err != nil {
@@ -112,6 +120,32 @@ func (o *Acquire) rearm(ctx context.Context, t *Tx) Reply {
 		}
 		return o.Ack.check(after, Reply{OK: true, Value: Grant{}}), nil
 	})
+}
+
+// rearmByScript is rearm on a node that speaks scripts: the script of a
+// plain grant, by hash, then by its source if the node lost it (NOSCRIPT:
+// a restart or failover since the grant), on one connection with the
+// WAIT that acknowledges it.
+func (o *Acquire) rearmByScript(ctx context.Context, t *Tx) Reply {
+	send := func(eval bool) ([]redis.Cmder, error) {
+		cmds := o.Ack.encode(ctx, []redis.Cmder{script(ctx, scripts.AcquirePlain, []string{o.Key}, o.Token, o.TTL.Milliseconds(), "0")})
+		if eval {
+			spellOut(ctx, cmds)
+		}
+		return cmds, t.Pipelined(ctx, o.Key, cmds...)
+	}
+	cmds, err := send(false)
+	if err == nil && evalOf(ctx, cmds[0]) != nil {
+		cmds, err = send(true)
+	}
+	if err != nil {
+		return Reply{Err: err}
+	}
+	rep := decodeHolder(cmds[0].(*redis.Cmd))
+	if rep.OK {
+		rep.Value = Grant{}
+	}
+	return o.Ack.check(cmds, rep)
 }
 
 func (o *Extend) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {

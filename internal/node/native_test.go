@@ -54,7 +54,7 @@ func TestNativeEncodings(t *testing.T) {
 		{"grant, transactions", func() nativeOp { return acquire() }, speech{way: Transactions}, [][]any{set}},
 		{"grant, scripts without SET IFEQ", func() nativeOp { return acquire() }, speech{way: Scripts, caps: Caps{Known: true, DelEx: true}}, nil},
 		{"grant beside scripts", func() nativeOp { return acquire() }, speech{way: Scripts, caps: redis8}, [][]any{set}},
-		{"grant, scripts on Redis 7.0", func() nativeOp { return acquire() }, speech{way: Scripts, caps: redis7}, nil},
+		{"grant beside scripts, Redis 7.0", func() nativeOp { return acquire() }, speech{way: Scripts, caps: redis7}, [][]any{set}},
 		{"grant, scripts on Redis 6.2", func() nativeOp { return acquire() }, speech{way: Scripts, caps: Caps{Known: true, Server: "redis", Version: "6.2.14"}}, nil},
 		{"extension, scripts on Redis 7.0", func() nativeOp { return extend() }, speech{way: Scripts, caps: redis7}, nil},
 		{"fenced grant", func() nativeOp { a := acquire(); a.FenceKey = "f"; return a }, speech{way: Native, caps: all}, nil},
@@ -174,4 +174,24 @@ func TestPipelinable(t *testing.T) {
 	assert.Len(t, releaseA.cmds, 3, "a's release, with a's grant after it, reads EXISTS after its delete")
 	assert.Equal(t, "exists", releaseA.cmds[2].Name())
 	assert.Len(t, releaseB.cmds, 2, "b's, alone in the batch, does not")
+}
+
+// SET ... NX GET is Redis 7.0's and every Valkey's; a server that does not
+// say what it is has it only where it has SET IFEQ.
+func TestCapsSetNXGet(t *testing.T) {
+	for _, c := range []struct {
+		caps Caps
+		want bool
+	}{
+		{Caps{Known: true, Server: "redis", Version: "7.0.15"}, true},
+		{Caps{Known: true, Server: "redis", Version: "8.6.0"}, true},
+		{Caps{Known: true, Server: "redis", Version: "6.2.14"}, false},
+		{Caps{Known: true, Server: "redis", Version: "garbage"}, false},
+		{Caps{Known: true, Server: "valkey", Version: "8.0.1"}, true},
+		{Caps{Known: true}, false},
+		{Caps{Known: true, SetIfEq: true}, true},
+		{Caps{}, false},
+	} {
+		assert.Equal(t, c.want, c.caps.SetNXGet(), "%+v", c.caps)
+	}
 }

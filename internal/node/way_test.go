@@ -16,6 +16,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/internal/scripts"
 )
 
 // The ways without scripts answer as the scripts do: the lock's and the
@@ -379,7 +380,31 @@ type pipelines struct {
 
 func (*pipelines) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (*pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (p *pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !own[cmd.Name()] {
+			p.mu.Lock()
+			p.sent = append(p.sent, []string{cmd.Name()})
+			p.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// own are the commands a client sends of its own: a new connection's, and
+// SCRIPT LOAD in the background.
+var own = map[string]bool{"hello": true, "client": true, "script": true}
+
+// all returns every command sent, in order.
+func (p *pipelines) all() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, names := range p.sent {
+		out = append(out, names...)
+	}
+	return out
+}
 
 func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
@@ -387,8 +412,8 @@ func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		for i, cmd := range cmds {
 			names[i] = cmd.Name()
 		}
-		if names[0] == "hello" || names[0] == "client" {
-			return next(ctx, cmds) // a new connection's own
+		if own[names[0]] {
+			return next(ctx, cmds)
 		}
 		p.mu.Lock()
 		p.sent = append(p.sent, names)
@@ -403,7 +428,7 @@ func (p *pipelines) last() []string {
 	return p.sent[len(p.sent)-1]
 }
 
-// Beside scripts, on a server with SET ... IFEQ (Redis 8.4), a plain
+// Beside scripts, on a server with SET ... NX GET (Redis 7.0), a plain
 // grant is that command, and the release keeps its script. go-redis reads
 // a grant's nil as an error, which costs it the most as a round trip's
 // first reply: the batch's TIME leads once the node has answered one,
@@ -416,7 +441,7 @@ func TestNativeGrantBesideScripts(t *testing.T) {
 	sent := &pipelines{}
 	clients[0].AddHook(sent)
 	n := node.NewRedis(clients[0])
-	n.SetCaps(node.Caps{Known: true, Server: "redis", Version: "8.6.0", SetIfEq: true, DelEx: true})
+	n.SetCaps(node.Caps{Known: true, Server: "redis", Version: "7.0.15"})
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 
 	require.True(t, callOne(n, lock("first", "a")).OK)
@@ -434,4 +459,32 @@ func TestNativeGrantBesideScripts(t *testing.T) {
 	rep = callOne(n, unlock("k", "a"))
 	require.True(t, rep.OK)
 	assert.False(t, servers[0].Exists("k"))
+
+	// A grant that finds the key holding its token (a release handed the
+	// lock over to it) re-arms it by script, whose hash the node may have
+	// lost: never by WATCH, which the documented ACL line does not allow.
+	for _, flush := range []bool{false, true} {
+		require.NoError(t, servers[0].Set("handed", "c"))
+		servers[0].SetTTL("handed", time.Millisecond)
+		if flush {
+			last := scripts.All[len(scripts.All)-1].Hash // the node's load of them all is over
+			require.Eventually(t, func() bool {
+				ok, err := clients[0].ScriptExists(context.Background(), last).Result()
+				return err == nil && ok[0]
+			}, 5*time.Second, time.Millisecond)
+			require.NoError(t, clients[0].ScriptFlush(context.Background()).Err())
+		}
+		before := len(sent.all())
+		rep = callOne(n, lock("handed", "c"))
+		require.NoError(t, rep.Err)
+		require.True(t, rep.OK, "flush %v", flush)
+		assert.Equal(t, ttl, servers[0].TTL("handed"), "re-armed for the grant's TTL")
+		after := sent.all()[before:]
+		assert.NotContains(t, after, "watch")
+		if flush {
+			assert.Equal(t, []string{"ping", "set", "evalsha", "eval"}, after)
+		} else {
+			assert.Equal(t, []string{"ping", "set", "evalsha"}, after)
+		}
+	}
 }
