@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -260,6 +261,14 @@ func (n *Redis) work() {
 	var toks []laneToken
 	pipe := n.client.Pipeline()
 	for {
+		// The calls its last round trip answered woke their callers,
+		// whose next requests (an Unlock after a grant, the next
+		// TryLock) are about to be queued: yielding first lets them
+		// join this batch rather than leave one round trip each. At 64
+		// goroutines a pair then costs the client 0.91x and the servers
+		// 0.85x (docs/PERFORMANCE.md); a lone caller, with nothing else
+		// to run, loses nothing.
+		runtime.Gosched()
 		var ok bool
 		batch, taken, toks, ok = n.lanes.take(batch[:0], taken[:0], toks[:0])
 		if !ok {
