@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +29,9 @@ type impl struct {
 	nodes int
 	lock  func(ctx context.Context, key string) (release func(context.Context) error, err error)
 	close func()
+	// ready, when set, waits until the nodes can serve the
+	// implementation, before its benchmark starts (nil: at once).
+	ready func()
 }
 
 const ttl = 10 * time.Second
@@ -46,8 +51,43 @@ func newNoScriptsImpl(clients []redis.UniversalClient) impl {
 	return redlockImpl("redlock-go without scripts", clients, redlock.WithoutScripts())
 }
 
+// newRestartDelayImpl is the plain lock with a restart delay of one TTL:
+// a node up for less grants nothing, so its benchmark first waits until
+// every node has been up longer (servers started for the run, as make
+// bench-cpu's are, otherwise fail its first pairs: "not acquired").
 func newRestartDelayImpl(clients []redis.UniversalClient) impl {
-	return redlockImpl("redlock-go restart-delay", clients, redlock.WithRestartDelay(ttl))
+	im := redlockImpl("redlock-go restart-delay", clients, redlock.WithRestartDelay(ttl))
+	// The delay counts in whole seconds, and one more (see
+	// redlock.WithRestartDelay).
+	im.ready = func() { waitUptime(clients, ttl+2*time.Second) }
+	return im
+}
+
+// waitUptime waits until every node of clients reports an uptime of at
+// least d, or d and five seconds more have passed.
+func waitUptime(clients []redis.UniversalClient, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d+5*time.Second)
+	defer cancel()
+	for _, c := range clients {
+		for ctx.Err() == nil {
+			info, err := c.Info(ctx, "server").Result()
+			if err == nil && uptime(info) >= d {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+}
+
+// uptime reads uptime_in_seconds from an INFO reply.
+func uptime(info string) time.Duration {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
+			s, _ := strconv.Atoi(v)
+			return time.Duration(s) * time.Second
+		}
+	}
+	return 0
 }
 
 // newMultiImpl takes two names at once with one multi-name lock.

@@ -46,6 +46,10 @@ func BenchmarkPair(b *testing.B) {
 			im := f(clients)
 			b.Run(fmt.Sprintf("%s/goroutines=%d", strings.ReplaceAll(im.name, " ", "_"), par), func(b *testing.B) {
 				ctx := context.Background()
+				if im.ready != nil {
+					im.ready()
+					b.ResetTimer()
+				}
 				var seq atomic.Int64
 				b.ReportAllocs()
 				if par == 1 {
