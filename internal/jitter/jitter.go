@@ -2,8 +2,8 @@
 // attempts of a lock, renewal after a failed extension, the probes of a
 // down node, the identification of its server), the one sleep that a stop
 // cuts short (Sleep), the one wait of a component's Close for what it
-// runs (Wait), and the random draws they and the retry after a
-// split vote make (N). Draws come from math/rand/v2's unseeded source,
+// runs (Wait), the one yield of the processor (Yield), and the random
+// draws they and the retry after a split vote make (N). Draws come from math/rand/v2's unseeded source,
 // except inside the simulator (internal/sim), which draws them from its
 // seed so that a run can be replayed.
 package jitter
@@ -11,7 +11,9 @@ package jitter
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -68,7 +70,21 @@ func Wait(ctx context.Context, wg *sync.WaitGroup) error {
 var (
 	mu     sync.Mutex
 	seeded *rand.Rand
+	// simulated is set while seeded is: see Yield.
+	simulated atomic.Bool
 )
+
+// Yield gives the processor to the goroutines ready to run before the
+// caller goes on: a node's worker yields before it takes its next batch,
+// so that the callers its last round trip woke join it (see
+// node.Redis.work). Inside the simulator it does nothing: which of the
+// goroutines ready at one instant runs first is what no seed fixes, and a
+// yield per batch would make a seed's replays part far more often.
+func Yield() {
+	if !simulated.Load() {
+		runtime.Gosched()
+	}
+}
 
 // N returns a random duration (or count) in [0, n); it panics if n <= 0,
 // as rand.N does.
@@ -91,9 +107,11 @@ func Seed(seed uint64) (restore func()) {
 	defer mu.Unlock()
 	prev := seeded
 	seeded = rand.New(rand.NewPCG(seed, 0x6a6974746572))
+	simulated.Store(true)
 	return func() {
 		mu.Lock()
 		defer mu.Unlock()
 		seeded = prev
+		simulated.Store(prev != nil)
 	}
 }

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -268,7 +267,7 @@ func (n *Redis) work() {
 		// goroutines a pair then costs the client 0.91x and the servers
 		// 0.85x (docs/PERFORMANCE.md); a lone caller, with nothing else
 		// to run, loses nothing.
-		runtime.Gosched()
+		jitter.Yield()
 		var ok bool
 		batch, taken, toks, ok = n.lanes.take(batch[:0], taken[:0], toks[:0])
 		if !ok {
