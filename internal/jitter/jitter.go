@@ -3,9 +3,10 @@
 // down node, the identification of its server), the one sleep that a stop
 // cuts short (Sleep), the one wait of a component's Close for what it
 // runs (Wait), the one yield of the processor (Yield), and the random
-// draws they and the retry after a split vote make (N). Draws come from math/rand/v2's unseeded source,
-// except inside the simulator (internal/sim), which draws them from its
-// seed so that a run can be replayed.
+// draws they and the retry after a split vote make (N). Draws come from
+// math/rand/v2's unseeded source, except inside the simulator
+// (internal/sim), which draws them from its seed so that a run can be
+// replayed.
 package jitter
 
 import (

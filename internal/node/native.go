@@ -125,10 +125,11 @@ func (o *Acquire) rearm(ctx context.Context, t *Tx) Reply {
 // rearmByScript is rearm on a node that speaks scripts: the script of a
 // plain grant, by hash, then by its source if the node lost it (NOSCRIPT:
 // a restart or failover since the grant), on one connection with the
-// WAIT that acknowledges it.
+// WAIT that acknowledges it. Its reply carries the node's time read after
+// the TTL was armed, as every vote's does (see internal/turn/turn.go).
 func (o *Acquire) rearmByScript(ctx context.Context, t *Tx) Reply {
 	send := func(eval bool) ([]redis.Cmder, error) {
-		cmds := o.Ack.encode(ctx, []redis.Cmder{script(ctx, scripts.AcquirePlain, []string{o.Key}, o.Token, o.TTL.Milliseconds(), "0")})
+		cmds := o.Ack.encode(ctx, []redis.Cmder{script(ctx, scripts.AcquirePlain, []string{o.Key}, o.Token, o.TTL.Milliseconds(), "1")})
 		if eval {
 			spellOut(ctx, cmds)
 		}

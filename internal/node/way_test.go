@@ -479,6 +479,7 @@ func TestNativeGrantBesideScripts(t *testing.T) {
 		require.NoError(t, rep.Err)
 		require.True(t, rep.OK, "flush %v", flush)
 		assert.Equal(t, ttl, servers[0].TTL("handed"), "re-armed for the grant's TTL")
+		assert.WithinDuration(t, at, rep.Time, time.Second, "the vote carries the node's time, read after the TTL was armed")
 		after := sent.all()[before:]
 		assert.NotContains(t, after, "watch")
 		if flush {
