@@ -46,8 +46,8 @@ func (l *link) close() {
 	l.node.mu.Unlock()
 }
 
-// gate waits while the node is paused; false when the link must end (the
-// node is down, or the link closed).
+// gate waits while the node or the link's client is paused; false when
+// the link must end (the node is down, or the link closed).
 func (l *link) gate() bool {
 	for {
 		l.node.mu.Lock()
@@ -55,6 +55,9 @@ func (l *link) gate() bool {
 		l.node.mu.Unlock()
 		if down {
 			return false
+		}
+		if p == nil {
+			p = l.node.sim.pausedClient(l.client)
 		}
 		if p == nil {
 			select {

@@ -64,7 +64,7 @@ func (s *Sim) inflict(rng *rand.Rand) {
 	i := rng.IntN(len(s.nodes))
 	n := s.nodes[i]
 	ttl := s.cfg.TTL
-	switch rng.IntN(6) {
+	switch rng.IntN(7) {
 	case 0:
 		if n.isPaused() {
 			return
@@ -116,5 +116,15 @@ func (s *Sim) inflict(rng *rand.Rand) {
 		s.log.add("node %d's clock steps by %v for %v", i, off, d)
 		n.setClock(off)
 		s.later(d, sprintf("node %d's clock steps back", i), func() { n.setClock(0) })
+	case 5:
+		// A process paused (a stop-the-world pause, a stalled VM), most
+		// often past its TTL: its leases end on the nodes while it sleeps.
+		c := rng.IntN(s.cfg.Clients)
+		d := between(rng, ttl/2, 2*ttl)
+		if !s.freeze(c) {
+			return
+		}
+		s.log.add("pause client %d's process for %v", c, d)
+		s.later(d, sprintf("resume client %d's process", c), func() { s.thaw(c) })
 	}
 }

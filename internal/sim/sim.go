@@ -100,10 +100,11 @@ type Sim struct {
 	undos []undo // the nemesis' faults still on, with when each ends
 
 	mu     sync.Mutex
-	cut    map[[2]int]bool // client, node: partitioned
-	dials  map[[2]int]int  // client, node: links dialled so far
-	seen   map[uint64]int  // frames that passed, see decisions
-	breaks *rand.Rand      // when each link the nemesis breaks closes
+	cut    map[[2]int]bool       // client, node: partitioned
+	frozen map[int]chan struct{} // client: its process paused, closed on resume
+	dials  map[[2]int]int        // client, node: links dialled so far
+	seen   map[uint64]int        // frames that passed, see decisions
+	breaks *rand.Rand            // when each link the nemesis breaks closes
 }
 
 // Result is what a run found.
@@ -120,7 +121,7 @@ type Result struct {
 // Run runs cfg; it must be called inside a synctest bubble.
 func Run(cfg Config) Result {
 	s := &Sim{cfg: cfg, seed: cfg.Seed, hist: newHistory(), log: &eventLog{}, trace: newTrace(cfg.Nodes, cfg.Trace),
-		cut: map[[2]int]bool{}, dials: map[[2]int]int{}, seen: map[uint64]int{}}
+		cut: map[[2]int]bool{}, frozen: map[int]chan struct{}{}, dials: map[[2]int]int{}, seen: map[uint64]int{}}
 	s.breaks = s.rng(4)
 	done := make(chan struct{})
 	var bg sync.WaitGroup
@@ -302,6 +303,45 @@ func (s *Sim) partition(c, i int, on bool) {
 	}
 	n.mu.Unlock()
 	s.breakApart(mine)
+}
+
+// freeze pauses client c's process as the nodes and its holders see it:
+// until thaw, no frame passes on any of its links in either direction, and
+// none of its holders acts (work waits in awake). Its go-redis goroutines
+// still run (renewal, retries, pub/sub), but what they send waits with the
+// rest, and its clock runs on: a real pause seen from outside. False when
+// c is paused already.
+func (s *Sim) freeze(c int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen[c] != nil {
+		return false
+	}
+	s.frozen[c] = make(chan struct{})
+	return true
+}
+
+func (s *Sim) thaw(c int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch := s.frozen[c]; ch != nil {
+		close(ch)
+		delete(s.frozen, c)
+	}
+}
+
+// pausedClient is closed when client c's pause ends; nil while c runs.
+func (s *Sim) pausedClient(c int) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.frozen[c]
+}
+
+// awake waits while client c's process is paused.
+func (s *Sim) awake(c int) {
+	if ch := s.pausedClient(c); ch != nil {
+		<-ch
+	}
 }
 
 // breakApart closes links, each up to a microsecond after the other, in an

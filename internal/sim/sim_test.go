@@ -127,7 +127,10 @@ func replay(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("schedule:\n%s\n%d acquisitions; the run's digest: %s", strings.Join(res.Events, "\n"), res.Acquisitions, res.Digest)
+	if len(res.Violations) == 0 && len(res.Stalled) == 0 { // report prints it otherwise
+		t.Logf("schedule:\n  %s", strings.Join(res.Events, "\n  "))
+	}
+	t.Logf("%d acquisitions; the run's digest: %s", res.Acquisitions, res.Digest)
 	report(t, res)
 }
 
@@ -163,11 +166,12 @@ func report(t *testing.T, res Result) {
 		// the seed's faults replay, this run seldom does.
 		cmd = fmt.Sprintf("go test -race ./internal/sim -run TestSimulation -sim.seed=%d%s -v (the same faults; under -race, seldom the same run)", res.Config.Seed, only)
 	}
+	schedule := strings.Join(res.Events, "\n  ")
 	if len(res.Violations) > 0 {
-		t.Errorf("%s\n%d violations, the first: %s\nreplay: %s", res.Config, len(res.Violations), res.Violations[0], cmd)
+		t.Errorf("%s\n%d violations, the first: %s\nschedule:\n  %s\nreplay: %s", res.Config, len(res.Violations), res.Violations[0], schedule, cmd)
 	}
 	if len(res.Stalled) > 0 {
-		t.Errorf("%s\nno turn once the faults healed: %s\nreplay: %s", res.Config, strings.Join(res.Stalled, "; "), cmd)
+		t.Errorf("%s\nno turn once the faults healed: %s\nschedule:\n  %s\nreplay: %s", res.Config, strings.Join(res.Stalled, "; "), schedule, cmd)
 	}
 }
 

@@ -44,12 +44,13 @@ type window interface {
 	Done() <-chan struct{}
 }
 
-// work is a critical section: it reads the resource's counter, works for a
-// while (now and then through a process pause it does not notice), and
+// work is a critical section of client c: it reads the resource's
+// counter, works for a while (now and then through a pause of its own that
+// it does not notice, and through any pause of c's whole process), and
 // writes the counter back plus one if its window still lasts, as a holder
 // that checks Until before acting does. It returns when its window ended,
 // or now.
-func work(s *Sim, rng *rand.Rand, w window, res string, count bool) time.Time {
+func work(s *Sim, c *client, rng *rand.Rand, w window, res string, count bool) time.Time {
 	v := s.hist.read(res)
 	d := between(rng, 0, 30*time.Millisecond)
 	switch p := rng.Float64(); {
@@ -66,6 +67,7 @@ func work(s *Sim, rng *rand.Rand, w window, res string, count bool) time.Time {
 		case <-w.Done():
 		}
 	}
+	s.awake(c.idx)
 	now := time.Now()
 	until := w.Until()
 	lost := false
@@ -111,7 +113,7 @@ func mutexLoop(name string, opts ...redlock.Option) workload {
 			}
 			start := time.Now()
 			fence := mu.Fence()
-			end := work(s, rng, mu, name, true)
+			end := work(s, c, rng, mu, name, true)
 			s.hist.add(hold{client: c.idx, res: name, who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end, fence: fence})
 			uctx, cancel := unlockCtx()
 			_ = mu.Unlock(uctx)
@@ -137,7 +139,7 @@ func reentrantLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 		if rng.IntN(2) == 0 && mu.TryLock(ctx) == nil {
 			holds++
 		}
-		end := work(s, rng, mu, "re", true)
+		end := work(s, c, rng, mu, "re", true)
 		s.hist.add(hold{client: c.idx, res: "re", who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end})
 		uctx, cancel := unlockCtx()
 		for range holds {
@@ -171,7 +173,7 @@ func multiLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 			continue
 		}
 		start := time.Now()
-		end := work(s, rng, mu, names[0], true)
+		end := work(s, c, rng, mu, names[0], true)
 		for _, n := range names {
 			s.hist.add(hold{client: c.idx, res: n, who: fmt.Sprintf("client %d (%d names)", c.idx, len(names)), attempt: attempt, start: start, end: end})
 		}
@@ -202,7 +204,7 @@ func rwLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 			continue
 		}
 		start := time.Now()
-		end := work(s, rng, rw, "rw", writer)
+		end := work(s, c, rng, rw, "rw", writer)
 		s.hist.add(hold{client: c.idx, res: "rw", kind: kind, who: who, attempt: attempt, start: start, end: end})
 		uctx, cancel := unlockCtx()
 		if writer {
@@ -232,7 +234,7 @@ func semaphoreLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 			continue
 		}
 		start := time.Now()
-		end := work(s, rng, sem, "sem", false)
+		end := work(s, c, rng, sem, "sem", false)
 		s.hist.add(hold{client: c.idx, res: "sem", kind: permit, limit: permits, who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end})
 		uctx, cancel := unlockCtx()
 		_ = sem.Release(uctx)
@@ -250,7 +252,7 @@ func doLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 			start := time.Now()
 			end := start
 			for range 1 + rng.IntN(8) {
-				end = work(s, rng, mu, "do", true)
+				end = work(s, c, rng, mu, "do", true)
 				if fctx.Err() != nil || !time.Now().Before(mu.Until()) {
 					break
 				}
