@@ -36,7 +36,7 @@ for name in "${names[@]}"; do
 	log="$work/$name.log"
 	(cd "$tree" && go test -count=1 -timeout 0 -run TestSimulation ./internal/sim \
 		-sim.time="$budget" -sim.only="$only" >"$log" 2>&1) || true
-	summary="$(grep -E 'sim: [0-9]+ schedules \(seeds from 1, in' "$log" | tail -1 | sed 's/.*sim: //')"
+	summary="$(grep -E 'sim: [0-9]+ schedules \(seeds from 1, in' "$log" | tail -1 | sed 's/.*sim: //' || true)"
 	replay="$(grep -m1 -oE 'go test \./internal/sim -run TestSimulation -sim\.seed=[0-9]+ -sim\.only=[a-z,]+ -sim\.digest=[0-9a-f.]+' "$log" || true)"
 	if [[ -z "$replay" ]]; then
 		missed=1
