@@ -18,6 +18,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+trap "exit 130" INT TERM
 git -C "$root" worktree add --detach --quiet "$tree" HEAD
 
 names=("$@")
@@ -34,7 +35,7 @@ for name in "${names[@]}"; do
 	git -C "$tree" checkout --quiet -- .
 	git -C "$tree" apply "$patch"
 	log="$work/$name.log"
-	(cd "$tree" && go test -count=1 -timeout 0 -run TestSimulation ./internal/sim \
+	(cd "$tree" && go test -count=1 -timeout 0 -v -run TestSimulation ./internal/sim \
 		-sim.time="$budget" -sim.only="$only" >"$log" 2>&1) || true
 	summary="$(grep -E 'sim: [0-9]+ schedules \(seeds from 1, in' "$log" | tail -1 | sed 's/.*sim: //' || true)"
 	replay="$(grep -m1 -oE 'go test \./internal/sim -run TestSimulation -sim\.seed=[0-9]+ -sim\.only=[a-z,]+ -sim\.digest=[0-9a-f.]+' "$log" || true)"

@@ -46,9 +46,11 @@ func (l *link) close() {
 	l.node.mu.Unlock()
 }
 
-// gate waits while the node or the link's client is paused; false when
-// the link must end (the node is down, or the link closed).
-func (l *link) gate() bool {
+// gate waits while the node is paused, and while the link's client is
+// when client is set (a request the client has not sent yet, or a reply it
+// cannot read yet; a request already on its way goes on); false when the
+// link must end (the node is down, or the link closed).
+func (l *link) gate(client bool) bool {
 	for {
 		l.node.mu.Lock()
 		down, p := l.node.down, l.node.paused
@@ -56,7 +58,7 @@ func (l *link) gate() bool {
 		if down {
 			return false
 		}
-		if p == nil {
+		if p == nil && client {
 			p = l.node.sim.pausedClient(l.client)
 		}
 		if p == nil {
@@ -155,9 +157,10 @@ func (l *link) request(frame []byte, cmd string, setup bool) bool {
 	case setup && l.node.isPaused():
 		return false // reset: a paused server accepts nothing new
 	case setup:
-	case !l.gate():
+	case !l.gate(true):
 		return false
 	default:
+		l.node.sim.pauseOnSend(l.client)
 		var key uint64
 		rng, key = l.node.sim.decisions(l.client, l.node.idx, frame)
 		l.mu.Lock()
@@ -166,7 +169,7 @@ func (l *link) request(frame []byte, cmd string, setup bool) bool {
 		}
 		l.mu.Unlock()
 		latency(rng, f.delay/2)
-		if !l.gate() || rng.Float64() < f.drop {
+		if !l.gate(false) || rng.Float64() < f.drop {
 			return false
 		}
 	}
@@ -265,7 +268,7 @@ func (l *link) reply(frame []byte) bool {
 // reply to the handshake: deliver says whether it goes on, keep (when it
 // does not) whether the link stays.
 func (l *link) fate(frame []byte, push bool) (deliver, keep bool) {
-	if !l.gate() {
+	if !l.gate(true) {
 		return false, false
 	}
 	f := l.faults()
@@ -287,7 +290,7 @@ func (l *link) fate(frame []byte, push bool) (deliver, keep bool) {
 		return false, false // applied, and the reply is lost with the connection
 	}
 	latency(rng, f.delay/2)
-	return l.gate(), false
+	return l.gate(true), false
 }
 
 // key is the link's first request past the handshake, 0 before it.

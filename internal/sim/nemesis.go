@@ -27,9 +27,11 @@ func (s *Sim) nemesis(rng *rand.Rand, d time.Duration) {
 
 // heal ends every fault, each at its own time (a node restarted empty
 // stays down at least a TTL, as the operators' rule for restarts without
-// persistence asks).
+// persistence asks); a client's pause that waits for its next request is
+// called off, and one that began so ends now.
 func (s *Sim) heal() {
 	s.runDue(true)
+	s.resumeAll()
 	s.log.add("healed")
 }
 
@@ -119,8 +121,15 @@ func (s *Sim) inflict(rng *rand.Rand) {
 	case 5:
 		// A process paused (a stop-the-world pause, a stalled VM), most
 		// often past its TTL: its leases end on the nodes while it sleeps.
+		// Half of them start right after the process sends a request,
+		// whose reply then waits for the pause's end.
 		c := rng.IntN(s.cfg.Clients)
 		d := between(rng, ttl/2, 2*ttl)
+		if rng.IntN(2) == 0 {
+			s.log.add("client %d's process to pause for %v after its next request", c, d)
+			s.pauseAfterSend(c, d)
+			return
+		}
 		if !s.freeze(c) {
 			return
 		}

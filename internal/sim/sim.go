@@ -3,7 +3,7 @@
 // every primitive against simulated nodes (miniredis servers running the
 // library's own scripts) reached through links that delay, drop and lose
 // frames, while a nemesis pauses, kills, restarts and moves the clocks of
-// nodes and cuts clients off. Everything runs in one testing/synctest
+// nodes, cuts clients off and pauses clients' processes. Everything runs in one testing/synctest
 // bubble, on its fake clock, and every fault is drawn from one seed; the
 // history of holds is checked against the guarantees the library states
 // (see check.go).
@@ -20,6 +20,10 @@
 // broken links are set apart in time so that few are. A run's digest
 // (trace.go) tells whether a replay is the same run: over seeds 1-30, 81 of
 // 90 pairs of runs of a seed were.
+//
+// Nothing imports it. It knows the library only through the facade, as a
+// user does, and seeds internal/jitter; it may not reach below the facade
+// to make a run pass.
 package sim
 
 import (
@@ -102,6 +106,7 @@ type Sim struct {
 	mu     sync.Mutex
 	cut    map[[2]int]bool       // client, node: partitioned
 	frozen map[int]chan struct{} // client: its process paused, closed on resume
+	onSend map[int]time.Duration // client: pause it this long once it sends its next request
 	dials  map[[2]int]int        // client, node: links dialled so far
 	seen   map[uint64]int        // frames that passed, see decisions
 	breaks *rand.Rand            // when each link the nemesis breaks closes
@@ -121,7 +126,7 @@ type Result struct {
 // Run runs cfg; it must be called inside a synctest bubble.
 func Run(cfg Config) Result {
 	s := &Sim{cfg: cfg, seed: cfg.Seed, hist: newHistory(), log: &eventLog{}, trace: newTrace(cfg.Nodes, cfg.Trace),
-		cut: map[[2]int]bool{}, frozen: map[int]chan struct{}{}, dials: map[[2]int]int{}, seen: map[uint64]int{}}
+		cut: map[[2]int]bool{}, frozen: map[int]chan struct{}{}, onSend: map[int]time.Duration{}, dials: map[[2]int]int{}, seen: map[uint64]int{}}
 	s.breaks = s.rng(4)
 	done := make(chan struct{})
 	var bg sync.WaitGroup
@@ -321,12 +326,61 @@ func (s *Sim) freeze(c int) bool {
 	return true
 }
 
-func (s *Sim) thaw(c int) {
+// thaw ends client c's pause; false when it was not paused.
+func (s *Sim) thaw(c int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ch := s.frozen[c]; ch != nil {
-		close(ch)
-		delete(s.frozen, c)
+	ch := s.frozen[c]
+	if ch == nil {
+		return false
+	}
+	close(ch)
+	delete(s.frozen, c)
+	return true
+}
+
+// pauseAfterSend pauses client c for d right after it sends its next
+// request (the request goes on, its reply waits): a pause between a request
+// and its reply, such as a collection that the request's own allocations
+// started.
+func (s *Sim) pauseAfterSend(c int, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onSend[c] = d
+}
+
+// pauseOnSend starts the pause pauseAfterSend set for client c, if any.
+func (s *Sim) pauseOnSend(c int) {
+	s.mu.Lock()
+	d, ok := s.onSend[c]
+	delete(s.onSend, c)
+	s.mu.Unlock()
+	if !ok || !s.freeze(c) {
+		return
+	}
+	s.log.add("pause client %d's process for %v, right after it sent a request", c, d)
+	time.AfterFunc(d, func() {
+		if s.thaw(c) {
+			s.log.add("resume client %d's process", c)
+		}
+	})
+}
+
+// resumeAll calls off the pauses waiting for a request, and ends those
+// under way.
+func (s *Sim) resumeAll() {
+	s.mu.Lock()
+	clear(s.onSend)
+	var paused []int
+	for c := range s.frozen {
+		paused = append(paused, c)
+	}
+	s.mu.Unlock()
+	slices.Sort(paused)
+	for _, c := range paused {
+		if s.thaw(c) {
+			s.log.add("resume client %d's process", c)
+		}
 	}
 }
 
