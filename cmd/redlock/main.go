@@ -5,7 +5,7 @@
 //	redlock run [--nodes URLS] [--ttl 10s] [--wait DURATION] [--fencing | --permits K] NAME -- COMMAND [ARGS...]
 //	redlock status [--nodes URLS] [--json] NAME
 //	redlock unlock --force [--nodes URLS] NAME
-//	redlock doctor [--nodes URLS] [--json] [--restart-delay D]
+//	redlock doctor [--nodes URLS] [--json] [--restart-delay D] [--replica-ack N]
 //
 // Install it with
 //

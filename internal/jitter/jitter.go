@@ -7,6 +7,8 @@
 // math/rand/v2's unseeded source, except inside the simulator
 // (internal/sim), which draws them from its seed so that a run can be
 // replayed.
+//
+// It knows nothing of locks or nodes: its callers give it the bounds.
 package jitter
 
 import (

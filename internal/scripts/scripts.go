@@ -13,6 +13,9 @@
 // only mode (GODEBUG=fips140=only) refuses SHA-1, and go-redis'
 // NewScript would hash at start. TestDigests, in the normal mode, checks
 // each against its source and prints the right one when a script changes.
+//
+// It holds the scripts' text and digests only: which operation runs which
+// script, and what a reply means, is internal/node's.
 package scripts
 
 import (

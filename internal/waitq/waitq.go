@@ -36,6 +36,10 @@
 //     cost of a lost announcement to one back-off.
 //   - A release that reached waiters lingers for the nodes about as fast as
 //     its quorum, and its process lets them go first (courtesy.go).
+//
+// It knows nothing of quorums, validity or leases: it tells callers when
+// to try, and whether a try wins is the caller's attempt
+// (redlock/internal/turn, over the engine).
 package waitq
 
 import (

@@ -1,5 +1,6 @@
 // Command redlock-demo shows the lock at work on five real Redis nodes, in
-// four acts, each announced before it runs: fencing refusing a holder that
+// five acts, each announced before it runs: the audit of the nodes (what
+// `redlock doctor` prints); fencing refusing a holder that
 // stalled past its validity; a reader-writer lock; a counting semaphore;
 // then six workers, each with its own clients as separate processes would
 // have, competing for one lock to update a shared counter with a
@@ -116,6 +117,9 @@ func run(workers int, phaseLen time.Duration) error {
 	}()
 	for i := range cluster.Len() {
 		fmt.Printf("  node %d at %s\n", i, cluster.Addr(i))
+	}
+	if err := auditAct(ctx, cluster); err != nil {
+		return err
 	}
 	if err := fencingAct(ctx, cluster); err != nil {
 		return err
@@ -328,6 +332,47 @@ func printPhase(p int, name string, st *stats) {
 // writes after a new holder took over; the resource, which checks fencing
 // tokens, refuses the stale write. The resource is a key on node 0 reached
 // directly, standing for any store that can check a token.
+// auditAct prints what the audit of each node finds (rl.Audit, what
+// `redlock doctor` prints), and what it means for these nodes.
+func auditAct(ctx context.Context, cluster *nodes) error {
+	fmt.Println("\naudit: each node's settings judged, as `redlock doctor` does (rl.Audit changes nothing)")
+	clients := cluster.Clients(nil)
+	rl, err := redlock.New(clients)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = rl.Close(context.Background())
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}()
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	audits, err := rl.Audit(actx)
+	if err != nil {
+		return err
+	}
+	for _, a := range audits {
+		if a.Err != nil {
+			fmt.Printf("  node %d: not audited: %v\n", a.Index, a.Err)
+			continue
+		}
+		fmt.Printf("  node %d: %s %s, %s: %s\n", a.Index, a.Server, a.Version, a.Role, a.Verdict())
+		for _, f := range a.Findings {
+			if f.Severity > redlock.SeverityInfo {
+				fmt.Printf("    %s\n", f)
+			}
+		}
+	}
+	fmt.Println(`These nodes keep nothing on disk, as a demo's may: restarted, each would have
+forgotten the locks it granted (the demo kills nodes but restarts none). In
+production, run nodes with appendonly yes and appendfsync always, or give the
+clients WithRestartDelay; docs/DEPLOYMENTS.md says what each finding means.`)
+	fmt.Println()
+	return nil
+}
+
 func fencingAct(ctx context.Context, cluster *nodes) error {
 	fmt.Println("fencing: holder A stalls past its validity and B takes over; the store checks")
 	fmt.Println("fencing tokens, so it must refuse A's late write")
