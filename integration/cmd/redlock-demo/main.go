@@ -353,6 +353,8 @@ func auditAct(ctx context.Context, cluster *nodes) error {
 	if err != nil {
 		return err
 	}
+	var findings []string         // above info, in the order first found
+	where := map[string][]string{} // finding: the nodes it applies to
 	for _, a := range audits {
 		if a.Err != nil {
 			fmt.Printf("  node %d: not audited: %v\n", a.Index, a.Err)
@@ -361,9 +363,15 @@ func auditAct(ctx context.Context, cluster *nodes) error {
 		fmt.Printf("  node %d: %s %s, %s: %s\n", a.Index, a.Server, a.Version, a.Role, a.Verdict())
 		for _, f := range a.Findings {
 			if f.Severity > redlock.SeverityInfo {
-				fmt.Printf("    %s\n", f)
+				if where[f.String()] == nil {
+					findings = append(findings, f.String())
+				}
+				where[f.String()] = append(where[f.String()], fmt.Sprint(a.Index))
 			}
 		}
+	}
+	for _, f := range findings {
+		fmt.Printf("  on nodes %s: %s\n", strings.Join(where[f], ", "), f)
 	}
 	fmt.Println(`These nodes keep nothing on disk, as a demo's may: restarted, each would have
 forgotten the locks it granted (the demo kills nodes but restarts none). In
