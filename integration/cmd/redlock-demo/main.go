@@ -353,7 +353,7 @@ func auditAct(ctx context.Context, cluster *nodes) error {
 	if err != nil {
 		return err
 	}
-	var findings []string         // above info, in the order first found
+	var findings []string          // above info, in the order first found
 	where := map[string][]string{} // finding: the nodes it applies to
 	for _, a := range audits {
 		if a.Err != nil {
