@@ -76,17 +76,7 @@ func (s *Sim) inflict(rng *rand.Rand) {
 		n.pause()
 		s.later(d, sprintf("resume node %d", i), n.resume)
 	case 1:
-		if n.server() == nil {
-			return
-		}
-		keep := rng.Float64() < 0.6
-		d := between(rng, 10*time.Millisecond, 2*time.Second)
-		if !keep { // down longer than any lock it held could live
-			d = between(rng, ttl+200*time.Millisecond, 2*ttl+time.Second)
-		}
-		s.log.add("kill node %d for %v (restart %s)", i, d, map[bool]string{true: "with its keys", false: "empty"}[keep])
-		n.kill()
-		s.later(d, sprintf("restart node %d", i), func() { n.restart(keep) })
+		s.kill(rng, i)
 	case 2:
 		f := linkFaults{
 			delay:     between(rng, 0, 60*time.Millisecond),
@@ -119,21 +109,43 @@ func (s *Sim) inflict(rng *rand.Rand) {
 		n.setClock(off)
 		s.later(d, sprintf("node %d's clock steps back", i), func() { n.setClock(0) })
 	case 5:
-		// A process paused (a stop-the-world pause, a stalled VM), most
-		// often past its TTL: its leases end on the nodes while it sleeps.
-		// Half of them start right after the process sends a request,
-		// whose reply then waits for the pause's end.
-		c := rng.IntN(s.cfg.Clients)
-		d := between(rng, ttl/2, 2*ttl)
-		if rng.IntN(2) == 0 {
-			s.log.add("client %d's process to pause for %v after its next request", c, d)
-			s.pauseAfterSend(c, d)
-			return
-		}
-		if !s.freeze(c) {
-			return
-		}
-		s.log.add("pause client %d's process for %v", c, d)
-		s.later(d, sprintf("resume client %d's process", c), func() { s.thaw(c) })
+		s.pauseClient(rng)
 	}
+}
+
+// kill kills node i, to restart it with its keys, or empty after more than
+// a TTL.
+func (s *Sim) kill(rng *rand.Rand, i int) {
+	n, ttl := s.nodes[i], s.cfg.TTL
+	if n.server() == nil {
+		return
+	}
+	keep := rng.Float64() < 0.6
+	d := between(rng, 10*time.Millisecond, 2*time.Second)
+	if !keep { // down longer than any lock it held could live
+		d = between(rng, ttl+200*time.Millisecond, 2*ttl+time.Second)
+	}
+	s.log.add("kill node %d for %v (restart %s)", i, d, map[bool]string{true: "with its keys", false: "empty"}[keep])
+	n.kill()
+	s.later(d, sprintf("restart node %d", i), func() { n.restart(keep) })
+}
+
+// pauseClient pauses a client's whole process (a stop-the-world pause, a
+// stalled VM), most often past its TTL: its leases end on the nodes while
+// it sleeps. Half of the pauses start right after the process sends a
+// request, whose reply then waits for the pause's end.
+func (s *Sim) pauseClient(rng *rand.Rand) {
+	ttl := s.cfg.TTL
+	c := rng.IntN(s.cfg.Clients)
+	d := between(rng, ttl/2, 2*ttl)
+	if rng.IntN(2) == 0 {
+		s.log.add("client %d's process to pause for %v after its next request", c, d)
+		s.pauseAfterSend(c, d)
+		return
+	}
+	if !s.freeze(c) {
+		return
+	}
+	s.log.add("pause client %d's process for %v", c, d)
+	s.later(d, sprintf("resume client %d's process", c), func() { s.thaw(c) })
 }
