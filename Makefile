@@ -8,7 +8,7 @@ GO ?= go
 GOLANGCI_LINT_VERSION := v2.15.0
 BIN := $(CURDIR)/bin
 
-.PHONY: test unit integration soak sim demo lint fuzz bench-handoff bench bench-availability bench-cpu
+.PHONY: test unit integration soak sim sim-mutants demo lint fuzz bench-handoff bench bench-availability bench-cpu
 
 ## test: every test: vet, unit tests with -race (no Redis needed), then the
 ## integration scenarios with -race on Redis containers, and the server
@@ -55,7 +55,13 @@ SIM_START ?= $(shell date +%s)
 sim:
 	$(GO) test -count=1 -timeout 0 -run TestSimulation ./internal/sim -sim.time=$(SIM_TIME) -sim.start=$(SIM_START) -v
 
-## demo: five Redis nodes: fencing, readers and a writer, a semaphore, then
+## sim-mutants: the simulator over each deliberately broken variant of the
+## lock (internal/sim/testdata/mutants), MUTANT_TIME (60s) each, on the
+## committed code; fails when it misses one.
+sim-mutants:
+	scripts/sim-mutants.sh
+
+## demo: five Redis nodes: their audit, fencing, readers and a writer, a semaphore, then
 ## competing workers with nodes killed midway.
 demo:
 	cd integration && REDLOCK_FAKETIME=skip ../scripts/with-redis-env.sh $(GO) run ./cmd/redlock-demo
