@@ -97,8 +97,11 @@ bench-cpu:
 bench-handoff:
 	cd integration && ../scripts/with-redis-env.sh $(GO) test -run '^$$' -bench Handoff -benchtime 300x -count 3 .
 
-## lint: gofmt, go vet and a pinned golangci-lint (built from the module proxy).
+## lint: no Go file over 500 lines; gofmt, go vet and a pinned golangci-lint
+## (built from the module proxy).
 lint: $(BIN)/golangci-lint
+	@long=$$(git ls-files -co --exclude-standard '*.go' | xargs wc -l | awk '$$2 != "total" && $$1 > 500'); \
+		if [ -n "$$long" ]; then echo "files over 500 lines:"; echo "$$long"; exit 1; fi
 	$(BIN)/golangci-lint run ./...
 	cd integration && $(BIN)/golangci-lint run --build-tags soak ./...
 	cd bench && $(BIN)/golangci-lint run ./...
