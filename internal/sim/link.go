@@ -46,8 +46,8 @@ func (l *link) close() {
 	l.node.mu.Unlock()
 }
 
-// gate waits while the node is paused, and while the link's client is
-// when client is set (a request the client has not sent yet, or a reply it
+// gate waits while the node is paused and, when client is set, while the
+// link's client is (a request the client has not sent yet, or a reply it
 // cannot read yet; a request already on its way goes on); false when the
 // link must end (the node is down, or the link closed).
 func (l *link) gate(client bool) bool {

@@ -3,10 +3,10 @@
 // every primitive against simulated nodes (miniredis servers running the
 // library's own scripts) reached through links that delay, drop and lose
 // frames, while a nemesis pauses, kills, restarts and moves the clocks of
-// nodes, cuts clients off and pauses clients' processes. Everything runs in one testing/synctest
-// bubble, on its fake clock, and every fault is drawn from one seed; the
-// history of holds is checked against the guarantees the library states
-// (see check.go).
+// nodes, cuts clients off and pauses clients' processes. Everything runs
+// in one testing/synctest bubble, on its fake clock, and every fault is
+// drawn from one seed; the history of holds is checked against the
+// guarantees the library states (see check.go).
 //
 // What a seed fixes: the deployment (nodes, which are cluster-like), the
 // workload, every fault of the nemesis, each frame's latency and fate (drawn
