@@ -227,6 +227,17 @@ func TestAuditRefusedAndUnreachable(t *testing.T) {
 	m := newMutex(t, rl, "audit:refused")
 	require.NoError(t, m.Lock(ctx))
 	require.NoError(t, m.Unlock(ctx))
+	// Health says what is wrong from the first contact, before any audit:
+	// the refusal of the wrong password, and the closed port's node down.
+	// (Lock returned at its quorum: the two nodes' calls may still end.)
+	require.Eventually(t, func() bool {
+		h := rl.Health()
+		return h[3].Refused != nil && h[4].Down
+	}, 5*time.Second, 5*time.Millisecond, "node 3 refused, node 4 down")
+	early := rl.Health()
+	assert.ErrorContains(t, early[3].Refused, "WRONGPASS")
+	assert.False(t, early[3].Down, "a node that refuses still answers")
+	assert.ErrorContains(t, early[4].Err, "connection refused")
 	require.Eventually(t, func() bool { // each node's audit is recorded as it ends
 		for _, h := range rl.Health() {
 			if h.Audit == nil {
