@@ -203,7 +203,7 @@ func (re *reentrantLock) reenter(ctx context.Context, m *Mutex, l *lease.Lease) 
 	if err != nil {
 		return err
 	}
-	if !m.h.HoldAgain(l, g.Until) {
+	if !m.h.HoldAgain(l, g) {
 		// Unlocked or lost meanwhile. Where the release came first the
 		// re-lock found no key and created none; where it came after, it
 		// dropped the extra hold with the rest.

@@ -77,6 +77,45 @@ func TestUnlockAfterLoss(t *testing.T) {
 	})
 }
 
+// A node's "gone" counts only before the expiry that node itself last
+// confirmed, not the lease's. A holds the lock on three nodes (TTL 5 s);
+// at +1 s it extends while node 2 loses its requests; node 2's key expires
+// at +5 s, at its own time; node 0 restarts without persistence; B takes
+// the lock on nodes 0 and 2 while A's validity still runs, and releases
+// it. A's Unlock finds the key gone on nodes 0 and 2: node 0 is another
+// server now, and node 2 answers after its own expiry, when the key may
+// have been anyone's (it was B's). Counted until the lease's validity,
+// node 2 made A's Unlock return nil, a release that claims no one else
+// held the lock while B did.
+func TestUnlockCountsEachNodeToItsOwnExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		a := newFakeMutex(t, r, "k", WithTTL(5*time.Second))
+		require.NoError(t, a.Lock(t.Context()))
+		synctest.Wait()
+		time.Sleep(time.Second)
+		fs[2].Faults(func(n *nodetest.Fake) { n.Err = errCutOff })
+		require.NoError(t, a.Extend(t.Context()), "nodes 0 and 1")
+		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
+		time.Sleep(4*time.Second + 100*time.Millisecond) // node 2's key expired
+		fs[0].Restart()
+		b := newFakeMutex(t, r, "k", WithTTL(5*time.Second))
+		var err error
+		for try := 0; try < 50; try++ { // node 2 may be marked down for a while
+			if err = b.TryLock(t.Context()); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.NoError(t, err, "B on nodes 0 and 2")
+		require.True(t, time.Now().Before(a.Until()), "within A's validity")
+		require.NoError(t, b.Unlock(t.Context()))
+		synctest.Wait()
+		err = a.Unlock(t.Context())
+		require.ErrorIs(t, err, ErrNotHeld, "B held the lock within A's validity")
+	})
+}
+
 func TestUnlockWaitsForStragglingSet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)

@@ -154,6 +154,7 @@ func rwCases() []fakeCase {
 				{op: write(k, "w", "t3"), want: granted}, // drops its mark
 				{op: write(k, "v", "t4"), want: heldBy("t3")},
 				{op: read(k, "r3"), want: refused},
+				{op: readRelease(k, "r2"), want: refused}, // a writer holds it: taken, not gone
 				{op: writeRelease(k, "w", "t3"), want: granted},
 				{op: read(k, "r3"), want: granted},
 			}
@@ -203,12 +204,14 @@ func rwCases() []fakeCase {
 				{op: lock(k, "a"), want: granted},
 				{op: read(k, "r1"), want: refused},
 				{op: readExtend(k, "a"), want: refused},
-				{op: readRelease(k, "a"), want: gone},
+				{op: readRelease(k, "a"), want: refused}, // taken: a Mutex holds it
+				{op: readRelease(k, "r1"), want: refused},
 				{op: write(k, "w", "t"), want: heldBy("a")},
 				{op: write(k, "w", "a"), want: granted}, // resent
 				{op: unlock(k, "a"), want: granted},
 				{op: reentrant(k, "o", false), want: granted},
 				{op: read(k, "r1"), want: refused},
+				{op: readRelease(k, "r1"), want: refused}, // a reentrant Mutex's hash
 				{op: write(k, "w", "t"), want: refused},
 				{op: sem(k2, "s", 1), want: granted},
 				{op: read(k2, "r1"), want: wrong},

@@ -10,9 +10,12 @@
 --          of a failed attempt frees nothing anyone waits for)
 --
 -- Returns, when the caller was no live reader (its hold expired, or an
--- earlier try of this same release, resent by the client, dropped it), the
--- node's run id (see server in stored.lua), or 0 for a release that
--- announces nothing; an error reply when KEYS[1] holds what no lock leaves.
+-- earlier try of this same release, resent by the client, dropped it) and
+-- KEYS[1] is absent or a readers' hash, the node's run id (see server in
+-- stored.lua), or 0 for a release that announces nothing; -1 when KEYS[1]
+-- holds a lock (a writer's, a Mutex's: a string, or a reentrant Mutex's
+-- hash): it is taken, as release.lua answers; an error reply when KEYS[1]
+-- holds what no lock leaves.
 -- When the caller was a reader, it is dropped and the script returns 1,
 -- plus, when it was the last reader and ARGV[2] is set, announce(...): 2 ×
 -- the clients the announcement reached, + 1 when it named a waiter (the
@@ -31,6 +34,9 @@ else
 	local state = kind(KEYS[1])
 	if type(state) == "table" then
 		return state
+	end
+	if state == "lock" then
+		return -1 -- held by a writer or a Mutex: not this reader's, and not free
 	end
 end
 if not was then

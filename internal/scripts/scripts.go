@@ -221,7 +221,7 @@ var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwS
 var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "b411ae4a76e8d95cf1365f04295e2f5f78e35bb7"}
 
 // ReadRelease drops a read hold (read_release.lua).
-var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "d4d285d4747e59b2731aa0ccd11144d1fe78f292"}
+var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "ace9fd785d4f7f7ef30c416e28e9b15dec497275"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
 var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "84d23841fe89bd434601083d2201a5858c268de6"}

@@ -93,7 +93,8 @@ func (n *Fake) readRelease(r *node.ReadRelease) node.Reply {
 			return false, err
 		}
 		if _, held := n.Readers[r.Key][r.Token]; state != kindReaders || !held {
-			gone = true // a lock's key too: no reader of it
+			// A lock's key (a writer's, a Mutex's) is taken, not gone.
+			gone = state == kindNone || state == kindReaders
 			return false, nil
 		}
 		delete(n.Readers[r.Key], r.Token)

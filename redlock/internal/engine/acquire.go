@@ -19,8 +19,9 @@ import (
 type Grant struct {
 	Start, Until time.Time
 	Fence        uint64
-	// voters are the nodes whose grants counted, and jumps the clock
-	// jumps found on each node by then (see clockJumped).
+	// Voters are the nodes whose grants counted: each holds the token
+	// until Until at least. Jumps are the clock jumps found on each node
+	// by then (see clockJumped), nil when no clock guard is on.
 	Voters, Jumps []int
 }
 
@@ -142,7 +143,8 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 // or the registration of a waiter handed the lock over): every voter holds
 // the token until at least start + TTL on its own clock, so the validity
 // ends at start + TTL - drift. False when none of it is left. voters are
-// the nodes whose votes counted, for the clock guard. Every grant is made
+// the nodes whose votes counted, for the release and the clock guard
+// (see lease.confirm). Every grant is made
 // here, attempts' and handoffs' alike, under the invariant that makes each
 // vote true (a node counts only while it holds the token, its time read
 // with the vote), stated once in internal/turn/turn.go.
@@ -151,9 +153,9 @@ func (e *Engine) Granted(start time.Time, cfg *Settings, voters func() []int) (G
 	if !e.Now().Before(until) {
 		return Grant{}, false
 	}
-	g := Grant{Start: start, Until: until}
+	g := Grant{Start: start, Until: until, Voters: voters()}
 	if e.Guard != nil {
-		g.Voters, g.Jumps = voters(), e.Guard.JumpsOf()
+		g.Jumps = e.Guard.JumpsOf()
 	}
 	return g, true
 }

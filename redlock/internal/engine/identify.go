@@ -154,6 +154,13 @@ func (id *identifier) wait(idr *quorum.Round, start, deadline time.Time) error {
 	return id.err()
 }
 
+// Distinct is the identity rule for votes that no attempt counted (a
+// waiter handed the lock over, see internal/turn): it waits, at most
+// until deadline, until the first acquisition's wait for the nodes'
+// identities is over, and returns the error of nodes found to share a
+// server, as every attempt does, so that no server's vote counts twice.
+func (e *Engine) Distinct(deadline time.Time) error { return e.IDs.wait(nil, time.Time{}, deadline) }
+
 // settled waits until the first acquisition's wait for identities is
 // over, at most until deadline.
 func (id *identifier) settled(deadline time.Time) {

@@ -21,11 +21,13 @@ import (
 type Lapse struct {
 	Settings *Settings
 	Report   quorum.ReportFunc
-	// since and until, for a release, are the lease's start and validity
-	// end: until then, a node that found the key absent counts as holding
-	// the token if the same server answered (see release). Zero until
-	// counts no absent key.
-	Since, Until time.Time
+	// Since, for a release, is the lease's start, and Untils[i] the
+	// expiry node i itself last confirmed (see Free): until then, node i
+	// finding the key absent counts as holding the token if the same
+	// server answered. A zero Untils[i], or nil Untils, counts no absent
+	// key.
+	Since  time.Time
+	Untils []time.Time
 	// quorum is how many nodes must still hold the token: 0 for a
 	// majority, a semaphore's quorum for its permits (see semQuorum).
 	Quorum int
@@ -37,22 +39,27 @@ type Lapse struct {
 // Nodes that have not answered when the outcome is certain finish in the
 // background.
 //
-// A node that answers, before until (the lease's validity end), that the
-// key is absent counts as holding the token when the server that answered
-// is the one it was known to be before the lease began (since): within the
-// validity the key cannot have expired, no one else can have taken it, and
-// that server did not restart (a restart, or a failover to a replica,
-// changes the run id), so an earlier try of this same release deleted it,
-// one the client resent when its reply was lost (go-redis retries a
-// command whose reply timed out). A reentrant Unlock that drops one hold
-// never deletes the key, so its absence is no resend: it passes no until.
+// A node that answers that the key is absent counts as holding the token
+// only before the expiry that node itself last confirmed (Untils[i]: the
+// start of its last grant or extension that it answered yes to, + TTL -
+// drift), and only when the server that answered is the one it was known
+// to be before the lease began (since). Then the key cannot have expired
+// there, no one else can have taken it, and that server did not restart
+// (a restart, or a failover to a replica, changes the run id), so an
+// earlier try of this same release deleted it, one the client resent when
+// its reply was lost (go-redis retries a command whose reply timed out).
+// The lease's own validity is no bound for a node: a node that missed the
+// last extension expires the key at its own earlier time, and another
+// client may have held the lock there since. A reentrant Unlock that drops
+// one hold never deletes the key, so its absence is no resend: it passes
+// no Untils.
 func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bool, c Lapse) error {
 	if err := e.Track(1); err != nil {
 		return err
 	}
 	defer e.WG.Done()
 	rd := e.releaseRound(ctx, c.Settings, c.Report).Needs(c.Quorum)
-	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, until: c.Until}
+	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, untils: c.Untils}
 	rd.Grants = rule
 	if announced {
 		rule.heard.Watch(e.Waiters, name)
@@ -87,36 +94,39 @@ func (e *Engine) failLapse(what, reason string, ctxErr error, t *quorum.Tally) e
 
 // releaseRule reads a release's replies.
 type releaseRule struct {
-	now   quorum.Clock
-	ids   *identity.Registry
-	since time.Time
-	until time.Time
-	heard waitq.Release // whether waiters heard it, when announced
+	now    quorum.Clock
+	ids    *identity.Registry
+	since  time.Time
+	untils []time.Time
+	heard  waitq.Release // whether waiters heard it, when announced
 }
 
-// grants is the release rule for one node's reply: it held the token, or
-// it found the key gone, before until, on the server it was known to be
-// since before since (see release).
+// Grants is the release rule for one node's reply: it held the token, or
+// it found the key gone before the expiry that node last confirmed, on
+// the server it was known to be since before since (see Free).
 func (rr *releaseRule) Grants(i int, rep node.Reply) bool {
 	if rep.OK || rep.Err != nil {
 		return rep.OK
 	}
 	rel := node.ReleasedOf(rep)
-	return rel.Gone && rr.now().Before(rr.until) && rr.ids.Same(i, rel.Server, rr.since)
+	return rel.Gone && i < len(rr.untils) && rr.now().Before(rr.untils[i]) && rr.ids.Same(i, rel.Server, rr.since)
 }
 
 // Extend runs the extend request on every node and reports whether a
-// quorum still held the token and re-armed its TTL.
-func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) error {
+// quorum still held the token and re-armed its TTL. It also returns the
+// nodes that answered yes by then, whatever the outcome: each re-armed
+// the key for the TTL from the round's start at the earliest.
+func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) (granted []int, err error) {
 	if err := e.Track(1); err != nil {
-		return err
+		return nil, err
 	}
 	defer e.WG.Done()
 	rd := quorum.NewRound(ctx, e.Pool, c.Settings.NodeTimeout, c.Report, e.Pool.Size()).Needs(c.Quorum).SendAll(op, nil, nil)
 	ctxErr := rd.Decide(ctx)
 	t := rd.Tally
+	granted = t.GrantedNodes()
 	if ctxErr == nil && t.Won() {
-		return nil
+		return granted, nil
 	}
 	reason := fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.Yes, t.N, t.Majority)
 	if gone := t.RefusedNodes(); len(gone) > 0 {
@@ -124,7 +134,7 @@ func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) error {
 		// failure of theirs, so no node error says it.
 		reason += fmt.Sprintf("; the token is gone from %s: its key expired there, or another client deleted it (a forced unlock)", nodeList(gone))
 	}
-	err := e.failLapse("extension", reason, ctxErr, t)
+	err = e.failLapse("extension", reason, ctxErr, t)
 	if t.LostForGood() {
 		// So many nodes answered that the token is gone (N-Q+1 of them, a
 		// quorum only for odd N) that no quorum can hold it. Extend never
@@ -132,7 +142,7 @@ func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) error {
 		// lost.
 		err = errors.Join(err, ErrLockLost)
 	}
-	return err
+	return granted, err
 }
 
 // orphan releases, on node i, the lock name that was handed over to token

@@ -14,22 +14,29 @@ import (
 // End implements engine.Held.
 func (l *Lease) End(cause error) { l.holder.end(l, cause) }
 
-// Jumped implements engine.Held: a lease that counted node i's vote before the
-// jump, left with fewer such nodes than its quorum, is lost, with a cause
-// that names the clock.
+// Jumped implements engine.Held: a lease whose current validity node i
+// confirmed before the jump (its grant's voters, or those of the last
+// extension that moved it), left with fewer such nodes than its quorum
+// whose clocks kept it, is lost, with a cause that names the clock.
 func (l *Lease) Jumped(i int, jumps []int) error {
 	h := l.holder
-	kept := 0
-	for _, v := range l.voters {
-		if jumps[v] == l.jumps[v] {
-			kept++
-		}
-	}
-	if l.voters == nil || kept >= h.quorumOf() {
+	h.Mu.Lock()
+	kept, all := l.holding(jumps), l.holding(nil)
+	h.Mu.Unlock()
+	if kept >= h.quorumOf() {
 		return nil
 	}
-	return fmt.Errorf("%w: %w: node %d's clock jumped; %d of the %d nodes that granted it still may hold it, quorum %d",
-		engine.ErrLockLost, quorum.ErrClockJump, i, kept, len(l.voters), h.quorumOf())
+	return fmt.Errorf("%w: %w: node %d's clock jumped; %d of the %d nodes that hold it for its validity still may, quorum %d",
+		engine.ErrLockLost, quorum.ErrClockJump, i, kept, all, h.quorumOf())
+}
+
+// jumps is the clock guard's count of each node's jumps now; nil when no
+// guard is on.
+func (h *Holder) jumps() []int {
+	if h.Engine.Guard == nil {
+		return nil
+	}
+	return h.Engine.Guard.JumpsOf()
 }
 
 // quorumOf is how many nodes must hold h's lease.

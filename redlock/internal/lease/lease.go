@@ -32,9 +32,9 @@ type Lease struct {
 	Fence  uint64    // the fencing token; 0 when not fenced
 	done   chan struct{}
 
-	// voters and jumps are the grant's (see grant): the nodes that hold
-	// the lease, as far as their clocks are known to have kept it.
-	voters, jumps []int
+	// nodes is what each node last confirmed of the lease (see
+	// nodes.go).
+	nodes []nodeHold
 
 	until time.Time // the validity's end; moves with every extension
 	Holds int       // holds taken on a reentrant lock; 1 otherwise
@@ -109,7 +109,9 @@ func (h *Holder) Holding() bool {
 // Take makes g, the acquisition of token, the holder's lease, ends the
 // one it replaces, and starts its renewal when asked to.
 func (h *Holder) Take(ctx context.Context, token, notice string, g engine.Grant) {
-	l := &Lease{holder: h, Token: token, Notice: notice, start: g.Start, Fence: g.Fence, done: make(chan struct{}), until: g.Until, Holds: 1, voters: g.Voters, jumps: g.Jumps}
+	l := &Lease{holder: h, Token: token, Notice: notice, start: g.Start, Fence: g.Fence, done: make(chan struct{}), until: g.Until, Holds: 1,
+		nodes: make([]nodeHold, h.Engine.Pool.Size())}
+	l.confirm(g.Voters, g.Until, g.Jumps)
 	h.Mu.Lock()
 	old := h.Lease
 	h.Lease = l
@@ -161,16 +163,17 @@ func (h *Holder) ranOut(l *Lease) error {
 }
 
 // HoldAgain counts one more hold on l, a reentrant lock's lease, whose
-// validity now lasts until then at least; false when l is no longer the
-// holder's live lease.
-func (h *Holder) HoldAgain(l *Lease, until time.Time) bool {
+// validity now lasts until g's at least, and whose nodes g's voters
+// confirmed; false when l is no longer the holder's live lease.
+func (h *Holder) HoldAgain(l *Lease, g engine.Grant) bool {
 	h.Mu.Lock()
 	defer h.Mu.Unlock()
 	if h.Lease != l || l.Err != nil {
 		return false
 	}
 	l.Holds++
-	h.moveUntil(l, until)
+	l.confirm(g.Voters, g.Until, g.Jumps)
+	h.moveUntil(l, g.Until)
 	return true
 }
 
@@ -228,7 +231,7 @@ func (h *Holder) Release(ctx context.Context, cause error) error {
 	h.Lease = nil
 	c := engine.Lapse{Settings: &h.Settings, Report: h.Report, Since: l.start, Quorum: h.Quorum}
 	if l.Err == nil {
-		c.Until = l.until // a lost lease passes none: an absent key is no resend
+		c.Untils = l.untils(h.jumps()) // a lost lease passes none: an absent key is no resend
 	}
 	h.Mu.Unlock()
 	h.end(l, cause)
@@ -248,13 +251,21 @@ func (h *Holder) extend(ctx context.Context, l *Lease) error {
 		return fmt.Errorf("%w: validity ran out %v ago", engine.ErrNotHeld, start.Sub(until))
 	}
 	op := h.Kind.Extend(h.Name, l.Token, &h.Settings)
-	if err := h.Engine.Extend(ctx, op, engine.Lapse{Settings: &h.Settings, Report: h.Report, Quorum: h.Quorum}); err != nil {
+	granted, err := h.Engine.Extend(ctx, op, engine.Lapse{Settings: &h.Settings, Report: h.Report, Quorum: h.Quorum})
+	next := quorum.ValidUntil(start, h.Settings.TTL, h.Settings.DriftFactor)
+	if len(granted) > 0 {
+		// Each re-armed the key, whether or not a quorum did.
+		jumps := h.jumps()
+		h.Mu.Lock()
+		l.confirm(granted, next, jumps)
+		h.Mu.Unlock()
+	}
+	if err != nil {
 		if errors.Is(err, engine.ErrLockLost) {
 			h.end(l, err)
 		}
 		return err
 	}
-	next := quorum.ValidUntil(start, h.Settings.TTL, h.Settings.DriftFactor)
 	if !h.Engine.Now().Before(next) {
 		return fmt.Errorf("%w: extended, but no validity left of ttl %v", engine.ErrNotHeld, h.Settings.TTL)
 	}

@@ -124,6 +124,12 @@ func (wt *Waiting) handed() (engine.Grant, bool) {
 	if e.Now().After(ho.registered.Add(cfg.TTL / 2)) {
 		return engine.Grant{}, false
 	}
+	if e.Distinct(e.Now().Add(cfg.NodeTimeout)) != nil {
+		// Two nodes are one server: its one announcement would count
+		// twice. The attempt with the token that follows fails as every
+		// attempt then does.
+		return engine.Grant{}, false
+	}
 	return e.Granted(ho.registered, cfg, func() []int { return ho.votes })
 }
 
