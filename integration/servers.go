@@ -285,6 +285,16 @@ func (s *Servers) Kill(_ context.Context, i int) error {
 	return reap(cmd)
 }
 
+// Restart kills server i (SIGKILL) and starts it again, on its port when
+// it is still free: with no persistence, its keys are gone, and it is
+// another server process (another run id).
+func (s *Servers) Restart(ctx context.Context, i int) error {
+	if err := s.Kill(ctx, i); err != nil {
+		return err
+	}
+	return s.startReady(ctx, i)
+}
+
 // reap kills cmd's process by its PID and waits for it.
 func reap(cmd *exec.Cmd) error {
 	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
