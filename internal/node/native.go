@@ -198,6 +198,14 @@ func (o *Release) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder
 // lock: the words differ between servers) is read again by the
 // transaction; one that deleted nothing asks whether the key is there at
 // all, to answer as release.lua does.
+//
+// That EXISTS may come in a later step than the delete (see pipelinable),
+// so a key that was another's at the delete and was released before the
+// EXISTS reads as gone. The verdict stays true: a release counts a node's
+// "gone" only before the expiry that node confirmed, on the same server
+// (engine.Free), and within that the caller's key can have left the node
+// only by this release's own earlier try (or a forced unlock): whoever
+// held it after took it once the caller had released it there.
 func (o *Release) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, *Tx) Reply) {
 	del := cmds[0].(*redis.IntCmd)
 	var pub *redis.IntCmd
