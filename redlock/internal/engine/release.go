@@ -21,13 +21,13 @@ import (
 type Lapse struct {
 	Settings *Settings
 	Report   quorum.ReportFunc
-	// Since, for a release, is the lease's start, and Untils[i] the
-	// expiry node i itself last confirmed (see Free): until then, node i
-	// finding the key absent counts as holding the token if the same
-	// server answered. A zero Untils[i], or nil Untils, counts no absent
-	// key.
-	Since  time.Time
-	Untils []time.Time
+	// Since, for a release, is the lease's start, and Confirmed says
+	// until when each node itself last confirmed holding its token (see
+	// Free): until then, a node finding the key absent counts as holding
+	// the token if the same server answered. Nil Confirmed, or a zero
+	// time, counts no absent key.
+	Since     time.Time
+	Confirmed Confirmed
 	// quorum is how many nodes must still hold the token: 0 for a
 	// majority, a semaphore's quorum for its permits (see semQuorum).
 	Quorum int
@@ -40,7 +40,7 @@ type Lapse struct {
 // background.
 //
 // A node that answers that the key is absent counts as holding the token
-// only before the expiry that node itself last confirmed (Untils[i]: the
+// only before the expiry that node itself last confirmed (Confirmed: the
 // start of its last grant or extension that it answered yes to, + TTL -
 // drift), and only when the server that answered is the one it was known
 // to be before the lease began (since). Then the key cannot have expired
@@ -52,14 +52,14 @@ type Lapse struct {
 // last extension expires the key at its own earlier time, and another
 // client may have held the lock there since. A reentrant Unlock that drops
 // one hold never deletes the key, so its absence is no resend: it passes
-// no Untils.
+// no Confirmed.
 func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bool, c Lapse) error {
 	if err := e.Track(1); err != nil {
 		return err
 	}
 	defer e.WG.Done()
 	rd := e.releaseRound(ctx, c.Settings, c.Report).Needs(c.Quorum)
-	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, untils: c.Untils}
+	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, confirmed: c.Confirmed}
 	rd.Grants = rule
 	if announced {
 		rule.heard.Watch(e.Waiters, name)
@@ -80,6 +80,14 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 	return e.failLapse("release", fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.Yes, t.N, t.Majority), ctxErr, t)
 }
 
+// Confirmed is what a lease knows of each node (see lease.Lease).
+type Confirmed interface {
+	// Confirmed returns until when node i is known to hold the lease's
+	// token unless a request of the lease itself deleted it: the expiry
+	// it last confirmed, zero when none (or its clock jumped since).
+	Confirmed(i int) time.Time
+}
+
 // failLapse is the error of a release or extension that no quorum
 // confirmed: ErrNotHeld with reason, unless the nodes that refused it for
 // good (node.ErrMisconfigured: a missing ACL permission, say) left no quorum.
@@ -94,11 +102,11 @@ func (e *Engine) failLapse(what, reason string, ctxErr error, t *quorum.Tally) e
 
 // releaseRule reads a release's replies.
 type releaseRule struct {
-	now    quorum.Clock
-	ids    *identity.Registry
-	since  time.Time
-	untils []time.Time
-	heard  waitq.Release // whether waiters heard it, when announced
+	now       quorum.Clock
+	ids       *identity.Registry
+	since     time.Time
+	confirmed Confirmed
+	heard     waitq.Release // whether waiters heard it, when announced
 }
 
 // Grants is the release rule for one node's reply: it held the token, or
@@ -109,7 +117,7 @@ func (rr *releaseRule) Grants(i int, rep node.Reply) bool {
 		return rep.OK
 	}
 	rel := node.ReleasedOf(rep)
-	return rel.Gone && i < len(rr.untils) && rr.now().Before(rr.untils[i]) && rr.ids.Same(i, rel.Server, rr.since)
+	return rel.Gone && rr.confirmed != nil && rr.now().Before(rr.confirmed.Confirmed(i)) && rr.ids.Same(i, rel.Server, rr.since)
 }
 
 // Extend runs the extend request on every node and reports whether a

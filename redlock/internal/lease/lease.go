@@ -33,8 +33,10 @@ type Lease struct {
 	done   chan struct{}
 
 	// nodes is what each node last confirmed of the lease (see
-	// nodes.go).
+	// nodes.go); in few, without an allocation of its own, for as many
+	// nodes as most deployments have.
 	nodes []nodeHold
+	few   [7]nodeHold
 
 	until time.Time // the validity's end; moves with every extension
 	Holds int       // holds taken on a reentrant lock; 1 otherwise
@@ -109,8 +111,12 @@ func (h *Holder) Holding() bool {
 // Take makes g, the acquisition of token, the holder's lease, ends the
 // one it replaces, and starts its renewal when asked to.
 func (h *Holder) Take(ctx context.Context, token, notice string, g engine.Grant) {
-	l := &Lease{holder: h, Token: token, Notice: notice, start: g.Start, Fence: g.Fence, done: make(chan struct{}), until: g.Until, Holds: 1,
-		nodes: make([]nodeHold, h.Engine.Pool.Size())}
+	l := &Lease{holder: h, Token: token, Notice: notice, start: g.Start, Fence: g.Fence, done: make(chan struct{}), until: g.Until, Holds: 1}
+	if n := h.Engine.Pool.Size(); n <= len(l.few) {
+		l.nodes = l.few[:n]
+	} else {
+		l.nodes = make([]nodeHold, n)
+	}
 	l.confirm(g.Voters, g.Until, g.Jumps)
 	h.Mu.Lock()
 	old := h.Lease
@@ -231,7 +237,7 @@ func (h *Holder) Release(ctx context.Context, cause error) error {
 	h.Lease = nil
 	c := engine.Lapse{Settings: &h.Settings, Report: h.Report, Since: l.start, Quorum: h.Quorum}
 	if l.Err == nil {
-		c.Untils = l.untils(h.jumps()) // a lost lease passes none: an absent key is no resend
+		c.Confirmed = l // a lost lease passes none: an absent key is no resend
 	}
 	h.Mu.Unlock()
 	h.end(l, cause)

@@ -37,18 +37,18 @@ func (l *Lease) confirm(nodes []int, until time.Time, jumps []int) {
 	}
 }
 
-// untils returns, per node, the expiry it last confirmed, zero for a node
-// whose clock jumped since (jumps are the guard's counts now, nil: no
-// guard): its key may be gone early. Called with the holder's mu held.
-func (l *Lease) untils(jumps []int) []time.Time {
-	out := make([]time.Time, len(l.nodes))
-	for i, nh := range l.nodes {
-		if i < len(jumps) && jumps[i] != nh.jumps {
-			continue
-		}
-		out[i] = nh.until
+// Confirmed implements engine.Confirmed: the expiry node i last
+// confirmed, zero when its clock jumped since (its key may be gone
+// early).
+func (l *Lease) Confirmed(i int) time.Time {
+	h := l.holder
+	h.Mu.Lock()
+	nh := l.nodes[i]
+	h.Mu.Unlock()
+	if g := h.Engine.Guard; g != nil && g.Jumps(i) != nh.jumps {
+		return time.Time{}
 	}
-	return out
+	return nh.until
 }
 
 // holding counts the nodes that hold l for its whole current validity

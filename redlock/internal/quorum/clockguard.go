@@ -174,6 +174,13 @@ func (g *ClockGuard) Refused(i int) error {
 	return nc.refused
 }
 
+// Jumps returns how many jumps of node i were found so far.
+func (g *ClockGuard) Jumps(i int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.nodes[i].jumps
+}
+
 // JumpsOf returns how many jumps of each node were found so far.
 func (g *ClockGuard) JumpsOf() []int {
 	g.mu.Lock()
