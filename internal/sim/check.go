@@ -244,11 +244,13 @@ func (h *history) wipedBetween(from, to time.Time) bool {
 //     worth) was in force within the window, or, for a permit, fewer
 //     than limit other permits were at every instant of it. Early
 //     restarts do not excuse it: nodes that can tell are to say so.
-//   - ErrNotHeld from a release or an Extend says h's hold had ended when
-//     the call was made: the call began at or after Until, or fewer than
+//   - ErrNotHeld from a release or an Extend says h's hold had ended by
+//     the time it returned: it returned at or after Until (the nodes may
+//     have let the token expire while the call ran), or fewer than
 //     the quorum of the nodes that answered it (all but those its error
 //     names as failed: a failed node's answer is unknown) held h's token
-//     (live on the node's clock) then. With strictNotHeld, of all nodes:
+//     (live on the node's clock) as the call began. With strictNotHeld,
+//     of all nodes:
 //     ErrNotHeld's doc says "fewer than a quorum of nodes still held", and
 //     today's library also returns it when too many nodes failed to tell.
 //   - An Extend that returned nil says a quorum of nodes holds h's token
@@ -313,7 +315,7 @@ func (h *history) untrue(v verdict, hs []hold) string {
 				h.at(x.start), h.at(end), in[0].who, h.at(in[0].start), h.at(in[0].end))
 		}
 	case notHeldKind:
-		if v.call.Before(v.until) && v.held >= v.quorum {
+		if v.ret.Before(v.until) && v.held >= v.quorum {
 			return fmt.Sprintf("%s: %s's %s at %v said not held, but %d nodes that answered (%d in all, %d failed; quorum %d) held its token, valid until %v: %s",
 				x.res, x.who, v.op, h.at(v.call), v.held, v.heldAll, v.failed, v.quorum, h.at(v.until), v.err)
 		}

@@ -49,13 +49,18 @@ type window interface {
 // it does not notice, and through any pause of c's whole process), and
 // writes the counter back plus one if its window still lasts, as a holder
 // that checks Until before acting does; now and then it first extends its
-// hold, and then uses it to the end. It returns when its window ended, or
+// hold halfway through its validity, and then uses it to the end. It returns when its window ended, or
 // now.
 func work(s *Sim, c *client, rng *rand.Rand, g *grant, w extendable, count bool) time.Time {
 	res := g.names[0]
 	v := s.hist.read(res)
-	extended := rng.IntN(8) == 0 // it needs more time
+	extended := rng.IntN(8) == 0 // it needs more time: halfway, it extends
 	if extended {
+		select {
+		case <-time.After(time.Until(w.Until()) / 2):
+		case <-w.Done():
+		}
+		s.awake(c.idx)
 		s.extend(g, w)
 	}
 	d := between(rng, 0, 30*time.Millisecond)
