@@ -49,8 +49,8 @@ type window interface {
 // it does not notice, and through any pause of c's whole process), and
 // writes the counter back plus one if its window still lasts, as a holder
 // that checks Until before acting does; now and then it first extends its
-// hold halfway through its validity, and then uses it to the end. It returns when its window ended, or
-// now.
+// hold halfway through its validity, and then uses it to the end. It
+// returns when its window ended, or now.
 func work(s *Sim, c *client, rng *rand.Rand, g *grant, w extendable, count bool) time.Time {
 	res := g.names[0]
 	v := s.hist.read(res)
