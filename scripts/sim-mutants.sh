@@ -55,6 +55,9 @@ for name in "${names[@]}"; do
 	else
 		again="its replay failed too (violation), as another run of the seed"
 	fi
-	printf 'found %s: %s\n  first: %s\n  %s\n' "$name" "$summary" "$replay" "$again"
+	# The first violation says which check found it: holds that overlap,
+	# or a verdict that is false (see internal/sim/check.go).
+	what="$(grep -m1 -oE 'violations, the first: .{0,160}' "$log" | sed 's/violations, the first: //' || true)"
+	printf 'found %s: %s\n  first: %s\n  %s\n  its first violation: %s\n' "$name" "$summary" "$replay" "$again" "$what"
 done
 exit "$missed"

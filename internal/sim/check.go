@@ -29,7 +29,9 @@ type hold struct {
 	attempt time.Time // when the call that acquired it began
 	start   time.Time
 	end     time.Time
-	fence   uint64 // 0 when not fenced
+	fence   uint64    // 0 when not fenced
+	token   string    // its token, as the nodes hold it (see truth.go)
+	freed   time.Time // when its release returned (Do's: when Do did)
 }
 
 // history is every hold of a run, and the resources' counters.
@@ -37,22 +39,45 @@ type history struct {
 	mu       sync.Mutex
 	start    time.Time
 	holds    []hold
-	wipes    []time.Time    // when a node came back without its data
+	wipes    []time.Time         // when a node came back without its data
+	early    []time.Time         // ... sooner than a TTL after it went down
+	faults   map[int][]time.Time // per node: restarts and clock steps
+	verdicts []verdict
 	counters map[string]int // written only by holders inside their window
 	writes   map[string]int // increments made
 }
 
 func newHistory() *history {
-	return &history{start: time.Now(), counters: map[string]int{}, writes: map[string]int{}}
+	return &history{start: time.Now(), counters: map[string]int{}, writes: map[string]int{}, faults: map[int][]time.Time{}}
 }
 
 // wiped records that a node restarted without its data now: fencing
 // tokens are promised only while a node that recorded the earlier token
-// keeps its data (ALGORITHM.md, "Fencing tokens").
-func (h *history) wiped() {
+// keeps its data (ALGORITHM.md, "Fencing tokens"). Early says it came back
+// sooner than the operators' rule allows (a TTL after it went down): the
+// holds of its locks are then exclusive no more, see overlaps.
+func (h *history) wiped(early bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.wipes = append(h.wipes, time.Now())
+	if early {
+		h.early = append(h.early, time.Now())
+	}
+}
+
+// faulted records that node i restarted, or its clock stepped, now.
+func (h *history) faulted(i int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.faults[i] = append(h.faults[i], time.Now())
+}
+
+// faultedBetween reports whether node i restarted or stepped its clock
+// from from to to.
+func (h *history) faultedBetween(i int, from, to time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.ContainsFunc(h.faults[i], func(t time.Time) bool { return !t.Before(from) && !t.After(to) })
 }
 
 // at formats t as the time since the run began.
@@ -108,6 +133,11 @@ func (h *history) check() []string {
 		out = append(out, h.overlaps(r, hs)...)
 		out = append(out, h.fences(r, hs)...)
 	}
+	for _, v := range h.verdicts {
+		if why := h.untrue(v, byRes[v.hold.res]); why != "" {
+			out = append(out, why)
+		}
+	}
 	for r, n := range h.writes {
 		if h.counters[r] != n {
 			out = append(out, fmt.Sprintf("%s: %d increments made, counter at %d: updates lost", r, n, h.counters[r]))
@@ -117,7 +147,11 @@ func (h *history) check() []string {
 }
 
 // overlaps finds holds, sorted by start, that were in force together
-// against the rule of their kinds.
+// against the rule of their kinds, unless a node restarted early (empty,
+// sooner than a TTL after it went down) from the earlier one's attempt to
+// the later one's start: the lock does not exclude that (ALGORITHM.md,
+// "Restarts without persistence"), but its verdicts must tell it (see
+// untrue).
 func (h *history) overlaps(res string, hs []hold) []string {
 	var out []string
 	var active []hold
@@ -132,6 +166,7 @@ func (h *history) overlaps(res string, hs []hold) []string {
 		permits := 1
 		for _, a := range active {
 			switch {
+			case h.earlyBetween(a.attempt, x.start):
 			case x.kind == permit && a.kind == permit:
 				permits++
 			case x.kind == shared && a.kind == shared:
@@ -140,7 +175,7 @@ func (h *history) overlaps(res string, hs []hold) []string {
 					x.who, h.at(x.start), h.at(x.end), a.who, h.at(a.start), h.at(a.end)))
 			}
 		}
-		if x.kind == permit && permits > x.limit {
+		if x.kind == permit && permits > x.limit && !h.earlyBetween(earliest(active), x.start) {
 			out = append(out, fmt.Sprintf("%s: %d permits held at %v, limit %d", res, permits, h.at(x.start), x.limit))
 		}
 		if x.end.After(x.start) {
@@ -172,6 +207,19 @@ func (h *history) fences(res string, hs []hold) []string {
 	return out
 }
 
+// earliest returns the earliest attempt of holds.
+func earliest(hs []hold) time.Time {
+	t := hs[0].attempt
+	for _, x := range hs {
+		t = minTime(t, x.attempt)
+	}
+	return t
+}
+
+func (h *history) earlyBetween(from, to time.Time) bool {
+	return slices.ContainsFunc(h.early, func(w time.Time) bool { return w.After(from) && w.Before(to) })
+}
+
 func (h *history) wipedBetween(from, to time.Time) bool {
 	for _, w := range h.wipes {
 		if w.After(from) && w.Before(to) {
@@ -179,6 +227,136 @@ func (h *history) wipedBetween(from, to time.Time) bool {
 		}
 	}
 	return false
+}
+
+// What the library says, checked as a promise about the nodes (STYLE.md,
+// "A verdict is a promise"). The truth is the simulated nodes' state, read
+// on the simulator's true clock (truth.go): which nodes hold the hold's
+// token, and until when; and the history of holds. Each verdict is about
+// one hold h: from its acquisition (start) to its window, [start, min(the
+// call's start, h's validity end as its holder knew it then: Until)].
+//
+//   - A release that returned nil (Unlock, RUnlock, Semaphore.Release, a
+//     reentrant lock's final Unlock; a multi-name lock's, for each name)
+//     says h held its lock throughout its window: no other hold of the
+//     name whose kind excludes h's (an exclusive hold excludes any, a
+//     reader excludes writers; a permit excludes none but the limit's
+//     worth) was in force within the window, or, for a permit, fewer
+//     than limit other permits were at every instant of it. Early
+//     restarts do not excuse it: nodes that can tell are to say so.
+//   - ErrNotHeld from a release or an Extend says h's hold had ended by
+//     the time it returned: it returned at or after Until (the nodes may
+//     have let the token expire while the call ran), or fewer than
+//     the quorum of the nodes that answered it (all but those its error
+//     names as failed: a failed node's answer is unknown) held h's token
+//     (live on the node's clock) as the call began. With strictNotHeld,
+//     of all nodes:
+//     ErrNotHeld's doc says "fewer than a quorum of nodes still held", and
+//     today's library also returns it when too many nodes failed to tell.
+//   - An Extend that returned nil says a quorum of nodes holds h's token
+//     until the Until it returned, on the true clock: when it returned,
+//     the token's entry on each counted node (its key's TTL; a reader's or
+//     a permit's own expiry) reached that Until or beyond. A node that
+//     restarted or whose clock stepped from the call to its return counts
+//     (a fault the model accepts); after the return, only such faults and
+//     a deletion by another client (which overlaps find) can take the
+//     token from a node before Until.
+//   - A TryLock refusal that says the lock is held by another (see
+//     heldElsewhere) says a competitor held a quorum when it was made:
+//     when the call returned, a token of another client was live on a
+//     quorum of nodes; or (a competitor that released meanwhile) a hold
+//     of another client, from its attempt to its release's return, spans
+//     part of the call.
+type verdict struct {
+	what   verdictKind
+	op     string    // the call, for the message
+	hold   hold      // the hold it is about (the refused attempt's, for a refusal)
+	call   time.Time // when the call began
+	ret    time.Time // when it returned
+	until  time.Time // Until when the call began; a nil Extend's: the Until it returned
+	held   int       // nodes that held the token, as each kind asks (see above)
+	quorum int
+	err    string // the error it returned (ErrNotHeld)
+	// ErrNotHeld's: the nodes that held the token as the call began, and
+	// those its error names as failed (held counts those that did not)
+	heldAll, failed int
+}
+
+type verdictKind int
+
+const (
+	releasedNil verdictKind = iota
+	notHeldKind
+	extendedNil
+	refusedHeld
+)
+
+func (h *history) judged(v verdict) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.verdicts = append(h.verdicts, v)
+}
+
+// untrue returns why verdict v is false, "" when it is true; hs are the
+// holds of its name. Called with h.mu held.
+func (h *history) untrue(v verdict, hs []hold) string {
+	x := v.hold
+	switch v.what {
+	case releasedNil:
+		end := minTime(v.call, v.until)
+		var in []hold
+		for _, o := range hs {
+			if (o.client != x.client || !o.start.Equal(x.start)) && o.start.Before(end) && o.end.After(x.start) && excludes(x, o) {
+				in = append(in, o)
+			}
+		}
+		if len(in) > 0 && (x.kind != permit || h.crowded(in, x.start, end) >= x.limit) {
+			return fmt.Sprintf("%s: %s's %s returned nil for its hold %v-%v, while %s held it %v-%v", x.res, x.who, v.op,
+				h.at(x.start), h.at(end), in[0].who, h.at(in[0].start), h.at(in[0].end))
+		}
+	case notHeldKind:
+		if v.ret.Before(v.until) && v.held >= v.quorum {
+			return fmt.Sprintf("%s: %s's %s at %v said not held, but %d nodes that answered (%d in all, %d failed; quorum %d) held its token, valid until %v: %s",
+				x.res, x.who, v.op, h.at(v.call), v.held, v.heldAll, v.failed, v.quorum, h.at(v.until), v.err)
+		}
+	case extendedNil:
+		if v.held < v.quorum {
+			return fmt.Sprintf("%s: %s's %s at %v returned nil, until %v, but %d nodes (quorum %d) held its token that long", x.res, x.who, v.op,
+				h.at(v.call), h.at(v.until), v.held, v.quorum)
+		}
+	case refusedHeld:
+		if v.held >= v.quorum || slices.ContainsFunc(hs, func(o hold) bool {
+			return o.client != x.client && o.attempt.Before(v.ret) && o.freed.After(v.call) && excludes(x, o)
+		}) {
+			return ""
+		}
+		return fmt.Sprintf("%s: %s's %s at %v-%v was refused as held by another, but no other client held a quorum (%d nodes at most, quorum %d)",
+			x.res, x.who, v.op, h.at(v.call), h.at(v.ret), v.held, v.quorum)
+	}
+	return ""
+}
+
+// excludes reports whether holds x and o may not be in force together
+// (permits: one of the limit's).
+func excludes(x, o hold) bool {
+	return x.kind == permit && o.kind == permit || x.kind != permit && o.kind != permit && (x.kind == exclusive || o.kind == exclusive)
+}
+
+// crowded returns the most holds of in in force at one instant from
+// `from` to to.
+func (h *history) crowded(in []hold, from, to time.Time) int {
+	most := 0
+	for _, a := range in {
+		at := maxTime(a.start, from)
+		n := 0
+		for _, o := range in {
+			if !o.start.After(at) && o.end.After(at) && at.Before(to) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
 }
 
 // The liveness bound. Once the faults heal and the clock guard's wait

@@ -63,3 +63,56 @@ func TestStalled(t *testing.T) {
 		})
 	}
 }
+
+// TestVerdicts checks each verdict's rule (check.go) on made-up histories
+// of the name "m": client 0's hold from 1 s, its validity until 3 s.
+func TestVerdicts(t *testing.T) {
+	t0 := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	mine := hold{client: 0, res: "m", who: "client 0", attempt: at(900 * time.Millisecond), start: at(time.Second), end: at(2 * time.Second)}
+	other := func(kind holdKind, from, to time.Duration) hold {
+		return hold{client: 1, res: "m", kind: kind, who: "client 1", attempt: at(from), start: at(from), end: at(to), freed: at(to)}
+	}
+	at2, until := at(2*time.Second), at(3*time.Second)
+	for _, tc := range []struct {
+		name   string
+		v      verdict
+		others []hold
+		early  []time.Time
+		untrue string // "" when the verdict is true
+	}{
+		{"nil release, nobody else", verdict{what: releasedNil, call: at2, until: until}, nil, nil, ""},
+		{"nil release, another holder inside", verdict{what: releasedNil, call: at2, until: until},
+			[]hold{other(exclusive, 1500*time.Millisecond, 1600*time.Millisecond)}, nil, "returned nil for its hold 1s-2s, while client 1 held it 1.5s-1.6s"},
+		{"nil release, an early restart excuses no overlap", verdict{what: releasedNil, call: at2, until: until},
+			[]hold{other(exclusive, 1500*time.Millisecond, 1600*time.Millisecond)}, []time.Time{at(1200 * time.Millisecond)}, "returned nil"},
+		{"nil release, another holder after its validity", verdict{what: releasedNil, call: at(4 * time.Second), until: until},
+			[]hold{other(exclusive, 3500*time.Millisecond, 4*time.Second)}, nil, ""},
+		{"nil release, a reader beside a reader", verdict{what: releasedNil, call: at2, until: until, hold: hold{kind: shared}},
+			[]hold{other(shared, 1500*time.Millisecond, 1600*time.Millisecond)}, nil, ""},
+		{"not held, a quorum answered holding", verdict{what: notHeldKind, call: at2, ret: at2, until: until, held: 2, quorum: 2}, nil, nil, "said not held"},
+		{"not held, its validity ran out meanwhile", verdict{what: notHeldKind, call: at2, ret: until, until: until, held: 3, quorum: 2}, nil, nil, ""},
+		{"not held, too few held", verdict{what: notHeldKind, call: at2, ret: at2, until: until, held: 1, quorum: 2}, nil, nil, ""},
+		{"extended, a quorum till Until", verdict{what: extendedNil, call: at2, until: until, held: 2, quorum: 2}, nil, nil, ""},
+		{"extended, too few till Until", verdict{what: extendedNil, call: at2, until: until, held: 1, quorum: 2}, nil, nil, "returned nil, until 3s"},
+		{"refused, a competitor on a quorum", verdict{what: refusedHeld, call: at2, ret: at2, held: 2, quorum: 2}, nil, nil, ""},
+		{"refused, a competitor that released meanwhile", verdict{what: refusedHeld, call: at2, ret: at2.Add(time.Millisecond), held: 1, quorum: 2},
+			[]hold{other(exclusive, 1500*time.Millisecond, 2*time.Second+time.Microsecond)}, nil, ""},
+		{"refused, nobody held it", verdict{what: refusedHeld, call: at2, ret: at2, held: 1, quorum: 2}, nil, nil, "refused as held by another"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := tc.v
+			v.op = "call"
+			kind := v.hold.kind
+			v.hold = mine
+			v.hold.kind = kind
+			h := &history{start: t0, holds: append([]hold{v.hold}, tc.others...), early: tc.early}
+			got := h.untrue(v, h.holds)
+			if tc.untrue == "" {
+				assert.Empty(t, got)
+			} else {
+				assert.Contains(t, got, tc.untrue)
+			}
+		})
+	}
+}

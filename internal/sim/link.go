@@ -151,6 +151,7 @@ func (l *link) read(c net.Conn, frames chan<- []byte) {
 
 // request passes one request on, or not; false when the link must end.
 func (l *link) request(frame []byte, cmd string, setup bool) bool {
+	l.node.sim.tokens.saw(l.client, frame)
 	f := l.faults()
 	var rng *rand.Rand
 	switch {

@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -31,6 +33,13 @@ type node struct {
 	// count none of its subscribers.
 	clusterLike bool
 	bus         chan [2]string
+	clockSet    time.Time // the clock's last setting, while it is off
+	// runs counts the node's server processes: each start (a restart
+	// included, with its keys or without) has a run id of its own, which
+	// INFO server answers as a real server's run_id. Atomic: the hook
+	// reads it while miniredis holds its lock, which restart takes under
+	// n.mu.
+	runs atomic.Int64
 }
 
 // linkFaults are the probabilities, per frame, of each fault a link can
@@ -83,6 +92,11 @@ func (n *node) hook(c *server.Peer, cmd string, args ...string) bool {
 		}
 		c.WriteInt(0)
 		return true
+	case cmd == "INFO" && len(args) == 1 && strings.EqualFold(args[0], "server"):
+		// miniredis has no run_id; the library tells a restarted server
+		// from the one it acquired on by it (a release's "gone").
+		c.WriteBulk("# Server\r\nrun_id:" + n.runID() + "\r\n")
+		return true
 	case cmd == "PUBSUB" && len(args) >= 2 && strings.EqualFold(args[0], "NUMSUB"):
 		chans := args[1:]
 		for _, ch := range chans {
@@ -98,6 +112,14 @@ func (n *node) hook(c *server.Peer, cmd string, args ...string) bool {
 		return true
 	}
 	return false
+}
+
+// runID is the run id of the node's current server process: 40 hex
+// digits drawn from the seed, the node and its run.
+func (n *node) runID() string {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d %d %d", n.sim.seed, n.idx, n.runs.Load())
+	return fmt.Sprintf("%040x", h.Sum64())
 }
 
 // runBus delivers what cluster-like scripts published to channels of other
@@ -138,17 +160,22 @@ func (n *node) kill() {
 	n.sim.breakApart(links)
 }
 
-// restart brings a killed node back, with its keys or without them.
-func (n *node) restart(keepKeys bool) {
+// restart brings a killed node back, with its keys or without them; early
+// says it comes back empty sooner than the operators' rule allows (see
+// history.early).
+func (n *node) restart(keepKeys, early bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.runs.Add(1)
+	n.sim.hist.faulted(n.idx)
 	if !keepKeys {
-		n.sim.hist.wiped()
+		n.sim.hist.wiped(early)
 		old := n.m
 		n.m = n.newServer()
 		old.Close()
 		if n.offset != 0 {
-			n.m.SetTime(time.Now().Add(n.offset))
+			n.clockSet = time.Now().Add(n.offset)
+			n.m.SetTime(n.clockSet)
 		}
 	}
 	n.down = false
@@ -177,11 +204,13 @@ func (n *node) setClock(offset time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.offset = offset
+	n.sim.hist.faulted(n.idx)
 	if offset == 0 {
 		n.m.SetTime(time.Time{})
 		return
 	}
-	n.m.SetTime(time.Now().Add(offset))
+	n.clockSet = time.Now().Add(offset)
+	n.m.SetTime(n.clockSet)
 }
 
 // tickClock keeps a node whose clock is off running at the true rate.
@@ -189,7 +218,8 @@ func (n *node) tickClock() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.offset != 0 {
-		n.m.SetTime(time.Now().Add(n.offset))
+		n.clockSet = time.Now().Add(n.offset)
+		n.m.SetTime(n.clockSet)
 	}
 }
 

@@ -102,6 +102,10 @@ type Sim struct {
 	trace *trace
 
 	undos []undo // the nemesis' faults still on, with when each ends
+	// early restarts so far, and the stream that times them (restartEarly)
+	early    int
+	earlyRng *rand.Rand
+	tokens   *tokens // who sent which token, for the verdicts' truth
 
 	mu     sync.Mutex
 	cut    map[[2]int]bool       // client, node: partitioned
@@ -128,6 +132,8 @@ func Run(cfg Config) Result {
 	s := &Sim{cfg: cfg, seed: cfg.Seed, hist: newHistory(), log: &eventLog{}, trace: newTrace(cfg.Nodes, cfg.Trace),
 		cut: map[[2]int]bool{}, frozen: map[int]chan struct{}{}, onSend: map[int]time.Duration{}, dials: map[[2]int]int{}, seen: map[uint64]int{}}
 	s.breaks = s.rng(4)
+	s.earlyRng = s.rng(6)
+	s.tokens = newTokens()
 	done := make(chan struct{})
 	var bg sync.WaitGroup
 	for i := range cfg.Nodes {

@@ -48,15 +48,26 @@ type window interface {
 // counter, works for a while (now and then through a pause of its own that
 // it does not notice, and through any pause of c's whole process), and
 // writes the counter back plus one if its window still lasts, as a holder
-// that checks Until before acting does. It returns when its window ended,
-// or now.
-func work(s *Sim, c *client, rng *rand.Rand, w window, res string, count bool) time.Time {
+// that checks Until before acting does; now and then it first extends its
+// hold halfway through its validity, and then uses it to the end. It
+// returns when its window ended, or now.
+func work(s *Sim, c *client, rng *rand.Rand, g *grant, w extendable, count bool) time.Time {
+	res := g.names[0]
 	v := s.hist.read(res)
+	extended := rng.IntN(8) == 0 // it needs more time: halfway, it extends
+	if extended {
+		select {
+		case <-time.After(time.Until(w.Until()) / 2):
+		case <-w.Done():
+		}
+		s.awake(c.idx)
+		s.extend(g, w)
+	}
 	d := between(rng, 0, 30*time.Millisecond)
 	switch p := rng.Float64(); {
 	case p < 0.02:
 		time.Sleep(s.cfg.TTL + d) // a pause: garbage collection, a stalled VM
-	case p < 0.07:
+	case p < 0.07 || extended:
 		// It uses its lease to the end: it writes less than a millisecond
 		// before Until, where a validity counted too long shows.
 		d = time.Until(w.Until()) - between(rng, 0, time.Millisecond)
@@ -100,10 +111,14 @@ func mutexLoop(name string, opts ...redlock.Option) workload {
 			panic(err)
 		}
 		for ctx.Err() == nil {
-			attempt := time.Now()
+			g := &grant{hold: hold{client: c.idx, res: name, who: fmt.Sprintf("client %d", c.idx), attempt: time.Now()},
+				names: []string{name}, quorum: majority(s.cfg.Nodes)}
 			var err error
 			if rng.IntN(4) == 0 {
 				err = mu.TryLock(ctx)
+				if err != nil {
+					s.refused(g, err)
+				}
 			} else {
 				err = mu.LockWithin(ctx, waitFor(rng))
 			}
@@ -111,13 +126,10 @@ func mutexLoop(name string, opts ...redlock.Option) workload {
 				idle(rng)
 				continue
 			}
-			start := time.Now()
-			fence := mu.Fence()
-			end := work(s, c, rng, mu, name, true)
-			s.hist.add(hold{client: c.idx, res: name, who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end, fence: fence})
-			uctx, cancel := unlockCtx()
-			_ = mu.Unlock(uctx)
-			cancel()
+			s.took(g)
+			g.fence = mu.Fence()
+			end := work(s, c, rng, g, mu, true)
+			s.release(g, mu, end, "Unlock", true, mu.Unlock)
 			idle(rng)
 		}
 	}
@@ -129,23 +141,24 @@ func reentrantLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 		panic(err)
 	}
 	for ctx.Err() == nil {
-		attempt := time.Now()
+		g := &grant{hold: hold{client: c.idx, res: "re", who: fmt.Sprintf("client %d", c.idx), attempt: time.Now()},
+			names: []string{"re"}, quorum: majority(s.cfg.Nodes)}
 		if err := mu.LockWithin(ctx, waitFor(rng)); err != nil {
 			idle(rng)
 			continue
 		}
-		start := time.Now()
+		s.took(g)
 		holds := 1
 		if rng.IntN(2) == 0 && mu.TryLock(ctx) == nil {
 			holds++
 		}
-		end := work(s, c, rng, mu, "re", true)
-		s.hist.add(hold{client: c.idx, res: "re", who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end})
-		uctx, cancel := unlockCtx()
-		for range holds {
+		end := work(s, c, rng, g, mu, true)
+		if holds == 2 { // drops one hold: the lock stays held
+			uctx, cancel := unlockCtx()
 			_ = mu.Unlock(uctx)
+			cancel()
 		}
-		cancel()
+		s.release(g, mu, end, "final Unlock", true, mu.Unlock)
 		idle(rng)
 	}
 }
@@ -167,19 +180,15 @@ func multiLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 		case 2:
 			mu, names = b, names[1:]
 		}
-		attempt := time.Now()
+		g := &grant{hold: hold{client: c.idx, who: fmt.Sprintf("client %d (%d names)", c.idx, len(names)), attempt: time.Now()},
+			names: names, quorum: majority(s.cfg.Nodes)}
 		if err := mu.LockWithin(ctx, waitFor(rng)); err != nil {
 			idle(rng)
 			continue
 		}
-		start := time.Now()
-		end := work(s, c, rng, mu, names[0], true)
-		for _, n := range names {
-			s.hist.add(hold{client: c.idx, res: n, who: fmt.Sprintf("client %d (%d names)", c.idx, len(names)), attempt: attempt, start: start, end: end})
-		}
-		uctx, cancel := unlockCtx()
-		_ = mu.Unlock(uctx)
-		cancel()
+		s.took(g)
+		end := work(s, c, rng, g, mu, true)
+		s.release(g, mu, end, "Unlock", true, mu.Unlock)
 		idle(rng)
 	}
 }
@@ -203,16 +212,14 @@ func rwLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 			idle(rng)
 			continue
 		}
-		start := time.Now()
-		end := work(s, c, rng, rw, "rw", writer)
-		s.hist.add(hold{client: c.idx, res: "rw", kind: kind, who: who, attempt: attempt, start: start, end: end})
-		uctx, cancel := unlockCtx()
+		g := &grant{hold: hold{client: c.idx, res: "rw", kind: kind, who: who, attempt: attempt}, names: []string{"rw"}, quorum: majority(s.cfg.Nodes)}
+		s.took(g)
+		end := work(s, c, rng, g, rw, writer)
 		if writer {
-			_ = rw.Unlock(uctx)
+			s.release(g, rw, end, "Unlock", true, rw.Unlock)
 		} else {
-			_ = rw.RUnlock(uctx)
+			s.release(g, rw, end, "RUnlock", true, rw.RUnlock)
 		}
-		cancel()
 		idle(rng)
 	}
 }
@@ -233,12 +240,11 @@ func semaphoreLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 			idle(rng)
 			continue
 		}
-		start := time.Now()
-		end := work(s, c, rng, sem, "sem", false)
-		s.hist.add(hold{client: c.idx, res: "sem", kind: permit, limit: permits, who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end})
-		uctx, cancel := unlockCtx()
-		_ = sem.Release(uctx)
-		cancel()
+		g := &grant{hold: hold{client: c.idx, res: "sem", kind: permit, limit: permits, who: fmt.Sprintf("client %d", c.idx), attempt: attempt},
+			names: []string{"sem"}, quorum: sem.Quorum()}
+		s.took(g)
+		end := work(s, c, rng, g, sem, false)
+		s.release(g, sem, end, "Release", true, sem.Release)
 		idle(rng)
 	}
 }
@@ -246,20 +252,26 @@ func semaphoreLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 // doLoop runs work that outlasts the TTL under Do, which renews the lock.
 func doLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 	for ctx.Err() == nil {
-		attempt := time.Now()
+		g := &grant{hold: hold{client: c.idx, res: "do", who: fmt.Sprintf("client %d", c.idx), attempt: time.Now()},
+			names: []string{"do"}, quorum: majority(s.cfg.Nodes)}
+		held := false
 		_ = c.rl.Do(ctx, "do", func(fctx context.Context) error {
 			mu := redlock.MutexFrom(fctx)
-			start := time.Now()
-			end := start
+			s.took(g)
+			g.end = g.start
 			for range 1 + rng.IntN(8) {
-				end = work(s, c, rng, mu, "do", true)
+				g.end = work(s, c, rng, g, mu, true)
 				if fctx.Err() != nil || !time.Now().Before(mu.Until()) {
 					break
 				}
 			}
-			s.hist.add(hold{client: c.idx, res: "do", who: fmt.Sprintf("client %d", c.idx), attempt: attempt, start: start, end: end})
+			held = true
 			return nil
 		}, redlock.WithTTL(s.cfg.TTL)) // ErrNotAcquired, ErrLockLost: the nemesis' doing
+		if held { // Do's release is its own: its verdict is not seen
+			g.freed = time.Now()
+			s.hist.add(g.hold)
+		}
 		idle(rng)
 	}
 }

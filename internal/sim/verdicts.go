@@ -1,0 +1,174 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// The workloads' side of the verdicts (check.go says what each claims):
+// each call whose verdict is checked goes through one of these, which read
+// the truth the check needs from the nodes around the call.
+
+// A grant is an acquisition a workload holds: its hold (what the history
+// records, for its first name), every name it holds, and the quorum of
+// nodes its releases and extensions need.
+type grant struct {
+	hold
+	names  []string
+	quorum int
+}
+
+// majority is a lock's quorum of n nodes.
+func majority(n int) int { return n/2 + 1 }
+
+// took completes g once its acquisition returned: its start, and its
+// token as the nodes hold it.
+func (s *Sim) took(g *grant) {
+	g.start = time.Now()
+	g.token = s.tokenOf(g.names[0], g.client, g.attempt)
+}
+
+// heldNow returns which nodes hold g's token on every one of its names
+// now.
+func (s *Sim) heldNow(g *grant) []bool {
+	return s.heldTill(g, time.Now(), time.Time{})
+}
+
+// heldTill returns which nodes hold g's token on every one of its names
+// until at least t, or restarted or stepped their clock since faulted (the
+// zero time: none).
+func (s *Sim) heldTill(g *grant, t, faulted time.Time) []bool {
+	out := make([]bool, len(s.nodes))
+	if g.token == "" {
+		return out
+	}
+	ends := make([]time.Time, len(s.nodes))
+	for k, name := range g.names {
+		for i, end := range s.holding(name, g.token) {
+			if k == 0 || end.Before(ends[i]) {
+				ends[i] = end
+			}
+		}
+	}
+	for i, end := range ends {
+		out[i] = !end.IsZero() && !end.Before(t) || !faulted.IsZero() && s.hist.faultedBetween(i, faulted, time.Now())
+	}
+	return out
+}
+
+// count returns how many of nodes are set.
+func count(nodes []bool) int {
+	n := 0
+	for _, on := range nodes {
+		if on {
+			n++
+		}
+	}
+	return n
+}
+
+// notHeld fills v, the verdict of a call that returned err (ErrNotHeld),
+// when held says which nodes held the token as it began: what it claims
+// is checked against the nodes that answered it (see check.go); with
+// strictNotHeld, against every node.
+func notHeld(v *verdict, err error, held []bool) {
+	v.what, v.err = notHeldKind, err.Error()
+	answered := slices.Clone(held)
+	for _, ne := range redlock.NodeErrors(err) {
+		if ne.Index >= 0 && ne.Index < len(answered) {
+			answered[ne.Index] = false
+			v.failed++
+		}
+	}
+	v.heldAll, v.held = count(held), count(answered)
+	if strictNotHeld {
+		v.held = v.heldAll
+	}
+}
+
+// strictNotHeld makes every ErrNotHeld claim that the hold ended, also one
+// whose nodes failed so many that those that answered could not tell: the
+// library says "not held" for "not confirmed" then (ErrNotHeld's doc says
+// it wraps the nodes that failed), and a run finds that at once.
+const strictNotHeld = false
+
+// release releases g with op (named name), records its verdict when it is
+// nil or ErrNotHeld, and records g's holds (one per name, each until end)
+// with the release's return. final false marks a release that only drops
+// one of a reentrant lock's holds: its nil claims nothing.
+func (s *Sim) release(g *grant, w window, end time.Time, name string, final bool, op func(context.Context) error) {
+	call, until := time.Now(), w.Until()
+	held := s.heldNow(g)
+	ctx, cancel := unlockCtx()
+	err := op(ctx)
+	cancel()
+	ret := time.Now()
+	for _, res := range g.names {
+		x := g.hold
+		x.res, x.end, x.freed = res, end, ret
+		if final {
+			v := verdict{op: name, hold: x, call: call, ret: ret, until: until, quorum: g.quorum}
+			switch {
+			case err == nil:
+				v.what = releasedNil
+				s.hist.judged(v)
+			case errors.Is(err, redlock.ErrNotHeld):
+				notHeld(&v, err, held)
+				s.hist.judged(v)
+			}
+		}
+		s.hist.add(x)
+	}
+}
+
+// extendable is a window that can be extended.
+type extendable interface {
+	window
+	Extend(ctx context.Context) error
+}
+
+// extend extends g (now and then, as a holder that needs more time does)
+// and records its verdict when it is nil or ErrNotHeld.
+func (s *Sim) extend(g *grant, w extendable) {
+	call, until := time.Now(), w.Until()
+	held := s.heldNow(g)
+	ctx, cancel := unlockCtx()
+	err := w.Extend(ctx)
+	cancel()
+	v := verdict{op: "Extend", hold: g.hold, call: call, ret: time.Now(), until: until, quorum: g.quorum}
+	switch {
+	case err == nil:
+		v.what, v.until = extendedNil, w.Until()
+		v.held = count(s.heldTill(g, v.until, call))
+	case errors.Is(err, redlock.ErrNotHeld):
+		notHeld(&v, err, held)
+	default:
+		return
+	}
+	v.hold.res = g.names[0]
+	s.hist.judged(v)
+}
+
+// refused records the verdict of a TryLock of g that failed with err, at
+// its return, when err says the lock is held by another.
+func (s *Sim) refused(g *grant, err error) {
+	if !heldElsewhere(err) {
+		return
+	}
+	most := s.competitor(g.names[0], g.client)
+	s.hist.judged(verdict{what: refusedHeld, op: "TryLock", hold: g.hold, call: g.attempt, ret: time.Now(),
+		held: most, quorum: g.quorum})
+}
+
+// heldElsewhere reports whether err, a refused attempt's, says that
+// another holds the lock. Today's library has no error of its own for it:
+// ErrNotAcquired with no node failing and no context ending is that
+// (docs/API.md's test, len(NodeErrors(err)) == 0).
+func heldElsewhere(err error) bool {
+	return errors.Is(err, redlock.ErrNotAcquired) && len(redlock.NodeErrors(err)) == 0 &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
