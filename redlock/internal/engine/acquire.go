@@ -23,6 +23,9 @@ type Grant struct {
 	// until Until at least. Jumps are the clock jumps found on each node
 	// by then (see clockJumped), nil when no clock guard is on.
 	Voters, Jumps []int
+	// Late, when set, tells the nodes that granted after the decision
+	// too: they hold the token until Until as well (see quorum.Attempt).
+	Late interface{ Granted(i int) bool }
 }
 
 // Refusal is what a failed attempt says of itself, for the wait before
@@ -126,6 +129,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 	won := ctxErr == nil && t.Won()
 	idErr := e.IDs.distinct(idr, won, rd.Start, rd.Start.Add(s.Settings.NodeTimeout))
 	if g, ok := e.Granted(rd.Start, s.Settings, t.GrantedNodes); won && idErr == nil && ok {
+		g.Late = a
 		if s.Fence == nil {
 			return g, Refusal{}, nil
 		}

@@ -37,6 +37,11 @@ type Lease struct {
 	// nodes as most deployments have.
 	nodes []nodeHold
 	few   [7]nodeHold
+	// late tells the nodes that granted after the grant was decided;
+	// granted and grantJumps are the grant's validity and jump counts.
+	late       interface{ Granted(i int) bool }
+	granted    time.Time
+	grantJumps []int
 
 	until time.Time // the validity's end; moves with every extension
 	Holds int       // holds taken on a reentrant lock; 1 otherwise
@@ -111,7 +116,8 @@ func (h *Holder) Holding() bool {
 // Take makes g, the acquisition of token, the holder's lease, ends the
 // one it replaces, and starts its renewal when asked to.
 func (h *Holder) Take(ctx context.Context, token, notice string, g engine.Grant) {
-	l := &Lease{holder: h, Token: token, Notice: notice, start: g.Start, Fence: g.Fence, done: make(chan struct{}), until: g.Until, Holds: 1}
+	l := &Lease{holder: h, Token: token, Notice: notice, start: g.Start, Fence: g.Fence, done: make(chan struct{}), until: g.Until, Holds: 1,
+		late: g.Late, granted: g.Until, grantJumps: g.Jumps}
 	if n := h.Engine.Pool.Size(); n <= len(l.few) {
 		l.nodes = l.few[:n]
 	} else {

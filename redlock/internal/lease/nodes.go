@@ -37,13 +37,27 @@ func (l *Lease) confirm(nodes []int, until time.Time, jumps []int) {
 	}
 }
 
+// node returns what node i confirmed: its own record, or, for a node
+// that granted the lease after the grant was decided and confirmed
+// nothing since, the grant's. Called with the holder's mu held.
+func (l *Lease) node(i int) nodeHold {
+	nh := l.nodes[i]
+	if nh.until.IsZero() && l.late != nil && l.late.Granted(i) {
+		nh.until = l.granted
+		if i < len(l.grantJumps) {
+			nh.jumps = l.grantJumps[i]
+		}
+	}
+	return nh
+}
+
 // Confirmed implements engine.Confirmed: the expiry node i last
 // confirmed, zero when its clock jumped since (its key may be gone
 // early).
 func (l *Lease) Confirmed(i int) time.Time {
 	h := l.holder
 	h.Mu.Lock()
-	nh := l.nodes[i]
+	nh := l.node(i)
 	h.Mu.Unlock()
 	if g := h.Engine.Guard; g != nil && g.Jumps(i) != nh.jumps {
 		return time.Time{}
@@ -56,7 +70,8 @@ func (l *Lease) Confirmed(i int) time.Time {
 // guard's counts now). Called with the holder's mu held.
 func (l *Lease) holding(jumps []int) int {
 	n := 0
-	for i, nh := range l.nodes {
+	for i := range l.nodes {
+		nh := l.node(i)
 		if nh.until.IsZero() || nh.until.Before(l.until) {
 			continue
 		}

@@ -70,7 +70,7 @@ type Attempt struct {
 	again bool // op holds again: an undo drops one hold (see mustUndo)
 
 	mu   sync.Mutex // guards held: written by node callbacks
-	held []bool     // per node: some request may have set the key (mustUndo)
+	held []uint8    // per node: mayHold (see mustUndo) and granted bits
 
 	// Owned by the vote loop.
 	counters rivals
@@ -97,20 +97,41 @@ func NewAttempt(rd *Round, op node.Op, token string, gates []*Gate, split bool, 
 	n := rd.p.Size()
 	a := &Attempt{
 		rd: rd, op: op, token: token, gates: gates, Split: split, again: node.HoldsAgain(op), released: released, reasks: reasks,
-		held: make([]bool, n), asked: make([]int, n), inflight: make([]bool, n),
+		held: make([]uint8, n), asked: make([]int, n), inflight: make([]bool, n),
 		counters: rivals{holders: make([]string, n)},
 	}
 	rd.Hook = a
 	return a
 }
 
-// Heard notes, on the node's goroutine, that node i may hold the token.
+// The bits of Attempt.held.
+const (
+	mayHold uint8 = 1 << iota // some request may have set the key (mustUndo)
+	granted                   // a request was granted, the clock guard agreeing
+)
+
+// Heard notes, on the node's goroutine, that node i may hold the token,
+// and whether it granted it, in time for the decision or after it.
 func (a *Attempt) Heard(i int, rep node.Reply) {
-	if mustUndo(rep, a.again) {
-		a.mu.Lock()
-		a.held[i] = true
-		a.mu.Unlock()
+	if !mustUndo(rep, a.again) {
+		return
 	}
+	a.mu.Lock()
+	a.held[i] |= mayHold
+	if rep.OK && rep.Err == nil {
+		a.held[i] |= granted
+	}
+	a.mu.Unlock()
+}
+
+// Granted reports whether node i granted the attempt, before its
+// decision or since: a grant that came after a won attempt's decision
+// holds the token as long as the voters' (it was set after the attempt
+// began), though it did not count.
+func (a *Attempt) Granted(i int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.held[i]&granted != 0
 }
 
 // ask sends the acquire request to node i, once the node's earlier
@@ -125,7 +146,7 @@ func (a *Attempt) ask(i int) {
 func (a *Attempt) MayHold(i int) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.held[i]
+	return a.held[i]&mayHold != 0
 }
 
 // Take counts a vote and reports whether the outcome is certain.
