@@ -110,9 +110,9 @@ func runHeld(ctx context.Context, h *lease.Holder, unlock func(context.Context) 
 		lostErr = h.Err() // nil unless the hold ended while fn ran
 		cancel(nil)
 		<-watching
-		// Detached from the caller's cancellation: Unlock waits for the
-		// nodes at most a node timeout whatever ctx says.
-		unlockErr = unlock(context.WithoutCancel(ctx))
+		// Unlock releases whatever ctx says; with ctx done, it waits for
+		// every node, at most the node timeout (see Mutex.Unlock).
+		unlockErr = unlock(ctx)
 		<-renewed
 		return lostErr, unlockErr
 	}
