@@ -26,11 +26,10 @@ var ErrNotAcquired = engine.ErrNotAcquired
 // mutex does not hold the lock: it was never acquired, was already
 // unlocked, its validity ran out (Extend), or fewer than a quorum of nodes
 // still held this acquisition's token. The returned error wraps one
-// [*NodeError] per node that failed. A release whose context had ended
-// and that nodes' failures left unconfirmed, while too few nodes said the
-// token was gone for it to be not held, returns instead an error wrapping
-// ctx.Err() (errors.Is(err, context.Canceled) or DeadlineExceeded): the
-// release was sent and waited for regardless (see [Mutex.Unlock]).
+// [*NodeError] per node that failed. Once the caller's context has ended,
+// Unlock (RUnlock, Release) returns it only when the nodes said the token
+// was gone; a release that failing nodes left unconfirmed returns instead
+// an error wrapping ctx.Err() (see [Mutex.Unlock]).
 var ErrNotHeld = engine.ErrNotHeld
 
 // ErrLockLost means an acquisition ended before Unlock: its validity ran
