@@ -70,7 +70,9 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 		rd.Hook = &rule.heard
 	}
 	rd.SendAll(op, nil, nil)
-	_ = rd.Decide(context.WithoutCancel(ctx)) // no error: it cannot end
+	// Decided whatever ctx says (a context that never ends, without the
+	// allocation of context.WithoutCancel: the round keeps ctx's values).
+	_ = rd.Decide(context.Background())
 	ended := ctx.Err()
 	if ended != nil {
 		rd.Linger(c.Settings.NodeTimeout)
