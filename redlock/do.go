@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/internal/lease"
 )
 
 // Do runs fn while holding the lock called name: it acquires the lock as
@@ -25,11 +26,18 @@ import (
 // validity ([Mutex.Until]) before each step.
 //
 // Do returns an error wrapping [ErrNotAcquired] when it could not acquire
-// the lock (fn did not run). Otherwise it returns fn's error, joined with an
-// error wrapping [ErrLockLost] if the lock was lost before fn returned (the
-// work may have run unprotected past that point), or with the release's
-// error if Unlock failed although the lock was held throughout (the nodes
-// then free the lock when its TTL passes).
+// the lock (fn did not run). Otherwise it returns fn's error, never
+// dropped (errors.Is finds all it wraps), joined with an error wrapping
+// [ErrLockLost] if the lock was lost before fn returned (the work may have
+// run unprotected past that point; when fn's error wraps its context's
+// cause, the loss is said once), or with the release's error if Unlock
+// failed although the lock was held throughout (the nodes then free the
+// lock when its TTL passes).
+//
+// If fn panics, Do releases the lock (waiting for the nodes at most the
+// node timeout, whatever ctx says) and stops its renewal, then lets the
+// panic go on: a program that recovers it does not keep the lock. Do
+// returns, or lets a panic go on, only once renewal has stopped.
 func (r *Redlock) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")
@@ -49,7 +57,7 @@ func (r *Redlock) do(ctx context.Context, m *Mutex, fn func(ctx context.Context)
 	if err := m.Lock(ctx); err != nil {
 		return err
 	}
-	return runHeld(context.WithValue(ctx, mutexKey{}, m), m.Done(), m.Err, m.Unlock, "do "+m.quoted(), fn)
+	return runHeld(context.WithValue(ctx, mutexKey{}, m), &m.h, m.Unlock, "do "+m.quoted(), fn)
 }
 
 // DoRead runs fn while holding a read lock of the reader-writer lock
@@ -72,42 +80,72 @@ func (r *Redlock) DoRead(ctx context.Context, name string, fn func(ctx context.C
 	if err := rw.RLock(ctx); err != nil {
 		return err
 	}
-	return runHeld(ctx, rw.Done(), rw.Err, rw.RUnlock, "do read "+strconv.Quote(name), fn)
+	return runHeld(ctx, &rw.rd.h, rw.RUnlock, "do read "+strconv.Quote(name), fn)
 }
 
 // runHeld runs fn with a context derived from ctx that is cancelled when
-// done, the hold's, is closed, with the hold's end (lost) as its cause;
-// then it releases the hold with unlock. what names the call in errors.
-func runHeld(ctx context.Context, done <-chan struct{}, lost func() error, unlock func(context.Context) error,
+// h's hold ends, with the hold's end as its cause; then it releases the
+// hold with unlock. what names the call in errors.
+//
+// It releases the hold however fn ends: when fn panics (or calls
+// runtime.Goexit) too, and the panic then goes on, unrecovered, with its
+// own value and stack, so a program that recovers it (net/http recovers a
+// handler's) does not keep the lock. Either way it returns, or lets the
+// panic go on, only once the hold's renewal has stopped: no renewal
+// outlives the hold.
+func runHeld(ctx context.Context, h *lease.Holder, unlock func(context.Context) error,
 	what string, fn func(ctx context.Context) error) error {
+	done, renewed := h.Done(), h.RenewalDone()
 	work, cancel := context.WithCancelCause(ctx)
 	watching := make(chan struct{})
 	go func() {
 		defer close(watching)
 		select {
 		case <-done:
-			cancel(lost())
+			cancel(h.Err())
 		case <-work.Done():
 		}
 	}()
-
+	release := func() (lostErr, unlockErr error) {
+		lostErr = h.Err() // nil unless the hold ended while fn ran
+		cancel(nil)
+		<-watching
+		// Unlock releases whatever ctx says; with ctx done, it waits for
+		// every node, at most the node timeout (see Mutex.Unlock).
+		unlockErr = unlock(ctx)
+		<-renewed
+		return lostErr, unlockErr
+	}
+	returned := false
+	defer func() {
+		if !returned { // fn panicked or called runtime.Goexit
+			_, _ = release()
+		}
+	}()
 	fnErr := fn(work)
-	lostErr := lost() // nil unless the hold ended while fn ran
-	cancel(nil)
-	<-watching
+	returned = true
 
-	unlockErr := unlock(context.WithoutCancel(ctx))
+	lostErr, unlockErr := release()
 	switch {
 	case lostErr != nil:
-		if errors.Is(fnErr, lostErr) {
-			fnErr = nil // fn returned its context's cause: said once, below
-		}
-		msg := strings.Replace(lostErr.Error(), ErrLockLost.Error(), ErrLockLost.Error()+" while "+what+" ran", 1)
-		return errors.Join(fnErr, &wordsError{msg: msg, err: lostErr})
+		return withLoss(fnErr, lostErr, what)
 	case unlockErr != nil:
 		return errors.Join(fnErr, unlockErr)
 	}
 	return fnErr
+}
+
+// withLoss is fn's error joined with lost, the end of the hold while what
+// ran. fn's error is kept whole, so that errors.Is finds all it wraps;
+// when it wraps lost already (fn returned its context's cause, maybe
+// inside an error of its own), the loss is said once, in fn's words.
+func withLoss(fnErr, lost error, what string) error {
+	said := lost.Error()
+	while := strings.Replace(said, ErrLockLost.Error(), ErrLockLost.Error()+" while "+what+" ran", 1)
+	if !errors.Is(fnErr, lost) {
+		return errors.Join(fnErr, &wordsError{msg: while, err: lost})
+	}
+	return &wordsError{msg: strings.Replace(fnErr.Error(), said, while, 1), err: fnErr}
 }
 
 type mutexKey struct{}

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
@@ -97,4 +98,102 @@ func TestDoBadInput(t *testing.T) {
 	assert.ErrorIs(t, r.Do(nilCtx, "k", func(context.Context) error { return nil }), ErrInvalidArgument)
 	assert.ErrorIs(t, r.Do(t.Context(), "k", nil), ErrInvalidArgument)
 	assert.ErrorIs(t, r.Do(t.Context(), "", func(context.Context) error { return nil }), ErrInvalidArgument)
+}
+
+// Do keeps fn's own error when fn returns it with its context's cause
+// after the lock was taken away (deleted on every node, so renewal finds
+// it gone): errors.Is finds both, and the loss is said once.
+func TestDoKeepsFnErrorWithTheLoss(t *testing.T) {
+	errMine := errors.New("mine")
+	for _, tc := range []struct {
+		name string
+		ret  func(cause error) error
+	}{
+		{"wrapped with the cause", func(cause error) error { return fmt.Errorf("%w (%w)", errMine, cause) }},
+		{"joined with the cause", func(cause error) error { return errors.Join(errMine, cause) }},
+		{"its own error only", func(error) error { return errMine }},
+		{"the cause only", func(cause error) error { return cause }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, fs := newFakeRedlock(t, 3)
+				var cause error
+				err := r.Do(t.Context(), "job", func(ctx context.Context) error {
+					synctest.Wait() // every node has the key
+					for _, f := range fs {
+						f.Faults(func(n *nodetest.Fake) { delete(n.Data, "job") })
+					}
+					<-ctx.Done()
+					cause = context.Cause(ctx)
+					require.ErrorIs(t, cause, ErrLockLost)
+					return tc.ret(cause)
+				}, WithTTL(time.Second))
+				if tc.name != "the cause only" {
+					assert.ErrorIs(t, err, errMine, "fn's error is kept: %v", err)
+					assert.True(t, strings.HasPrefix(err.Error(), "mine"), "in fn's words: %q", err)
+				}
+				assert.ErrorIs(t, err, ErrLockLost)
+				assert.Equal(t, 1, strings.Count(err.Error(), "lock lost"), "said once: %q", err)
+				assert.ErrorContains(t, err, `lock lost while do "job" ran`)
+				assert.Len(t, NodeErrors(err), len(NodeErrors(cause)), "node errors counted once")
+			})
+		})
+	}
+}
+
+// A panic in fn releases the lock and stops its renewal before it goes
+// on, with its own value: a program that recovers it does not keep the
+// lock.
+func TestDoPanicReleasesTheLock(t *testing.T) {
+	for _, read := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Do", true: "DoRead"}[read], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, fs := newFakeRedlock(t, 3)
+				boom := errors.New("boom")
+				fn := func(context.Context) error {
+					time.Sleep(time.Second) // renewed meanwhile
+					panic(boom)
+				}
+				got := func() (v any) {
+					defer func() { v = recover() }()
+					if read {
+						return r.DoRead(t.Context(), "job", fn, WithTTL(2*time.Second))
+					}
+					return r.Do(t.Context(), "job", fn, WithTTL(2*time.Second))
+				}()
+				assert.Equal(t, any(boom), got, "the panic goes on with its own value")
+				calls := func() (n int) {
+					for _, f := range fs {
+						n += f.Count("extend") + f.Count("read extend")
+					}
+					return n
+				}
+				renewals := calls()
+				require.Positive(t, renewals)
+				other := newFakeMutex(t, r, "job")
+				require.NoError(t, other.TryLock(t.Context()), "the lock was released")
+				require.NoError(t, other.Unlock(t.Context()))
+				time.Sleep(10 * time.Second)
+				assert.Equal(t, renewals, calls(), "renewal stopped")
+			})
+		})
+	}
+}
+
+// Do returns only once the renewal of its hold has stopped.
+func TestDoStopsRenewalBeforeReturning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newFakeRedlock(t, 3)
+		var renewed <-chan struct{}
+		require.NoError(t, r.Do(t.Context(), "job", func(ctx context.Context) error {
+			renewed = MutexFrom(ctx).h.RenewalDone()
+			time.Sleep(time.Second)
+			return nil
+		}, WithTTL(2*time.Second)))
+		select {
+		case <-renewed:
+		default:
+			t.Fatal("renewal outlived Do")
+		}
+	})
 }

@@ -26,7 +26,10 @@ var ErrNotAcquired = engine.ErrNotAcquired
 // mutex does not hold the lock: it was never acquired, was already
 // unlocked, its validity ran out (Extend), or fewer than a quorum of nodes
 // still held this acquisition's token. The returned error wraps one
-// [*NodeError] per node that failed.
+// [*NodeError] per node that failed. Once the caller's context has ended,
+// Unlock (RUnlock, Release) returns it only when the nodes said the token
+// was gone; a release that failing nodes left unconfirmed returns instead
+// an error wrapping ctx.Err() (see [Mutex.Unlock]).
 var ErrNotHeld = engine.ErrNotHeld
 
 // ErrLockLost means an acquisition ended before Unlock: its validity ran

@@ -173,32 +173,35 @@ func (m *Mutex) live() *lease.Lease {
 	return nil
 }
 
-// Unlock releases the lock: on every node at once, a script deletes the key
-// if it still holds this acquisition's token, so a holder whose lock expired
-// and was taken by someone else cannot free the new holder's lock. A release
-// that frees the lock announces it to waiters on the node (see [Mutex.Lock]).
+// Unlock releases the lock: on every node at once, a script deletes the
+// key if it still holds this acquisition's token, and announces the
+// release to the node's waiters (see [Mutex.Lock]). The mutex stops
+// holding the lock when Unlock starts, whatever the outcome ([Mutex.Done]
+// closes, renewal stops). With [WithReentrant], Unlock drops one hold and
+// releases the lock with the last.
 //
-// The mutex stops holding the lock when Unlock starts, whatever the outcome;
-// renewal stops and [Mutex.Done] closes. It returns nil when a quorum of
-// nodes still held the token, which means no one else held the lock up to
-// the release; that holds after Done closed too (a lease given up as lost
-// when its validity ran out may still stand on the nodes), and Unlock
-// frees the key on every node that still has it either way. A node that answers, while the validity lasts, that the key
-// is already gone counts as holding it if the same Redis server answered
-// (its run id, unchanged since before the lock was taken): within the
-// validity only this release can have deleted it, in an earlier try the
-// client resent when its reply was lost. A restart or a failover changes
-// the run id: the key was lost, not released. Otherwise it returns an error wrapping [ErrNotHeld] and one
-// [*NodeError] per failed node; nodes that kept the token then free it when
-// its TTL passes. When nodes refused the release for a reason no retry
-// changes ([ErrMisconfigured]: a missing ACL permission) and so left no
-// quorum, the error wraps ErrMisconfigured instead of ErrNotHeld: the
-// lock was not found lost, the release was refused. Unlock on a mutex that does not hold the lock returns
-// ErrNotHeld without I/O. Nodes that have not answered when the outcome is
-// certain are released in the background, even if ctx ends.
+// A done ctx does not stop the release: Unlock sends it and waits for
+// every node, at most the node timeout. With a live ctx it returns once
+// the outcome is certain, and slower nodes are released in the background.
 //
-// With [WithReentrant], Unlock drops one hold; the mutex keeps the lock
-// until the last one is dropped.
+// It returns nil when a quorum confirmed the release (also after Done
+// closed): the nodes held the token, or lost it only to an earlier try of
+// this release that the client resent. No other client held the lock up
+// to the release, as far as the nodes can tell. A node that finds the key
+// gone counts only before the expiry that node itself last confirmed (a
+// node that missed an extension expires the key earlier than [Mutex.Until])
+// and only when the same server answers (its run id: a restart or a
+// failover lost the key). Otherwise its error wraps
+// one [*NodeError] per failed node, and:
+//   - [ErrNotHeld] when no quorum confirmed: another client may have held
+//     the lock (without I/O when the mutex holds nothing);
+//   - [ErrMisconfigured] instead when nodes that refused the release for a
+//     reason no retry changes (a missing ACL permission) left no quorum;
+//   - ctx.Err() instead, when ctx had ended and the release is unconfirmed
+//     because nodes failed (too few said the token was gone for it to be
+//     not held).
+//
+// Nodes that kept the token free it when its TTL passes.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")

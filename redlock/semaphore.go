@@ -93,9 +93,11 @@ func (s *Semaphore) Acquire(ctx context.Context) error { return s.sh.wait(ctx) }
 // Otherwise it returns an error wrapping [ErrNotHeld] and one [*NodeError]
 // per failed node; nodes that kept the token free it when its TTL passes.
 // Release on a semaphore that holds no permit returns ErrNotHeld without
-// I/O. Nodes that have not answered when the outcome is certain are
-// released in the background, even if ctx ends, and a release that cannot
-// be delivered is owed to its node (see [Redlock.Health]).
+// I/O. A done ctx does not stop the release, and an unconfirmed one then
+// wraps ctx.Err(), as for [Mutex.Unlock]. Nodes that have not answered when
+// the outcome is certain are released in the background (with a live
+// ctx), and a release that cannot be delivered is owed to its node (see
+// [Redlock.Health]).
 func (s *Semaphore) Release(ctx context.Context) error { return s.sh.release(ctx) }
 
 // Extend re-arms the permit's full TTL on every node that still holds this

@@ -308,3 +308,98 @@ func TestConcurrentCloseDoesNotPanic(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 }
+
+// canceled returns a context that has already ended.
+func canceled(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	return ctx
+}
+
+// Unlock with a context that ended still releases, waits for the nodes (at
+// most the node timeout), and says what they said: nil when a quorum
+// confirmed, ErrNotHeld only when they said the token was gone, and
+// otherwise (nodes failed) the cancellation, not ErrNotHeld.
+func TestUnlockDoneContext(t *testing.T) {
+	t.Run("held", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, fs := newFakeRedlock(t, 3)
+			m := newFakeMutex(t, r, "k")
+			require.NoError(t, m.Lock(t.Context()))
+			fs[2].Faults(func(n *nodetest.Fake) { n.Delay = 30 * time.Millisecond })
+			require.NoError(t, m.Unlock(canceled(t)))
+			assert.Zero(t, keyOn(fs, "k"), "freed on every node when Unlock returns")
+		})
+	})
+	t.Run("deadline passing during the release", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, fs := newFakeRedlock(t, 3)
+			m := newFakeMutex(t, r, "k")
+			require.NoError(t, m.Lock(t.Context()))
+			for _, f := range fs[1:] {
+				f.Faults(func(n *nodetest.Fake) { n.Delay = 30 * time.Millisecond })
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+			defer cancel()
+			require.NoError(t, m.Unlock(ctx))
+			assert.Zero(t, keyOn(fs, "k"))
+		})
+	})
+	t.Run("nodes failing", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, fs := newFakeRedlock(t, 3)
+			m := newFakeMutex(t, r, "k")
+			require.NoError(t, m.Lock(t.Context()))
+			for _, f := range fs[1:] {
+				f.Faults(func(n *nodetest.Fake) { n.Hang = make(chan struct{}) })
+			}
+			start := time.Now()
+			err := m.Unlock(canceled(t))
+			assert.Equal(t, DefaultNodeTimeout, time.Since(start), "waited for the nodes, at most the node timeout")
+			require.ErrorIs(t, err, context.Canceled)
+			assert.NotErrorIs(t, err, ErrNotHeld, "the lock was held: %v", err)
+			assert.ErrorContains(t, err, "release not confirmed")
+			assert.ElementsMatch(t, []int{1, 2}, nodeIndexes(NodeErrors(err)))
+		})
+	})
+	t.Run("taken by another", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, fs := newFakeRedlock(t, 3)
+			stale := newFakeMutex(t, r, "k", WithTTL(time.Second))
+			require.NoError(t, stale.Lock(t.Context()))
+			time.Sleep(time.Second) // its keys expire
+			fresh := newFakeMutex(t, r, "k")
+			require.NoError(t, fresh.TryLock(t.Context()))
+			err := stale.Unlock(canceled(t))
+			require.ErrorIs(t, err, ErrNotHeld, "the nodes said so")
+			assert.ErrorIs(t, err, context.Canceled)
+			assert.Equal(t, 3, holders(fs, "k", tokenOf(fresh)))
+		})
+	})
+	t.Run("read lock and semaphore", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, fs := newFakeRedlock(t, 3)
+			rw := newRWMutex(t, r, "rw")
+			require.NoError(t, rw.RLock(t.Context()))
+			require.NoError(t, rw.RUnlock(canceled(t)))
+			s, err := r.NewSemaphore("sem", 2)
+			require.NoError(t, err)
+			require.NoError(t, s.Acquire(t.Context()))
+			require.NoError(t, s.Release(canceled(t)))
+			w := newFakeMutex(t, r, "rw")
+			require.NoError(t, w.TryLock(t.Context()), "the read lock was released")
+			for _, f := range fs {
+				assert.Equal(t, 1, f.Count("sem release"), "%s answered before Release returned", f.Name)
+			}
+		})
+	})
+}
+
+func nodeIndexes(errs []*NodeError) []int {
+	out := make([]int, len(errs))
+	for i, e := range errs {
+		out[i] = e.Index
+	}
+	return out
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -35,6 +36,23 @@ func (e *Engine) fail(sentinel error, reason string, ctxErr error, t *quorum.Tal
 	errs = append(errs, fmt.Errorf("%w: %s", sentinel, reason))
 	if ctxErr != nil {
 		errs = append(errs, ctxErr)
+	}
+	for _, f := range t.Failures {
+		errs = append(errs, e.nodeErr(f.Node, f.Err))
+	}
+	return errors.Join(errs...)
+}
+
+// unconfirmed is the error of a release that no quorum confirmed although
+// too few nodes answered that the token was gone to say it was not held
+// (the nodes that failed may hold it still), once the caller's ctx has
+// ended: not ErrNotHeld, but the cancellation, ctx.Err() (and its cause
+// when that says more), the reason and one *NodeError per failed node.
+func (e *Engine) unconfirmed(ctx context.Context, reason string, t *quorum.Tally) error {
+	errs := make([]error, 0, 2+len(t.Failures))
+	errs = append(errs, fmt.Errorf("redlock: release not confirmed, the caller's context ended (%w): %s", ctx.Err(), reason))
+	if cause := context.Cause(ctx); !errors.Is(ctx.Err(), cause) {
+		errs = append(errs, cause)
 	}
 	for _, f := range t.Failures {
 		errs = append(errs, e.nodeErr(f.Node, f.Err))

@@ -37,7 +37,18 @@ type Lapse struct {
 // node.Release does), in one round, and reports whether a quorum still
 // held the token; announced says whether op announces itself to waiters.
 // Nodes that have not answered when the outcome is certain finish in the
-// background.
+// background, unless ctx has ended (see below).
+//
+// The caller's cancellation stops neither the release nor the wait for its
+// outcome: the requests go out detached (NewRound) and the round is
+// bounded by the node timeout, so that a deferred Unlock with a done
+// context (a cancelled job, a program shutting down) frees the lock and
+// learns whether it held it. Once ctx has ended, Free also waits, within
+// that bound, for the nodes still due (a program going away leaves nothing
+// in the background), and a release that no quorum confirmed returns
+// ErrNotHeld only when the nodes answered that the token was gone from too
+// many of them for a quorum; otherwise (nodes failed) the error says the
+// release was not confirmed and wraps ctx.Err(), not ErrNotHeld.
 //
 // A node that answers that the key is absent counts as holding the token
 // only before the expiry that node itself last confirmed (Confirmed: the
@@ -66,18 +77,28 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 		rd.Hook = &rule.heard
 	}
 	rd.SendAll(op, nil, nil)
-	ctxErr := rd.Decide(ctx)
+	// Decided whatever ctx says (a context that never ends, without the
+	// allocation of context.WithoutCancel: the round keeps ctx's values).
+	_ = rd.Decide(context.Background())
+	ended := ctx.Err()
+	if ended != nil {
+		rd.Linger(c.Settings.NodeTimeout)
+	}
 	t := rd.Tally
 	// A release that reached waiters waits for the nodes about as fast as
 	// its quorum, and lets them go first (the courtesy, internal/waitq).
 	waited := announced && rule.heard.Done(e.Now().Sub(rd.Start), e.Now())
-	if ctxErr == nil && t.Won() {
+	if t.Won() {
 		if waited {
 			rd.LingerAsLongAgain()
 		}
 		return nil
 	}
-	return e.failLapse("release", fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.Yes, t.N, t.Majority), ctxErr, t)
+	reason := fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.Yes, t.N, t.Majority)
+	if ended != nil && !t.LostForGood() && !t.Hopeless() {
+		return e.unconfirmed(ctx, reason, t)
+	}
+	return e.failLapse("release", reason, ended, t)
 }
 
 // Confirmed is what a lease knows of each node (see lease.Lease).

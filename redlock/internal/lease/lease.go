@@ -56,6 +56,9 @@ type Lease struct {
 	// what a lease whose validity ran out says of why.
 	stopped string
 	failed  error
+	// renewDone is closed when the lease's renewal goroutine returns; nil
+	// when it has none (see RenewalDone).
+	renewDone chan struct{}
 }
 
 // Live reports whether l has not ended. Called with the holder's mu held.
@@ -326,6 +329,20 @@ func (h *Holder) Done() <-chan struct{} {
 		return closedChan
 	}
 	return h.Lease.done
+}
+
+// RenewalDone returns a channel closed once the current lease's renewal
+// goroutine has returned; closed already when it has none. It returns
+// soon after the lease ends, at most an extension in flight later (one
+// node timeout): whoever ended a lease can wait for it so that no renewal
+// outlives the hold (see Redlock.Do).
+func (h *Holder) RenewalDone() <-chan struct{} {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	if h.Lease == nil || h.Lease.renewDone == nil {
+		return closedChan
+	}
+	return h.Lease.renewDone
 }
 
 // Err returns why the current lease ended, nil while it lasts.

@@ -28,8 +28,13 @@ func (h *Holder) renew(holdCtx context.Context, l *Lease) {
 	if err := h.Engine.Track(1); err != nil {
 		return // closed: the lease runs out by itself
 	}
+	stopped := make(chan struct{})
+	h.Mu.Lock()
+	l.renewDone = stopped
+	h.Mu.Unlock()
 	go func() {
 		defer h.Engine.WG.Done()
+		defer close(stopped)
 		h.renewing(holdCtx, l)
 	}()
 }
