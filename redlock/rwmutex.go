@@ -73,8 +73,10 @@ func (rw *RWMutex) Unlock(ctx context.Context) error { return rw.w.Unlock(ctx) }
 // ends or it has made the number of attempts set by [WithTries], waiting
 // between attempts as [Mutex.Lock] does (a writer's release, or the last
 // reader's, is announced). It waits while a writer holds the lock or waits
-// for it. On failure it returns an error wrapping [ErrNotAcquired]. It
-// fails at once, without I/O, while this RWMutex holds the write lock.
+// for it. On failure it returns an error wrapping [ErrNotAcquired] ([ErrHeld]
+// when the nodes a writer holds, or waits on, leave no quorum). It fails
+// at once, without I/O, with [ErrHeld] while this RWMutex holds the write
+// lock.
 func (rw *RWMutex) RLock(ctx context.Context) error {
 	return rw.read(func() error { return rw.rd.wait(ctx) })
 }
