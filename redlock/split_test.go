@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
@@ -128,19 +129,60 @@ func TestTryLockOnHoldingMutex(t *testing.T) {
 	})
 }
 
-// Eight contenders TryLock a free lock at the same instant, over nodes at
-// different distances, round after round: one wins each round, and the
+// far is a fake node d away from one client: its requests reach the node
+// d after they are sent, in the order they were sent.
+type far struct {
+	*nodetest.Fake
+	d    time.Duration
+	q    chan func()
+	done chan struct{}
+}
+
+func newFar(f *nodetest.Fake, d time.Duration) *far {
+	n := &far{Fake: f, d: d, q: make(chan func(), 1024), done: make(chan struct{})}
+	go n.run()
+	return n
+}
+
+func (n *far) run() {
+	defer close(n.done)
+	for call := range n.q {
+		call()
+	}
+}
+
+// Do implements node.Node.
+func (n *far) Do(ctx context.Context, sendBy time.Time, op node.Op, done func(node.Reply)) {
+	at := time.Now().Add(n.d)
+	n.q <- func() {
+		time.Sleep(time.Until(at))
+		n.Fake.Do(ctx, sendBy, op, done)
+	}
+}
+
+// Close implements node.Node.
+func (n *far) Close(context.Context) error {
+	close(n.q)
+	<-n.done
+	return nil
+}
+
+// Eight contenders TryLock a free lock at the same instant, round after
+// round, each nearest to one of three nodes (contender i is 100µs from
+// node i mod 3, further from the others), so that their first requests
+// split the nodes three ways every round: one wins each round, and the
 // others are refused because it holds the lock.
 func TestTryLockFreeGoesToOneFake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := nodetest.Fakes(3)
-		for i, f := range fs {
-			f.Faults(func(n *nodetest.Fake) { n.Delay = time.Duration(100+10*i) * time.Microsecond })
-		}
 		const contenders, rounds = 8, 30
 		ms := make([]*Mutex, contenders)
 		for i := range ms {
-			r, err := newRedlock(nodetest.Nodes(fs))
+			nodes := make([]node.Node, len(fs))
+			for j, f := range fs {
+				nodes[j] = newFar(f, time.Duration(100+30*((i+3-j)%3))*time.Microsecond)
+			}
+			r, err := newRedlock(nodes)
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
 			ms[i] = newFakeMutex(t, r, "k")
