@@ -28,7 +28,7 @@ func TestTryLockFreeGoesToOne(t *testing.T) {
 		// Each host's first call dials its connections and identifies the
 		// servers: not the race this test is about.
 		warm := newMutex(t, rl, name+":warm")
-		require.NoError(t, warm.TryLock(ctx))
+		require.NoError(t, warm.LockWithin(ctx, 10*time.Second))
 		require.NoError(t, warm.Unlock(ctx))
 		ms[i] = newMutex(t, rl, name)
 	}
