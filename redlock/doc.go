@@ -46,9 +46,10 @@
 // When contenders split the nodes, each refusal names the token that holds
 // the node; about one round trip later the attempt that is outranked (a
 // competitor holds more nodes, or as many with a greater token) gives way
-// and releases, and (in Lock) the one that ranks first asks those nodes
-// again, so neither waits for slow or far nodes. Giving way is failing,
-// which is always safe.
+// and releases, and the one that ranks first asks those nodes again, so
+// neither waits for slow or far nodes. TryLock settles such a split: the
+// others try again after a short random back-off, so that a free lock goes
+// to one of those who try. Giving way is failing, which is always safe.
 //
 // # Node health
 //

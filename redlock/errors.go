@@ -18,8 +18,35 @@ import (
 // nodes answered too slowly for any validity to remain. The returned error also wraps one [*NodeError] per
 // node that failed before the outcome was certain (a node still silent then
 // is not waited for, nor reported) and, when the caller's context ended, the
-// context's error.
+// context's error. When the attempt can tell what refused it, the error
+// also wraps one of [ErrHeld], [ErrSplit] and [ErrNodesFailed], which
+// each wrap ErrNotAcquired; when it cannot (the context ended first, a
+// quorum granted too late), ErrNotAcquired alone.
 var ErrNotAcquired = engine.ErrNotAcquired
+
+// ErrHeld wraps [ErrNotAcquired]: the lock is held by another. A lock's
+// acquisition ([Mutex.Lock], [Mutex.TryLock], an [RWMutex]'s write lock)
+// returns it when one other holder holds the lock on a quorum of the
+// nodes that answered, or when this value holds it already (no node is
+// then asked). A permit's or a read lock's acquisition returns it when the
+// nodes that refused it (no permit free; a writer holds the lock or waits
+// for it) are so many that no quorum is left to admit it, or when this
+// value holds one. Skip the work another runs: errors.Is(err, ErrHeld).
+var ErrHeld = engine.ErrHeld
+
+// ErrSplit wraps [ErrNotAcquired]: contenders split the nodes between
+// them, none holding a quorum, and the split was not settled within about
+// a node timeout (see [Mutex.TryLock]); the lock may be free a moment
+// later. Only a lock's acquisition returns it: the refusals of a permit or
+// a read lock do not name their holders.
+var ErrSplit = engine.ErrSplit
+
+// ErrNodesFailed wraps [ErrNotAcquired]: nodes failed (see
+// [NodeErrors]: timeouts, down, refusing), so many that the refusals alone
+// do not account for the lock not being acquired. It says nothing of
+// whether another holds the lock. With [ErrMisconfigured] inside the node
+// errors, no retry helps until the deployment is fixed.
+var ErrNodesFailed = engine.ErrNodesFailed
 
 // ErrNotHeld is returned by [Mutex.Unlock] and [Mutex.Extend] (and by
 // [Semaphore.Release] and [Semaphore.Extend] for a permit) when the

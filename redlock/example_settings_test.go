@@ -21,8 +21,8 @@ func nightlyJob(ctx context.Context, rl *redlock.Redlock, report func(context.Co
 	err := rl.Do(ctx, "job:nightly-report", report,
 		redlock.WithTries(1),             // one attempt: do not wait for the host that runs it
 		redlock.WithMaxHold(2*time.Hour)) // a stuck run lets go 2 h (plus a TTL) after it began
-	if errors.Is(err, redlock.ErrNotAcquired) && len(redlock.NodeErrors(err)) == 0 {
-		return nil // every node answered, and another host holds the lock: it runs the report
+	if errors.Is(err, redlock.ErrHeld) {
+		return nil // another host holds the lock on a quorum: it runs the report
 	}
 	return err
 }

@@ -50,6 +50,11 @@ type lockKind interface {
 // lockBase is what every kind of lock shares.
 type lockBase struct{}
 
+// errHeldByMutex is the refusal of an attempt on a Mutex that holds the
+// lock (and is not reentrant): held, by this very value. Asking the nodes
+// would only hear that they hold its token.
+var errHeldByMutex = &wordsError{"redlock: lock not acquired: held by this Mutex, no node was asked", ErrHeld}
+
 // lockOps names a lock's calls for the Observer, whatever its kind.
 var lockOps = [4]OpKind{OpLock, OpTryLock, OpUnlock, OpExtend}
 
@@ -61,6 +66,9 @@ func (lockBase) token() (token, notice string, err error) {
 }
 
 func (b lockBase) tryLock(ctx context.Context, m *Mutex, released string, reasks int) (engine.Refusal, error) {
+	if m.live() != nil {
+		return engine.Refusal{Local: true}, errHeldByMutex
+	}
 	token, notice, err := b.token()
 	if err != nil {
 		return engine.Refusal{}, err

@@ -93,21 +93,28 @@ func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 	return hopeless, err
 }
 
-// TryLock makes exactly one attempt to acquire the lock: it sends
-// the equivalent of SET name token NX GET PX ttl (a script) to every node
-// at once with a new random token
-// and succeeds when a quorum granted it with validity left (see
-// [Mutex.Until]).
-// It returns once the outcome is certain, which is when the quorum-th
-// fastest node answers, not the slowest; a node that has not answered by the
-// node timeout counts as failed, and a node that is down (see
-// [Redlock.Health]) is skipped. When contenders split the nodes, an
-// attempt that is outranked gives way at once (see the package
-// documentation); TryLock does not ask nodes again, as Lock's attempts do,
-// so a caller trying in a loop gets a quick answer each time.
+// TryLock makes one attempt to acquire the lock, without waiting for a
+// holder's release: it sends the equivalent of SET name token NX GET PX
+// ttl (a script) to every node at once with a new random token and
+// succeeds when a quorum granted it with validity left (see
+// [Mutex.Until]). It returns once the outcome is certain, which is when
+// the quorum-th fastest node answers, not the slowest; a node that has not
+// answered by the node timeout counts as failed, and a node that is down
+// (see [Redlock.Health]) is skipped.
 //
-// On failure it returns an error wrapping [ErrNotAcquired], one [*NodeError]
-// per failed node, and ctx's error if ctx ended. Before returning it
+// A free lock goes to one of those who try it at once. When contenders
+// split the nodes, none holding a quorum, the one that ranks first asks
+// the others' nodes again as they give way (see the package
+// documentation), and the others try again after a short random back-off:
+// within about a node timeout one holds the lock, and the others are
+// refused because it does. Only a split not settled by then is refused as
+// such ([ErrSplit]). A lock that is held is refused at once.
+//
+// On failure it returns an error wrapping [ErrNotAcquired] and, where the
+// attempt can tell, what refused it: [ErrHeld] (another holds the lock, or
+// this Mutex does: no node is then asked), [ErrSplit] or
+// [ErrNodesFailed]; one [*NodeError] per failed node, and ctx's error if
+// ctx ended. Before returning it
 // releases the lock on every node that had granted it when the outcome was
 // decided; nodes that failed or had not answered, and all of them when ctx
 // has ended, are released in the background. If ctx has already ended,
@@ -120,8 +127,11 @@ func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 // TTL.
 func (m *Mutex) TryLock(ctx context.Context) error {
 	return m.h.Observe(ctx, m.h.Call(lease.StepTry), func(ctx context.Context) (int, error) {
-		_, err := m.tryLock(ctx, "", 0)
-		return 1, err
+		wt := &turn.Waiting{Holder: &m.h, Kind: turn.Lock, Once: true}
+		attempts, _, err := wt.Wait(ctx, func(ctx context.Context, released string) (engine.Refusal, error) {
+			return m.tryLock(ctx, released, quorum.MaxReasks)
+		})
+		return attempts, err
 	})
 }
 

@@ -110,7 +110,11 @@ func WithDriftFactor(f float64) Option {
 
 // WithTries bounds how many attempts [Mutex.Lock] makes before it returns
 // [ErrNotAcquired]. Zero means no bound: Lock tries until it acquires the
-// lock or its context ends. It must not be negative. Default: 0.
+// lock or its context ends. An attempt refused by a split vote
+// ([ErrSplit]) within about a node timeout of the first does not count
+// against the bound when it would be the last, as with [Mutex.TryLock]:
+// WithTries(1) gets a free lock as TryLock does. It must not be negative.
+// Default: 0.
 func WithTries(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 0 {

@@ -70,17 +70,17 @@ func TestSplitVoteWinnerAsksAgain(t *testing.T) {
 	})
 }
 
-// TryLock, a single attempt for callers that try in a loop, does not ask
-// again: it waits for the far nodes instead.
-func TestTryLockDoesNotAskAgain(t *testing.T) {
+// TryLock asks again as Lock's attempts do: the contender that ranks first
+// completes its quorum on the near nodes, without waiting for the far ones.
+func TestTryLockAsksAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := nearAndFar(t)
 		fs[0].Set("k", "0", 3*time.Millisecond)
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
 		require.NoError(t, m.TryLock(t.Context()))
-		assert.Equal(t, 50*time.Millisecond, time.Since(start))
-		assert.Equal(t, 1, fs[0].Count("acquire"))
+		assert.Less(t, time.Since(start), 10*time.Millisecond, "the winner waited for the far nodes")
+		assert.Greater(t, fs[0].Count("acquire"), 1, "node 0 was asked again")
 	})
 }
 

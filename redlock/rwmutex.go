@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -74,8 +73,10 @@ func (rw *RWMutex) Unlock(ctx context.Context) error { return rw.w.Unlock(ctx) }
 // ends or it has made the number of attempts set by [WithTries], waiting
 // between attempts as [Mutex.Lock] does (a writer's release, or the last
 // reader's, is announced). It waits while a writer holds the lock or waits
-// for it. On failure it returns an error wrapping [ErrNotAcquired]. It
-// fails at once, without I/O, while this RWMutex holds the write lock.
+// for it. On failure it returns an error wrapping [ErrNotAcquired] ([ErrHeld]
+// when the nodes a writer holds, or waits on, leave no quorum). It fails
+// at once, without I/O, with [ErrHeld] while this RWMutex holds the write
+// lock.
 func (rw *RWMutex) RLock(ctx context.Context) error {
 	return rw.read(func() error { return rw.rd.wait(ctx) })
 }
@@ -96,11 +97,11 @@ func (rw *RWMutex) TryRLock(ctx context.Context) error {
 func (rw *RWMutex) RUnlock(ctx context.Context) error { return rw.rd.release(ctx) }
 
 // errReadHeld and errWriteHeld are the failures of an acquisition that the
-// RWMutex's own state refused, without I/O.
+// RWMutex's own state refused, without I/O: held, by this value (ErrHeld).
 var (
-	errReadHeld  = fmt.Errorf("%w: this RWMutex holds a read lock (a read lock is not upgraded: RUnlock it first)", ErrNotAcquired)
-	errWriteHeld = fmt.Errorf("%w: this RWMutex holds the write lock", ErrNotAcquired)
-	errReadAgain = fmt.Errorf("%w: this RWMutex already holds a read lock (one value is one reader)", ErrNotAcquired)
+	errReadHeld  = &wordsError{"redlock: lock not acquired: this RWMutex holds a read lock (a read lock is not upgraded: RUnlock it first)", ErrHeld}
+	errWriteHeld = &wordsError{"redlock: lock not acquired: this RWMutex holds the write lock", ErrHeld}
+	errReadAgain = &wordsError{"redlock: lock not acquired: this RWMutex already holds a read lock (one value is one reader)", ErrHeld}
 )
 
 // write takes the write lock with take, unless a read lock is held.

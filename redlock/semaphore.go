@@ -45,7 +45,9 @@ func (s *Semaphore) Quorum() int { return s.sh.h.Quorum }
 // has not answered by the node timeout counts as failed, and a node that
 // is down (see [Redlock.Health]) is skipped.
 //
-// On failure it returns an error wrapping [ErrNotAcquired], one
+// On failure it returns an error wrapping [ErrNotAcquired] (and [ErrHeld]
+// when the nodes with no permit free leave no quorum, or this Semaphore
+// holds one; [ErrNodesFailed] when failed nodes made the difference), one
 // [*NodeError] per failed node, and ctx's error if ctx ended. Before
 // returning it gives the permit back on every node that had admitted the
 // token when the outcome was decided; nodes that failed or had not

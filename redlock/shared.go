@@ -49,9 +49,9 @@ func newShared(e *engine.Engine, name string, cfg config, q int, kind sharing) s
 }
 
 // errHeldHere and errInFlight are the failures of an attempt that the
-// value's own state refused, without I/O.
+// value's own state refused, without I/O (errHeldHere: held, by this value).
 var (
-	errHeldHere = fmt.Errorf("%w: this semaphore already holds a permit", ErrNotAcquired)
+	errHeldHere = &wordsError{"redlock: lock not acquired: this semaphore already holds a permit", ErrHeld}
 	errInFlight = fmt.Errorf("%w: another acquisition of this semaphore is in flight", ErrNotAcquired)
 )
 

@@ -66,9 +66,9 @@ type Spec struct {
 	// attempt never gives way to it.
 	Released string
 	// reasks bounds how many times a node may be asked again (see
-	// maxReasks): Lock's attempts ask again, TryLock's single attempt does
-	// not, so that a caller that tries in a loop gets a quick answer every
-	// time.
+	// quorum.MaxReasks): a lock's attempts, Lock's and TryLock's alike,
+	// ask again, so that the contender that ranks first completes its
+	// quorum when the others give way.
 	Reasks int
 	// notAcquired is the error a failed attempt wraps (nil:
 	// ErrNotAcquired), and rule the quorum rule its message names ("":
@@ -140,7 +140,40 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 	if idErr != nil {
 		return Grant{}, failed, idErr
 	}
-	return Grant{}, failed, e.fail(cmp.Or(s.NotAcquired, ErrNotAcquired), notAcquired(t, a, failed.Took, s.Settings.TTL, s.Rule)+e.skewed(), ctxErr, t)
+	words := cmp.Or(s.NotAcquired, ErrNotAcquired)
+	if c := class(t, a, ctxErr); c != nil {
+		r := &refusal{words: words, class: c}
+		if c == ErrHeld && !a.Split {
+			r.phrase = "held by others" // permits, readers: a count, no one holder
+		}
+		words = r
+	}
+	return Grant{}, failed, e.fail(words, notAcquired(t, a, failed.Took, s.Settings.TTL, s.Rule)+e.skewed(), ctxErr, t)
+}
+
+// class is what a failed attempt's refusal says of the lock (see
+// redlock/errors.go), nil when it says nothing (the context ended before
+// the outcome was certain; a quorum granted too late):
+//
+//   - ErrHeld: one competitor holds a quorum of the nodes (a lock's
+//     attempt: its refusals name the holder); for permits and readers,
+//     whose refusals name no one, the refusals alone leave no quorum.
+//   - ErrSplit: a lock's refusals, with the grants it gave way with, leave
+//     no quorum, yet no one competitor holds one: contenders split the
+//     nodes, and the lock may be free in a moment.
+//   - ErrNodesFailed: neither; the nodes that failed made the difference.
+func class(t *quorum.Tally, a *quorum.Attempt, ctxErr error) *classError {
+	switch {
+	case t.Won():
+		return nil
+	case a.Split && a.Strongest() >= t.Majority, !a.Split && t.LostForGood():
+		return ErrHeld
+	case ctxErr != nil:
+		return nil
+	case a.Split && (a.GaveWay || t.LostForGood()):
+		return ErrSplit
+	}
+	return ErrNodesFailed
 }
 
 // Granted returns the grant of votes counted from start (an attempt's,
@@ -213,10 +246,12 @@ func notAcquired(t *quorum.Tally, a *quorum.Attempt, took, ttl time.Duration, ru
 	switch {
 	case t.Hopeless():
 		reason += fmt.Sprintf("; misconfigured nodes: %d, too many for a quorum to %s until they are fixed", t.Misconfigured(), do)
-	case a.GaveWay:
-		reason += fmt.Sprintf(", gave way to a competitor holding %d", a.Rival)
 	case t.Won():
 		reason = fmt.Sprintf("quorum %s after %v, no validity left of ttl %v", did, took, ttl)
+	case a.Split && a.Strongest() >= t.Majority:
+		reason += fmt.Sprintf("; another holds it on %d", a.Strongest())
+	case a.GaveWay:
+		reason += fmt.Sprintf(", gave way to a competitor holding %d", a.Rival)
 	}
 	return reason
 }

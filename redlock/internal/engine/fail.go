@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +22,39 @@ var (
 	ErrStaleFence      = errors.New("redlock: stale fencing token")
 	ErrInvalidArgument = errors.New("redlock: invalid argument")
 	ErrClosed          = errors.New("redlock: closed")
+
+	// The classes of a refused acquisition, each wrapping ErrNotAcquired
+	// (see refusal).
+	ErrHeld        = &classError{"held by another", ErrNotAcquired}
+	ErrSplit       = &classError{"split: no one holds a quorum", ErrNotAcquired}
+	ErrNodesFailed = &classError{"nodes failed", ErrNotAcquired}
 )
+
+// classError is a class of refusal: a sentinel that wraps ErrNotAcquired,
+// so that a caller that only asks whether the acquisition failed still
+// finds it.
+type classError struct {
+	phrase string
+	err    error
+}
+
+func (e *classError) Error() string { return "redlock: lock not acquired: " + e.phrase }
+func (e *classError) Unwrap() error { return e.err }
+
+// refusal is the error of an acquisition refused as class (ErrHeld,
+// ErrSplit or ErrNodesFailed) and said in words, the primitive's own
+// ErrNotAcquired ("redlock: permit not acquired", or ErrNotAcquired
+// itself): its message is the words, then the class's phrase (phrase
+// when set), and errors.Is finds both.
+type refusal struct {
+	words  error
+	class  *classError
+	phrase string
+}
+
+func (e *refusal) Error() string { return e.words.Error() + ": " + cmp.Or(e.phrase, e.class.phrase) }
+
+func (e *refusal) Unwrap() []error { return []error{e.words, e.class} }
 
 // Invalid is an error wrapping ErrInvalidArgument.
 func Invalid(format string, args ...any) error {

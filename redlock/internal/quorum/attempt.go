@@ -207,13 +207,28 @@ func (a *Attempt) judge() bool {
 		return true // every node answered: nothing to wait for
 	}
 	soft := a.soft()
-	if t.short(t.no - len(soft)) {
+	if t.short(t.no-len(soft)) && a.told() {
 		return true // lost, even if every competitor gave way
 	}
 	if a.reask == nil && (len(soft) > 0 || split && a.gap == 0) {
 		a.schedule()
 	}
 	return false
+}
+
+// told reports whether a lost attempt knows what refused it (see
+// engine.class): a plain count always does; a lock's attempt once one
+// competitor holds a quorum, or none can with the nodes that have not
+// answered. Until then it waits for them (the node timeout at most): two
+// refusals by different holders, the third node's answer pending, are a
+// split, or a lock held on the first and third nodes.
+func (a *Attempt) told() bool {
+	if !a.Split {
+		return true
+	}
+	t := a.rd.Tally
+	most := a.Strongest()
+	return most >= t.Majority || most+t.Pending() < t.Majority
 }
 
 // schedule sets the re-ask timer. The first time, the nodes that answered
@@ -289,6 +304,19 @@ func (a *Attempt) outranked() bool {
 		}
 	}
 	return false
+}
+
+// Strongest is the most nodes that one competitor was seen to hold (a
+// token whose release was announced aside, see refusedBy): a quorum of
+// them, and the lock is held by another.
+func (a *Attempt) Strongest() int {
+	most := 0
+	for h, n := range a.counters.seen {
+		if h != a.released || h == "" {
+			most = max(most, n)
+		}
+	}
+	return most
 }
 
 // Stop ends the re-asks when the vote loop returns.

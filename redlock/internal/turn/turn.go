@@ -23,7 +23,13 @@ import (
 //
 //   - Trying: a wait makes an attempt at once, unless this process's last
 //     release of the name reached waiters (the courtesy): it then lets
-//     them go first.
+//     them go first. A TryLock is a wait of one attempt, without the
+//     courtesy or the queue (Once).
+//   - Settling: an attempt refused by a split (engine.ErrSplit: no one
+//     holds a quorum) does not count against the attempts bound while the
+//     wait is less than a node timeout old: it tries again soon (see soon),
+//     so that a free lock goes to one of those who try, and the rest are
+//     refused because it is held.
 //   - Queued: after a failed attempt it joins the name's queue on every
 //     node, at the place of when it began to wait, and waits for its turn
 //     or for a back-off of at least half the longest (queued).
@@ -76,28 +82,54 @@ const (
 type Waiting struct {
 	Holder *lease.Holder
 	Kind   Kind
+	Once   bool          // a TryLock: one attempt counts (see settles); no courtesy, no queue
 	w      *waitq.Waiter // queued and subscribed; nil until the first wait
 	// Handed is what a HandedLock was handed with its current token.
 	Handed   *handoffOf
 	released string // the token whose announced release woke it
 	woken    bool   // the last wait ended with an announced release
 	splits   int    // consecutive short waits after split votes
+	settled  int    // attempts that settled a split past the bound (see settles)
 }
 
+// settleAttempts is how many attempt times a wait may spend settling a
+// split when that is longer than a node timeout (see settles).
+const settleAttempts = 10
+
+// maxSettles bounds the attempts a wait makes past its bound to settle a
+// split (see settles), which the node timeout bounds already: a loop
+// bounded by a count as well as by time.
+const maxSettles = 32
+
 // Wait makes attempts with try until one succeeds, ctx ends, the attempts
-// bound is reached, or the last attempt says no retry can succeed; it
+// bound is reached (attempts settling a split aside, see settles), or the
+// last attempt says no retry can succeed; it
 // returns how many attempts it made and what the last failed one said of
 // itself.
 func (wt *Waiting) Wait(ctx context.Context, try attemptFunc) (int, engine.Refusal, error) {
 	defer wt.leave()
-	if wt.Kind >= Lock {
+	if wt.Kind >= Lock && !wt.Once {
 		if err := wt.courtesy(ctx); err != nil {
 			return 0, engine.Refusal{}, err
 		}
 	}
+	tries := wt.Holder.Settings.Tries
+	if wt.Once {
+		tries = 1
+	}
+	begun := wt.Holder.Engine.Now()
+	var settleBy time.Time
 	for attempt := 1; ; attempt++ {
 		failed, err := try(ctx, wt.released)
-		if done, err := final(ctx, wt.Holder.Settings.Tries, attempt, failed, err); done {
+		if attempt == 1 {
+			settleBy = begun.Add(max(wt.Holder.Settings.NodeTimeout, settleAttempts*failed.Took))
+		}
+		settling := tries > 0 && attempt-wt.settled >= tries && wt.settled < maxSettles &&
+			wt.settles(ctx, err, settleBy)
+		if settling {
+			wt.settled++
+		}
+		if done, err := final(ctx, tries, attempt-wt.settled, failed, err); done {
 			if err == nil && wt.w != nil {
 				// Its removal from the nodes' queues goes in the
 				// background: the lease's release removes it too.
@@ -105,7 +137,11 @@ func (wt *Waiting) Wait(ctx context.Context, try attemptFunc) (int, engine.Refus
 			}
 			return attempt, failed, err
 		}
-		if ctxErr := wt.pause(ctx, attempt, failed); ctxErr != nil {
+		var settle time.Duration // the back-off that settles a split; 0: none
+		if settling {
+			settle = max(min(settleDelay(failed, wt.settled), settleBy.Sub(wt.Holder.Engine.Now())), 1)
+		}
+		if ctxErr := wt.pause(ctx, attempt, failed, settle); ctxErr != nil {
 			return attempt, failed, errors.Join(err, ctxErr)
 		}
 	}
@@ -129,6 +165,20 @@ func final(ctx context.Context, tries, attempt int, failed engine.Refusal, err e
 		return true, err
 	}
 	return tries > 0 && attempt >= tries, err
+}
+
+// settles reports whether a wait whose attempts bound is reached tries
+// again all the same after an attempt that failed with err: the nodes
+// were split between contenders (engine.ErrSplit), none holding a quorum,
+// and the wait is still within its bound (until: a node timeout after it
+// began, or settleAttempts times its first attempt's time when that is
+// longer, as on a loaded machine, since the back-offs are multiples of
+// it) and its context. A contender that gave way or ranked first then
+// tries again soon (see soon), by when the first has completed its quorum
+// as a rule: it wins, or is refused because the lock is held. The
+// back-off (see settleDelay) ends by until.
+func (wt *Waiting) settles(ctx context.Context, err error, until time.Time) bool {
+	return errors.Is(err, engine.ErrSplit) && ctx.Err() == nil && wt.Holder.Engine.Now().Before(until)
 }
 
 // courtesy lets the waiters go first when this process just released the
@@ -167,11 +217,11 @@ func (wt *Waiting) courtesy(ctx context.Context) error {
 }
 
 // pause waits after a failed attempt: for the back-off, or until a release
-// is announced (an attempt refused locally does not queue). It returns
-// ctx's error when ctx ended first.
-func (wt *Waiting) pause(ctx context.Context, attempt int, failed engine.Refusal) error {
+// is announced (an attempt refused locally, or settling a split, does not
+// queue). It returns ctx's error when ctx ended first.
+func (wt *Waiting) pause(ctx context.Context, attempt int, failed engine.Refusal, settle time.Duration) error {
 	cfg := &wt.Holder.Settings
-	if wt.w == nil && cfg.Listen && !failed.Local {
+	if wt.w == nil && cfg.Listen && !failed.Local && settle == 0 {
 		// Queued and subscribed from now on (in the background): a
 		// release announced before that took effect is missed, and costs
 		// one back-off.
@@ -190,7 +240,11 @@ func (wt *Waiting) pause(ctx context.Context, attempt int, failed engine.Refusal
 	}
 	woke := wt.woken
 	wt.released, wt.woken = "", false
-	timer := time.NewTimer(wt.delay(attempt, failed, woke))
+	d := settle
+	if d == 0 {
+		d = wt.delay(attempt, failed, woke)
+	}
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
@@ -233,11 +287,35 @@ func (wt *Waiting) delay(attempt int, failed engine.Refusal, woke bool) time.Dur
 	}
 	if (wt.Kind >= Lock || woke) && failed.Granted > 0 && !failed.GaveWay && wt.splits < 2 {
 		wt.splits++
-		return min(delay, jitter.N(2*failed.Took+1))
+		return min(delay, soon(failed))
 	}
 	wt.splits = 0
 	return delay
 }
+
+// settleDelay is the back-off before the k-th attempt that settles a split
+// (see settles), failed's. The contender that ranked first (it had grants
+// and gave way to no one) tries again soon (see soon); the others wait as
+// long again first, so that it can complete its quorum on the nodes they
+// let go before they ask for them again. Both ranges double with k, as a
+// back-off does: contenders that keep colliding spread out, and a split
+// that lasts (keys left by a holder that crashed) costs a few attempts, not
+// one every round trip.
+func settleDelay(failed engine.Refusal, k int) time.Duration {
+	scale := time.Duration(1) << min(k-1, 16)
+	d := soon(failed) * scale
+	if failed.Granted == 0 || failed.GaveWay {
+		d += 2 * failed.Took * scale
+	}
+	return d
+}
+
+// soon is the wait before trying again after a split vote: a random
+// moment within two attempt times (failed's), so that the contenders do
+// not try again together, and the one that ranked first, which asks the
+// others' nodes again as they give way, has completed its quorum by then
+// as a rule.
+func soon(failed engine.Refusal) time.Duration { return jitter.N(2*failed.Took + 1) }
 
 // join puts the wait in the queue of waiters, as a reader's when it is
 // one.
