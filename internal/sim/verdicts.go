@@ -77,6 +77,7 @@ func count(nodes []bool) int {
 // strictNotHeld, against every node.
 func notHeld(v *verdict, err error, held []bool) {
 	v.what, v.err = notHeldKind, err.Error()
+	v.clockJump = errors.Is(err, redlock.ErrClockJump)
 	answered := slices.Clone(held)
 	for _, ne := range redlock.NodeErrors(err) {
 		if ne.Index >= 0 && ne.Index < len(answered) {
@@ -161,14 +162,11 @@ func (s *Sim) refused(g *grant, err error) {
 	}
 	most := s.competitor(g.names[0], g.client)
 	s.hist.judged(verdict{what: refusedHeld, op: "TryLock", hold: g.hold, call: g.attempt, ret: time.Now(),
-		held: most, quorum: g.quorum})
+		held: most, quorum: g.quorum, err: err.Error()})
 }
 
 // heldElsewhere reports whether err, a refused attempt's, says that
-// another holds the lock. Today's library has no error of its own for it:
-// ErrNotAcquired with no node failing and no context ending is that
-// (docs/API.md's test, len(NodeErrors(err)) == 0).
+// another holds the lock: redlock.ErrHeld.
 func heldElsewhere(err error) bool {
-	return errors.Is(err, redlock.ErrNotAcquired) && len(redlock.NodeErrors(err)) == 0 &&
-		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, redlock.ErrHeld)
 }
