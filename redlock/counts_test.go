@@ -57,3 +57,34 @@ func TestFailedLapseCountsEveryNode(t *testing.T) {
 		})
 	}
 }
+
+// A node that went silent is put down at the next request after its
+// silence; it is reported down since the first failure seen (its request
+// unanswered at the node timeout), not since that next request: the
+// down-time counts the outage this process saw.
+func TestDownSinceFirstFailureSeen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Minute))
+		require.NoError(t, m.Lock(t.Context()))
+		synctest.Wait()
+		fs[2].Faults(func(n *nodetest.Fake) { n.Hang = make(chan struct{}) })
+		start := time.Now()
+		require.NoError(t, m.Extend(t.Context()), "nodes 0 and 1 extend it")
+		// Node 2's request timed out long ago (and the audit, a second
+		// after the first attempt, has not asked it yet).
+		time.Sleep(800 * time.Millisecond)
+		assert.False(t, r.Health()[2].Down, "a silence is noticed at the next request")
+
+		err := newFakeMutex(t, r, "other").TryLock(t.Context())
+		require.NoError(t, err)
+		h := r.Health()[2]
+		require.True(t, h.Down)
+		assert.Equal(t, DefaultNodeTimeout, h.Since.Sub(start), "down since its request went unanswered")
+		err = newFakeMutex(t, r, "third").TryLock(t.Context())
+		require.NoError(t, err)
+		require.NoError(t, m.Unlock(t.Context()))
+		fs[2].Unhang()
+		synctest.Wait()
+	})
+}
