@@ -98,7 +98,7 @@ func TestRunPermitsBusyAndMisconfigured(t *testing.T) {
 	require.NoError(t, held.TryAcquire(t.Context()))
 	stderr.Reset()
 	code = cli([]string{"run", "--nodes", urls, "--permits", "3", "jobs", "--", "true"}, env(nil), &stdout, &stderr)
-	assert.Equal(t, exitTempFail, code)
+	assert.Equal(t, exitConfig, code, "a misconfiguration, not a busy semaphore")
 	assert.Contains(t, stderr.String(), "has 1 permits on this node, this one asks for 3")
 	require.NoError(t, held.Release(t.Context()))
 	assert.Empty(t, stdout.String())
