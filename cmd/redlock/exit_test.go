@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -76,4 +78,25 @@ func TestRunExitCodes(t *testing.T) {
 	assert.Contains(t, stderr.String(), "2 of 3 nodes failed, a quorum of 2 cannot grant it")
 	assert.Equal(t, 2, strings.Count(stderr.String(), "\n  node "), "both named: %s", &stderr)
 	assert.Empty(t, stdout.String())
+}
+
+// doctor's verdict of a node that refuses this client (a wrong password)
+// is "refused", as its finding says, not "unreachable"; it fails the
+// gate.
+func TestDoctorRefusedVerdict(t *testing.T) {
+	servers, _, urls := semNodes(t, 2)
+	servers[1].RequireAuth("secret")
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, exitUnsafe, cli([]string{"doctor", "--nodes", urls, "--json"}, env(nil), &stdout, &stderr), stderr.String())
+	var out []auditJSON
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	require.Len(t, out, 2)
+	assert.Equal(t, "refused", out[1].Verdict)
+	require.Len(t, out[1].Findings, 1)
+	assert.Equal(t, findingJSON{Severity: "degraded", Code: "refused"}, findingJSON{Severity: out[1].Findings[0].Severity, Code: out[1].Findings[0].Code})
+
+	stdout.Reset()
+	assert.Equal(t, exitUnsafe, cli([]string{"doctor", "--nodes", urls}, env(nil), &stdout, &stderr))
+	assert.Regexp(t, `(?m)^`+regexp.QuoteMeta(servers[1].Addr())+` +(- +){8}refused$`, stdout.String())
+	assert.Contains(t, stdout.String(), servers[1].Addr()+": degraded refused: ")
 }

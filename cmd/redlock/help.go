@@ -187,9 +187,11 @@ the round trip, the ways the node can be spoken to (scripts, native,
 transactions), the server's own compare-and-set commands its user may run
 (SET IFEQ, DELIFEQ, DELEX IFEQ), the commands its user may not run, and a
 verdict: ok,
-degraded (a feature falls back, or the node takes no part: its clock is off,
-it refuses this client), unsafe (it can lose a held lock: eviction, no
-persistence, replicas not waited for) or unreachable. Then one line per
+degraded (a feature falls back, or the node takes no part: its clock is off),
+unsafe (it can lose a held lock: eviction, no persistence, replicas not
+waited for), or, for a node that could not be read, unreachable (its finding
+"unreachable") or refused (its finding "refused": it refuses this client, a
+wrong password or user, a failed TLS handshake). Then one line per
 finding beyond the server's version, saying what it risks and how to fix it;
 docs/DEPLOYMENTS.md explains each. Findings are judged as for a Redlock with
 the library's defaults: a clock tolerance of 1s, no restart delay unless
@@ -204,7 +206,7 @@ Flags:
   --restart-delay D    judge as clients given WithRestartDelay(D) (0 or at least 2s)
   --replica-ack N      judge as clients given WithReplicaAck(N, ...) (not for Cluster nodes)
 
-Exit status: 0 when no node is unsafe or unreachable (degraded nodes
+Exit status: 0 when no node is unsafe, unreachable or refused (degraded nodes
 included); 1 when one is, so that it can gate a deployment; 64 for usage
 errors; 70 when nothing could be asked.
 
