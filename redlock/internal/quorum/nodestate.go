@@ -30,6 +30,7 @@ type nodeState struct {
 	failing   time.Time // the first failure seen since lastReply (see failedAt)
 	inflight  int       // requests sent and not answered
 	waiting   time.Time // since when some request has waited for an answer
+	waitingBy time.Time // the node timeout of the request sent at waiting
 	repairing bool      // the repair goroutine runs
 	probes    int       // probes in flight
 	owed      []owedRelease
@@ -81,6 +82,30 @@ func (s *nodeState) failedAt(at time.Time) time.Time {
 		s.failing = at
 	}
 	return s.failing
+}
+
+// outage returns when the node's outage began as far as this process saw,
+// as it is put down now: the first failure recorded since it last answered
+// or, when earlier, the moment its silence became a failure (see
+// noticeSilence), which no one may have watched, since a round that
+// decided without the node does not wait for it: the node timeout of the
+// request it has left unanswered since before it last answered, else
+// timeout after its last answer. Every caller follows a request that
+// waited until now, so waiting is that of the silence. Called with mu
+// held.
+func (s *nodeState) outage(now time.Time, timeout time.Duration) time.Time {
+	at := now
+	switch {
+	case s.waiting.IsZero():
+	case s.waiting.After(s.lastReply):
+		at = s.waitingBy
+	default:
+		at = s.lastReply.Add(timeout)
+	}
+	if at.After(now) {
+		at = now
+	}
+	return s.failedAt(at)
 }
 
 // Health returns what the pool knows of node i: whether it is down, since
