@@ -194,8 +194,11 @@ func (m *Mutex) live() *lease.Lease {
 // changes ([ErrMisconfigured]: a missing ACL permission) and so left no
 // quorum, the error wraps ErrMisconfigured instead of ErrNotHeld: the
 // lock was not found lost, the release was refused. Unlock on a mutex that does not hold the lock returns
-// ErrNotHeld without I/O. Nodes that have not answered when the outcome is
-// certain are released in the background, even if ctx ends.
+// ErrNotHeld without I/O. Unlock returns once a quorum confirmed the
+// release or, when it failed, once every node answered or the node
+// timeout passed (unless ctx ended), so that its error counts every node
+// it can; nodes that have not answered by then are released in the
+// background, even if ctx ends.
 //
 // With [WithReentrant], Unlock drops one hold; the mutex keeps the lock
 // until the last one is dropped.
@@ -227,7 +230,10 @@ var errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
 // left as it was (the lock may still be held until [Mutex.Until]). When so
 // many nodes answered that they no longer hold the token that no quorum can
 // hold it any more, the lock is lost for good: the error also wraps
-// [ErrLockLost] and the acquisition ends ([Mutex.Done] closes).
+// [ErrLockLost] and the acquisition ends ([Mutex.Done] closes). Extend
+// returns once a quorum extended; a failed one waits for the other nodes,
+// up to the node timeout (unless ctx ended), so that its error counts
+// every node and names those the token is gone from.
 func (m *Mutex) Extend(ctx context.Context) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")
