@@ -88,11 +88,11 @@ func (s *nodeState) failedAt(at time.Time) time.Time {
 // as it is put down now: the first failure recorded since it last answered
 // or, when earlier, the moment its silence became a failure (see
 // noticeSilence), which no one may have watched, since a round that
-// decided without the node does not wait for it: the node timeout of the
-// request it has left unanswered since before it last answered, else
-// timeout after its last answer. Every caller follows a request that
-// waited until now, so waiting is that of the silence. Called with mu
-// held.
+// decided without the node does not wait for it. That moment is the node
+// timeout of the request sent at waiting when it was sent after the last
+// answer, else timeout after that answer (requests waited through it).
+// Every caller follows a request that waited until now, so waiting is
+// that of the silence. Called with mu held.
 func (s *nodeState) outage(now time.Time, timeout time.Duration) time.Time {
 	at := now
 	switch {
