@@ -81,7 +81,8 @@ var ErrNodeTimeout = node.ErrNodeTimeout
 // ErrNodeDown is the cause inside a [*NodeError] when a request was not
 // sent because the node is down: it recently timed out or could not be
 // reached, and has not answered since (see [Redlock.Health]). The error
-// also says since when, and why. Nothing was sent, so the request cannot
+// also says for how long (since the first failure this process saw, see
+// [NodeHealth.Since]), and why. Nothing was sent, so the request cannot
 // have taken effect. A down node is probed in the background and used
 // again as soon as it answers.
 var ErrNodeDown = node.ErrNodeDown

@@ -18,7 +18,12 @@ type NodeHealth struct {
 	// reached, and has not answered since. Requests to it fail at once
 	// with [ErrNodeDown]; it is probed in the background.
 	Down bool
-	// Since is when the node went down; zero when it is up.
+	// Since is when this process first saw the node fail since it last
+	// answered (a request that could not reach it, or went unanswered for
+	// the node timeout): the start of its outage as far as this process
+	// saw, which may come before the node was put Down (a silence is
+	// noticed at the next request). A node that fails while no request
+	// goes to it is seen failing at the next one. Zero when it is up.
 	Since time.Time
 	// Err is why the node went down; nil when it is up.
 	Err error

@@ -192,7 +192,9 @@ func (m *Mutex) live() *lease.Lease {
 //
 // A done ctx does not stop the release: Unlock sends it and waits for
 // every node, at most the node timeout. With a live ctx it returns once
-// the outcome is certain, and slower nodes are released in the background.
+// the outcome is certain (when it fails, once every node answered or the
+// node timeout passed, so that its error counts every node it can), and
+// slower nodes are released in the background.
 //
 // It returns nil when a quorum confirmed the release (also after Done
 // closed): the nodes held the token, or lost it only to an earlier try of
@@ -240,7 +242,10 @@ var errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
 // left as it was (the lock may still be held until [Mutex.Until]). When so
 // many nodes answered that they no longer hold the token that no quorum can
 // hold it any more, the lock is lost for good: the error also wraps
-// [ErrLockLost] and the acquisition ends ([Mutex.Done] closes).
+// [ErrLockLost] and the acquisition ends ([Mutex.Done] closes). Extend
+// returns once a quorum extended; a failed one waits for the other nodes,
+// up to the node timeout (unless ctx ended), so that its error counts
+// every node and names those the token is gone from.
 func (m *Mutex) Extend(ctx context.Context) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")

@@ -19,9 +19,16 @@ const (
 	exitOK         = 0
 	exitUsage      = 64  // EX_USAGE: bad arguments
 	exitSoftware   = 70  // EX_SOFTWARE: the lock (or permit) was lost while the command ran, or an internal failure
-	exitTempFail   = 75  // EX_TEMPFAIL: the lock (or permit) was not acquired
+	exitTempFail   = 75  // EX_TEMPFAIL: the lock (or permit) was not acquired: held elsewhere
 	exitCannotExec = 126 // the command was found but could not be executed
 	exitNotFound   = 127 // the command was not found
+)
+
+// The exit statuses of a lock (or permit) not acquired for another reason
+// than its being held elsewhere (see refusal).
+const (
+	exitUnavailable = 69 // EX_UNAVAILABLE: too many nodes failed for a quorum to grant it
+	exitConfig      = 78 // EX_CONFIG: too many nodes refuse this client for good (misconfigured)
 )
 
 // invocation is a parsed command line.

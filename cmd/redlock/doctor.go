@@ -27,7 +27,7 @@ type findingJSON struct {
 // auditJSON is one node in doctor --json.
 type auditJSON struct {
 	Addr          string        `json:"addr"`
-	Verdict       string        `json:"verdict"` // "ok", "degraded", "unsafe" or "unreachable"
+	Verdict       string        `json:"verdict"` // "ok", "degraded", "unsafe", "unreachable" or "refused"
 	Error         string        `json:"error,omitempty"`
 	Server        string        `json:"server,omitempty"`
 	Version       string        `json:"version,omitempty"`
@@ -72,7 +72,7 @@ func doctor(inv *invocation, stdout, stderr io.Writer) int {
 	status := exitOK
 	for i := range audits {
 		out[i] = auditToJSON(&audits[i])
-		if out[i].Verdict == "unsafe" || out[i].Verdict == "unreachable" {
+		if v := out[i].Verdict; v == "unsafe" || v == "unreachable" || v == "refused" {
 			status = exitUnsafe
 		}
 	}
@@ -101,7 +101,15 @@ func auditToJSON(a *redlock.NodeAudit) auditJSON {
 		Replicas: a.Replicas, MaxMemory: a.MaxMemory, Policy: a.Policy, AppendOnly: a.AppendOnly, AppendFsync: a.AppendFsync,
 		OffsetMillis: millis(a.ClockOffset), RoundTripMs: millis(a.RoundTrip), User: a.User, Ways: a.Ways, Native: native(a.Caps), MissingRights: a.Missing}
 	if a.Err != nil {
+		// Not read: the verdict names why, as the node's one finding does
+		// ("unreachable", or "refused" for a node that refuses this
+		// client: a wrong password), not every such node "unreachable".
 		j.Verdict, j.Error = "unreachable", nodeCause(a.Err)
+		for _, f := range a.Findings {
+			if f.Code == "refused" {
+				j.Verdict = "refused"
+			}
+		}
 	}
 	for _, f := range a.Findings {
 		j.Findings = append(j.Findings, findingJSON{Severity: f.Severity.String(), Code: f.Code, Message: f.Message})

@@ -18,9 +18,13 @@ independent master, with optional user, password and database
 --nodes, REDLOCK_NODES is read. The lock NAME is the key on every node.
 
 Exit status of run: the command's own (128+N when signal N ended it);
-  64  usage error             126 command cannot be executed
-  70  lock (or permit) lost   127 command not found
-      while the command ran   75  lock (or permit) not acquired within --wait
+  64  usage error
+  69  not acquired: too many nodes failed for a quorum (down, timing out)
+  70  lock (or permit) lost while the command ran
+  75  not acquired within --wait: held elsewhere (only then)
+  78  not acquired: too many nodes refuse this client for good (a wrong
+      password, a missing right, a semaphore kept with another count)
+  126 command cannot be executed      127 command not found
   128+N a signal ended the wait for the lock
 
 Examples:
@@ -59,7 +63,7 @@ at most K holders, each holding a permit admitted by a quorum of
 N*K/(K+1)+1 of the N nodes: a majority for K = 1, more for larger K, all N
 once K >= N-1 (then a single node down stops new permits). Everything below
 holds for a permit as for the lock. Every run of a semaphore must give the
-same K: a node keeping another count refuses (exit 75, the count is named).
+same K: a node keeping another count refuses (exit 78, the count is named).
 A lock and a semaphore cannot share a name.
 
 With --read, COMMAND runs under a read lock of the reader-writer lock NAME:
@@ -103,14 +107,18 @@ forward those while it is in the terminal's foreground, and signals reach the
 command's process only, not its children.
 
 Exit status: the command's own (128+N when signal N ended it); 127 when COMMAND
-is not found, 126 when it cannot be executed; 75 when the lock (or a permit) was
-not acquired within --wait (held elsewhere, or nodes failing: stderr names
-them); 70 when it was lost while the command ran; 64 for usage errors; 128+N
-when signal N ended the wait.
+is not found, 126 when it cannot be executed; when the lock (or a permit) was
+not acquired within --wait: 75 when it is held elsewhere (a quorum of nodes
+answered and none granted it), 69 when too many nodes failed for a quorum
+(down, timing out), 78 when too many refuse this client for a reason no retry
+changes (a wrong password, a missing right, another permit count), stderr
+naming the nodes and why; 70 when it was lost while the command ran; 64 for
+usage errors; 128+N when signal N ended the wait.
 
 Examples:
-  # crontab: one host of many runs the job; the others exit 75 at once
-  */5 * * * * REDLOCK_NODES=redis://r1,redis://r2,redis://r3 redlock run sync-feeds -- /opt/sync
+  # crontab: one host of many runs the job; the others exit 75 at once, which
+  # is no failure (69 and 78 still are: the nodes need fixing)
+  */5 * * * * REDLOCK_NODES=redis://r1,redis://r2,redis://r3 redlock run sync-feeds -- /opt/sync || [ $? -eq 75 ]
 
   # deploy step: wait up to 10 minutes, hold as long as it takes
   redlock run --wait 10m --ttl 30s --fencing deploy:shop -- ./deploy.sh "$VERSION"
@@ -179,9 +187,11 @@ the round trip, the ways the node can be spoken to (scripts, native,
 transactions), the server's own compare-and-set commands its user may run
 (SET IFEQ, DELIFEQ, DELEX IFEQ), the commands its user may not run, and a
 verdict: ok,
-degraded (a feature falls back, or the node takes no part: its clock is off,
-it refuses this client), unsafe (it can lose a held lock: eviction, no
-persistence, replicas not waited for) or unreachable. Then one line per
+degraded (a feature falls back, or the node takes no part: its clock is off),
+unsafe (it can lose a held lock: eviction, no persistence, replicas not
+waited for), or, for a node that could not be read, unreachable (its finding
+"unreachable") or refused (its finding "refused": it refuses this client, a
+wrong password or user, a failed TLS handshake). Then one line per
 finding beyond the server's version, saying what it risks and how to fix it;
 docs/DEPLOYMENTS.md explains each. Findings are judged as for a Redlock with
 the library's defaults: a clock tolerance of 1s, no restart delay unless
@@ -196,7 +206,7 @@ Flags:
   --restart-delay D    judge as clients given WithRestartDelay(D) (0 or at least 2s)
   --replica-ack N      judge as clients given WithReplicaAck(N, ...) (not for Cluster nodes)
 
-Exit status: 0 when no node is unsafe or unreachable (degraded nodes
+Exit status: 0 when no node is unsafe, unreachable or refused (degraded nodes
 included); 1 when one is, so that it can gate a deployment; 64 for usage
 errors; 70 when nothing could be asked.
 

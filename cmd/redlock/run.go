@@ -63,8 +63,7 @@ func run(inv *invocation, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redlock: run: %v\n", err)
 		return exitUsage
 	case err != nil:
-		notAcquired(stderr, inv, h, err)
-		return exitTempFail
+		return notAcquired(stderr, inv, h, err)
 	}
 
 	return runHolding(inv, path, h, sigs, stderr)
@@ -156,17 +155,21 @@ func acquire(hold context.Context, stop func(), h held, wait time.Duration, sigs
 	return got, err
 }
 
-// notAcquired says why h was not acquired: held elsewhere, or nodes
-// failing (named).
-func notAcquired(stderr io.Writer, inv *invocation, h held, err error) {
-	failed := redlock.NodeErrors(err)
-	quorum := h.Quorum()
+// notAcquired says why h was not acquired (held elsewhere, nodes
+// misconfigured, or nodes failing, named) and returns the exit status
+// that says which (see refusal).
+func notAcquired(stderr io.Writer, inv *invocation, h held, err error) int {
+	n, quorum := len(inv.nodes), h.Quorum()
+	status, failed, refused := refusal(err, n, quorum)
 	why := h.busy()
 	switch {
-	case len(failed) > len(inv.nodes)-quorum:
-		why = fmt.Sprintf("%d of %d nodes failed, a quorum of %d cannot grant it", len(failed), len(inv.nodes), quorum)
-	case len(failed) > 0:
-		why = fmt.Sprintf("%s; %d of %d nodes failed", why, len(failed), len(inv.nodes))
+	case status == exitConfig:
+		why = fmt.Sprintf("%d of %d nodes refuse it for a reason no retry changes (a wrong password, a missing right, another count: "+
+			"see below), a quorum of %d cannot grant it until they are fixed", refused, n, quorum)
+	case status == exitUnavailable:
+		why = fmt.Sprintf("%d of %d nodes failed, a quorum of %d cannot grant it", failed, n, quorum)
+	case failed > 0:
+		why = fmt.Sprintf("%s; %d of %d nodes failed", why, failed, n)
 	}
 	within := "in one attempt"
 	if inv.wait > 0 {
@@ -174,6 +177,39 @@ func notAcquired(stderr io.Writer, inv *invocation, h held, err error) {
 	}
 	fmt.Fprintf(stderr, "redlock: run: %s not acquired %s: %s\n", h.what(), within, why)
 	describeNodeErrors(stderr, err)
+	return status
+}
+
+// refusal classifies an acquisition over n nodes needing quorum that
+// failed with err, and returns its exit status with the number of nodes
+// that failed and of those that refused for a reason no retry changes:
+//   - exitConfig when the nodes that refused so (ErrMisconfigured: a wrong
+//     password, a missing right, a semaphore kept with another count)
+//     leave fewer than a quorum: no retry succeeds until they are fixed;
+//   - exitUnavailable when the nodes that failed, however, leave fewer
+//     than a quorum that answered: the lock may well be free;
+//   - exitTempFail otherwise: a quorum of nodes answered and did not grant
+//     it, so it is held elsewhere (as far as these nodes tell: a split vote
+//     among contenders reads the same).
+//
+// It reads the node errors only, so that a cron job's "|| [ $? -eq 75 ]"
+// hides a busy lock and nothing else; the one place to change once the
+// library tells "held by another" apart itself.
+func refusal(err error, n, quorum int) (status, failed, refused int) {
+	nodeErrs := redlock.NodeErrors(err)
+	for _, ne := range nodeErrs {
+		if errors.Is(ne, redlock.ErrMisconfigured) {
+			refused++
+		}
+	}
+	failed = len(nodeErrs)
+	switch {
+	case n-refused < quorum:
+		return exitConfig, failed, refused
+	case n-failed < quorum:
+		return exitUnavailable, failed, refused
+	}
+	return exitTempFail, failed, refused
 }
 
 // stillHeld checks, once the command has exited, that h was held to the

@@ -80,7 +80,7 @@ func TestRunPermitsBusyAndMisconfigured(t *testing.T) {
 	stderr.Reset()
 	start := time.Now()
 	code = cli([]string{"run", "--nodes", urls, "--permits", "1", "--wait", "300ms", "jobs", "--", "true"}, env(nil), &stdout, &stderr)
-	assert.Equal(t, exitTempFail, code)
+	assert.Equal(t, exitTempFail, code, stderr.String())
 	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "waited for --wait")
 	assert.Contains(t, stderr.String(), "within 300ms")
 
@@ -98,7 +98,7 @@ func TestRunPermitsBusyAndMisconfigured(t *testing.T) {
 	require.NoError(t, held.TryAcquire(t.Context()))
 	stderr.Reset()
 	code = cli([]string{"run", "--nodes", urls, "--permits", "3", "jobs", "--", "true"}, env(nil), &stdout, &stderr)
-	assert.Equal(t, exitTempFail, code)
+	assert.Equal(t, exitConfig, code, "a misconfiguration, not a busy semaphore")
 	assert.Contains(t, stderr.String(), "has 1 permits on this node, this one asks for 3")
 	require.NoError(t, held.Release(t.Context()))
 	assert.Empty(t, stdout.String())

@@ -94,7 +94,10 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 		}
 		return nil
 	}
-	reason := fmt.Sprintf("token found on %d of %d nodes, quorum %d", t.Yes, t.N, t.Majority)
+	if ended == nil {
+		settle(rd, nil, c.Settings.NodeTimeout)
+	}
+	reason := counted("token found on", t)
 	if ended != nil && !t.LostForGood() && !t.Hopeless() {
 		return e.unconfirmed(ctx, reason, t)
 	}
@@ -157,7 +160,8 @@ func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) (granted []int
 	if ctxErr == nil && t.Won() {
 		return granted, nil
 	}
-	reason := fmt.Sprintf("extended on %d of %d nodes, quorum %d", t.Yes, t.N, t.Majority)
+	settle(rd, ctxErr, c.Settings.NodeTimeout)
+	reason := counted("extended on", t)
 	if gone := t.RefusedNodes(); len(gone) > 0 {
 		// Those nodes answered, and no longer hold the token: not a
 		// failure of theirs, so no node error says it.
@@ -172,6 +176,30 @@ func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) (granted []int
 		err = errors.Join(err, ErrLockLost)
 	}
 	return granted, err
+}
+
+// settle waits, after a release or an extension failed, for the nodes not
+// heard from yet, up to the node timeout (not past it, and not when the
+// caller's context ended: ctxErr), so that its error counts what the
+// nodes did: the round stops as soon as no quorum is left, and a forced
+// unlock of every node would otherwise be told as the token gone from the
+// first two that answered. A failure is rare; the wait is bounded as the
+// round itself is.
+func settle(rd *quorum.Round, ctxErr error, nodeTimeout time.Duration) {
+	if ctxErr == nil {
+		rd.Linger(nodeTimeout)
+	}
+}
+
+// counted says on how many nodes of round t the token was found (what:
+// "token found on", "extended on"), and, when some were not heard from in
+// time, how many answered: the count is then a floor, not the nodes'
+// state ("2 of 3 nodes answered, extended on 0, quorum 2").
+func counted(what string, t *quorum.Tally) string {
+	if p := t.Pending(); p > 0 {
+		return fmt.Sprintf("%d of %d nodes answered, %s %d, quorum %d", t.N-p, t.N, what, t.Yes, t.Majority)
+	}
+	return fmt.Sprintf("%s %d of %d nodes, quorum %d", what, t.Yes, t.N, t.Majority)
 }
 
 // orphan releases, on node i, the lock name that was handed over to token

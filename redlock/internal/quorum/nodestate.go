@@ -27,8 +27,10 @@ type nodeState struct {
 	lastReply time.Time // the last time the node answered anything
 	lastErr   error     // the last failure to reach the node (dial, TLS, network)
 	lastErrAt time.Time
+	failing   time.Time // the first failure seen since lastReply (see failedAt)
 	inflight  int       // requests sent and not answered
 	waiting   time.Time // since when some request has waited for an answer
+	waitingBy time.Time // the node timeout of the request sent at waiting
 	repairing bool      // the repair goroutine runs
 	probes    int       // probes in flight
 	owed      []owedRelease
@@ -56,6 +58,7 @@ type owedRelease struct {
 func (s *nodeState) timeoutErr(n node.Node, now, sent time.Time) error {
 	s.mu.Lock()
 	last, at, replied := s.lastErr, s.lastErrAt, s.lastReply
+	s.failedAt(now)
 	s.mu.Unlock()
 	what := "last error"
 	if w, ok := n.(node.DialWatcher); ok {
@@ -69,8 +72,45 @@ func (s *nodeState) timeoutErr(n node.Node, now, sent time.Time) error {
 	return node.Classify(fmt.Errorf("%w (%s %v ago: %w)", node.ErrNodeTimeout, what, now.Sub(at).Round(time.Millisecond), last))
 }
 
+// failedAt records a failure of the node seen at at (a request that could
+// not reach it, or went unanswered for the node timeout) and returns the
+// first one seen since the node last answered: the start of its outage as
+// far as this process saw, which a node put down (at the next request
+// after its silence, say) reports as down since. Called with mu held.
+func (s *nodeState) failedAt(at time.Time) time.Time {
+	if s.failing.IsZero() || s.failing.Before(s.lastReply) || at.Before(s.failing) {
+		s.failing = at
+	}
+	return s.failing
+}
+
+// outage returns when the node's outage began as far as this process saw,
+// as it is put down now: the first failure recorded since it last answered
+// or, when earlier, the moment its silence became a failure (see
+// noticeSilence), which no one may have watched, since a round that
+// decided without the node does not wait for it. That moment is the node
+// timeout of the request sent at waiting when it was sent after the last
+// answer, else timeout after that answer (requests waited through it).
+// Every caller follows a request that waited until now, so waiting is
+// that of the silence. Called with mu held.
+func (s *nodeState) outage(now time.Time, timeout time.Duration) time.Time {
+	at := now
+	switch {
+	case s.waiting.IsZero():
+	case s.waiting.After(s.lastReply):
+		at = s.waitingBy
+	default:
+		at = s.lastReply.Add(timeout)
+	}
+	if at.After(now) {
+		at = now
+	}
+	return s.failedAt(at)
+}
+
 // Health returns what the pool knows of node i: whether it is down, since
-// when, how many releases it is owed, and why it is down.
+// when (the first failure seen, see failedAt), how many releases it is
+// owed, and why it is down.
 func (p *Pool) Health(i int) (down bool, since time.Time, owed int, cause error) {
 	s := p.states[i]
 	s.mu.Lock()

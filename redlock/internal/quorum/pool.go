@@ -109,7 +109,7 @@ func (p *Pool) Send(ctx context.Context, i int, timeout time.Duration, op node.O
 	down, since, cause := s.down, s.downSince, s.cause
 	if !down {
 		if s.inflight == 0 {
-			s.waiting = now
+			s.waiting, s.waitingBy = now, now.Add(timeout)
 		}
 		s.inflight++
 	}
@@ -173,7 +173,7 @@ func (p *Pool) ask(ctx context.Context, i int, timeout time.Duration, op node.Op
 func (p *Pool) noticeSilence(i int, now time.Time, timeout time.Duration) {
 	s := p.states[i]
 	if !s.down && s.inflight > 0 && now.Sub(later(s.waiting, s.lastReply)) > timeout {
-		s.down, s.downSince, s.cause = true, now, node.ErrNodeTimeout
+		s.down, s.downSince, s.cause = true, s.outage(now, timeout), node.ErrNodeTimeout
 		p.startRepair(i)
 	}
 }
@@ -237,7 +237,7 @@ func (p *Pool) MarkDown(i int, cause error) {
 	defer s.mu.Unlock()
 	now := p.now()
 	if !s.down {
-		s.down, s.downSince = true, now
+		s.down, s.downSince = true, s.outage(now, p.Longest())
 	}
 	s.cause = cause
 	if !errors.Is(cause, node.ErrNodeTimeout) {
