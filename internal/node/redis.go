@@ -75,6 +75,11 @@ type Redis struct {
 	// (see loadScripts); loading guards that load.
 	cached  atomic.Bool
 	loading atomic.Bool
+
+	// onRefused is told of the client's refused dials, and guards are
+	// the calls in flight they end (see refusal.go).
+	onRefused func(err error)
+	guards    guards
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -147,7 +152,7 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 		case <-n.stop:
 			c.finish(Reply{Err: ErrClosed})
 		default:
-			n.wg.Go(func() { c.finish(r.Run(ctx, n.client)) })
+			n.wg.Go(func() { c.finish(n.runGuarded(ctx, r)) })
 		}
 		return
 	}
@@ -186,8 +191,14 @@ func (n *Redis) Ping(ctx context.Context) error {
 // down or restarts answers NOSCRIPT, and send falls back to EVAL, which
 // loads them).
 func (n *Redis) run(name string) {
-	n.wg.Go(func() { n.probeCaps(name) })
-	n.loadScripts()
+	if n.single() {
+		n.dials.listen(n, true)
+	}
+	n.wg.Go(func() {
+		n.knock()
+		n.wg.Go(func() { n.probeCaps(name) })
+		n.loadScripts()
+	})
 	for range Workers {
 		n.wg.Go(n.work)
 	}
@@ -205,8 +216,13 @@ func (n *Redis) loadScripts() {
 	}
 	n.wg.Go(func() {
 		defer n.loading.Store(false)
+		if n.refusing() != nil {
+			return // found down: loaded on the next NOSCRIPT
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
+		ctx, unguard := n.guard(ctx)
+		defer unguard()
 		// Close must not wait out a silent node's timeout. The watcher
 		// ends with the load (cancel) or the node's stop, and Close waits.
 		n.wg.Go(func() {
@@ -360,9 +376,13 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	// context deadline would make go-redis close the connection when it
 	// passes (with ContextTimeoutEnabled), and re-dial for the next call:
 	// to a far node, on nearly every call.
-	ctx := batch[0].ctx
+	ctx, unguard := n.guard(batch[0].ctx)
+	defer unguard()
 	start := time.Now()
 	at := n.exchange(ctx, pipe, batch, cmds)
+	if cause := refusedCause(ctx); cause != nil {
+		refusedAll(batch, cause)
+	}
 	if n.ring != nil {
 		if err := ringKept(n.ring, start); err != nil {
 			for _, c := range batch {
@@ -441,6 +461,9 @@ func (c *call) finish(rep Reply) {
 // again.
 func (n *Redis) Close(ctx context.Context) error {
 	n.stopped.Do(func() {
+		if n.single() {
+			n.dials.listen(n, false)
+		}
 		close(n.stop)
 		for _, c := range n.lanes.stop() {
 			c.finish(Reply{Err: ErrClosed})
