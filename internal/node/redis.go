@@ -80,6 +80,7 @@ type Redis struct {
 	// the calls in flight they end (see refusal.go).
 	onRefused func(err error)
 	guards    guards
+	solo      bool // a client of one server: refusals are watched
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -124,6 +125,7 @@ func NewRedis(c redis.UniversalClient) *Redis {
 	if n.dials = dialsOf(c); n.dials != nil {
 		n.master = n.dials.master
 	}
+	n.solo = n.isSingle()
 	return n
 }
 

@@ -113,8 +113,13 @@ func (d *dials) listen(r *Redis, on bool) {
 func (n *Redis) OnRefused(f func(err error)) { n.onRefused = f }
 
 // single reports whether the node's client is watched for refusals.
-func (n *Redis) single() bool {
-	return n.dials != nil && n.master == nil && n.address != FailoverAddr && isClient(n.client)
+func (n *Redis) single() bool { return n.solo }
+
+// isSingle reports whether n's client is a client of one server, whose
+// dials are watched (see NewRedis).
+func (n *Redis) isSingle() bool {
+	_, ok := n.client.(*redis.Client)
+	return ok && n.dials != nil && n.master == nil && n.address != FailoverAddr
 }
 
 // refusing returns the client's latest refused dial while no dial has
@@ -208,12 +213,6 @@ func refusedAll(batch []*call, cause error) {
 			}
 		}
 	}
-}
-
-// isClient reports whether c is a client of one server.
-func isClient(c redis.UniversalClient) bool {
-	_, ok := c.(*redis.Client)
-	return ok
 }
 
 // knock dials the node quietly (see QuietDial) before its first
