@@ -93,12 +93,7 @@ func (n *Redis) Caps() Caps {
 // Callers that need the answer wait for it (sync.Once).
 func (n *Redis) probeCaps(name string) {
 	n.probe.Do(func() {
-		if n.refusing() != nil {
-			return // found down: unknown, as when the probe fails
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		ctx, unguard := n.guard(ctx)
-		defer unguard()
 		watched := make(chan struct{})
 		go func() { // Close must not wait out a silent node's timeout
 			defer close(watched)

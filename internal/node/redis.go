@@ -75,12 +75,7 @@ type Redis struct {
 	// (see loadScripts); loading guards that load.
 	cached  atomic.Bool
 	loading atomic.Bool
-
-	// onRefused is told of the client's refused dials, and guards are
-	// the calls in flight they end (see refusal.go).
-	onRefused func(err error)
-	guards    guards
-	solo      bool // a client of one server: refusals are watched
+	refused refused // who is told of refused dials, and the calls they end
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -125,7 +120,6 @@ func NewRedis(c redis.UniversalClient) *Redis {
 	if n.dials = dialsOf(c); n.dials != nil {
 		n.master = n.dials.master
 	}
-	n.solo = n.isSingle()
 	return n
 }
 
@@ -193,14 +187,7 @@ func (n *Redis) Ping(ctx context.Context) error {
 // down or restarts answers NOSCRIPT, and send falls back to EVAL, which
 // loads them).
 func (n *Redis) run(name string) {
-	if n.single() {
-		n.dials.listen(n, true)
-	}
-	n.wg.Go(func() {
-		n.knock()
-		n.wg.Go(func() { n.probeCaps(name) })
-		n.loadScripts()
-	})
+	n.wg.Go(func() { n.background(name) })
 	for range Workers {
 		n.wg.Go(n.work)
 	}
@@ -218,13 +205,8 @@ func (n *Redis) loadScripts() {
 	}
 	n.wg.Go(func() {
 		defer n.loading.Store(false)
-		if n.refusing() != nil {
-			return // found down: loaded on the next NOSCRIPT
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		ctx, unguard := n.guard(ctx)
-		defer unguard()
 		// Close must not wait out a silent node's timeout. The watcher
 		// ends with the load (cancel) or the node's stop, and Close waits.
 		n.wg.Go(func() {
@@ -381,10 +363,7 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	ctx, unguard := n.guard(batch[0].ctx)
 	defer unguard()
 	start := time.Now()
-	at := n.exchange(ctx, pipe, batch, cmds)
-	if cause := refusedCause(ctx); cause != nil {
-		refusedAll(batch, cause)
-	}
+	at := refusedAll(ctx, batch, n.exchange(ctx, pipe, batch, cmds))
 	if n.ring != nil {
 		if err := ringKept(n.ring, start); err != nil {
 			for _, c := range batch {
@@ -463,9 +442,6 @@ func (c *call) finish(rep Reply) {
 // again.
 func (n *Redis) Close(ctx context.Context) error {
 	n.stopped.Do(func() {
-		if n.single() {
-			n.dials.listen(n, false)
-		}
 		close(n.stop)
 		for _, c := range n.lanes.stop() {
 			c.finish(Reply{Err: ErrClosed})

@@ -25,12 +25,14 @@ import (
 //     the client answered (see guard): their contexts are cancelled with
 //     the refusal as cause, which stops go-redis' retries of them, and each
 //     fails with the refusal. A node whose connections answered is not
-//     guarded: the guard costs an allocation per round trip, and a call on
-//     an open connection is not retried by dialling first;
-//   - the node's background calls (the capability probe, the script load,
-//     identification) are not sent while the last dial of the client's
-//     address was refused and no dial connected since (see refusing): the
-//     pool's probe connects quietly first (QuietDial), which lifts it.
+//     guarded, since the guard costs an allocation per round trip: the
+//     calls in flight when such a server stops run go-redis' retries out
+//     (the node is down from the first refusal all the same);
+//   - the node's background calls are not sent to a host that refuses:
+//     the first capability probe and script load wait for a quiet dial
+//     (see knock), and identification is not sent while the client's last
+//     dial was refused and none connected since (see refusing); the pool's
+//     probe dials quietly first (QuietDial), which lifts that.
 //
 // Only a client of one server (not a Cluster, a Ring, or a
 // Sentinel-managed client, whose servers come and go on their own) is
@@ -92,34 +94,53 @@ func (d *dials) refusing() error {
 	return d.ref.last.Err
 }
 
-// listen adds r to the nodes told of refusals, or removes it.
-func (d *dials) listen(r *Redis, on bool) {
+// listen adds r to the nodes told of refusals, and drops those closed
+// since (Close does not reach the dials: they go at the next listen or
+// refusal).
+func (d *dials) listen(r *Redis) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !on {
-		delete(d.ref.nodes, r)
-		return
-	}
 	if d.ref.nodes == nil {
 		d.ref.nodes = map[*Redis]struct{}{}
 	}
+	for o := range d.ref.nodes {
+		if o.closed() {
+			delete(d.ref.nodes, o)
+		}
+	}
 	d.ref.nodes[r] = struct{}{}
+}
+
+// refused is what a node does of its client's refused dials: whom it
+// tells, and the calls in flight they end (see guard).
+type refused struct {
+	on    func(err error)
+	mu    sync.Mutex
+	next  uint64
+	calls map[uint64]context.CancelCauseFunc
 }
 
 // OnRefused sets f, told of each refused dial of the node's client, on
 // the dialling goroutine, while the node runs (from its first call to
 // Close): f must not block. Set it before the first call. Only a client of
 // one server is watched (see above).
-func (n *Redis) OnRefused(f func(err error)) { n.onRefused = f }
+func (n *Redis) OnRefused(f func(err error)) { n.refused.on = f }
 
-// single reports whether the node's client is watched for refusals.
-func (n *Redis) single() bool { return n.solo }
-
-// isSingle reports whether n's client is a client of one server, whose
-// dials are watched (see NewRedis).
-func (n *Redis) isSingle() bool {
+// single reports whether the node's client is watched for refusals: a
+// client of one server.
+func (n *Redis) single() bool {
 	_, ok := n.client.(*redis.Client)
 	return ok && n.dials != nil && n.master == nil && n.address != FailoverAddr
+}
+
+// closed reports whether Close has stopped the node.
+func (n *Redis) closed() bool {
+	select {
+	case <-n.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // refusing returns the client's latest refused dial while no dial has
@@ -132,24 +153,60 @@ func (n *Redis) refusing() error {
 }
 
 // dialRefused is told of a refused dial of the node's client: it ends the
-// guarded calls in flight with it, and tells the listener.
+// guarded calls in flight with it, and tells the listener; nothing once
+// the node is closed.
 func (n *Redis) dialRefused(err error) {
-	n.guards.mu.Lock()
-	for _, cancel := range n.guards.calls {
+	if n.closed() {
+		return
+	}
+	g := &n.refused
+	g.mu.Lock()
+	for _, cancel := range g.calls {
 		cancel(err)
 	}
-	clear(n.guards.calls)
-	n.guards.mu.Unlock()
-	if n.onRefused != nil {
-		n.onRefused(err)
+	clear(g.calls)
+	g.mu.Unlock()
+	if g.on != nil {
+		g.on(err)
 	}
 }
 
-// guards are a node's calls in flight that a refusal ends (see guard).
-type guards struct {
-	mu    sync.Mutex
-	next  uint64
-	calls map[uint64]context.CancelCauseFunc
+// background runs the node's first background calls, on a goroutine of
+// its own: it listens for refusals, knocks, and unless the host refused,
+// asks the node's Caps and loads the scripts (see run).
+func (n *Redis) background(name string) {
+	if n.single() {
+		n.dials.listen(n)
+		n.knock()
+		if n.refusing() != nil {
+			return // found down: Caps unknown, as when the probe fails; the scripts load at the first NOSCRIPT
+		}
+	}
+	n.wg.Go(func() { n.probeCaps(name) })
+	n.loadScripts()
+}
+
+// knock dials the node quietly (see QuietDial) before its first
+// background calls when no connection of its client has answered yet: a
+// host that refuses is then found so without them (see background),
+// where each would have been a go-redis call that logs its failed dials.
+// Bounded by a second, and cut short by Close.
+func (n *Redis) knock() {
+	if n.dials.answered.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	done := make(chan struct{})
+	n.wg.Go(func() { // Close must not wait out a silent node's dial
+		select {
+		case <-n.stop:
+			cancel()
+		case <-done:
+		}
+	})
+	_ = n.QuietDial(ctx)
+	close(done)
+	cancel()
 }
 
 // guard returns ctx, cancelled with the refusal as its cause when the
@@ -161,7 +218,7 @@ func (n *Redis) guard(ctx context.Context) (context.Context, func()) {
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	g := &n.guards
+	g := &n.refused
 	g.mu.Lock()
 	if g.calls == nil {
 		g.calls = map[uint64]context.CancelCauseFunc{}
@@ -202,10 +259,15 @@ func (n *Redis) runGuarded(ctx context.Context, r Runner) Reply {
 	return rep
 }
 
-// refusedAll gives every command of batch that a refusal cancelled (see
-// guard) the refusal as its error: go-redis answers it context.Canceled,
-// which would read as the caller's.
-func refusedAll(batch []*call, cause error) {
+// refusedAll gives every command of batch that a refusal cancelled (ctx,
+// guarded, see guard) the refusal as its error: go-redis answers it
+// context.Canceled, which would read as the caller's. It returns at, the
+// node's time the batch's round trip read.
+func refusedAll(ctx context.Context, batch []*call, at time.Time) time.Time {
+	cause := refusedCause(ctx)
+	if cause == nil {
+		return at
+	}
 	for _, c := range batch {
 		for _, cmd := range c.cmds {
 			if errors.Is(cmd.Err(), context.Canceled) {
@@ -213,27 +275,5 @@ func refusedAll(batch []*call, cause error) {
 			}
 		}
 	}
-}
-
-// knock dials the node quietly (see QuietDial) before its first
-// background calls when no connection of its client has answered yet: a
-// host that refuses is then found so without them (they are skipped, see
-// refusing), where each would have been a go-redis call that logs its
-// failed dials. Bounded by a second, and cut short by Close.
-func (n *Redis) knock() {
-	if !n.single() || n.dials.answered.Load() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	done := make(chan struct{})
-	n.wg.Go(func() { // Close must not wait out a silent node's dial
-		select {
-		case <-n.stop:
-			cancel()
-		case <-done:
-		}
-	})
-	_ = n.QuietDial(ctx)
-	close(done)
-	cancel()
+	return at
 }
