@@ -47,7 +47,8 @@ type Redlock struct {
 // sends no command and logs nothing: it keeps the client's last failed
 // dial, which a node timeout names as its cause (go-redis retries a failed
 // dial long past the node timeout), and for a Sentinel-managed client the
-// master its last connection reached.
+// master its last connection reached; a dial the host refuses puts the
+// node of a client of one server down at once (see [NodeHealth]).
 func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	if len(clients) == 0 {
 		return nil, engine.Invalid("no clients")
