@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -265,4 +266,33 @@ type stderrLogger struct{}
 
 func (stderrLogger) Printf(_ context.Context, format string, v ...any) {
 	fmt.Fprintf(os.Stderr, "redis: "+format+"\n", v...)
+}
+
+// A node whose host refused connections comes back once a server listens
+// there: the probe connects quietly, which lets the calls through again,
+// and the logger says so once.
+func TestRefusedNodeComesBack(t *testing.T) {
+	_, clients := nodetest.Miniredis(t, 2)
+	addr := nodetest.RefusedAddr(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	l, lines := newLogger()
+	r, err := New(append(clients, c), WithLogger(l))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
+	m, err := r.NewMutex("back", WithTTL(time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, m.Lock(t.Context()))
+	require.Eventually(t, func() bool { return r.Health()[2].Down }, time.Second, time.Millisecond)
+	require.NoError(t, m.Unlock(t.Context()))
+
+	s := miniredis.NewMiniRedis()
+	require.NoError(t, s.StartAddr(addr))
+	t.Cleanup(s.Close)
+	require.Eventually(t, func() bool { return !r.Health()[2].Down }, 5*time.Second, 5*time.Millisecond, "a probe sees it answer")
+	require.NoError(t, m.Lock(t.Context()))
+	assert.Eventually(t, func() bool { return s.Exists("back") }, time.Second, time.Millisecond, "the node is asked again")
+	require.NoError(t, m.Unlock(t.Context()))
+	assert.Len(t, lines.lines("redlock: node down", "node=2"), 1)
+	assert.Len(t, lines.lines("redlock: node back", "node=2"), 1)
 }
