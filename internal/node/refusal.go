@@ -46,8 +46,8 @@ type refusal struct {
 	last       *DialFailure
 	refusedN   uint64
 	connectedN uint64
-	// nodes are the Redis nodes over the client that are running (between
-	// their first call and Close): each is told of a refusal.
+	// nodes are the Redis nodes over the client that have run (from
+	// their first call), each told of a refusal until it is closed.
 	nodes map[*Redis]struct{}
 }
 
@@ -65,6 +65,10 @@ func (d *dials) refused(n uint64, f *DialFailure) {
 	d.ref.last, d.ref.refusedN = f, n
 	nodes := make([]*Redis, 0, len(d.ref.nodes))
 	for r := range d.ref.nodes {
+		if r.closed() {
+			delete(d.ref.nodes, r)
+			continue
+		}
 		nodes = append(nodes, r)
 	}
 	d.mu.Unlock()
