@@ -173,7 +173,7 @@ func newAuditor(e *engine.Engine, n int, tolerance time.Duration) *auditor {
 // Observer told of them.
 func (a *auditor) judgeBy(cfg config) {
 	a.restart, a.replicas, a.gate = cfg.Restart, cfg.Ack.Replicas, cfg.SafeQuorum
-	a.observer, _ = cfg.observer.(AuditObserver)
+	a.observer, _ = cfg.events().(AuditObserver)
 }
 
 // of returns node i's last audit, nil before the first ended.

@@ -15,8 +15,10 @@ type NodeHealth struct {
 	// Addr is the node's address as its client reports it.
 	Addr string
 	// Down is true while the node is skipped: it timed out or could not be
-	// reached, and has not answered since. Requests to it fail at once
-	// with [ErrNodeDown]; it is probed in the background.
+	// reached (a refused connection counts from the first dial refused,
+	// even one the client made for another caller), and has not answered
+	// since. Requests to it fail at once with [ErrNodeDown]; it is probed
+	// in the background. [WithLogger] logs each change.
 	Down bool
 	// Since is when this process first saw the node fail since it last
 	// answered (a request that could not reach it, or went unanswered for

@@ -22,7 +22,7 @@ var (
 	layers = [][]string{
 		// What the facade hands the engine and takes back: errors, the
 		// Observer, options, features, capabilities, the audit, fencing.
-		{"errors.go", "observer.go", "options.go", "features.go", "caps.go", "audit.go", "audit_judge.go", "fence.go"},
+		{"errors.go", "observer.go", "logger.go", "options.go", "features.go", "caps.go", "audit.go", "audit_judge.go", "fence.go"},
 		// The primitives and the public API.
 		{"lockkind.go", "mutex.go", "shared.go", "rwmutex.go", "semaphore.go", "multi.go", "do.go", "locker.go",
 			"wait.go", "redlock.go", "health.go", "inspect.go", "doc.go"},

@@ -158,7 +158,9 @@ func TestLockStopsOnWrongPasswords(t *testing.T) {
 // At go-redis' default options a failed dial is retried 5 times, 100 ms
 // apart, apart from the call: the call ends long after the node timeout.
 // The node's timeout still names the dial's failure, and a certificate
-// no one trusts is ErrMisconfigured from the first attempt.
+// no one trusts is ErrMisconfigured from the first attempt. A refused
+// connection is certain at once: the call fails with it, before the node
+// timeout, and the node is down.
 func TestTimeoutNamesDialFailure(t *testing.T) {
 	const nodeTimeout = 300 * time.Millisecond // a loaded machine's first handshake fits; go-redis' retries (400 ms and more) do not
 	t.Run("certificate", func(t *testing.T) {
@@ -204,16 +206,23 @@ func TestTimeoutNamesDialFailure(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
 		m, err := r.NewMutex("k")
 		require.NoError(t, err)
+		start := time.Now()
 		err = m.TryLock(t.Context())
+		took := time.Since(start)
 		require.ErrorIs(t, err, ErrNotAcquired)
 		assert.NotErrorIs(t, err, ErrMisconfigured, "a refused connection may be a node restarting")
+		assert.Less(t, took, nodeTimeout, "the refusals end the attempt")
 		t.Log(err)
 		require.Len(t, NodeErrors(err), 3)
 		for _, ne := range NodeErrors(err) {
 			assert.GreaterOrEqual(t, ne.Index, 2)
-			assert.ErrorIs(t, ne, ErrNodeTimeout, "node %d", ne.Index)
+			assert.NotErrorIs(t, ne, ErrNodeTimeout, "node %d: a refusal is no timeout", ne.Index)
 			assert.ErrorContains(t, ne, "connection refused")
 			assert.NotErrorIs(t, ne, context.DeadlineExceeded)
+			assert.NotErrorIs(t, ne, context.Canceled)
+		}
+		for _, h := range r.Health()[2:] {
+			assert.True(t, h.Down, "node %d", h.Index)
 		}
 	})
 }

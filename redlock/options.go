@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"log/slog"
 	"math"
 	"time"
 
@@ -43,7 +44,8 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // the Observer.
 type config struct {
 	engine.Settings
-	observer Observer // nil: none
+	observer Observer     // nil: none
+	logger   *slog.Logger // nil: none (see WithLogger)
 }
 
 func defaultConfig() config {

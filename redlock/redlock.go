@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
 	"github.com/redlock-go/redlock/redlock/internal/lease"
@@ -46,7 +47,8 @@ type Redlock struct {
 // sends no command and logs nothing: it keeps the client's last failed
 // dial, which a node timeout names as its cause (go-redis retries a failed
 // dial long past the node timeout), and for a Sentinel-managed client the
-// master its last connection reached.
+// master its last connection reached; a dial the host refuses puts the
+// node of a client of one server down at once (see [NodeHealth]).
 func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	if len(clients) == 0 {
 		return nil, engine.Invalid("no clients")
@@ -98,6 +100,11 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 	r.audits = newAuditor(r.e, len(nodes), cfg.ClockTolerance)
 	r.audits.judgeBy(cfg)
 	r.e.Admit = r.audits
+	if l, ok := cfg.events().(*logged); ok {
+		r.e.Pool.Watch = func(i int, down bool, since time.Time, cause error) {
+			l.nodeChanged(i, r.e.Pool.Addr(i), down, since, cause)
+		}
+	}
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}
@@ -155,14 +162,14 @@ func (r *Redlock) initMutex(m *Mutex, name string, cfg config, kind lockKind) er
 	default:
 		kind = plainLock{}
 	}
-	m.h = lease.Holder{Engine: r.e, Name: name, Settings: cfg.Settings, Report: reporter(cfg.observer, r.e.Pool.Nodes), Events: observe(cfg.observer, lockOps), Kind: kind}
+	m.h = lease.Holder{Engine: r.e, Name: name, Settings: cfg.Settings, Report: reporter(cfg.observer, r.e.Pool.Nodes), Events: observe(cfg.events(), lockOps), Kind: kind}
 	m.lock = kind
 	return nil
 }
 
 // newOnly refuses, in the options of a primitive, those only New takes.
 func (r *Redlock) newOnly(cfg config) error {
-	if cfg.NoScripts != r.cfg.NoScripts || cfg.ClockTolerance != r.cfg.ClockTolerance || cfg.SafeQuorum != r.cfg.SafeQuorum {
+	if cfg.NoScripts != r.cfg.NoScripts || cfg.ClockTolerance != r.cfg.ClockTolerance || cfg.SafeQuorum != r.cfg.SafeQuorum || cfg.logger != r.cfg.logger {
 		return errNewOnlyOption
 	}
 	return nil
@@ -170,7 +177,7 @@ func (r *Redlock) newOnly(cfg config) error {
 
 // errNewOnlyOption is the error of WithoutScripts or WithClockTolerance
 // given to anything but New.
-var errNewOnlyOption = engine.Invalid("WithoutScripts, WithClockTolerance and WithSafeQuorum apply to New only: how a node is spoken to, whether its clock is trusted, and whether it is safe, are the node's, not one lock's")
+var errNewOnlyOption = engine.Invalid("WithoutScripts, WithClockTolerance, WithSafeQuorum and WithLogger apply to New only: how a node is spoken to, whether its clock is trusted, whether it is safe, and who hears of it, are the node's, not one lock's")
 
 // errQuorumOption is the error of WithQuorum given to New or NewMutex.
 var errQuorumOption = engine.Invalid("WithQuorum applies to semaphores only: a lock's quorum is a majority")

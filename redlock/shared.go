@@ -45,7 +45,7 @@ type shared struct {
 
 // newShared returns the shared holds of name, counted against quorum q.
 func newShared(e *engine.Engine, name string, cfg config, q int, kind sharing) shared {
-	return shared{h: lease.Holder{Engine: e, Name: name, Settings: cfg.Settings, Report: reporter(cfg.observer, e.Pool.Nodes), Events: observe(cfg.observer, kind.kinds()), Quorum: q, Kind: kind}, kind: kind}
+	return shared{h: lease.Holder{Engine: e, Name: name, Settings: cfg.Settings, Report: reporter(cfg.observer, e.Pool.Nodes), Events: observe(cfg.events(), kind.kinds()), Quorum: q, Kind: kind}, kind: kind}
 }
 
 // errHeldHere and errInFlight are the failures of an attempt that the

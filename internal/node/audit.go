@@ -281,7 +281,18 @@ func (n *Redis) QuietDial(ctx context.Context) error {
 		dctx, cancel = context.WithTimeout(ctx, o.DialTimeout)
 		defer cancel()
 	}
+	var num uint64
+	if n.dials != nil {
+		num = n.dials.started.Add(1)
+	}
 	conn, err := o.Dialer(dctx, o.Network, o.Addr)
+	switch {
+	case n.dials == nil:
+	case err == nil:
+		n.dials.connected(num) // the host listens: calls go again (see refusal.go)
+	case refusedDial(err):
+		n.dials.refused(num, &DialFailure{Err: err, At: time.Now()})
+	}
 	if err != nil {
 		return err // "dial tcp ADDR: ..." names the address
 	}

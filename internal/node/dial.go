@@ -59,6 +59,10 @@ type dials struct {
 	// each.
 	last    map[string]dialOutcome
 	started atomic.Uint64 // dials begun; numbers them
+	// answered is set while the outcome recorded last is a connection
+	// that answered (see guard).
+	answered atomic.Bool
+	ref      refusal // refused dials (see refusal.go)
 	// master is the master a Sentinel-managed client's last connection
 	// reached (see sentinel.go); nil for another client.
 	master *masterName
@@ -140,8 +144,13 @@ func (d *dials) dialed(n uint64, addr string, conn net.Conn, err error) {
 			// the caller's context ending (see ClientErr).
 			err = errors.New(err.Error())
 		}
-		d.record(addr, dialOutcome{n: n, failure: &DialFailure{Err: err, At: time.Now()}})
+		f := &DialFailure{Err: err, At: time.Now()}
+		d.record(addr, dialOutcome{n: n, failure: f})
+		if refusedDial(err) {
+			d.refused(n, f)
+		}
 	default:
+		d.connected(n)
 		// A success is recorded once the connection answers (see
 		// watchedConn): until then the last failure stands.
 		if d.master != nil && conn.RemoteAddr() != nil {
@@ -156,6 +165,7 @@ func (d *dials) record(addr string, o dialOutcome) {
 	defer d.mu.Unlock()
 	if cur, ok := d.last[addr]; !ok || cur.n < o.n {
 		d.last[addr] = o
+		d.answered.Store(o.failure == nil)
 	}
 }
 

@@ -75,6 +75,7 @@ type Redis struct {
 	// (see loadScripts); loading guards that load.
 	cached  atomic.Bool
 	loading atomic.Bool
+	refused refused // who is told of refused dials, and the calls they end
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -147,7 +148,7 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 		case <-n.stop:
 			c.finish(Reply{Err: ErrClosed})
 		default:
-			n.wg.Go(func() { c.finish(r.Run(ctx, n.client)) })
+			n.wg.Go(func() { c.finish(n.runGuarded(ctx, r)) })
 		}
 		return
 	}
@@ -186,8 +187,7 @@ func (n *Redis) Ping(ctx context.Context) error {
 // down or restarts answers NOSCRIPT, and send falls back to EVAL, which
 // loads them).
 func (n *Redis) run(name string) {
-	n.wg.Go(func() { n.probeCaps(name) })
-	n.loadScripts()
+	n.wg.Go(func() { n.background(name) })
 	for range Workers {
 		n.wg.Go(n.work)
 	}
@@ -360,9 +360,10 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	// context deadline would make go-redis close the connection when it
 	// passes (with ContextTimeoutEnabled), and re-dial for the next call:
 	// to a far node, on nearly every call.
-	ctx := batch[0].ctx
+	ctx, unguard := n.guard(batch[0].ctx)
+	defer unguard()
 	start := time.Now()
-	at := n.exchange(ctx, pipe, batch, cmds)
+	at := refusedAll(ctx, batch, n.exchange(ctx, pipe, batch, cmds))
 	if n.ring != nil {
 		if err := ringKept(n.ring, start); err != nil {
 			for _, c := range batch {

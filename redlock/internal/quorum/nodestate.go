@@ -39,6 +39,11 @@ type nodeState struct {
 	// once that kind of operation succeeded again.
 	refused   error
 	refusedBy string
+
+	// told is whether the node was last told down to the pool's Watch;
+	// tellMu orders the tellings (see tell).
+	tellMu sync.Mutex
+	told   bool
 }
 
 // owedRelease is a release the node has not received yet.
@@ -130,4 +135,53 @@ func (p *Pool) Refused(i int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.refused
+}
+
+// tell tells the pool's Watch that node i went down or came back, as it
+// is now: a change undone before it is told is not told, and each telling
+// is the opposite of the last, so a node is told down once per episode,
+// whichever of its failures (a refused dial, a probe, a timeout) came
+// first. Called without the node's mu held: Watch may log.
+func (p *Pool) tell(i int) {
+	if p.Watch == nil {
+		return
+	}
+	s := p.states[i]
+	s.tellMu.Lock()
+	defer s.tellMu.Unlock()
+	s.mu.Lock()
+	down, since, cause := s.down, s.downSince, s.cause
+	s.mu.Unlock()
+	if down == s.told {
+		return
+	}
+	s.told = down
+	p.Watch(i, down, since, cause)
+}
+
+// hearRefusals has each node whose client reports refused dials (see
+// node.Redis.OnRefused) put down at the first one: a host that refuses a
+// connection has no server listening, a certainty the node's calls would
+// only report after the client's own retries.
+func (p *Pool) hearRefusals() {
+	for i, n := range p.Nodes {
+		if r, ok := n.(interface{ OnRefused(func(error)) }); ok {
+			r.OnRefused(func(err error) { p.DialRefused(i, err) })
+		}
+	}
+}
+
+// DialRefused puts node i down for err, a dial its client's host refused,
+// told on the dialling goroutine (one of the client's, not counted in the
+// pool); nothing once the pool is closed.
+func (p *Pool) DialRefused(i int, err error) {
+	p.lifeMu.Lock()
+	if p.stopped {
+		p.lifeMu.Unlock()
+		return
+	}
+	p.WG.Add(1)
+	p.lifeMu.Unlock()
+	defer p.WG.Done()
+	p.MarkDown(i, node.Classify(err))
 }

@@ -67,6 +67,9 @@ type Pool struct {
 	Back   func(i int)
 	// Guard reads the clock evidence of every reply (nil: no check).
 	Guard *ClockGuard
+	// Watch is told of each node going down and coming back (see tell);
+	// nil: none. Set before the first request.
+	Watch func(i int, down bool, since time.Time, cause error)
 
 	// slowest is the longest node timeout a request was sent with, in
 	// nanoseconds: how long close may still wait for a reply.
@@ -75,6 +78,10 @@ type Pool struct {
 	done     chan struct{} // closed by stop: repairs stop
 	stopOnce sync.Once
 	WG       sync.WaitGroup
+	// stopped is set by Close, under lifeMu: a refused dial, told on a
+	// client's goroutine, counts itself in WG only before (see DialRefused).
+	lifeMu  sync.Mutex
+	stopped bool
 }
 
 // NewPool returns the pool of nodes, healthy, with time read from now.
@@ -83,6 +90,7 @@ func NewPool(nodes []node.Node, now Clock) *Pool {
 	for i := range p.states {
 		p.states[i] = new(nodeState)
 	}
+	p.hearRefusals()
 	return p
 }
 
@@ -105,7 +113,7 @@ func (p *Pool) Send(ctx context.Context, i int, timeout time.Duration, op node.O
 	now := p.now()
 	s := p.states[i]
 	s.mu.Lock()
-	p.noticeSilence(i, now, timeout)
+	went := p.noticeSilence(i, now, timeout)
 	down, since, cause := s.down, s.downSince, s.cause
 	if !down {
 		if s.inflight == 0 {
@@ -114,6 +122,9 @@ func (p *Pool) Send(ctx context.Context, i int, timeout time.Duration, op node.O
 		s.inflight++
 	}
 	s.mu.Unlock()
+	if went {
+		p.tell(i)
+	}
 	if down {
 		err := node.Classify(fmt.Errorf("%w for %v (%w)", node.ErrNodeDown, now.Sub(since).Round(time.Millisecond), cause))
 		if report != nil {
@@ -168,14 +179,16 @@ func (p *Pool) ask(ctx context.Context, i int, timeout time.Duration, op node.Op
 }
 
 // noticeSilence puts node i down when its requests have all gone
-// unanswered for timeout, with one of them waiting all that time. Called
-// with the node's mu held.
-func (p *Pool) noticeSilence(i int, now time.Time, timeout time.Duration) {
+// unanswered for timeout, with one of them waiting all that time, and
+// reports whether it did. Called with the node's mu held.
+func (p *Pool) noticeSilence(i int, now time.Time, timeout time.Duration) bool {
 	s := p.states[i]
 	if !s.down && s.inflight > 0 && now.Sub(later(s.waiting, s.lastReply)) > timeout {
 		s.down, s.downSince, s.cause = true, s.outage(now, timeout), node.ErrNodeTimeout
 		p.startRepair(i)
+		return true
 	}
+	return false
 }
 
 // received learns from a reply that came in from node i, and returns it
@@ -234,9 +247,9 @@ func (p *Pool) timedOut(i int, sent time.Time) error {
 func (p *Pool) MarkDown(i int, cause error) {
 	s := p.states[i]
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := p.now()
-	if !s.down {
+	went := !s.down
+	if went {
 		s.down, s.downSince = true, s.outage(now, p.Longest())
 	}
 	s.cause = cause
@@ -244,6 +257,10 @@ func (p *Pool) MarkDown(i int, cause error) {
 		s.lastErr, s.lastErrAt = cause, now
 	}
 	p.startRepair(i)
+	s.mu.Unlock()
+	if went {
+		p.tell(i)
+	}
 }
 
 // Answered records an answer from node i: it is up.
@@ -259,6 +276,9 @@ func (p *Pool) Answered(i int) {
 		}
 	}
 	s.mu.Unlock()
+	if back {
+		p.tell(i)
+	}
 	if back && p.Back != nil {
 		p.Back(i)
 	}
@@ -403,6 +423,9 @@ func (p *Pool) deliver(i int, owed []owedRelease) bool {
 // their clients end by their own timeouts, and the error says how many
 // there were.
 func (p *Pool) Close(ctx context.Context) error {
+	p.lifeMu.Lock()
+	p.stopped = true
+	p.lifeMu.Unlock()
 	p.stopOnce.Do(func() { close(p.done) })
 	if err := jitter.Wait(ctx, &p.WG); err == nil {
 		for _, n := range p.Nodes {

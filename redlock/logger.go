@@ -1,0 +1,115 @@
+package redlock
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Logging. The library logs nothing unless given a logger: then it says,
+// one line each, what a program would otherwise hear only by polling
+// Health and Audit or by implementing an AuditObserver. The logger is an
+// Observer among others (logged), and hears the pool's changes of node
+// state (see quorum.Pool.Watch); nothing per operation.
+
+// WithLogger makes the Redlock log, to l, one line per event a program
+// should hear of without asking, and nothing per operation:
+//
+//   - a node going down (level Warn, message "redlock: node down"): its
+//     calls failed or could not reach it (a refused connection puts it
+//     down at the first refusal), and it is skipped until a probe sees it
+//     answer; attributes node (its index), addr, err (the cause);
+//   - the node coming back (Info, "redlock: node back"): node, addr, and
+//     down (for how long);
+//   - each audit finding above [SeverityInfo] (see [Redlock.Audit]), the
+//     first time it is found for a node (Warn for [SeverityDegraded], Error
+//     for [SeverityUnsafe], "redlock: audit finding"): node, addr,
+//     severity, code, and msg, what it risks and how to fix it; a wrong
+//     password, an address that refuses connections and an evicting node
+//     are found by the first audit, a second after the first acquisition;
+//   - each acquisition of a lock, permit or read lock lost before its
+//     release (Error, "redlock: lock lost"): name, err (why, wrapping
+//     [ErrLockLost]), and held (since the acquisition).
+//
+// A node going down and back in between is told once each way; a node
+// that stays down is not told again. The lines are written on the
+// goroutine that found the event (a node's, renewal's, the audit's), so a
+// handler that blocks holds that goroutine up. It does not replace
+// [WithObserver]: both hear what they hear, and a Mutex given
+// WithObserver(nil) still logs. nil logs nothing. Only [New] accepts it.
+// Default: nil, no logging.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		c.logger = l
+		return nil
+	})
+}
+
+// events is the Observer every holder and the audit tell: the one given
+// with WithObserver, and the logger's when there is one.
+func (c *config) events() Observer {
+	if c.logger == nil {
+		return c.observer
+	}
+	return &logged{l: c.logger, next: c.observer}
+}
+
+// logged logs what WithLogger says, and passes everything on to next (nil:
+// none).
+type logged struct {
+	l    *slog.Logger
+	next Observer
+}
+
+func (o *logged) OpStart(ctx context.Context, op Op) context.Context {
+	if o.next == nil {
+		return ctx
+	}
+	return o.next.OpStart(ctx, op)
+}
+
+func (o *logged) OpEnd(ctx context.Context, op Op, res OpResult) {
+	if o.next != nil {
+		o.next.OpEnd(ctx, op, res)
+	}
+}
+
+func (o *logged) HoldEnd(h Hold) {
+	if h.Lost {
+		o.l.LogAttrs(context.Background(), slog.LevelError, "redlock: lock lost",
+			slog.String("name", h.Name), slog.Any("err", h.Err), slog.Duration("held", time.Since(h.Acquired)))
+	}
+	if o.next != nil {
+		o.next.HoldEnd(h)
+	}
+}
+
+func (o *logged) NodeFailed(ctx context.Context, e *NodeError) {
+	if o.next != nil {
+		o.next.NodeFailed(ctx, e)
+	}
+}
+
+// Found implements AuditObserver.
+func (o *logged) Found(index int, addr string, f Finding) {
+	level := slog.LevelWarn
+	if f.Severity >= SeverityUnsafe {
+		level = slog.LevelError
+	}
+	o.l.LogAttrs(context.Background(), level, "redlock: audit finding", slog.Int("node", index), slog.String("addr", addr),
+		slog.String("severity", f.Severity.String()), slog.String("code", f.Code), slog.String("msg", f.Message))
+	if a, ok := o.next.(AuditObserver); ok {
+		a.Found(index, addr, f)
+	}
+}
+
+// nodeChanged logs node i, at addr, going down for cause at since, or
+// coming back (see quorum.Pool.Watch).
+func (o *logged) nodeChanged(i int, addr string, down bool, since time.Time, cause error) {
+	if down {
+		o.l.LogAttrs(context.Background(), slog.LevelWarn, "redlock: node down", slog.Int("node", i), slog.String("addr", addr), slog.Any("err", cause))
+		return
+	}
+	o.l.LogAttrs(context.Background(), slog.LevelInfo, "redlock: node back", slog.Int("node", i), slog.String("addr", addr),
+		slog.Duration("down", time.Since(since).Round(time.Millisecond)))
+}
