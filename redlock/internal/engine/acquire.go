@@ -113,14 +113,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 			return Grant{}, Refusal{Hopeless: true, Local: true}, err
 		}
 	}
-	if a, ok := s.Op.(*node.Acquire); ok {
-		// Every grant carries the node's time while the guard is on (see
-		// quorum.ClockGuard); with no guard, none does.
-		a.Clock = e.Guard != nil
-	}
-	if e.Guard != nil {
-		e.Guard.InUse(s.Settings.TTL)
-	}
+	e.guarded(s)
 	gates := quorum.NewGates(e.Pool.Size())
 	rd := quorum.NewRound(ctx, e.Pool, s.Settings.NodeTimeout, s.Report, e.Pool.Size()*(1+quorum.MaxReasks)).Needs(s.Quorum)
 	a := quorum.NewAttempt(rd, s.Op, s.Token, gates, s.Split, s.Released, s.Reasks)
@@ -140,15 +133,22 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 	if idErr != nil {
 		return Grant{}, failed, idErr
 	}
+	return Grant{}, failed, e.fail(refusalWords(s, t, a, ctxErr), notAcquired(t, a, failed.Took, s.Settings.TTL, s.Rule)+e.skewed(), ctxErr, t)
+}
+
+// refusalWords is the error a refusal of s wraps: its words, with the
+// class of refusal when the attempt can tell it (see class).
+func refusalWords(s Spec, t *quorum.Tally, a *quorum.Attempt, ctxErr error) error {
 	words := cmp.Or(s.NotAcquired, ErrNotAcquired)
-	if c := class(t, a, ctxErr); c != nil {
-		r := &refusal{words: words, class: c}
-		if c == ErrHeld && !a.Split {
-			r.phrase = "held by others" // permits, readers: a count, no one holder
-		}
-		words = r
+	c := class(t, a, ctxErr)
+	if c == nil {
+		return words
 	}
-	return Grant{}, failed, e.fail(words, notAcquired(t, a, failed.Took, s.Settings.TTL, s.Rule)+e.skewed(), ctxErr, t)
+	r := &refusal{words: words, class: c}
+	if c == ErrHeld && !a.Split {
+		r.phrase = "held by others" // permits, readers: a count, no one holder
+	}
+	return r
 }
 
 // class is what a failed attempt's refusal says of the lock (see
@@ -174,6 +174,18 @@ func class(t *quorum.Tally, a *quorum.Attempt, ctxErr error) *classError {
 		return ErrSplit
 	}
 	return ErrNodesFailed
+}
+
+// guarded prepares s for the clock guard: every grant carries the node's
+// time while the guard is on (see quorum.ClockGuard); with no guard, none
+// does.
+func (e *Engine) guarded(s Spec) {
+	if a, ok := s.Op.(*node.Acquire); ok {
+		a.Clock = e.Guard != nil
+	}
+	if e.Guard != nil {
+		e.Guard.InUse(s.Settings.TTL)
+	}
 }
 
 // Granted returns the grant of votes counted from start (an attempt's,

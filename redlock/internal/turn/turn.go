@@ -124,11 +124,7 @@ func (wt *Waiting) Wait(ctx context.Context, try attemptFunc) (int, engine.Refus
 		if attempt == 1 {
 			settleBy = begun.Add(max(wt.Holder.Settings.NodeTimeout, settleAttempts*failed.Took))
 		}
-		settling := tries > 0 && attempt-wt.settled >= tries && wt.settled < maxSettles &&
-			wt.settles(ctx, err, settleBy)
-		if settling {
-			wt.settled++
-		}
+		settle := wt.settling(ctx, tries, attempt, failed, err, settleBy)
 		if done, err := final(ctx, tries, attempt-wt.settled, failed, err); done {
 			if err == nil && wt.w != nil {
 				// Its removal from the nodes' queues goes in the
@@ -137,14 +133,38 @@ func (wt *Waiting) Wait(ctx context.Context, try attemptFunc) (int, engine.Refus
 			}
 			return attempt, failed, err
 		}
-		var settle time.Duration // the back-off that settles a split; 0: none
-		if settling {
-			settle = max(min(settleDelay(failed, wt.settled), settleBy.Sub(wt.Holder.Engine.Now())), 1)
-		}
 		if ctxErr := wt.pause(ctx, attempt, failed, settle); ctxErr != nil {
 			return attempt, failed, errors.Join(err, ctxErr)
 		}
 	}
+}
+
+// listen returns what a queued wait listens to between attempts (nil
+// channels when it is not queued): the announcements of releases, and the
+// handoffs; a wait that was named and failed, or used its handed token,
+// takes its place in the queues again first.
+func (wt *Waiting) listen() (<-chan string, <-chan waitq.Handed) {
+	if wt.w == nil {
+		return nil, nil
+	}
+	switch {
+	case wt.Handed != nil && wt.Handed.used:
+		wt.register() // a new token, at the same place
+	case wt.woken:
+		wt.w.Requeue(wt.Holder.Settings.NodeTimeout) // named by the release, popped, and failed
+	}
+	return wt.w.Wake(), wt.w.Handed()
+}
+
+// settling returns the back-off that settles a split after attempt, which
+// failed with err, when it does not count toward the attempts bound (tries,
+// 0: none; see settles), and counts it as settled; 0 otherwise.
+func (wt *Waiting) settling(ctx context.Context, tries, attempt int, failed engine.Refusal, err error, settleBy time.Time) time.Duration {
+	if tries <= 0 || attempt-wt.settled < tries || wt.settled >= maxSettles || !wt.settles(ctx, err, settleBy) {
+		return 0
+	}
+	wt.settled++
+	return max(min(settleDelay(failed, wt.settled), settleBy.Sub(wt.Holder.Engine.Now())), 1)
 }
 
 // final reports whether a waiting acquisition returns after an attempt
@@ -227,17 +247,7 @@ func (wt *Waiting) pause(ctx context.Context, attempt int, failed engine.Refusal
 		// one back-off.
 		wt.w = wt.join()
 	}
-	var wake <-chan string
-	var handed <-chan waitq.Handed
-	if wt.w != nil {
-		switch {
-		case wt.Handed != nil && wt.Handed.used:
-			wt.register() // a new token, at the same place
-		case wt.woken:
-			wt.w.Requeue(cfg.NodeTimeout) // named by the release, popped, and failed
-		}
-		wake, handed = wt.w.Wake(), wt.w.Handed()
-	}
+	wake, handed := wt.listen()
 	woke := wt.woken
 	wt.released, wt.woken = "", false
 	d := settle
