@@ -231,7 +231,9 @@ var errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
 
 // Extend re-arms the lock's full TTL on every node that still holds this
 // acquisition's token and, when a quorum did, moves the end of the validity
-// window to the extension's start + TTL - drift. It never re-creates a key
+// window to the extension's start + TTL - drift. Nil means exactly that: a
+// quorum of nodes holds the token until the new [Mutex.Until] (each re-armed
+// it for the TTL from the extension's start, on its own clock). It never re-creates a key
 // that expired or was taken, and it makes no attempt once the current
 // validity has run out, since another holder may exist by then.
 //

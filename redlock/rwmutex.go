@@ -93,7 +93,9 @@ func (rw *RWMutex) TryRLock(ctx context.Context) error {
 // RUnlock releases the read lock: on every node, a script drops this
 // acquisition's token from the readers; the last reader's release frees
 // the lock and announces it to waiters. Its outcomes are
-// [Mutex.Unlock]'s.
+// [Mutex.Unlock]'s: nil means no writer (nor a Mutex) held the name
+// beside this reader up to the release, as far as the nodes can tell; a
+// node where a writer holds the name counts as not holding the read lock.
 func (rw *RWMutex) RUnlock(ctx context.Context) error { return rw.rd.release(ctx) }
 
 // errReadHeld and errWriteHeld are the failures of an acquisition that the

@@ -88,10 +88,13 @@ func (s *Semaphore) Acquire(ctx context.Context) error { return s.sh.wait(ctx) }
 //
 // The semaphore stops holding the permit when Release starts, whatever the
 // outcome; [Semaphore.Done] closes. It returns nil when a quorum of nodes
-// (see [Semaphore.Quorum]) still held the token; a node that answers,
-// while the validity lasts, that the token is already gone counts as
-// holding it if the same Redis server answered, as for [Mutex.Unlock] (an
-// earlier try of this release, resent by the client, dropped it).
+// (see [Semaphore.Quorum]) still held the token: no more than the
+// semaphore's permits were held at once up to the release, as far as the
+// nodes can tell. A node that answers that the token is already gone
+// counts as holding it only before the expiry that node itself last
+// confirmed and when the same Redis server answered, as for
+// [Mutex.Unlock] (an earlier try of this release, resent by the client,
+// dropped it).
 // Otherwise it returns an error wrapping [ErrNotHeld] and one [*NodeError]
 // per failed node; nodes that kept the token free it when its TTL passes.
 // Release on a semaphore that holds no permit returns ErrNotHeld without
