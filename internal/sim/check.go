@@ -43,7 +43,7 @@ type history struct {
 	early    []time.Time         // ... sooner than a TTL after it went down
 	faults   map[int][]time.Time // per node: restarts and clock steps
 	verdicts []verdict
-	quorums  map[string][]sighting // per name: tokens seen on a quorum (see Sim.sight)
+	quorums  map[string][]sighting // per name: which node held which token when (see Sim.sight)
 	counters map[string]int        // written only by holders inside their window
 	writes   map[string]int        // increments made
 }
@@ -275,9 +275,12 @@ func (h *history) wipedBetween(from, to time.Time) bool {
 //   - A TryLock refusal that says the lock is held by another (see
 //     heldElsewhere) says a competitor held a quorum when it was made:
 //     when the call returned, a token of another client was live on a
-//     quorum of nodes; or one was at some instant of the call (Sim.sight:
-//     an attempt whose keys stood on a quorum, then failed, its fence
-//     round or its validity, and undid them); or (a competitor that
+//     quorum of nodes; or one was on each of a quorum of nodes at some
+//     instant of the call, not all at one (Sim.sight: an attempt whose
+//     keys stood on a quorum, then failed, its fence round or its
+//     validity, and undid them; a key handed over to a waiter that gave
+//     up on some nodes while others were handed over still: each node
+//     answers at its own instant); or (a competitor that
 //     released meanwhile) a hold of another client, from its attempt to
 //     its release's return, spans part of the call. One token on a quorum,
 //     not any overlapping attempt: attempts that split a free lock among
@@ -351,7 +354,7 @@ func (h *history) untrue(v verdict, hs []hold) string {
 				h.at(v.call), h.at(v.until), v.held, v.quorum)
 		}
 	case refusedHeld:
-		if v.held >= v.quorum || h.sightedBetween(x.res, x.client, v.call, v.ret) || slices.ContainsFunc(hs, func(o hold) bool {
+		if v.held >= v.quorum || h.sightedBetween(x.res, x.client, v.quorum, v.call, v.ret) || slices.ContainsFunc(hs, func(o hold) bool {
 			return o.client != x.client && o.attempt.Before(v.ret) && o.freed.After(v.call) && excludes(x, o)
 		}) {
 			return ""

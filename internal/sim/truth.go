@@ -246,39 +246,31 @@ func (t *tokens) reachedCounts(u string, n int) []int {
 	return out
 }
 
-// A sighting is a token of client that a quorum of nodes held together,
-// on the true clock, from first to last (the requests that touched its
-// name in between found it so).
+// A sighting is a token of client that node held, on the true clock,
+// from first to last (the requests that named its name in between found
+// it there).
 type sighting struct {
-	client      int
-	token       string
-	first, last time.Time
+	client, node int
+	token        string
+	first, last  time.Time
 }
 
-// sight records, before node i applies frame, which token of a watched
-// name (see watch) a quorum of nodes holds now, if one does: an attempt
-// whose keys stood on a quorum, even one that failed afterwards (its
-// fence round failed, its grants came too late) and undid them. Every
-// change of a name's keys is a request that names it, so the state
-// before each such request is every state its keys pass through, save
-// the last (read at the refusal's return, see refused).
+// sight records, before node i applies frame, which tokens the nodes
+// hold on a watched name (see watch): an attempt's keys, even one that
+// failed afterwards (its fence round failed, its grants came too late)
+// and undid them. Every change of a name's keys is a request that names
+// it, so the state before each such request is every state its keys pass
+// through, save the last (read at the refusal's return, see refused).
 func (s *Sim) sight(frame []byte) {
 	for _, name := range s.watched {
 		if !bytes.Contains(frame, name.arg) {
 			continue
 		}
-		count := map[string]int{}
-		for _, n := range s.nodes {
+		for i, n := range s.nodes {
 			for _, g := range n.grips(name.key) {
-				count[g.token]++
-			}
-		}
-		for u, k := range count {
-			if k < majority(len(s.nodes)) {
-				continue
-			}
-			if seen, ok := s.tokens.of(u); ok {
-				s.hist.sighted(name.key, sighting{client: seen.client, token: u, first: time.Now(), last: time.Now()})
+				if seen, ok := s.tokens.of(g.token); ok {
+					s.hist.sighted(name.key, sighting{client: seen.client, node: i, token: g.token, first: time.Now(), last: time.Now()})
+				}
 			}
 		}
 	}

@@ -207,14 +207,14 @@ func heldElsewhere(err error) bool {
 	return errors.Is(err, redlock.ErrHeld)
 }
 
-// sighted records that a quorum of nodes held a token of name now, as x
-// says: it extends the token's last sighting.
+// sighted records that a node held a token of name now, as x says: it
+// extends the last sighting of that token there.
 func (h *history) sighted(name string, x sighting) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	seen := h.quorums[name]
-	for k := len(seen) - 1; k >= 0 && k >= len(seen)-8; k-- {
-		if seen[k].token == x.token {
+	for k := len(seen) - 1; k >= 0 && k >= len(seen)-32; k-- {
+		if seen[k].token == x.token && seen[k].node == x.node {
 			seen[k].last = x.last
 			return
 		}
@@ -222,11 +222,23 @@ func (h *history) sighted(name string, x sighting) {
 	h.quorums[name] = append(seen, x)
 }
 
-// sightedBetween reports whether a quorum of nodes held a token of
-// another client than c on name at some instant from `from` to to.
+// sightedBetween reports whether one token of another client than c was
+// on each of a quorum of nodes, at some instant from `from` to to (not
+// all at one: a refused attempt's nodes answer at their own instants).
 // Called with h.mu held.
-func (h *history) sightedBetween(name string, c int, from, to time.Time) bool {
-	return slices.ContainsFunc(h.quorums[name], func(x sighting) bool {
-		return x.client != c && !x.first.After(to) && !x.last.Before(from)
-	})
+func (h *history) sightedBetween(name string, c, quorum int, from, to time.Time) bool {
+	nodes := map[string]map[int]bool{}
+	for _, x := range h.quorums[name] {
+		if x.client == c || x.first.After(to) || x.last.Before(from) {
+			continue
+		}
+		if nodes[x.token] == nil {
+			nodes[x.token] = map[int]bool{}
+		}
+		nodes[x.token][x.node] = true
+		if len(nodes[x.token]) >= quorum {
+			return true
+		}
+	}
+	return false
 }
