@@ -127,6 +127,41 @@ func TestClockJumpOnBareQuorum(t *testing.T) {
 	assert.ErrorIs(t, m1.Err(), quorum.ErrClockJump)
 }
 
+// A lease lost to one node's clock jump still knows what the other nodes
+// confirmed: held on a bare quorum (nodes 0, 1 and 2), node 2's clock
+// steps back (it keeps the key, but the guard gives the lease up), and
+// the release, resent by the client after its reply was lost, finds the
+// key gone on nodes 0 and 1 well before the expiry they confirmed, on the
+// same servers: this release's own doing, and every node held the token
+// (found by the simulator: a lost lease passed no confirmation, and Unlock
+// said not held).
+func TestUnlockResentAfterClockJumpLoss(t *testing.T) {
+	fs, first, _, _ := twoProcesses(t)
+	ctx := t.Context()
+	for _, f := range fs[3:] {
+		f.Faults(func(n *nodetest.Fake) { n.Err = errCutOff })
+	}
+	m, err := first.NewMutex("k", WithTTL(20*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, m.Lock(ctx))
+	heldEverywhere(t, fs[:3], "k")
+	fs[2].Jump(-time.Minute)
+	select {
+	case <-m.Done():
+	case <-time.After(5 * quorum.ClockWatchEvery):
+		t.Fatal("the holder did not find out")
+	}
+	require.ErrorIs(t, m.Err(), quorum.ErrClockJump)
+	for _, f := range fs[:2] {
+		f.Faults(func(n *nodetest.Fake) { n.Resend = true })
+	}
+	require.NoError(t, m.Unlock(ctx), "nodes 0 and 1 lost the token to this release's first try, node 2 kept it")
+	for _, f := range fs[:3] {
+		_, held := f.Get("k")
+		assert.False(t, held)
+	}
+}
+
 // The clock watch follows the nodes that hold the lease now, not its
 // grant's voters: granted by nodes 0, 1 and 2 (node 3 cut off, node 4's
 // grant late), extended by 1, 2 and 4 (node 0 missed it, so its key

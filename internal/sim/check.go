@@ -43,12 +43,14 @@ type history struct {
 	early    []time.Time         // ... sooner than a TTL after it went down
 	faults   map[int][]time.Time // per node: restarts and clock steps
 	verdicts []verdict
-	counters map[string]int // written only by holders inside their window
-	writes   map[string]int // increments made
+	quorums  map[string][]sighting // per name: which node held which token when (see Sim.sight)
+	counters map[string]int        // written only by holders inside their window
+	writes   map[string]int        // increments made
 }
 
 func newHistory() *history {
-	return &history{start: time.Now(), counters: map[string]int{}, writes: map[string]int{}, faults: map[int][]time.Time{}}
+	return &history{start: time.Now(), counters: map[string]int{}, writes: map[string]int{}, faults: map[int][]time.Time{},
+		quorums: map[string][]sighting{}}
 }
 
 // wiped records that a node restarted without its data now: fencing
@@ -249,8 +251,13 @@ func (h *history) wipedBetween(from, to time.Time) bool {
 //     have let the token expire while the call ran), or fewer than
 //     the quorum of the nodes that answered it (all but those its error
 //     names as failed: a failed node's answer is unknown) held h's token
-//     (live on the node's clock) as the call began. With strictNotHeld,
-//     of all nodes:
+//     (live on the node's clock) as the call began. A node a release
+//     reached twice (resent after its reply was lost) and found another's
+//     token on at its return did not answer either: its first try freed
+//     the key, another took it, and the resend, whose answer the library
+//     read, found it another's; only the first try's answer (lost)
+//     could tell, and a "gone" resend is still judged (the library must
+//     count it, see Mutex.Unlock). With strictNotHeld, of all nodes:
 //     ErrNotHeld's doc says "fewer than a quorum of nodes still held", and
 //     today's library also returns it when too many nodes failed to tell.
 //     A lease given up for a node's clock jump (the error wraps
@@ -268,9 +275,16 @@ func (h *history) wipedBetween(from, to time.Time) bool {
 //   - A TryLock refusal that says the lock is held by another (see
 //     heldElsewhere) says a competitor held a quorum when it was made:
 //     when the call returned, a token of another client was live on a
-//     quorum of nodes; or (a competitor that released meanwhile) a hold
-//     of another client, from its attempt to its release's return, spans
-//     part of the call.
+//     quorum of nodes; or one was on each of a quorum of nodes at some
+//     instant of the call, not all at one (Sim.sight: an attempt whose
+//     keys stood on a quorum, then failed, its fence round or its
+//     validity, and undid them; a key handed over to a waiter that gave
+//     up on some nodes while others were handed over still: each node
+//     answers at its own instant); or (a competitor that
+//     released meanwhile) a hold of another client, from its attempt to
+//     its release's return, spans part of the call. One token on a quorum,
+//     not any overlapping attempt: attempts that split a free lock among
+//     them, each refused as held by another, are the bug it catches.
 type verdict struct {
 	what   verdictKind
 	op     string    // the call, for the message
@@ -284,9 +298,10 @@ type verdict struct {
 	// clockJump: the error says the lease was given up for a node's
 	// clock jump (redlock.ErrClockJump)
 	clockJump bool
-	// ErrNotHeld's: the nodes that held the token as the call began, and
-	// those its error names as failed (held counts those that did not)
-	heldAll, failed int
+	// ErrNotHeld's: the nodes that held the token as the call began,
+	// those its error names as failed, and those a resent release found
+	// another's (held counts neither, see notHeld)
+	heldAll, failed, resent int
 }
 
 type verdictKind int
@@ -330,8 +345,8 @@ func (h *history) untrue(v verdict, hs []hold) string {
 			return ""
 		}
 		if v.ret.Before(v.until) && v.held >= v.quorum {
-			return fmt.Sprintf("%s: %s's %s at %v said not held, but %d nodes that answered (%d in all, %d failed; quorum %d) held its token, valid until %v: %s",
-				x.res, x.who, v.op, h.at(v.call), v.held, v.heldAll, v.failed, v.quorum, h.at(v.until), v.err)
+			return fmt.Sprintf("%s: %s's %s at %v said not held, but %d nodes that answered (%d in all, %d failed, %d resent; quorum %d) held its token, valid until %v: %s",
+				x.res, x.who, v.op, h.at(v.call), v.held, v.heldAll, v.failed, v.resent, v.quorum, h.at(v.until), v.err)
 		}
 	case extendedNil:
 		if v.held < v.quorum {
@@ -339,7 +354,7 @@ func (h *history) untrue(v verdict, hs []hold) string {
 				h.at(v.call), h.at(v.until), v.held, v.quorum)
 		}
 	case refusedHeld:
-		if v.held >= v.quorum || slices.ContainsFunc(hs, func(o hold) bool {
+		if v.held >= v.quorum || h.sightedBetween(x.res, x.client, v.quorum, v.call, v.ret) || slices.ContainsFunc(hs, func(o hold) bool {
 			return o.client != x.client && o.attempt.Before(v.ret) && o.freed.After(v.call) && excludes(x, o)
 		}) {
 			return ""

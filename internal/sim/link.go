@@ -186,6 +186,10 @@ func (l *link) request(frame []byte, cmd string, setup bool) bool {
 	}
 	l.mu.Unlock()
 	l.node.sim.trace.add(l, frame)
+	if !setup {
+		l.node.sim.sight(frame)
+		l.node.sim.tokens.reached(l.node.idx, frame)
+	}
 	_, err := l.srv.Write(frame)
 	return err == nil
 }

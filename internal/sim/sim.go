@@ -105,7 +105,8 @@ type Sim struct {
 	// early restarts so far, and the stream that times them (restartEarly)
 	early    int
 	earlyRng *rand.Rand
-	tokens   *tokens // who sent which token, for the verdicts' truth
+	tokens   *tokens       // who sent which token, for the verdicts' truth
+	watched  []watchedName // the names whose refusals are judged (see sight)
 
 	mu     sync.Mutex
 	cut    map[[2]int]bool       // client, node: partitioned
@@ -134,6 +135,11 @@ func Run(cfg Config) Result {
 	s.breaks = s.rng(4)
 	s.earlyRng = s.rng(6)
 	s.tokens = newTokens()
+	for _, p := range cfg.Primitives {
+		if refusable[p] {
+			s.watch(resources[p][0])
+		}
+	}
 	done := make(chan struct{})
 	var bg sync.WaitGroup
 	for i := range cfg.Nodes {

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"bytes"
+	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +23,8 @@ import (
 type tokens struct {
 	mu    sync.Mutex
 	owner map[string]tokenSeen
+	// per token, how many requests carrying it reached each node
+	frames map[string][]int
 }
 
 type tokenSeen struct {
@@ -207,4 +212,81 @@ func (s *Sim) competitor(key string, c int) int {
 		}
 	}
 	return most
+}
+
+// reached records that node i received frame: how many requests carrying
+// each token reached each node (a request the client resent after its
+// reply was lost reaches the node twice, see Sim.release).
+func (t *tokens) reached(i int, frame []byte) {
+	scanUUIDs(frame, func(u string) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.frames == nil {
+			t.frames = map[string][]int{}
+		}
+		n := t.frames[u]
+		if n == nil {
+			n = make([]int, i+1, max(i+1, 5))
+		}
+		for len(n) <= i {
+			n = append(n, 0)
+		}
+		n[i]++
+		t.frames[u] = n
+	})
+}
+
+// reachedCounts returns how many requests carrying token u reached each
+// of n nodes so far.
+func (t *tokens) reachedCounts(u string, n int) []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]int, n)
+	copy(out, t.frames[u])
+	return out
+}
+
+// A sighting is a token of client that node held, on the true clock,
+// from first to last (the requests that named its name in between found
+// it there).
+type sighting struct {
+	client, node int
+	token        string
+	first, last  time.Time
+}
+
+// sight records, before node i applies frame, which tokens the nodes
+// hold on a watched name (see watch): an attempt's keys, even one that
+// failed afterwards (its fence round failed, its grants came too late)
+// and undid them. Every change of a name's keys is a request that names
+// it, so the state before each such request is every state its keys pass
+// through, save the last (read at the refusal's return, see refused).
+func (s *Sim) sight(frame []byte) {
+	for _, name := range s.watched {
+		if !bytes.Contains(frame, name.arg) {
+			continue
+		}
+		for i, n := range s.nodes {
+			for _, g := range n.grips(name.key) {
+				if seen, ok := s.tokens.of(g.token); ok {
+					s.hist.sighted(name.key, sighting{client: seen.client, node: i, token: g.token, first: time.Now(), last: time.Now()})
+				}
+			}
+		}
+	}
+}
+
+// A watchedName is a name whose refusals are judged: its key, and how a
+// request names it.
+type watchedName struct {
+	key string
+	arg []byte
+}
+
+// watch makes sight follow name. Called before the run starts.
+func (s *Sim) watch(name string) {
+	if slices.ContainsFunc(s.watched, func(w watchedName) bool { return w.key == name }) {
+		return
+	}
+	s.watched = append(s.watched, watchedName{key: name, arg: fmt.Appendf(nil, "$%d\r\n%s\r\n", len(name), name)})
 }

@@ -75,7 +75,14 @@ func count(nodes []bool) int {
 // when held says which nodes held the token as it began: what it claims
 // is checked against the nodes that answered it (see check.go); with
 // strictNotHeld, against every node.
-func notHeld(v *verdict, err error, held []bool) {
+//
+// resent, for a release, are the nodes it reached twice (the client
+// resent it after its reply was lost) and found another's token on at
+// its return: its first try freed the key there and another client took
+// it (a waiter it woke, or one it handed the key to), and the resend's
+// answer, the only one the library read, says the key is another's.
+// Their answer to the release is lost, as a failed node's is.
+func notHeld(v *verdict, err error, held, resent []bool) {
 	v.what, v.err = notHeldKind, err.Error()
 	v.clockJump = errors.Is(err, redlock.ErrClockJump)
 	answered := slices.Clone(held)
@@ -83,6 +90,12 @@ func notHeld(v *verdict, err error, held []bool) {
 		if ne.Index >= 0 && ne.Index < len(answered) {
 			answered[ne.Index] = false
 			v.failed++
+		}
+	}
+	for i, on := range resent {
+		if on && answered[i] {
+			answered[i] = false
+			v.resent++
 		}
 	}
 	v.heldAll, v.held = count(held), count(answered)
@@ -104,10 +117,12 @@ const strictNotHeld = false
 func (s *Sim) release(g *grant, w window, end time.Time, name string, final bool, op func(context.Context) error) {
 	call, until := time.Now(), w.Until()
 	held := s.heldNow(g)
+	sent := s.tokens.reachedCounts(g.token, len(s.nodes))
 	ctx, cancel := unlockCtx()
 	err := op(ctx)
 	cancel()
 	ret := time.Now()
+	resent := s.resentTaken(g, sent)
 	for _, res := range g.names {
 		x := g.hold
 		x.res, x.end, x.freed = res, end, ret
@@ -118,12 +133,33 @@ func (s *Sim) release(g *grant, w window, end time.Time, name string, final bool
 				v.what = releasedNil
 				s.hist.judged(v)
 			case errors.Is(err, redlock.ErrNotHeld):
-				notHeld(&v, err, held)
+				notHeld(&v, err, held, resent)
 				s.hist.judged(v)
 			}
 		}
 		s.hist.add(x)
 	}
+}
+
+// resentTaken returns the nodes that requests carrying g's token reached
+// twice or more since sent (their counts then, see tokens.reached) and
+// whose keys of g's names hold another token now: a release resent after
+// its first try freed the key there (see notHeld).
+func (s *Sim) resentTaken(g *grant, sent []int) []bool {
+	out := make([]bool, len(s.nodes))
+	if g.token == "" {
+		return out
+	}
+	now := s.tokens.reachedCounts(g.token, len(s.nodes))
+	for i, n := range s.nodes {
+		if now[i]-sent[i] < 2 {
+			continue
+		}
+		for _, name := range g.names {
+			out[i] = out[i] || slices.ContainsFunc(n.grips(name), func(x grip) bool { return x.token != g.token })
+		}
+	}
+	return out
 }
 
 // extendable is a window that can be extended.
@@ -146,7 +182,7 @@ func (s *Sim) extend(g *grant, w extendable) {
 		v.what, v.until = extendedNil, w.Until()
 		v.held = count(s.heldTill(g, v.until, call))
 	case errors.Is(err, redlock.ErrNotHeld):
-		notHeld(&v, err, held)
+		notHeld(&v, err, held, nil)
 	default:
 		return
 	}
@@ -169,4 +205,40 @@ func (s *Sim) refused(g *grant, err error) {
 // another holds the lock: redlock.ErrHeld.
 func heldElsewhere(err error) bool {
 	return errors.Is(err, redlock.ErrHeld)
+}
+
+// sighted records that a node held a token of name now, as x says: it
+// extends the last sighting of that token there.
+func (h *history) sighted(name string, x sighting) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := h.quorums[name]
+	for k := len(seen) - 1; k >= 0 && k >= len(seen)-32; k-- {
+		if seen[k].token == x.token && seen[k].node == x.node {
+			seen[k].last = x.last
+			return
+		}
+	}
+	h.quorums[name] = append(seen, x)
+}
+
+// sightedBetween reports whether one token of another client than c was
+// on each of a quorum of nodes, at some instant from `from` to to (not
+// all at one: a refused attempt's nodes answer at their own instants).
+// Called with h.mu held.
+func (h *history) sightedBetween(name string, c, quorum int, from, to time.Time) bool {
+	nodes := map[string]map[int]bool{}
+	for _, x := range h.quorums[name] {
+		if x.client == c || x.first.After(to) || x.last.Before(from) {
+			continue
+		}
+		if nodes[x.token] == nil {
+			nodes[x.token] = map[int]bool{}
+		}
+		nodes[x.token][x.node] = true
+		if len(nodes[x.token]) >= quorum {
+			return true
+		}
+	}
+	return false
 }

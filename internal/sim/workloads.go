@@ -19,6 +19,10 @@ var resources = map[string][]string{
 	"rwmutex": {"rw"}, "semaphore": {"sem"}, "do": {"do"},
 }
 
+// refusable are the workloads whose TryLock refusals are judged (see
+// Sim.refused).
+var refusable = map[string]bool{"mutex": true, "fenced": true}
+
 var workloads = map[string]workload{
 	"mutex":     mutexLoop("m"),
 	"fenced":    mutexLoop("f", redlock.WithFencing()),

@@ -245,8 +245,16 @@ func (h *Holder) Release(ctx context.Context, cause error) error {
 	}
 	h.Lease = nil
 	c := engine.Lapse{Settings: &h.Settings, Report: h.Report, Since: l.start, Quorum: h.Quorum}
-	if l.Err == nil {
-		c.Confirmed = l // a lost lease passes none: an absent key is no resend
+	// What each node confirmed holds whatever ended the lease, except
+	// when nodes answered that its token was gone (an extension's
+	// ErrNotHeld, ErrLockLost for good): a key absent there before its
+	// confirmed expiry was deleted by another, and an absent key is then
+	// no resend. A lease lost to a clock jump or to its validity passes
+	// it: Confirmed forgets a node whose clock jumped, and a resent
+	// release that finds the key gone on a node that did not is this
+	// release's own doing.
+	if l.Err == nil || !errors.Is(l.Err, engine.ErrNotHeld) {
+		c.Confirmed = l
 	}
 	h.Mu.Unlock()
 	h.end(l, cause)
