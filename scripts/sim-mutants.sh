@@ -56,7 +56,7 @@ for name in "${names[@]}"; do
 		again="its replay failed too (violation), as another run of the seed"
 	fi
 	# The first violation says which check found it: holds that overlap,
-	# or a verdict that is false (see internal/sim/check.go).
+	# or a verdict that is false (see internal/sim/check.go, verdicts_check.go).
 	what="$(grep -m1 -oE 'violations, the first: .{0,160}' "$log" | sed 's/violations, the first: //' || true)"
 	printf 'found %s: %s\n  first: %s\n  %s\n  its first violation: %s\n' "$name" "$summary" "$replay" "$again" "$what"
 done

@@ -64,7 +64,7 @@ func TestStalled(t *testing.T) {
 	}
 }
 
-// TestVerdicts checks each verdict's rule (check.go) on made-up histories
+// TestVerdicts checks each verdict's rule (verdicts_check.go) on made-up histories
 // of the name "m": client 0's hold from 1 s, its validity until 3 s.
 func TestVerdicts(t *testing.T) {
 	t0 := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The truth the verdicts are checked against (see check.go): which node
+// The truth the verdicts are checked against (see verdicts_check.go): which node
 // holds which token, and until when, read from the simulated nodes' own
 // state on the simulator's true clock, never from what the library says.
 //

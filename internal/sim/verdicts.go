@@ -9,9 +9,9 @@ import (
 	"github.com/redlock-go/redlock/redlock"
 )
 
-// The workloads' side of the verdicts (check.go says what each claims):
-// each call whose verdict is checked goes through one of these, which read
-// the truth the check needs from the nodes around the call.
+// The workloads' side of the verdicts (verdicts_check.go says what each
+// claims): each call whose verdict is checked goes through one of these,
+// which read the truth the check needs from the nodes around the call.
 
 // A grant is an acquisition a workload holds: its hold (what the history
 // records, for its first name), every name it holds, and the quorum of
@@ -73,7 +73,7 @@ func count(nodes []bool) int {
 
 // notHeld fills v, the verdict of a call that returned err (ErrNotHeld),
 // when held says which nodes held the token as it began: what it claims
-// is checked against the nodes that answered it (see check.go); with
+// is checked against the nodes that answered it (see notHeldUntrue); with
 // strictNotHeld, against every node.
 //
 // resent, for a release, are the nodes it reached twice (the client
