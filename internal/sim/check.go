@@ -165,18 +165,8 @@ func (h *history) overlaps(res string, hs []hold) []string {
 			}
 		}
 		active = live
-		permits := 1
-		for _, a := range active {
-			switch {
-			case h.earlyBetween(a.attempt, x.start):
-			case x.kind == permit && a.kind == permit:
-				permits++
-			case x.kind == shared && a.kind == shared:
-			default:
-				out = append(out, fmt.Sprintf("%s: %s held it %v-%v while %s held it %v-%v", res,
-					x.who, h.at(x.start), h.at(x.end), a.who, h.at(a.start), h.at(a.end)))
-			}
-		}
+		clashes, permits := h.against(res, x, active)
+		out = append(out, clashes...)
 		if x.kind == permit && permits > x.limit && !h.earlyBetween(earliest(active), x.start) {
 			out = append(out, fmt.Sprintf("%s: %d permits held at %v, limit %d", res, permits, h.at(x.start), x.limit))
 		}
@@ -185,6 +175,25 @@ func (h *history) overlaps(res string, hs []hold) []string {
 		}
 	}
 	return out
+}
+
+// against compares hold x with the active holds, those in force at its
+// start: it returns each that x's kind may not overlap, and the permits in
+// force counting x's own.
+func (h *history) against(res string, x hold, active []hold) (clashes []string, permits int) {
+	permits = 1
+	for _, a := range active {
+		switch {
+		case h.earlyBetween(a.attempt, x.start):
+		case x.kind == permit && a.kind == permit:
+			permits++
+		case x.kind == shared && a.kind == shared:
+		default:
+			clashes = append(clashes, fmt.Sprintf("%s: %s held it %v-%v while %s held it %v-%v", res,
+				x.who, h.at(x.start), h.at(x.end), a.who, h.at(a.start), h.at(a.end)))
+		}
+	}
+	return clashes, permits
 }
 
 // fences checks that fencing tokens increase along acquisitions, between

@@ -86,11 +86,7 @@ func (n *node) elsewhere(ch string) bool {
 func (n *node) hook(c *server.Peer, cmd string, args ...string) bool {
 	switch {
 	case cmd == "PUBLISH" && len(args) == 2 && n.elsewhere(args[0]):
-		select {
-		case n.bus <- [2]string{args[0], args[1]}:
-		default: // the bus is full: the message is lost, as any may be
-		}
-		c.WriteInt(0)
+		n.publishElsewhere(c, args[0], args[1])
 		return true
 	case cmd == "INFO" && len(args) == 1 && strings.EqualFold(args[0], "server"):
 		// miniredis has no run_id; the library tells a restarted server
@@ -98,20 +94,36 @@ func (n *node) hook(c *server.Peer, cmd string, args ...string) bool {
 		c.WriteBulk("# Server\r\nrun_id:" + n.runID() + "\r\n")
 		return true
 	case cmd == "PUBSUB" && len(args) >= 2 && strings.EqualFold(args[0], "NUMSUB"):
-		chans := args[1:]
-		for _, ch := range chans {
-			if !n.elsewhere(ch) {
-				return false
-			}
-		}
-		c.WriteLen(2 * len(chans))
-		for _, ch := range chans {
-			c.WriteBulk(ch)
-			c.WriteInt(0)
-		}
-		return true
+		return n.numsubElsewhere(c, args[1:])
 	}
 	return false
+}
+
+// publishElsewhere sends a message published to a channel of another
+// master over the bus, and answers that no subscriber of this one got it.
+func (n *node) publishElsewhere(c *server.Peer, ch, msg string) {
+	select {
+	case n.bus <- [2]string{ch, msg}:
+	default: // the bus is full: the message is lost, as any may be
+	}
+	c.WriteInt(0)
+}
+
+// numsubElsewhere answers PUBSUB NUMSUB for chans when every one hashes
+// to another master (none of this one's subscribers count), and reports
+// whether it did; otherwise miniredis answers.
+func (n *node) numsubElsewhere(c *server.Peer, chans []string) bool {
+	for _, ch := range chans {
+		if !n.elsewhere(ch) {
+			return false
+		}
+	}
+	c.WriteLen(2 * len(chans))
+	for _, ch := range chans {
+		c.WriteBulk(ch)
+		c.WriteInt(0)
+	}
+	return true
 }
 
 // runID is the run id of the node's current server process: 40 hex

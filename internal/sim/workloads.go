@@ -67,6 +67,15 @@ func work(s *Sim, c *client, rng *rand.Rand, g *grant, w extendable, count bool)
 		s.awake(c.idx)
 		s.extend(g, w)
 	}
+	dwell(s, rng, w, extended)
+	s.awake(c.idx)
+	return finish(s, w, res, v, count)
+}
+
+// dwell is the work's time in the critical section: a short while, a
+// pause, or (always once it extended) its lease to the end, cut short
+// when the hold is lost but for the pause.
+func dwell(s *Sim, rng *rand.Rand, w window, extended bool) {
 	d := between(rng, 0, 30*time.Millisecond)
 	switch p := rng.Float64(); {
 	case p < 0.02:
@@ -82,7 +91,11 @@ func work(s *Sim, c *client, rng *rand.Rand, g *grant, w extendable, count bool)
 		case <-w.Done():
 		}
 	}
-	s.awake(c.idx)
+}
+
+// finish writes the counter of res back as v plus one, when count asks
+// and the window still lasts, and returns when the window ended, or now.
+func finish(s *Sim, w window, res string, v int, count bool) time.Time {
 	now := time.Now()
 	until := w.Until()
 	lost := false
