@@ -82,7 +82,7 @@ func isUUID(u []byte) bool {
 				return false
 			}
 		default:
-			if !('0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f') {
+			if (ch < '0' || ch > '9') && (ch < 'a' || ch > 'f') {
 				return false
 			}
 		}
