@@ -131,6 +131,7 @@ func (s *Sim) release(g *grant, w window, end time.Time, name string, final bool
 			switch {
 			case err == nil:
 				v.what = releasedNil
+				v.heldAll = count(held)
 				s.hist.judged(v)
 			case errors.Is(err, redlock.ErrNotHeld):
 				notHeld(&v, err, held, resent)

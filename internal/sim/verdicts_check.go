@@ -71,7 +71,12 @@ func (h *history) untrue(v verdict, hs []hold) string {
 // any, a reader excludes writers; a permit excludes none but the limit's
 // worth) was in force within the window, or, for a permit, fewer than
 // limit other permits were at every instant of it. Early restarts do not
-// excuse it: nodes that can tell are to say so.
+// excuse it, but for one case: h's own token stood on a quorum of nodes
+// as its release began, and a node restarted early while each overlapping
+// hold lasted, before h's window ended: then the overlapping hold is the
+// one the restart left short of its quorum (its holder's verdicts are judged on their own), and h held the
+// lock as far as the nodes can tell. A release that counted a node it
+// should not have (the release-gone mutant) finds its token on fewer.
 func (h *history) releaseUntrue(v verdict, hs []hold) string {
 	x := v.hold
 	end := minTime(v.call, v.until)
@@ -80,6 +85,9 @@ func (h *history) releaseUntrue(v verdict, hs []hold) string {
 		if (o.client != x.client || !o.start.Equal(x.start)) && o.start.Before(end) && o.end.After(x.start) && excludes(x, o) {
 			in = append(in, o)
 		}
+	}
+	if len(in) > 0 && v.heldAll >= v.quorum && !slices.ContainsFunc(in, func(o hold) bool { return !h.earlyWithin(o.start, end) }) {
+		return ""
 	}
 	if len(in) > 0 && (x.kind != permit || h.crowded(in, x.start, end) >= x.limit) {
 		return fmt.Sprintf("%s: %s's %s returned nil for its hold %v-%v, while %s held it %v-%v", x.res, x.who, v.op,
@@ -194,4 +202,10 @@ func (h *history) crowded(in []hold, from, to time.Time) int {
 		most = max(most, n)
 	}
 	return most
+}
+
+// earlyWithin reports whether a node came back empty sooner than a TTL
+// (see wiped) from `from` to to. Called with h.mu held.
+func (h *history) earlyWithin(from, to time.Time) bool {
+	return slices.ContainsFunc(h.early, func(t time.Time) bool { return !t.Before(from) && !t.After(to) })
 }
