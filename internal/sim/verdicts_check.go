@@ -80,12 +80,7 @@ func (h *history) untrue(v verdict, hs []hold) string {
 func (h *history) releaseUntrue(v verdict, hs []hold) string {
 	x := v.hold
 	end := minTime(v.call, v.until)
-	var in []hold
-	for _, o := range hs {
-		if (o.client != x.client || !o.start.Equal(x.start)) && o.start.Before(end) && o.end.After(x.start) && excludes(x, o) {
-			in = append(in, o)
-		}
-	}
+	in := beside(x, end, hs)
 	if len(in) > 0 && v.heldAll >= v.quorum && !slices.ContainsFunc(in, func(o hold) bool { return !h.earlyWithin(o.start, end) }) {
 		return ""
 	}
@@ -208,4 +203,16 @@ func (h *history) crowded(in []hold, from, to time.Time) int {
 // (see wiped) from `from` to to. Called with h.mu held.
 func (h *history) earlyWithin(from, to time.Time) bool {
 	return slices.ContainsFunc(h.early, func(t time.Time) bool { return !t.Before(from) && !t.After(to) })
+}
+
+// beside returns the holds of hs other than x that were in force in x's
+// window, up to end, and exclude x.
+func beside(x hold, end time.Time, hs []hold) []hold {
+	var in []hold
+	for _, o := range hs {
+		if (o.client != x.client || !o.start.Equal(x.start)) && o.start.Before(end) && o.end.After(x.start) && excludes(x, o) {
+			in = append(in, o)
+		}
+	}
+	return in
 }
