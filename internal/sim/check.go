@@ -41,6 +41,7 @@ type history struct {
 	holds    []hold
 	wipes    []time.Time         // when a node came back without its data
 	early    []time.Time         // ... sooner than a TTL after it went down
+	steps    []time.Time         // when a node's clock stepped
 	faults   map[int][]time.Time // per node: restarts and clock steps
 	verdicts []verdict
 	quorums  map[string][]sighting // per name: which node held which token when (see Sim.sight)
@@ -72,6 +73,19 @@ func (h *history) faulted(i int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.faults[i] = append(h.faults[i], time.Now())
+}
+
+// stepped records that a node's clock stepped now.
+func (h *history) stepped() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.steps = append(h.steps, time.Now())
+}
+
+// steppedWithin reports whether a node's clock stepped from `from` to to.
+// Called with h.mu held.
+func (h *history) steppedWithin(from, to time.Time) bool {
+	return slices.ContainsFunc(h.steps, func(t time.Time) bool { return !t.Before(from) && !t.After(to) })
 }
 
 // faultedBetween reports whether node i restarted or stepped its clock

@@ -217,6 +217,7 @@ func (n *node) setClock(offset time.Duration) {
 	defer n.mu.Unlock()
 	n.offset = offset
 	n.sim.hist.faulted(n.idx)
+	n.sim.hist.stepped()
 	if offset == 0 {
 		n.m.SetTime(time.Time{})
 		return

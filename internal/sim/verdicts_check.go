@@ -77,9 +77,18 @@ func (h *history) untrue(v verdict, hs []hold) string {
 // one the restart left short of its quorum (its holder's verdicts are judged on their own), and h held the
 // lock as far as the nodes can tell. A release that counted a node it
 // should not have (the release-gone mutant) finds its token on fewer.
+// It also says h held a quorum up to the release: as the release began,
+// h's token stood on a quorum of nodes (each node that counts held it
+// then: a key a resend finds gone was there until the first try), unless
+// some node's clock stepped during the hold (a node may then have expired
+// the key early, unseen: the clock guard's stated limit).
 func (h *history) releaseUntrue(v verdict, hs []hold) string {
 	x := v.hold
 	end := minTime(v.call, v.until)
+	if v.quorum > 0 && v.heldAll < v.quorum && !h.steppedWithin(x.attempt, v.call) {
+		return fmt.Sprintf("%s: %s's %s returned nil for its hold %v-%v, while its token stood on %d nodes as it began, quorum %d", x.res, x.who, v.op,
+			h.at(x.start), h.at(end), v.heldAll, v.quorum)
+	}
 	in := beside(x, end, hs)
 	if len(in) > 0 && v.heldAll >= v.quorum && !slices.ContainsFunc(in, func(o hold) bool { return !h.earlyWithin(o.start, end) }) {
 		return ""
