@@ -56,7 +56,8 @@ sim:
 	$(GO) test -count=1 -timeout 0 -run TestSimulation ./internal/sim -sim.time=$(SIM_TIME) -sim.start=$(SIM_START) -v
 
 ## sim-mutants: the simulator over each deliberately broken variant of the
-## lock (internal/sim/testdata/mutants), MUTANT_TIME (60s) each, on the
+## lock (internal/sim/testdata/mutants), MUTANT_TIME (60s) each (or the
+## patch's own "time:"), on the
 ## committed code; fails when it misses one.
 sim-mutants:
 	scripts/sim-mutants.sh

@@ -2,8 +2,9 @@
 # Checks that the simulator finds each deliberately broken variant of the
 # lock: for every internal/sim/testdata/mutants/*.patch, the committed code
 # (HEAD) in a worktree of its own, the patch applied, runs the simulation
-# for MUTANT_TIME (60s by default) over the workloads the patch's "only:"
-# line names, then replays the first failing seed once with its printed
+# for MUTANT_TIME (60s by default; a patch's "time:" line gives its own
+# budget, for a variant whose schedule is rare) over the workloads the
+# patch's "only:" line names, then replays the first failing seed once with its printed
 # command. One line per variant; exits 1 when the simulator missed one.
 #
 # Usage: scripts/sim-mutants.sh [NAME ...]   (default: every patch)
@@ -32,11 +33,12 @@ missed=0
 for name in "${names[@]}"; do
 	patch="$root/internal/sim/testdata/mutants/$name.patch"
 	only="$(sed -n 's/^only: //p' "$patch" | head -1)"
+	own="$(sed -n 's/^time: //p' "$patch" | head -1)"
 	git -C "$tree" checkout --quiet -- .
 	git -C "$tree" apply "$patch"
 	log="$work/$name.log"
 	(cd "$tree" && go test -count=1 -timeout 0 -v -run TestSimulation ./internal/sim \
-		-sim.time="$budget" -sim.only="$only" >"$log" 2>&1) || true
+		-sim.time="${own:-$budget}" -sim.only="$only" >"$log" 2>&1) || true
 	summary="$(grep -E 'sim: [0-9]+ schedules \(seeds from 1, in' "$log" | tail -1 | sed 's/.*sim: //' || true)"
 	replay="$(grep -m1 -oE 'go test \./internal/sim -run TestSimulation -sim\.seed=[0-9]+ -sim\.only=[a-z,]+ -sim\.digest=[0-9a-f.]+' "$log" || true)"
 	if [[ -z "$replay" ]]; then
