@@ -291,7 +291,11 @@ func (n *Redis) QuietDial(ctx context.Context) error {
 	case err == nil:
 		n.dials.connected(num) // the host listens: calls go again (see refusal.go)
 	case refusedDial(err):
-		n.dials.refused(num, &DialFailure{Err: err, At: time.Now()})
+		// A dial failure as any: LastDialFailure names it, before the
+		// calls it fails learn of it.
+		f := &DialFailure{Err: err, At: time.Now()}
+		n.dials.record(o.Addr, dialOutcome{n: num, failure: f})
+		n.dials.refused(num, f)
 	}
 	if err != nil {
 		return err // "dial tcp ADDR: ..." names the address
