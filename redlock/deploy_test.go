@@ -123,12 +123,26 @@ func TestUnlockResentRelease(t *testing.T) {
 		err := m.Unlock(t.Context())
 		require.ErrorIs(t, err, ErrNotHeld)
 
-		// Taken by another Value: not held, within the validity or not.
+		// Taken by another Value within the validity, on the same
+		// servers: this release's first try freed the key there, and a
+		// waiter took it after (or an operator forced the lock open,
+		// which a release cannot tell apart): held.
 		require.NoError(t, m.Lock(t.Context()))
 		for _, f := range fs[:2] {
 			f.Set("k", "someone else", time.Minute)
 		}
+		require.NoError(t, m.Unlock(t.Context()))
+
+		// Taken by another Value past the validity: not held.
+		require.NoError(t, m.Lock(t.Context()))
+		time.Sleep(time.Second)
+		for _, f := range fs[:2] {
+			f.Set("k", "someone else", time.Minute)
+		}
 		require.ErrorIs(t, m.Unlock(t.Context()), ErrNotHeld)
+		for _, f := range fs[:2] {
+			f.Set("k", "", -time.Second)
+		}
 
 		// Another server answered (a restart without persistence, a
 		// failover to a replica that lacked the key): lost, not resent.

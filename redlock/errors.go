@@ -56,7 +56,10 @@ var ErrNodesFailed = engine.ErrNodesFailed
 // [*NodeError] per node that failed. Once the caller's context has ended,
 // Unlock (RUnlock, Release) returns it only when the nodes said the token
 // was gone; a release that failing nodes left unconfirmed returns instead
-// an error wrapping ctx.Err() (see [Mutex.Unlock]).
+// an error wrapping ctx.Err() (see [Mutex.Unlock]). A release that nodes
+// whose clocks jumped ahead left unconfirmed (the key absent there may
+// have expired early, or been deleted by the release's own earlier try)
+// returns an error wrapping [ErrClockJump], not ErrNotHeld.
 var ErrNotHeld = engine.ErrNotHeld
 
 // ErrLockLost means an acquisition ended before Unlock: its validity ran
@@ -64,14 +67,19 @@ var ErrNotHeld = engine.ErrNotHeld
 // hold its token (the key expired or was taken) that no quorum can hold it
 // any more, which no extension can repair (the same for a [Semaphore]'s
 // permit). [Mutex.Err] returns it once [Mutex.Done] is closed, [Mutex.Extend]
-// wraps it when the loss is certain, and it is the cause
+// wraps it when the loss is certain (and returns it without [ErrNotHeld]
+// between Done closing and [Mutex.Until]: given up, still held on the
+// nodes), and it is the cause
 // ([context.Cause]) of the context [Redlock.Do] gives its function.
 var ErrLockLost = engine.ErrLockLost
 
 // ErrClockJump marks a node that does not vote because its clock jumped,
 // or disagrees with this process's (see [WithClockTolerance]): in a
-// [NodeError], in [NodeHealth.Clock], and with [ErrLockLost] in the cause
-// of a lease lost because nodes that granted it jumped.
+// [NodeError], in [NodeHealth.Clock], with [ErrLockLost] in the cause
+// of a lease lost because nodes that granted it jumped ahead, and in the
+// error of a release those nodes left unconfirmed (see [ErrNotHeld]). A
+// clock stepped back keeps keys longer than their TTL: the node stops
+// voting for a while, but no lease is lost to it.
 var ErrClockJump = quorum.ErrClockJump
 
 // ErrNodeTimeout is the cause inside a [*NodeError] when a node did not

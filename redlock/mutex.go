@@ -200,18 +200,21 @@ func (m *Mutex) live() *lease.Lease {
 // closed): the nodes held the token, or lost it only to an earlier try of
 // this release that the client resent. No other client held the lock up
 // to the release, as far as the nodes can tell. A node that finds the key
-// gone counts only before the expiry that node itself last confirmed (a
-// node that missed an extension expires the key earlier than [Mutex.Until])
-// and only when the same server answers (its run id: a restart or a
-// failover lost the key). Otherwise its error wraps
-// one [*NodeError] per failed node, and:
+// gone, or another's (a waiter took it after that earlier try), counts only
+// before the expiry that node itself last confirmed (a node that missed an
+// extension expires the key earlier than [Mutex.Until]) and only when the
+// same server answers (its run id: a restart or a failover lost the key).
+// Otherwise its error wraps one [*NodeError] per failed node, and:
 //   - [ErrNotHeld] when no quorum confirmed: another client may have held
 //     the lock (without I/O when the mutex holds nothing);
 //   - [ErrMisconfigured] instead when nodes that refused the release for a
 //     reason no retry changes (a missing ACL permission) left no quorum;
 //   - ctx.Err() instead, when ctx had ended and the release is unconfirmed
 //     because nodes failed (too few said the token was gone for it to be
-//     not held).
+//     not held);
+//   - [ErrClockJump] instead, when it is unconfirmed because nodes whose
+//     clocks jumped ahead found the key without the token (it may have
+//     expired there early).
 //
 // Nodes that kept the token free it when its TTL passes.
 func (m *Mutex) Unlock(ctx context.Context) error {
@@ -247,7 +250,11 @@ var errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
 // [ErrLockLost] and the acquisition ends ([Mutex.Done] closes). Extend
 // returns once a quorum extended; a failed one waits for the other nodes,
 // up to the node timeout (unless ctx ended), so that its error counts
-// every node and names those the token is gone from.
+// every node and names those the token is gone from. An acquisition that
+// was not extended in time ends TTL/20 before its validity, for the work
+// to stop ([Mutex.Done] closes then); an Extend in those last moments
+// returns [ErrLockLost] without [ErrNotHeld]: the nodes still hold the
+// token, but the acquisition has been given up.
 func (m *Mutex) Extend(ctx context.Context) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")

@@ -295,6 +295,10 @@ func TestSemaphoreValidityAndExtend(t *testing.T) {
 		assert.Equal(t, start.Add(500*time.Millisecond+time.Second-12*time.Millisecond-50*time.Millisecond), time.Now(),
 			"lost TTL/20 before the end of validity")
 		require.ErrorIs(t, s.Err(), ErrLockLost)
+		err := s.Extend(t.Context())
+		require.ErrorIs(t, err, ErrLockLost, "given up before the validity's end")
+		require.NotErrorIs(t, err, ErrNotHeld, "the nodes hold the permit still")
+		time.Sleep(time.Until(s.Until()))
 		require.ErrorIs(t, s.Extend(t.Context()), ErrNotHeld)
 		require.NoError(t, s.TryAcquire(t.Context()), "a lost permit frees the value for another")
 	})

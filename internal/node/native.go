@@ -228,8 +228,10 @@ func (o *Release) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context,
 	switch v, err := cmds[len(cmds)-1].(*redis.IntCmd).Result(); {
 	case err != nil:
 		return Reply{Err: err}, nil
+	case v > 0 && o.Channel == "":
+		return Reply{}, nil // another's, told to an undo, which reads no server
 	case v > 0:
-		return Reply{}, nil // another's
+		return Reply{Value: absent{checked: true, other: true}}, nil // another's: whose server is still to ask
 	}
 	return Reply{Value: absent{checked: true}}, nil
 }
@@ -245,8 +247,9 @@ func (o *Release) checks(cmds []redis.Cmder) bool {
 
 // absent is the Value of a native release's reply that deleted nothing:
 // whether the key is there at all is still to ask (see Redis.askAbsent),
-// unless checked: it is not.
-type absent struct{ checked bool }
+// unless checked: other then says it is (another's). Either way the
+// answer still needs the server's run id.
+type absent struct{ checked, other bool }
 
 // isAbsent reports whether rep is a native release's that deleted nothing.
 func isAbsent(rep Reply) bool {
@@ -263,10 +266,7 @@ func (o *Release) absent(ctx context.Context, t *Tx) Reply {
 		if err := s.Read(ctx, nil, exists); err != nil {
 			return Reply{}, err
 		}
-		if exists.Val() > 0 {
-			return Reply{}, nil
-		}
-		return gone(ctx, s, o.Channel != "")
+		return gone(ctx, s, o.Channel != "", exists.Val() > 0)
 	})
 }
 

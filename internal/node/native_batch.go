@@ -140,6 +140,8 @@ func (n *Redis) askAbsent(ctx context.Context, calls []*call, reps []Reply) []Re
 		for i, c := range calls {
 			if a, _ := reps[i].Value.(absent); !a.checked {
 				exists[i] = p.Exists(ctx, c.op.(*Release).Key)
+			} else if a.other {
+				exists[i] = redis.NewIntResult(1, nil)
 			}
 			if info == nil && c.op.(*Release).Channel != "" {
 				info = p.Info(ctx, "server")
@@ -169,10 +171,10 @@ func absentReply(o *Release, exists *redis.IntCmd, id string) Reply {
 	switch {
 	case err != nil:
 		return Reply{Err: err}
-	case v > 0:
-		return Reply{} // another's
-	case o.Channel != "":
-		return Reply{Value: Released{Gone: true, Server: id}}
+	case o.Channel == "" && v > 0:
+		return Reply{} // an undo: no one reads whose server
+	case o.Channel == "":
+		return Reply{Value: Released{Gone: true}}
 	}
-	return Reply{Value: Released{Gone: true}} // an undo: no one reads whose server
+	return Reply{Value: Released{Gone: v == 0, Taken: v > 0, Server: id}}
 }

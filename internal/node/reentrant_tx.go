@@ -110,10 +110,8 @@ func (o *ReentrantRelease) Transact(ctx context.Context, t *Tx) Reply {
 			own = o.Queued
 		}
 		switch {
-		case kind.Val() == "none":
-			return gone(ctx, s, o.Drop == DropAll)
-		case kind.Val() != "hash" || count.Val() == nil:
-			return Reply{}, nil // another's, or another type
+		case kind.Val() == "none" || kind.Val() != "hash" || count.Val() == nil: // absent, or another's (or another type)
+			return gone(ctx, s, o.Drop == DropAll, kind.Val() != "none")
 		case o.Drop != DropAll:
 			return o.drop(ctx, s, count)
 		}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -33,13 +34,15 @@ type Release struct {
 // announcement reached; Named is set when it named a queued waiter, whose
 // process alone heard it. Gone is set when the key was absent: it expired,
 // an earlier try of the same release (resent by the client after its reply
-// was lost) deleted it, or the node lost it (a restart, a failover);
-// Server is then the run id of the server that answered ("" when it did
-// not say).
+// was lost) deleted it, or the node lost it (a restart, a failover); Taken
+// when it held another's token or a value of another kind: taken from the
+// caller, or taken after that earlier try freed it. Server is then the run
+// id of the server that answered ("" when it did not say).
 type Released struct {
 	Heard  int
 	Named  bool
 	Gone   bool
+	Taken  bool
 	Server string
 }
 
@@ -94,6 +97,9 @@ func decodeRelease(cmds []redis.Cmder) Reply {
 		return Reply{Err: err}
 	}
 	if id, ok := cmd.Val().(string); ok {
+		if id, ok := strings.CutPrefix(id, "taken:"); ok {
+			return Reply{Value: Released{Taken: true, Server: id}} // another's: the node's run id
+		}
 		return Reply{Value: Released{Gone: true, Server: id}} // the key was absent: the node's run id
 	}
 	v, err := cmd.Int64()

@@ -34,10 +34,8 @@ func (o *Release) watched(ctx context.Context, t *Tx) Reply {
 			return Reply{}, err
 		}
 		switch {
-		case kind.Val() == "none":
-			return gone(ctx, s, o.Channel != "")
-		case !held():
-			return Reply{}, nil // another's, or another type
+		case kind.Val() == "none" || !held(): // absent, or another's (or another type)
+			return gone(ctx, s, o.Channel != "", kind.Val() != "none")
 		}
 		waiter := oldest(first, o.Queued)
 		var pub *redis.IntCmd
@@ -109,11 +107,16 @@ func oldest(first *redis.StringSliceCmd, own string) string {
 	return ""
 }
 
-// gone is a release's answer when the key was absent: with the node's run
-// id for the release that ends the lock (last, see release.lua), so that
-// the caller can tell its own resent release from a restart.
-func gone(ctx context.Context, s *Step, last bool) (Reply, error) {
+// gone is a release's answer when the key was absent, or, with taken,
+// held another's token or a value of another kind: with the node's run id
+// for the release that ends the lock (last, see release.lua and taken in
+// stored.lua), so that the caller can tell its own resent release from a
+// restart.
+func gone(ctx context.Context, s *Step, last, taken bool) (Reply, error) {
 	if !last {
+		if taken {
+			return Reply{}, nil
+		}
 		return Reply{Value: Released{Gone: true}}, nil // an undo or one hold: no one reads whose server
 	}
 	info := redis.NewStringCmd(ctx, "info", "server")
@@ -121,7 +124,7 @@ func gone(ctx context.Context, s *Step, last bool) (Reply, error) {
 		return Reply{}, err
 	}
 	id, _ := infoField(info.Result())("run_id") // a user without INFO: "", which matches no server
-	return Reply{Value: Released{Gone: true, Server: id}}, nil
+	return Reply{Value: Released{Gone: !taken, Taken: taken, Server: id}}, nil
 }
 
 // announcement is the PUBLISH that tells waiters a lock is free (see

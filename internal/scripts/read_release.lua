@@ -12,9 +12,10 @@
 -- Returns, when the caller was no live reader (its hold expired, or an
 -- earlier try of this same release, resent by the client, dropped it) and
 -- KEYS[1] is absent or a readers' hash, the node's run id (see server in
--- stored.lua), or 0 for a release that announces nothing; -1 when KEYS[1]
+-- stored.lua), or 0 for a release that announces nothing; when KEYS[1]
 -- holds a lock (a writer's, a Mutex's: a string, or a reentrant Mutex's
--- hash): it is taken, as release.lua answers; an error reply when KEYS[1]
+-- hash), it is taken, and the script answers as release.lua does ("taken:"
+-- and the run id, -1 for an undo); an error reply when KEYS[1]
 -- holds what no lock leaves.
 -- When the caller was a reader, it is dropped and the script returns 1,
 -- plus, when it was the last reader and ARGV[2] is set, announce(...): 2 ×
@@ -36,7 +37,7 @@ else
 		return state
 	end
 	if state == "lock" then
-		return -1 -- held by a writer or a Mutex: not this reader's, and not free
+		return taken(ARGV[2] ~= "") -- held by a writer or a Mutex: not this reader's, and not free
 	end
 end
 if not was then

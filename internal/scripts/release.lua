@@ -32,8 +32,9 @@
 -- Returns, when the key was absent (it expired, or an earlier try of this
 -- same release, resent by the client, deleted it), the node's run id (see
 -- server in stored.lua), or 0 for a release that announces nothing (an
--- undo, whose outcome no one reads); -1 when it held another value or type
--- (taken by someone else), or an error reply when GET failed otherwise.
+-- undo, whose outcome no one reads); when it held another value or type
+-- (taken by someone else), "taken:" and the run id (see taken in
+-- stored.lua), or -1 for an undo; an error reply when GET failed otherwise.
 -- When the key held ARGV[1] it was deleted, and the script returns
 -- 1 + announce(...): 1 + 2 × the clients the announcement reached, + 1 when
 -- it named a waiter (the releaser then lets it go first).
@@ -124,4 +125,4 @@ if v == false then
 	end
 	return 0
 end
-return -1
+return taken(ARGV[2] ~= "")

@@ -14,12 +14,13 @@
 --
 -- Returns, as release.lua does: when some keys held ARGV[1], they were
 -- deleted and the script returns 1 + 2 × the clients the announcements
--- reached; -1 when none did and a key held another value or type; when
+-- reached; when none did and a key held another value or type, "taken:"
+-- and the run id (see taken in stored.lua), or -1 for an undo; when
 -- every key was absent (expired, or deleted by an earlier try of this same
 -- release, resent by the client), the node's run id (see server in
 -- stored.lua), or 0 for a release that announces nothing; an error reply
 -- when GET failed.
-local deleted, taken = 0, false
+local deleted, others = 0, false
 for _, key in ipairs(KEYS) do
 	local v = stored(key)
 	if type(v) == "table" then
@@ -29,7 +30,7 @@ for _, key in ipairs(KEYS) do
 		redis.call("DEL", key)
 		deleted = deleted + 1
 	elseif v ~= false then
-		taken = true
+		others = true
 	end
 end
 if deleted > 0 then
@@ -44,8 +45,8 @@ if deleted > 0 then
 	end
 	return 1 + 2 * heard
 end
-if taken then
-	return -1
+if others then
+	return taken(ARGV[2] ~= "")
 end
 if ARGV[2] ~= "" then
 	return server()

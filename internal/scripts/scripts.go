@@ -115,17 +115,17 @@ var (
 // node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
 // held something else, else 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "34d729501d1fc083ea964e36728ae408559d7ea1"}
+var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "69668f8216b7c6c01b03bd4f2afba25e16998188"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
-var Extend = &Script{Source: storedSource + extendSource, Hash: "44ea9cd564fe6bed70d196e9294876ef068103ab"}
+var Extend = &Script{Source: storedSource + extendSource, Hash: "c2329d41fc8b8dc51209163ec9aeb09b897ba25e"}
 
 // AcquirePlain sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent; it
 // returns the node's time in Unix ms when ARGV[3] is "1" (1 when not, or
 // when the user may not run TIME)
 // when KEYS[1] holds ARGV[1] (now, or already), the value holding it otherwise, 0 when a reentrant lock holds
 // it, and an error reply when KEYS[1] holds something that is not a lock.
-var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSource + acquirePlainTailSource, Hash: "fc6e5211e82cda476a1087b84753840fa016fd49"}
+var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSource + acquirePlainTailSource, Hash: "161a675331700ed3ee3c2d268f485ef496e3c987"}
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
@@ -133,14 +133,14 @@ var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSo
 // {-1, uptime} refused, where counter is the fencing counter KEYS[2] ("0"
 // without it) and holder the value holding KEYS[1]; an error reply when
 // KEYS[1] holds something that is not a lock.
-var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: "223bde401d0a0dc816be2a1d04a4414b6e022fcf"}
+var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: "357cae5937727abc530e6aa8743bf118bff95834"}
 
 // AcquireReentrant takes or re-takes the reentrant lock KEYS[1] for owner
 // ARGV[1] with ttl ARGV[2] ms (ARGV[3] "1": only if it still exists),
 // unless the node has been up less than ARGV[4] seconds; it returns
 // {holds, counter} (holds 0: held by another) or {-1, uptime}; an error
 // reply when KEYS[1] holds something that is not a lock.
-var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "81008efba1c7b52eaa83c823315cc9e27887ddc5"}
+var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "cb2f1da97eba971f9c1c7b20c8e90e85486161a2"}
 
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner
@@ -148,7 +148,7 @@ var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReent
 // returns the node's run id when the key was absent (for ARGV[2] "1"; 0
 // otherwise), -1 when it held something else, else 1 + 2 × the clients the
 // announcement reached (+ 1 when it named a waiter).
-var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "14912a613e226a9bf07f19efc72b96fccead95df"}
+var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "35dd9bc658f4ee1145f5cafbea64862bd0a5a42d"}
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.
@@ -156,7 +156,7 @@ var ExtendReentrant = &Script{Source: extendReentrantSource, Hash: "15552a83028f
 
 // Fence raises the fencing counter KEYS[2] to ARGV[2] and returns 1 if the
 // lock KEYS[1] holds token or owner ARGV[1] (ARGV[3] "1": reentrant), else 0.
-var Fence = &Script{Source: storedSource + fenceSource, Hash: "4ea3c6e1cd171927fd7e02e57d69a99838e82b76"}
+var Fence = &Script{Source: storedSource + fenceSource, Hash: "fe7269929a14f5d50b73092e2ec2cf918895a6b6"}
 
 // SetFenced sets KEYS[1] to ARGV[1] and KEYS[2] to the fencing token ARGV[2]
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
@@ -168,7 +168,7 @@ var SetFenced = &Script{Source: setFencedSource, Hash: "a2315a39517a1ff2290defd8
 // semaphore (kind "zset") by its permit count and a token and remaining ms
 // per live permit, or an error reply when KEYS[1] holds something that is
 // neither.
-var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: "ca57f93c4c47bec6bd45856b6906ff8165b03b92"}
+var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: "802e018146aa886e34ca3546d64c480c4305a20f"}
 
 // ForceRelease deletes the lock KEYS[1] whoever holds it and announces the
 // release on ARGV[1] (a reentrant lock's with the id ARGV[2]), popping the
@@ -176,22 +176,22 @@ var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: 
 // absent, else {1 + 2 × the clients that heard it (+ 1 when it named a
 // waiter), holder, kind}, or an error reply, deleting nothing, when KEYS[1]
 // holds something that is not a lock. It never touches the fencing counter.
-var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "aa42c3b752aaf6002dd7f35f3894256e19447f91"}
+var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "dd92de2390b635e2fa4553f63ca8a5d3cc277752"}
 
 // AcquireMulti sets every key of KEYS to ARGV[1] with ttl ARGV[2] ms if
 // each is absent or holds ARGV[1] already, else sets none, unless the node
 // has been up less than ARGV[3] seconds; it returns 1, the holder of a
 // held key, or 0 as AcquirePlain does, and {-1, uptime} as Acquire does.
-var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "130c31f1d793115ee0ca89f0905c65d6ed3a2b03"}
+var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "ecc6b43a647f5ff7b0fe7b665369d3426c5cd7ed"}
 
 // ReleaseMulti deletes the keys of KEYS that hold ARGV[1], announcing each
 // on ARGV[2] followed by its name (ARGV[2] "": no announcement); it returns
 // as Release does, never naming a waiter.
-var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "73c84db775d85e1aa14482980ebfc0e9f0aa8ebe"}
+var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "f43bd9ecbaab4e7a7d2b31a5a53d676fab554d6e"}
 
 // ExtendMulti sets every key of KEYS's expiry to ARGV[2] ms if each holds
 // ARGV[1]; it returns 1, or 0 having changed nothing.
-var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "e0925519ad99471bf3f823283673c6ddd60dd3b6"}
+var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "8dfd531ee96f871cd69e80b774310cd6696a9f76"}
 
 // SemAcquire drops the expired permits of the semaphore KEYS[1] (a sorted
 // set of tokens scored by expiry, node time in ms) and gives ARGV[1] one
@@ -207,7 +207,7 @@ var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + s
 // node's run id when no live permit was held (0 when ARGV[2] is ""), else
 // 1 + 2 × the clients the announcement reached (+ 1 when it named a
 // waiter); an error reply when KEYS[1] is not a semaphore.
-var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "2726347e231904e066f97c833bacbaf5fced466e"}
+var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "3684024b0176c3e64f8d59f14dacf258c5b84f9f"}
 
 // SemExtend re-arms ARGV[1]'s live permit of the semaphore KEYS[1] for
 // ARGV[2] ms; it returns 1 or 0, or an error reply when KEYS[1] is not a
@@ -215,16 +215,16 @@ var SemRelease = &Script{Source: storedSource + announceSource + clockSource + s
 var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "279e35e416a177fc2866114c29ee7f1d0301d1b6"}
 
 // ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
-var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "e5b1f3f31bbfe194cc6e0f66f5c54dfb9726dc25"}
+var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "aaa834624ae57e759d3d9645bc57b6b3b9cd1221"}
 
 // ReadExtend re-arms a read hold (read_extend.lua).
-var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "b411ae4a76e8d95cf1365f04295e2f5f78e35bb7"}
+var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "072cec4f6b0323c1a1a71bcded7fd56100ad4ff1"}
 
 // ReadRelease drops a read hold (read_release.lua).
-var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "ace9fd785d4f7f7ef30c416e28e9b15dec497275"}
+var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "346fb9043e167458cb2afc51086fbf969122e1fa"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
-var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "84d23841fe89bd434601083d2201a5858c268de6"}
+var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "5bc308cb215dab33ce9c734be8e708a0f1f28135"}
 
 // All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,

@@ -75,3 +75,16 @@ local function server()
 	return string.match(info, "run_id:(%x+)") or ""
 end
 
+-- taken is a release's answer when the key holds another's token or a
+-- value of another kind: "taken:" and the node's run id (see server), so
+-- that the caller can tell a key another took after its own earlier try of
+-- this release freed it (the first try's reply lost, the release resent)
+-- from one taken from it; -1 for a release whose outcome no one reads (an
+-- undo, one hold of a reentrant lock), which asks no INFO.
+local function taken(told)
+	if told then
+		return "taken:" .. server()
+	end
+	return -1
+end
+

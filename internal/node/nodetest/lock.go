@@ -29,13 +29,13 @@ func (n *Fake) lockOp(op node.Op) (rep node.Reply, ok bool) {
 	case *node.MultiExtend:
 		return n.acked(o.Ack, n.reply(n.extend(append([]string{o.Key}, o.Also...), o.Token, o.TTL, false))), true
 	case *node.Release:
-		return n.release(o.Key, func() (bool, int, bool) { return n.releasePlain(o) }), true
+		return n.release(o.Key, o.Channel != "", func() (bool, int, bool) { return n.releasePlain(o) }), true
 	case *node.ReentrantRelease:
-		return n.release(o.Key, func() (bool, int, bool) { return n.releaseReentrant(o) }), true
+		return n.release(o.Key, o.Drop == node.DropAll, func() (bool, int, bool) { return n.releaseReentrant(o) }), true
 	case *node.WriteRelease:
-		return n.release(o.Key, func() (bool, int, bool) { return n.releaseWriter(o) }), true
+		return n.release(o.Key, o.Channel != "", func() (bool, int, bool) { return n.releaseWriter(o) }), true
 	case *node.MultiRelease:
-		return n.release(o.Key, func() (bool, int, bool) { return n.releaseAll(o) }), true
+		return n.release(o.Key, o.Announce, func() (bool, int, bool) { return n.releaseAll(o) }), true
 	}
 	return node.Reply{}, false
 }
@@ -208,8 +208,10 @@ func (n *Fake) extend(keys []string, token string, ttl time.Duration, hash bool)
 
 // release runs release, a release of key (it says whether key held the
 // token, what its announcement returned, see announce, and whether the
-// key was gone), applied twice when the fake resends.
-func (n *Fake) release(key string, release func() (ok bool, heard int, gone bool)) node.Reply {
+// key was gone), applied twice when the fake resends. told says whether
+// its answer names the server when the key was another's (see taken in
+// stored.lua).
+func (n *Fake) release(key string, told bool, release func() (ok bool, heard int, gone bool)) node.Reply {
 	return n.resent(func() node.Reply {
 		heard, gone := 0, false
 		ok, err := n.apply("release", key, func() bool {
@@ -217,7 +219,7 @@ func (n *Fake) release(key string, release func() (ok bool, heard int, gone bool
 			ok, heard, gone = release()
 			return ok
 		})
-		return n.released(ok, heard, gone && err == nil, err)
+		return n.released(ok, heard, gone && err == nil, told && !ok && !gone && err == nil, err)
 	})
 }
 
@@ -234,17 +236,17 @@ func (n *Fake) resent(release func() node.Reply) node.Reply {
 }
 
 // released is the reply of a release script: gone when the key (the
-// permit, the reader) was absent, with the run id of the server that
-// answered; otherwise heard, what its announcement returned (see
-// announce).
-func (n *Fake) released(ok bool, heard int, gone bool, err error) node.Reply {
+// permit, the reader) was absent, taken when it was another's, each with
+// the run id of the server that answered; otherwise heard, what its
+// announcement returned (see announce).
+func (n *Fake) released(ok bool, heard int, gone, taken bool, err error) node.Reply {
 	rep := node.Reply{OK: ok, Err: err}
 	switch {
-	case gone:
+	case gone || taken:
 		n.mu.Lock()
 		server := n.identify()[0] // the release script says which server answered
 		n.mu.Unlock()
-		rep.Value = node.Released{Gone: true, Server: server}
+		rep.Value = node.Released{Gone: gone, Taken: taken, Server: server}
 	case heard > 0:
 		rep.Value = node.Released{Heard: heard / 2, Named: heard%2 == 1}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,15 +51,21 @@ type Lapse struct {
 // many of them for a quorum; otherwise (nodes failed) the error says the
 // release was not confirmed and wraps ctx.Err(), not ErrNotHeld.
 //
-// A node that answers that the key is absent counts as holding the token
-// only before the expiry that node itself last confirmed (Confirmed: the
-// start of its last grant or extension that it answered yes to, + TTL -
-// drift), and only when the server that answered is the one it was known
-// to be before the lease began (since). Then the key cannot have expired
-// there, no one else can have taken it, and that server did not restart
-// (a restart, or a failover to a replica, changes the run id), so an
-// earlier try of this same release deleted it, one the client resent when
-// its reply was lost (go-redis retries a command whose reply timed out).
+// A node that answers that the key is without the token (absent, or
+// another's) counts as holding it only before the expiry that node itself
+// last confirmed (Confirmed: the start of its last grant or extension that
+// it answered yes to, + TTL - drift), and only when the server that
+// answered is the one it was known to be before the lease began (since).
+// Then the key cannot have expired there, no one else can have taken it
+// from the caller, and that server did not restart (a restart, or a
+// failover to a replica, changes the run id), so an earlier try of this
+// same release deleted it, one the client resent when its reply was lost
+// (go-redis retries a command whose reply timed out); whoever holds the
+// key now took it after that try (a waiter it woke or handed it over to).
+// A node whose clock jumped ahead since it confirmed may have expired the
+// key early: when such nodes would make up the quorum, the release is
+// neither confirmed nor refuted, and the error wraps ErrClockJump, not
+// ErrNotHeld.
 // The lease's own validity is no bound for a node: a node that missed the
 // last extension expires the key at its own earlier time, and another
 // client may have held the lock there since. A reentrant Unlock that drops
@@ -98,6 +105,13 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 		settle(rd, nil, c.Settings.NodeTimeout)
 	}
 	reason := counted("token found on", t)
+	if len(rule.jumped) > 0 && t.Yes+len(rule.jumped) >= t.Majority {
+		// Those nodes may have held the token until this release's
+		// earlier try deleted it, or expired it early when their clocks
+		// jumped: not known to be held, nor known not to be.
+		return e.fail(quorum.ErrClockJump, fmt.Sprintf("release not confirmed: %s; %s found the token absent before the expiry confirmed there, but the clock jumped ahead since",
+			reason, nodeList(rule.jumped)), ended, t)
+	}
 	if ended != nil && !t.LostForGood() && !t.Hopeless() {
 		return e.unconfirmed(ctx, reason, t)
 	}
@@ -108,8 +122,9 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 type Confirmed interface {
 	// Confirmed returns until when node i is known to hold the lease's
 	// token unless a request of the lease itself deleted it: the expiry
-	// it last confirmed, zero when none (or its clock jumped since).
-	Confirmed(i int) time.Time
+	// it last confirmed (zero when none), and whether its clock jumped
+	// ahead since, which may have expired the key before then.
+	Confirmed(i int) (until time.Time, jumped bool)
 }
 
 // failLapse is the error of a release or extension that no quorum
@@ -131,17 +146,35 @@ type releaseRule struct {
 	since     time.Time
 	confirmed Confirmed
 	heard     waitq.Release // whether waiters heard it, when announced
+	// jumped are the nodes that found the token absent before the expiry
+	// they confirmed, on the same server, but whose clocks jumped ahead
+	// since: whether they held it is unknown (see Free).
+	jumped []int
 }
 
 // Grants is the release rule for one node's reply: it held the token, or
-// it found the key gone before the expiry that node last confirmed, on
-// the server it was known to be since before since (see Free).
+// it found the key without it (absent, or another's) before the expiry
+// that node last confirmed, on the server it was known to be since before
+// since (see Free).
 func (rr *releaseRule) Grants(i int, rep node.Reply) bool {
 	if rep.OK || rep.Err != nil {
 		return rep.OK
 	}
 	rel := node.ReleasedOf(rep)
-	return rel.Gone && rr.confirmed != nil && rr.now().Before(rr.confirmed.Confirmed(i)) && rr.ids.Same(i, rel.Server, rr.since)
+	if !rel.Gone && !rel.Taken || rr.confirmed == nil || !rr.ids.Same(i, rel.Server, rr.since) {
+		return false
+	}
+	until, jumped := rr.confirmed.Confirmed(i)
+	switch {
+	case !rr.now().Before(until):
+		return false
+	case jumped:
+		if !slices.Contains(rr.jumped, i) {
+			rr.jumped = append(rr.jumped, i)
+		}
+		return false
+	}
+	return true
 }
 
 // Extend runs the extend request on every node and reports whether a

@@ -160,17 +160,21 @@ func (h *Holder) untilLoss(l *Lease) time.Duration {
 	return time.Until(l.until.Add(-lossMargin(h.Settings.TTL)))
 }
 
+// errRanOut marks a lease that ended lossMargin before its validity did
+// (see ranOut).
+var errRanOut = errors.New("validity ran out")
+
 // ranOut is why lease l ended when its validity ran out: what stopped its
 // renewal, and the last extension's failure, with its node errors.
 func (h *Holder) ranOut(l *Lease) error {
 	h.Mu.Lock()
 	stopped, failed := l.stopped, l.failed
 	h.Mu.Unlock()
-	msg := "validity ran out"
+	msg := ""
 	if stopped != "" {
-		msg += " (" + stopped + ")"
+		msg = " (" + stopped + ")"
 	}
-	err := fmt.Errorf("%w: %s", engine.ErrLockLost, msg)
+	err := fmt.Errorf("%w: %w%s", engine.ErrLockLost, errRanOut, msg)
 	if failed != nil {
 		err = errors.Join(err, fmt.Errorf("the last extension failed: %w", failed))
 	}
@@ -266,10 +270,15 @@ func (h *Holder) extend(ctx context.Context, l *Lease) error {
 	h.Mu.Lock()
 	until, ended := l.until, l.Err
 	h.Mu.Unlock()
+	start := h.Engine.Now()
+	if ended != nil && errors.Is(ended, errRanOut) && start.Before(until) {
+		// Given up lossMargin early, for the work to stop in time: the
+		// nodes hold the token still, so not ErrNotHeld, but lost.
+		return fmt.Errorf("%w; given up %v before its validity ends, for the work to stop (Done is closed)", ended, until.Sub(start).Round(time.Millisecond))
+	}
 	if ended != nil {
 		return fmt.Errorf("%w: %w", engine.ErrNotHeld, ended)
 	}
-	start := h.Engine.Now()
 	if !start.Before(until) {
 		return fmt.Errorf("%w: validity ran out %v ago", engine.ErrNotHeld, start.Sub(until))
 	}

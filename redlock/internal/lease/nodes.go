@@ -52,17 +52,15 @@ func (l *Lease) node(i int) nodeHold {
 }
 
 // Confirmed implements engine.Confirmed: the expiry node i last
-// confirmed, zero when its clock jumped since (its key may be gone
-// early).
-func (l *Lease) Confirmed(i int) time.Time {
+// confirmed, and whether its clock jumped ahead since (its key may be
+// gone early).
+func (l *Lease) Confirmed(i int) (time.Time, bool) {
 	h := l.holder
 	h.Mu.Lock()
 	nh := l.node(i)
 	h.Mu.Unlock()
-	if g := h.Engine.Guard; g != nil && g.Jumps(i) != nh.jumps {
-		return time.Time{}
-	}
-	return nh.until
+	g := h.Engine.Guard
+	return nh.until, g != nil && g.Jumps(i) != nh.jumps
 }
 
 // holding counts the nodes that hold l for its whole current validity

@@ -72,7 +72,8 @@ type nodeClock struct {
 	// when it agreed again since (zero: not yet).
 	refused error
 	agreed  time.Time
-	// jumps counts the jumps found; jumpedAt is when the last one was.
+	// jumps counts the forward jumps found (see Jumps); jumpedAt is when
+	// the last jump, either way, was.
 	jumps    int
 	jumpedAt time.Time
 }
@@ -126,7 +127,9 @@ func (nc *nodeClock) judge(tolerance time.Duration, mid time.Time, slack time.Du
 		if moved := at.Sub(nc.node) - elapsed; moved.Abs() > tolerance+slack+nc.slack {
 			why = fmt.Errorf("%w: the node's clock moved %v against this process's in %v", ErrClockJump, moved.Round(time.Millisecond), elapsed.Round(time.Millisecond))
 			jumped = true
-			nc.jumps++
+			if moved > 0 {
+				nc.jumps++
+			}
 			nc.jumpedAt = mid
 		}
 	}
@@ -174,14 +177,18 @@ func (g *ClockGuard) Refused(i int) error {
 	return nc.refused
 }
 
-// Jumps returns how many jumps of node i were found so far.
+// Jumps returns how many forward jumps of node i were found so far: jumps
+// of its clock ahead of this process's, each of which may have expired its
+// keys early. A clock stepped back keeps the keys longer than their TTL,
+// which costs no holder its lock: it is not counted (the node still stops
+// voting for a while, see Check).
 func (g *ClockGuard) Jumps(i int) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.nodes[i].jumps
 }
 
-// JumpsOf returns how many jumps of each node were found so far.
+// JumpsOf returns how many forward jumps of each node were found so far.
 func (g *ClockGuard) JumpsOf() []int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
