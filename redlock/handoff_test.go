@@ -127,6 +127,31 @@ func TestHandoffGivenUpIsReleased(t *testing.T) {
 	})
 }
 
+// A handoff that reaches this process after its wait ended is released
+// as an orphan. A node that is down to this process then (a process paused
+// for longer than its waits: every node timed out) is owed the release,
+// delivered once it answers again: dropped, the key held the lock for no
+// one until its TTL, and this process's own next TryLock was refused as
+// held by another (the simulator's seed 1010).
+func TestOrphanReleaseOwedToADownNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		fs[0].Set("k", "handed", time.Minute) // handed over to a wait that has ended
+		fs[0].Faults(func(n *nodetest.Fake) { n.Hang = make(chan struct{}) })
+		require.NoError(t, newFakeMutex(t, r, "a").TryLock(t.Context()), "nodes 1 and 2")
+		time.Sleep(2 * DefaultNodeTimeout)
+		require.NoError(t, newFakeMutex(t, r, "b").TryLock(t.Context()), "nodes 1 and 2")
+		require.True(t, r.Health()[0].Down, "node 0 is down to this process")
+		r.e.Orphans([]int{0}, "k", "handed", time.Minute, DefaultNodeTimeout)
+		fs[0].Unhang()
+		fs[0].Faults(func(n *nodetest.Fake) { n.Hang = nil })
+		require.Eventually(t, func() bool {
+			_, held := fs[0].Get("k")
+			return !held
+		}, 10*time.Second, 10*time.Millisecond, "the orphan's release reached node 0 once it answered")
+	})
+}
+
 // A node whose key was gone when the holder released (it expired there,
 // or the node missed the handoff that gave the holder the lock) hands the
 // free lock over all the same: otherwise it would be left out of every

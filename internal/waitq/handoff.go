@@ -37,9 +37,9 @@ type Handed struct {
 }
 
 // Orphan is told that node i handed lock name over to token, which no
-// waiter of this process waits with any more; timeout bounds the release
-// it calls for. It must not block.
-type Orphan func(i int, name, token string, timeout time.Duration)
+// waiter of this process waits with any more, for ttl; timeout bounds the
+// release it calls for. It must not block.
+type Orphan func(i int, name, token string, ttl, timeout time.Duration)
 
 // OnOrphan sets what is told of orphan handoffs (nil: no one, the keys
 // stay until their TTL).
@@ -80,7 +80,7 @@ func (q *Queue) retire(w *Waiter) {
 	for {
 		select {
 		case h := <-w.handed:
-			q.orphaned(h.Node, w.name, h.Token)
+			q.orphaned(h.Node, w.name, h.Token, w.ttl)
 		default:
 			return
 		}
@@ -89,9 +89,9 @@ func (q *Queue) retire(w *Waiter) {
 
 // orphaned tells Orphan, in the background of the caller's lock. Called
 // with q.mu held.
-func (q *Queue) orphaned(i int, name, token string) {
+func (q *Queue) orphaned(i int, name, token string, ttl time.Duration) {
 	if q.orphan != nil {
-		q.orphan(i, name, token, q.timeout)
+		q.orphan(i, name, token, ttl, q.timeout)
 	}
 }
 
@@ -113,7 +113,7 @@ func (q *Queue) popped(i int, member string) {
 // orphan.
 func (q *Queue) handOver(i int, n node.Notice) {
 	name, member := n.Name, n.Member
-	_, _, token, ok := node.Handoff(member)
+	_, ttl, token, ok := node.Handoff(member)
 	if !ok {
 		return
 	}
@@ -131,5 +131,5 @@ func (q *Queue) handOver(i int, n node.Notice) {
 			}
 		}
 	}
-	q.orphaned(i, name, token)
+	q.orphaned(i, name, token, ttl)
 }

@@ -151,7 +151,7 @@ func TestHandoffReachesItsWaiterOrIsOrphaned(t *testing.T) {
 	var mu sync.Mutex
 	var orphans []string
 	ws := New(nodetest.Nodes(nodetest.Fakes(2)), func([]node.Op, time.Duration) []node.Reply { return nil }, nil)
-	ws.OnOrphan(func(i int, name, token string, _ time.Duration) {
+	ws.OnOrphan(func(i int, name, token string, _, _ time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
 		orphans = append(orphans, fmt.Sprint(i, " ", name, " ", token))

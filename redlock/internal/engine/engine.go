@@ -222,6 +222,16 @@ func (e *Engine) Close(ctx context.Context) error {
 // nothing), every node at once, and returns once each answered or timeout
 // passed, with each node's reply: the fan-out internal/waitq is handed.
 func (e *Engine) sendQueue(ops []node.Op, timeout time.Duration) []node.Reply {
+	rd := e.postQueue(ops, timeout, 0)
+	_ = rd.Gather(context.Background())
+	return rd.Replies
+}
+
+// postQueue sends ops as sendQueue does, and returns the round that
+// gathers their replies: each is on its way to its node (and ahead of
+// anything sent there after) when it returns. A release that could not
+// be delivered is owed to its node for owe (0: dropped).
+func (e *Engine) postQueue(ops []node.Op, timeout, owe time.Duration) *quorum.Round {
 	report := e.Report
 	if report != nil {
 		// A refusal for good turns the queue off on the node, which
@@ -233,9 +243,9 @@ func (e *Engine) sendQueue(ops []node.Op, timeout time.Duration) []node.Reply {
 		}
 	}
 	rd := quorum.NewRound(context.Background(), e.Pool, timeout, report, e.Pool.Size()).KeepReplies()
+	rd.OweFor = owe
 	for i, op := range ops {
 		rd.Post(i, op, nil, func(int) bool { return op != nil }, false, false)
 	}
-	_ = rd.Gather(context.Background())
-	return rd.Replies
+	return rd
 }

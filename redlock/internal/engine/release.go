@@ -237,14 +237,19 @@ func counted(what string, t *quorum.Tally) string {
 
 // orphan releases, on node i, the lock name that was handed over to token
 // after its waiter stopped waiting with it (see orphans).
-func (e *Engine) orphan(i int, name, token string, timeout time.Duration) {
-	e.Orphans([]int{i}, name, token, timeout)
+func (e *Engine) orphan(i int, name, token string, ttl, timeout time.Duration) {
+	e.Orphans([]int{i}, name, token, ttl, timeout)
 }
 
 // Orphans releases the lock name handed over to token on the nodes given
 // (nil: every node), in the background, unless a lease of this process
-// holds the token (the waiter won with it).
-func (e *Engine) Orphans(nodes []int, name, token string, timeout time.Duration) {
+// holds the token (the waiter won with it). A node that cannot take the
+// release now (down, as every node is to a process that was paused) is
+// owed it for ttl, the TTL the lock was handed over with, as an Unlock's
+// is: the key it holds would otherwise keep the lock, for no one, until
+// then (the simulator's seed 1010: the waiter's next TryLock was refused
+// as held by another).
+func (e *Engine) Orphans(nodes []int, name, token string, ttl, timeout time.Duration) {
 	e.leasesMu.Lock()
 	for _, held := range e.leases {
 		if held == token {
@@ -266,9 +271,14 @@ func (e *Engine) Orphans(nodes []int, name, token string, timeout time.Duration)
 	for _, i := range nodes {
 		ops[i] = op
 	}
+	// Sent before Orphans returns, so that on each node the release goes
+	// ahead of this process's next attempt at the name: an attempt that
+	// found the orphaned token would say the lock is held by another,
+	// when no one holds it.
+	rd := e.postQueue(ops, timeout, ttl)
 	go func() {
 		defer e.WG.Done()
-		e.sendQueue(ops, timeout)
+		_ = rd.Gather(context.Background())
 	}()
 }
 

@@ -346,7 +346,13 @@ func (wt *Waiting) leave() {
 		return
 	}
 	wt.w.Leave(wt.Holder.Settings.NodeTimeout)
-	if ho := wt.Handed; ho != nil && !ho.used {
-		wt.Holder.Engine.Orphans(nil, wt.Holder.Name, ho.token, wt.Holder.Settings.NodeTimeout)
+	if ho := wt.Handed; ho != nil {
+		// Also after an attempt with the token: one cut short by the
+		// wait's end may not have reached (nor undone) the nodes that had
+		// handed the lock over without the announcement reaching this
+		// process, whose keys would hold it, for no one, until their TTL.
+		// Orphans does nothing when the attempt won the lock with the
+		// token.
+		wt.Holder.Engine.Orphans(nil, wt.Holder.Name, ho.token, wt.Holder.Settings.TTL, wt.Holder.Settings.NodeTimeout)
 	}
 }
