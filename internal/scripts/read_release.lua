@@ -37,7 +37,11 @@ else
 		return state
 	end
 	if state == "lock" then
-		return taken(ARGV[2] ~= "") -- held by a writer or a Mutex: not this reader's, and not free
+		-- Held by a writer or a Mutex: not this reader's, and not free.
+		if ARGV[2] ~= "" then
+			return "taken:" .. server()
+		end
+		return -1
 	end
 end
 if not was then

@@ -33,7 +33,7 @@
 -- same release, resent by the client, deleted it), the node's run id (see
 -- server in stored.lua), or 0 for a release that announces nothing (an
 -- undo, whose outcome no one reads); when it held another value or type
--- (taken by someone else), "taken:" and the run id (see taken in
+-- (taken by someone else), "taken:" and the run id (see server in
 -- stored.lua), or -1 for an undo; an error reply when GET failed otherwise.
 -- When the key held ARGV[1] it was deleted, and the script returns
 -- 1 + announce(...): 1 + 2 × the clients the announcement reached, + 1 when
@@ -125,4 +125,7 @@ if v == false then
 	end
 	return 0
 end
-return taken(ARGV[2] ~= "")
+if ARGV[2] ~= "" then
+	return "taken:" .. server()
+end
+return -1

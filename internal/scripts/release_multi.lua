@@ -15,7 +15,7 @@
 -- Returns, as release.lua does: when some keys held ARGV[1], they were
 -- deleted and the script returns 1 + 2 × the clients the announcements
 -- reached; when none did and a key held another value or type, "taken:"
--- and the run id (see taken in stored.lua), or -1 for an undo; when
+-- and the run id (see server in stored.lua), or -1 for an undo; when
 -- every key was absent (expired, or deleted by an earlier try of this same
 -- release, resent by the client), the node's run id (see server in
 -- stored.lua), or 0 for a release that announces nothing; an error reply
@@ -45,8 +45,10 @@ if deleted > 0 then
 	end
 	return 1 + 2 * heard
 end
-if others then
-	return taken(ARGV[2] ~= "")
+if others and ARGV[2] ~= "" then
+	return "taken:" .. server()
+elseif others then
+	return -1
 end
 if ARGV[2] ~= "" then
 	return server()

@@ -27,7 +27,7 @@
 -- of this same release, resent by the client), the node's run id for the
 -- owner's last Unlock (ARGV[2] "1"; see server in stored.lua) and 0
 -- otherwise; when it held another owner's lock or another type, "taken:"
--- and the run id for the last Unlock, -1 otherwise (see taken in stored.lua);
+-- and the run id for the last Unlock, -1 otherwise (see server in stored.lua);
 -- otherwise 1, plus, when the key was deleted and
 -- announced, what announce returned: 2 × the clients the announcement
 -- reached, + 1 when it named a waiter.
@@ -42,7 +42,10 @@ if kind == "none" then
 	return 0
 end
 if kind ~= "hash" or redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then
-	return taken(ARGV[2] == "1")
+	if ARGV[2] == "1" then
+		return "taken:" .. server()
+	end
+	return -1
 end
 if ARGV[2] == "2" then
 	if redis.call("HINCRBY", KEYS[1], ARGV[1], -1) < 1 then

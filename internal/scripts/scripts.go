@@ -112,20 +112,21 @@ var (
 // Release deletes KEYS[1] if it holds ARGV[1] and, when the waiters'
 // queue KEYS[2] exists, announces "ARGV[1]|next" on ARGV[2], next popped
 // from it (hands the lock over to it, see release.lua); it returns the
-// node's run id when the key was absent (0 when ARGV[2] is ""), -1 when it
-// held something else, else 1 + 2 × the clients the announcement reached,
+// node's run id when the key was absent (0 when ARGV[2] is ""), "taken:"
+// and the run id when it held something else (-1 when ARGV[2] is ""), else
+// 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "69668f8216b7c6c01b03bd4f2afba25e16998188"}
+var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "3078c6478ec5974ec44b11443ebe16ab09b826b9"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
-var Extend = &Script{Source: storedSource + extendSource, Hash: "c2329d41fc8b8dc51209163ec9aeb09b897ba25e"}
+var Extend = &Script{Source: storedSource + extendSource, Hash: "416829412fe1535fe07396c35186546cb50691de"}
 
 // AcquirePlain sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent; it
 // returns the node's time in Unix ms when ARGV[3] is "1" (1 when not, or
 // when the user may not run TIME)
 // when KEYS[1] holds ARGV[1] (now, or already), the value holding it otherwise, 0 when a reentrant lock holds
 // it, and an error reply when KEYS[1] holds something that is not a lock.
-var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSource + acquirePlainTailSource, Hash: "161a675331700ed3ee3c2d268f485ef496e3c987"}
+var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSource + acquirePlainTailSource, Hash: "8eb843bcb2f6a0320aa78c831a2bec8044b2d911"}
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
@@ -133,14 +134,14 @@ var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSo
 // {-1, uptime} refused, where counter is the fencing counter KEYS[2] ("0"
 // without it) and holder the value holding KEYS[1]; an error reply when
 // KEYS[1] holds something that is not a lock.
-var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: "357cae5937727abc530e6aa8743bf118bff95834"}
+var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: "acd28668d49b394b40c77ff4636638126000766f"}
 
 // AcquireReentrant takes or re-takes the reentrant lock KEYS[1] for owner
 // ARGV[1] with ttl ARGV[2] ms (ARGV[3] "1": only if it still exists),
 // unless the node has been up less than ARGV[4] seconds; it returns
 // {holds, counter} (holds 0: held by another) or {-1, uptime}; an error
 // reply when KEYS[1] holds something that is not a lock.
-var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "cb2f1da97eba971f9c1c7b20c8e90e85486161a2"}
+var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "aae12081f4d20721feb15236e039a50c60eb2217"}
 
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner
@@ -148,7 +149,7 @@ var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReent
 // returns the node's run id when the key was absent (for ARGV[2] "1"; 0
 // otherwise), -1 when it held something else, else 1 + 2 × the clients the
 // announcement reached (+ 1 when it named a waiter).
-var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "35dd9bc658f4ee1145f5cafbea64862bd0a5a42d"}
+var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "60d4baec3bd6fdc446a8b1d2df891559d22b1640"}
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.
@@ -156,7 +157,7 @@ var ExtendReentrant = &Script{Source: extendReentrantSource, Hash: "15552a83028f
 
 // Fence raises the fencing counter KEYS[2] to ARGV[2] and returns 1 if the
 // lock KEYS[1] holds token or owner ARGV[1] (ARGV[3] "1": reentrant), else 0.
-var Fence = &Script{Source: storedSource + fenceSource, Hash: "fe7269929a14f5d50b73092e2ec2cf918895a6b6"}
+var Fence = &Script{Source: storedSource + fenceSource, Hash: "3a2b74e4d9f55494d237fab1febcc2dc77794c57"}
 
 // SetFenced sets KEYS[1] to ARGV[1] and KEYS[2] to the fencing token ARGV[2]
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
@@ -168,7 +169,7 @@ var SetFenced = &Script{Source: setFencedSource, Hash: "a2315a39517a1ff2290defd8
 // semaphore (kind "zset") by its permit count and a token and remaining ms
 // per live permit, or an error reply when KEYS[1] holds something that is
 // neither.
-var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: "802e018146aa886e34ca3546d64c480c4305a20f"}
+var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: "06ae1bfaf2881789097393d3e9a3e61f4570ec6b"}
 
 // ForceRelease deletes the lock KEYS[1] whoever holds it and announces the
 // release on ARGV[1] (a reentrant lock's with the id ARGV[2]), popping the
@@ -176,22 +177,22 @@ var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: 
 // absent, else {1 + 2 × the clients that heard it (+ 1 when it named a
 // waiter), holder, kind}, or an error reply, deleting nothing, when KEYS[1]
 // holds something that is not a lock. It never touches the fencing counter.
-var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "dd92de2390b635e2fa4553f63ca8a5d3cc277752"}
+var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "511ba5bc2ac785e097d3082a7dbc2db31cf9fae3"}
 
 // AcquireMulti sets every key of KEYS to ARGV[1] with ttl ARGV[2] ms if
 // each is absent or holds ARGV[1] already, else sets none, unless the node
 // has been up less than ARGV[3] seconds; it returns 1, the holder of a
 // held key, or 0 as AcquirePlain does, and {-1, uptime} as Acquire does.
-var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "ecc6b43a647f5ff7b0fe7b665369d3426c5cd7ed"}
+var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "6697e4cd0d7173bd280869b31b7c953075f71e44"}
 
 // ReleaseMulti deletes the keys of KEYS that hold ARGV[1], announcing each
 // on ARGV[2] followed by its name (ARGV[2] "": no announcement); it returns
 // as Release does, never naming a waiter.
-var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "f43bd9ecbaab4e7a7d2b31a5a53d676fab554d6e"}
+var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "b9008b27a4febd1f14b2c2f58a1ac3cbd8fc340f"}
 
 // ExtendMulti sets every key of KEYS's expiry to ARGV[2] ms if each holds
 // ARGV[1]; it returns 1, or 0 having changed nothing.
-var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "8dfd531ee96f871cd69e80b774310cd6696a9f76"}
+var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "eda9c59649f448a252ca8f6d1995ba9c12ff2b0f"}
 
 // SemAcquire drops the expired permits of the semaphore KEYS[1] (a sorted
 // set of tokens scored by expiry, node time in ms) and gives ARGV[1] one
@@ -207,7 +208,7 @@ var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + s
 // node's run id when no live permit was held (0 when ARGV[2] is ""), else
 // 1 + 2 × the clients the announcement reached (+ 1 when it named a
 // waiter); an error reply when KEYS[1] is not a semaphore.
-var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "3684024b0176c3e64f8d59f14dacf258c5b84f9f"}
+var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "2d8da021504f829e953ccfb58999aa4e534e7bb5"}
 
 // SemExtend re-arms ARGV[1]'s live permit of the semaphore KEYS[1] for
 // ARGV[2] ms; it returns 1 or 0, or an error reply when KEYS[1] is not a
@@ -215,16 +216,16 @@ var SemRelease = &Script{Source: storedSource + announceSource + clockSource + s
 var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "279e35e416a177fc2866114c29ee7f1d0301d1b6"}
 
 // ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
-var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "aaa834624ae57e759d3d9645bc57b6b3b9cd1221"}
+var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "538ef1c9cc4a7f205200acc77e152b4e0a2dec17"}
 
 // ReadExtend re-arms a read hold (read_extend.lua).
-var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "072cec4f6b0323c1a1a71bcded7fd56100ad4ff1"}
+var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "c0c3cf98d1b89239f1fd0e5dac053446b39717f2"}
 
 // ReadRelease drops a read hold (read_release.lua).
-var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "346fb9043e167458cb2afc51086fbf969122e1fa"}
+var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "24655e6c7b4fbf2e88b6b7859b79c5b9a07912c1"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
-var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "5bc308cb215dab33ce9c734be8e708a0f1f28135"}
+var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "18f25a71b0fae38b649c42129300afb3359618ed"}
 
 // All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,

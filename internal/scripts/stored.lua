@@ -62,9 +62,12 @@ local function held(n)
 end
 
 -- server returns the node's run id, unique to the server process: a
--- release that finds its key gone says which server answered, so that the
--- caller can tell its own resent release (the same server it acquired on)
--- from a restart or a failover that lost the key (another server).
+-- release that finds its key gone, or another's, says which server
+-- answered ("taken:" and the run id for the latter), so that the caller
+-- can tell its own resent release (the same server it acquired on, whose
+-- first try freed the key another then took) from a restart or a failover
+-- that lost the key (another server). A release whose outcome no one
+-- reads (an undo, one hold of a reentrant lock) asks no INFO.
 -- A server that refuses INFO (an ACL user without it) answers "", which
 -- matches no server: the caller then reads the absent key as not held.
 local function server()
@@ -73,18 +76,5 @@ local function server()
 		return ""
 	end
 	return string.match(info, "run_id:(%x+)") or ""
-end
-
--- taken is a release's answer when the key holds another's token or a
--- value of another kind: "taken:" and the node's run id (see server), so
--- that the caller can tell a key another took after its own earlier try of
--- this release freed it (the first try's reply lost, the release resent)
--- from one taken from it; -1 for a release whose outcome no one reads (an
--- undo, one hold of a reentrant lock), which asks no INFO.
-local function taken(told)
-	if told then
-		return "taken:" .. server()
-	end
-	return -1
 end
 

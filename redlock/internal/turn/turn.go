@@ -49,7 +49,17 @@ import (
 // vote (a grant, an extension, a handoff) is the node's own reply from the
 // step that set the key and armed its TTL, with the node's time read
 // after it (quorum.ClockGuard), from a go-redis Ring only while every
-// shard was up (node.ringWhole); never a PUBLISH receiver count.
+// shard was up (node.ringWhole); never a PUBLISH receiver count. Votes
+// from two nodes found to be one server count once (engine.Distinct), for
+// a handoff as for an attempt.
+//
+// Its counterpart for what the holder says afterwards: each vote is also
+// a confirmation, recorded per node (lease.Lease.confirm): that node holds
+// the token until the voting step's start + TTL - drift, unless its clock
+// jumped ahead since or another server answers for it. A release's
+// "absent" or "taken" counts as held only within that (engine.Free), the
+// clock watch keeps the lease while a quorum of such confirmations covers
+// its validity, and nothing else vouches for a node.
 //
 // The bound: queued behind k waiters, a Lock takes the lock within k holds
 // and k+1 handoffs, plus one queued back-off per lost wake. Contenders
