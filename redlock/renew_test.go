@@ -42,6 +42,28 @@ func TestDoneWithoutRenewal(t *testing.T) {
 	})
 }
 
+// An Extend whose round is in flight when the acquisition is given up
+// (TTL/20 before its validity ends) extended the token on the nodes: it
+// says lost, not "not held" (the simulator's seed 2048).
+func TestExtendGivenUpMeanwhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second), WithDriftFactor(0))
+		require.NoError(t, m.Lock(t.Context()))
+		time.Sleep(time.Until(m.Until()) - 100*time.Millisecond)
+		for _, f := range fs {
+			f.Faults(func(n *nodetest.Fake) { n.OpDelay = map[string]time.Duration{"extend": 80 * time.Millisecond} })
+		}
+		err := m.Extend(t.Context())
+		require.ErrorIs(t, err, ErrLockLost, "given up while it ran")
+		assert.NotErrorIs(t, err, ErrNotHeld, "%v", err)
+		synctest.Wait()
+		for _, f := range fs {
+			assert.Equal(t, 1, f.Count("extend"), "%s extended", f.Name)
+		}
+	})
+}
+
 func TestRenewalSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)

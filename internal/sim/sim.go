@@ -115,6 +115,11 @@ type Sim struct {
 	dials  map[[2]int]int        // client, node: links dialled so far
 	seen   map[uint64]int        // frames that passed, see decisions
 	breaks *rand.Rand            // when each link the nemesis breaks closes
+
+	// linked counts the links' goroutines: the run waits for them after
+	// closing the nodes, or one asleep on a frame's latency outlives it
+	// (synctest: "blocked goroutines remain", seed 2194).
+	linked sync.WaitGroup
 }
 
 // Result is what a run found.
@@ -198,6 +203,7 @@ func Run(cfg Config) Result {
 	for _, n := range s.nodes {
 		n.close()
 	}
+	s.linked.Wait()
 	return Result{Config: cfg, Acquisitions: s.hist.acquisitions(), Violations: s.hist.check(),
 		Stalled: s.hist.stalled(cfg.Clients, cfg.Primitives, settled, stopped), Events: s.log.lines(), Trace: s.trace,
 		Digest: s.trace.digest()}
@@ -279,9 +285,9 @@ func (s *Sim) dial(c, i int) (net.Conn, error) {
 	}
 	n.links[l] = struct{}{}
 	n.mu.Unlock()
-	go l.up()
-	go l.drain()
-	go l.down()
+	s.linked.Go(l.up)
+	s.linked.Go(l.drain)
+	s.linked.Go(l.down)
 	return cli, nil
 }
 
