@@ -171,16 +171,8 @@ func TestUnlockResentAfterClockJumpLoss(t *testing.T) {
 // not held (the simulator's seed 107).
 func TestClockStepBackKeepsTheLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, fs := newFakeRedlock(t, 3)
+		r, fs, holder := steppedUnderHolder(t, -10*time.Second)
 		ctx := t.Context()
-		warm := newFakeMutex(t, r, "warm")
-		require.NoError(t, warm.TryLock(ctx), "the guard has just read every node")
-		require.NoError(t, warm.Unlock(ctx))
-		holder := newFakeMutex(t, r, "k", WithTTL(5*time.Second))
-		fs[2].Faults(func(n *nodetest.Fake) { n.Err = errors.New("down") })
-		require.NoError(t, holder.TryLock(ctx), "nodes 0 and 1")
-		synctest.Wait()
-		fs[0].Jump(-10 * time.Second)
 		time.Sleep(3 * quorum.ClockWatchEvery / 2)
 		require.Eventually(t, func() bool { return errors.Is(r.Health()[0].Clock, quorum.ErrClockJump) },
 			time.Second, time.Millisecond, "the clock watch saw the step")
@@ -408,6 +400,12 @@ func TestRefusedNodeVotesNotWithoutTime(t *testing.T) {
 // "k" (TTL 5 s) on nodes 0 and 1 (node 2's call failed), whose key on node
 // 0 expired early: node 0's clock jumped 10 s forward.
 func jumpedUnderHolder(t *testing.T) (*Redlock, []*nodetest.Fake, *Mutex) {
+	return steppedUnderHolder(t, 10*time.Second)
+}
+
+// steppedUnderHolder is jumpedUnderHolder with node 0's clock moved by
+// step (back, when negative).
+func steppedUnderHolder(t *testing.T, step time.Duration) (*Redlock, []*nodetest.Fake, *Mutex) {
 	t.Helper()
 	r, fs := newFakeRedlock(t, 3)
 	ctx := t.Context()
@@ -421,7 +419,7 @@ func jumpedUnderHolder(t *testing.T) (*Redlock, []*nodetest.Fake, *Mutex) {
 	// before node 2 is healed, or it grants the holder after all.
 	synctest.Wait()
 	fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
-	fs[0].Jump(10 * time.Second)
+	fs[0].Jump(step)
 	return r, fs, holder
 }
 
