@@ -127,6 +127,34 @@ func TestHandoffGivenUpIsReleased(t *testing.T) {
 	})
 }
 
+// Handoffs pass the identity rule that attempts pass: two configured nodes
+// found to be one server (here only after the first acquisition's wait
+// for identities gave up on them) would count that server's one handoff
+// twice. The waiter does not take the lock with them; its attempt with
+// the token is refused as every attempt then is.
+func TestHandoffVotesOfOneServerDoNotCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		for _, f := range []*nodetest.Fake{fs[0], fs[2]} {
+			f.Faults(func(n *nodetest.Fake) {
+				n.IDs = []string{"run-shared"}
+				n.OpDelay = map[string]time.Duration{"identify": 500 * time.Millisecond}
+			})
+		}
+		holder := newFakeMutex(t, r, "k")
+		require.NoError(t, holder.Lock(t.Context()), "identities not known yet")
+		waiter := newFakeMutex(t, r, "k", WithRetryDelay(time.Hour, time.Hour))
+		got := make(chan error, 1)
+		go func() { got <- waiter.Lock(t.Context()) }()
+		time.Sleep(time.Second) // queued; the identities have come in since
+		synctest.Wait()
+		require.NoError(t, holder.Unlock(t.Context()))
+		err := <-got
+		require.ErrorIs(t, err, ErrInvalidArgument, "nodes 0 and 2 are one server")
+		assert.ErrorContains(t, err, "same Redis server")
+	})
+}
+
 // A handoff that reaches this process after its wait ended is released
 // as an orphan. A node that is down to this process then (a process paused
 // for longer than its waits: every node timed out) is owed the release,

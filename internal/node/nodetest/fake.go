@@ -467,6 +467,12 @@ func (n *Fake) script(op, key string, fn func() (bool, error)) (bool, error) {
 // otherwise also have to arrange the first acquisition's identification.
 func (n *Fake) identifyOp() node.Reply {
 	n.mu.Lock()
+	delay := n.OpDelay["identify"]
+	n.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	n.mu.Lock()
 	defer n.mu.Unlock()
 	return node.Reply{OK: true, Value: n.identify()}
 }
