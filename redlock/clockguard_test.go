@@ -400,6 +400,7 @@ func TestRefusedNodeVotesNotWithoutTime(t *testing.T) {
 // "k" (TTL 5 s) on nodes 0 and 1 (node 2's call failed), whose key on node
 // 0 expired early: node 0's clock jumped 10 s forward.
 func jumpedUnderHolder(t *testing.T) (*Redlock, []*nodetest.Fake, *Mutex) {
+	t.Helper()
 	return steppedUnderHolder(t, 10*time.Second)
 }
 

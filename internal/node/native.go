@@ -225,15 +225,21 @@ func (o *Release) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context,
 	case !o.checks(cmds):
 		return Reply{Value: absent{}}, nil
 	}
-	switch v, err := cmds[len(cmds)-1].(*redis.IntCmd).Result(); {
+	return o.checked(cmds[len(cmds)-1].(*redis.IntCmd)), nil
+}
+
+// checked answers a release that deleted nothing with exists, the EXISTS
+// of its key read in the same round trip.
+func (o *Release) checked(exists *redis.IntCmd) Reply {
+	switch v, err := exists.Result(); {
 	case err != nil:
-		return Reply{Err: err}, nil
+		return Reply{Err: err}
 	case v > 0 && o.Channel == "":
-		return Reply{}, nil // another's, told to an undo, which reads no server
+		return Reply{} // another's, told to an undo, which reads no server
 	case v > 0:
-		return Reply{Value: absent{checked: true, other: true}}, nil // another's: whose server is still to ask
+		return Reply{Value: absent{checked: true, other: true}} // another's: whose server is still to ask
 	}
-	return Reply{Value: absent{checked: true}}, nil
+	return Reply{Value: absent{checked: true}}
 }
 
 // checks reports whether cmds, the release's native commands, end with

@@ -104,6 +104,12 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 	if ended == nil {
 		settle(rd, nil, c.Settings.NodeTimeout)
 	}
+	return e.unfreed(ctx, ended, rule, t)
+}
+
+// unfreed is the error of a release that no quorum confirmed (see Free);
+// ended is ctx's error as the release was decided.
+func (e *Engine) unfreed(ctx context.Context, ended error, rule *releaseRule, t *quorum.Tally) error {
 	reason := counted("token found on", t)
 	if len(rule.jumped) > 0 && t.Yes+len(rule.jumped) >= t.Majority {
 		// Those nodes may have held the token until this release's

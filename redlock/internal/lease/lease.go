@@ -265,22 +265,31 @@ func (h *Holder) Release(ctx context.Context, cause error) error {
 	return h.Engine.Free(ctx, h.Kind.Release(h.Name, l), h.Name, true, c)
 }
 
+// unextendable is why a lease that ended (ended: why; nil when it did not)
+// or whose validity runs until until cannot be extended at start; nil
+// when it can.
+func unextendable(ended error, start, until time.Time) error {
+	switch {
+	case ended != nil && errors.Is(ended, errRanOut) && start.Before(until):
+		// Given up lossMargin early, for the work to stop in time: the
+		// nodes hold the token still, so not ErrNotHeld, but lost.
+		return fmt.Errorf("%w; given up %v before its validity ends, for the work to stop (Done is closed)", ended, until.Sub(start).Round(time.Millisecond))
+	case ended != nil:
+		return fmt.Errorf("%w: %w", engine.ErrNotHeld, ended)
+	case !start.Before(until):
+		return fmt.Errorf("%w: validity ran out %v ago", engine.ErrNotHeld, start.Sub(until))
+	}
+	return nil
+}
+
 // extend extends lease l: see Mutex.Extend.
 func (h *Holder) extend(ctx context.Context, l *Lease) error {
 	h.Mu.Lock()
 	until, ended := l.until, l.Err
 	h.Mu.Unlock()
 	start := h.Engine.Now()
-	if ended != nil && errors.Is(ended, errRanOut) && start.Before(until) {
-		// Given up lossMargin early, for the work to stop in time: the
-		// nodes hold the token still, so not ErrNotHeld, but lost.
-		return fmt.Errorf("%w; given up %v before its validity ends, for the work to stop (Done is closed)", ended, until.Sub(start).Round(time.Millisecond))
-	}
-	if ended != nil {
-		return fmt.Errorf("%w: %w", engine.ErrNotHeld, ended)
-	}
-	if !start.Before(until) {
-		return fmt.Errorf("%w: validity ran out %v ago", engine.ErrNotHeld, start.Sub(until))
+	if err := unextendable(ended, start, until); err != nil {
+		return err
 	}
 	op := h.Kind.Extend(h.Name, l.Token, &h.Settings)
 	granted, err := h.Engine.Extend(ctx, op, engine.Lapse{Settings: &h.Settings, Report: h.Report, Quorum: h.Quorum})
