@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,4 +128,13 @@ func indexes(errs []*redlock.NodeError) []int {
 		out[i] = e.Index
 	}
 	return out
+}
+
+// notHeldOrUnconfirmed reports whether err, a release's, says the lock was
+// not held (ErrNotHeld), or that the nodes left it neither confirmed nor
+// refuted ("release not confirmed": a node that restarted, failed over or
+// jumped its clock answered for it, which the release cannot tell from its
+// own earlier try's doing).
+func notHeldOrUnconfirmed(err error) bool {
+	return errors.Is(err, redlock.ErrNotHeld) || err != nil && strings.Contains(err.Error(), "release not confirmed")
 }

@@ -79,7 +79,10 @@ func TestVerdictUnlockAfterMissedExtension(t *testing.T) {
 	missedExtension(t, s, net, a.Lock, a.Extend, a.Until, b.TryLock)
 	require.NoError(t, b.Unlock(t.Context()))
 	err = a.Unlock(t.Context())
-	assert.ErrorIs(t, err, redlock.ErrNotHeld, "B held the lock on nodes 0 and 2 within A's validity")
+	// Node 2 answers after its own expiry (not held), node 0 from a
+	// restarted server (unknown): not confirmed, never nil.
+	require.Error(t, err, "B held the lock on nodes 0 and 2 within A's validity")
+	assert.ErrorContains(t, err, "release not confirmed")
 }
 
 func TestVerdictReaderBesideWriter(t *testing.T) {
@@ -90,6 +93,7 @@ func TestVerdictReaderBesideWriter(t *testing.T) {
 	require.NoError(t, err)
 	missedExtension(t, s, net, a.RLock, a.Extend, a.Until, b.TryLock)
 	err = a.RUnlock(t.Context())
-	assert.ErrorIs(t, err, redlock.ErrNotHeld, "writer B holds nodes 0 and 2")
+	require.Error(t, err, "writer B holds nodes 0 and 2")
+	assert.ErrorContains(t, err, "release not confirmed")
 	assert.NoError(t, b.Unlock(t.Context()), "the writer still holds")
 }

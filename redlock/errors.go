@@ -59,7 +59,11 @@ var ErrNodesFailed = engine.ErrNodesFailed
 // an error wrapping ctx.Err() (see [Mutex.Unlock]). A release that nodes
 // whose clocks jumped ahead left unconfirmed (the key absent there may
 // have expired early, or been deleted by the release's own earlier try)
-// returns an error wrapping [ErrClockJump], not ErrNotHeld.
+// returns an error wrapping [ErrClockJump], not ErrNotHeld; so does,
+// without ErrClockJump ("release not confirmed"), one that nodes answered
+// from a server not known to be the one the lock was taken on (a restart
+// or a failover may have lost the key, or one the process did not learn of
+// in time came before the lock, and the release's earlier try deleted it).
 var ErrNotHeld = engine.ErrNotHeld
 
 // ErrLockLost means an acquisition ended before Unlock: its validity ran

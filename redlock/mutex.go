@@ -214,7 +214,10 @@ func (m *Mutex) live() *lease.Lease {
 //     not held);
 //   - [ErrClockJump] instead, when it is unconfirmed because nodes whose
 //     clocks jumped ahead found the key without the token (it may have
-//     expired there early).
+//     expired there early);
+//   - neither ("release not confirmed"), when it is unconfirmed because
+//     nodes found the key without the token on a server not known to be
+//     the one the lock was taken on (a restart or a failover).
 //
 // Nodes that kept the token free it when its TTL passes.
 func (m *Mutex) Unlock(ctx context.Context) error {

@@ -107,16 +107,27 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 	return e.unfreed(ctx, ended, rule, t)
 }
 
+// errUnconfirmed heads the error of a release that nodes left neither
+// confirmed nor refuted (see unfreed): not ErrNotHeld.
+var errUnconfirmed = errors.New("redlock: release not confirmed")
+
 // unfreed is the error of a release that no quorum confirmed (see Free);
 // ended is ctx's error as the release was decided.
 func (e *Engine) unfreed(ctx context.Context, ended error, rule *releaseRule, t *quorum.Tally) error {
 	reason := counted("token found on", t)
-	if len(rule.jumped) > 0 && t.Yes+len(rule.jumped) >= t.Majority {
+	if unknown := len(rule.jumped) + len(rule.late); unknown > 0 && t.Yes+unknown >= t.Majority {
 		// Those nodes may have held the token until this release's
-		// earlier try deleted it, or expired it early when their clocks
-		// jumped: not known to be held, nor known not to be.
-		return e.fail(quorum.ErrClockJump, fmt.Sprintf("release not confirmed: %s; %s found the token absent before the expiry confirmed there, but the clock jumped ahead since",
-			reason, nodeList(rule.jumped)), ended, t)
+		// earlier try deleted it, or lost it early (a clock jump, a
+		// restart): not known to be held, nor known not to be.
+		sentinel := errUnconfirmed
+		if len(rule.jumped) > 0 {
+			reason = "release not confirmed: " + reason + fmt.Sprintf("; %s found the token absent before the expiry confirmed there, but the clock jumped ahead since", nodeList(rule.jumped))
+			sentinel = quorum.ErrClockJump
+		}
+		if len(rule.late) > 0 {
+			reason += fmt.Sprintf("; %s found the token absent before the expiry confirmed there, on a server not known to be the one the lock was taken on (a restart or a failover may have lost the key, or this release's earlier try deleted it)", nodeList(rule.late))
+		}
+		return e.fail(sentinel, reason, ended, t)
 	}
 	if ended != nil && !t.LostForGood() && !t.Hopeless() {
 		return e.unconfirmed(ctx, reason, t)
@@ -152,10 +163,14 @@ type releaseRule struct {
 	since     time.Time
 	confirmed Confirmed
 	heard     waitq.Release // whether waiters heard it, when announced
-	// jumped are the nodes that found the token absent before the expiry
-	// they confirmed, on the same server, but whose clocks jumped ahead
-	// since: whether they held it is unknown (see Free).
-	jumped []int
+	// jumped and late are the nodes that found the token absent before
+	// the expiry they confirmed, but whose clocks jumped ahead since
+	// (jumped), or whose server is not known to be the one they were
+	// since the lease began (late: a restart or a failover before the
+	// lease that this process did not learn of in time, or one since;
+	// a server that keeps its keys across a restart, or a user refused
+	// INFO): whether they held it is unknown (see Free).
+	jumped, late []int
 }
 
 // Grants is the release rule for one node's reply: it held the token, or
@@ -167,20 +182,29 @@ func (rr *releaseRule) Grants(i int, rep node.Reply) bool {
 		return rep.OK
 	}
 	rel := node.ReleasedOf(rep)
-	if !rel.Gone && !rel.Taken || rr.confirmed == nil || !rr.ids.Same(i, rel.Server, rr.since) {
+	if !rel.Gone && !rel.Taken || rr.confirmed == nil {
 		return false
 	}
 	until, jumped := rr.confirmed.Confirmed(i)
 	switch {
 	case !rr.now().Before(until):
 		return false
+	case !rr.ids.Same(i, rel.Server, rr.since):
+		rr.late = addNode(rr.late, i)
+		return false
 	case jumped:
-		if !slices.Contains(rr.jumped, i) {
-			rr.jumped = append(rr.jumped, i)
-		}
+		rr.jumped = addNode(rr.jumped, i)
 		return false
 	}
 	return true
+}
+
+// addNode adds node i to nodes, once.
+func addNode(nodes []int, i int) []int {
+	if slices.Contains(nodes, i) {
+		return nodes
+	}
+	return append(nodes, i)
 }
 
 // Extend runs the extend request on every node and reports whether a
