@@ -276,7 +276,15 @@ func restartDelayed(t *testing.T, r *rig, base []redlock.Option, ttl time.Durati
 	hB := holdB.released()
 	assert.Empty(t, r.hist.describe(checkNoOverlap([]hold{hA, hB})), "two holders at once despite the restart delay")
 	assert.Greater(t, hB.fence, hA.fence)
-	require.NoError(t, mb.Unlock(ctx))
+	// The loop waits for node 2 to grant again, up to three seconds past
+	// the restart delay (Redis's uptime reads whole seconds): B's own
+	// validity may have run out by then, and its Unlock then says so.
+	valid := time.Now().Before(mb.Until())
+	if err := mb.Unlock(ctx); valid {
+		require.NoError(t, err)
+	} else {
+		require.True(t, err == nil || notHeldOrUnconfirmed(err), "%v", err)
+	}
 	_ = ma.Unlock(ctx)
 }
 
