@@ -385,6 +385,9 @@ func TestRefusedNodeVotesNotWithoutTime(t *testing.T) {
 		if probe.TryLock(ctx) == nil { // node 0's reply carries its time: the guard refuses node 0
 			require.NoError(t, probe.Unlock(ctx))
 		}
+		// TryLock returns at the quorum: node 0's reply may come after it
+		// (one run of make test in four, under -race).
+		synctest.Wait()
 		require.ErrorIs(t, r.e.Guard.Refused(0), quorum.ErrClockJump)
 		fs[0].Faults(func(n *nodetest.Fake) { n.NoTime = true }) // its votes carry no time from now on
 
