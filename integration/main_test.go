@@ -79,7 +79,9 @@ func inspector(t *testing.T, c nodeSet) []*redis.Client {
 	t.Helper()
 	out := make([]*redis.Client, c.Len())
 	for i := range out {
-		out[i] = redis.NewClient(&redis.Options{Addr: c.Addr(i), MaxRetries: -1})
+		// One dial per read: a killed node reads as "<down>" at once,
+		// not after go-redis' five dial attempts.
+		out[i] = redis.NewClient(&redis.Options{Addr: c.Addr(i), MaxRetries: -1, DialerRetries: 1})
 		cl := out[i]
 		t.Cleanup(func() { _ = cl.Close() })
 	}

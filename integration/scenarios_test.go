@@ -163,8 +163,9 @@ func TestMajorityDown(t *testing.T) {
 	// The failed attempt's undo goes out in the background as TryLock
 	// returns: it lands within a node timeout.
 	want := []string{"", "<down>", "<down>", "", "<down>"}
-	assert.Eventually(t, func() bool { return slices.Equal(want, values(t, insp, m.Name())) }, 2*nodeTimeout, 10*time.Millisecond,
-		"the failed attempt left its token on a live node: %v", values(t, insp, m.Name()))
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, want, values(t, insp, m.Name()), "the failed attempt left its token on a live node")
+	}, 2*nodeTimeout, 10*time.Millisecond)
 }
 
 // TestMajorityPaused: paused nodes do not answer at all; at go-redis'
