@@ -22,7 +22,8 @@ import (
 const matrixNodes = 3
 
 // TestServerMatrix runs, per server: what the library detects against the
-// documented table, lock/extend/unlock, the contended safety workload of
+// documented table, lock/extend/unlock, the node protocol's cases in every
+// way, the contended safety workload of
 // every lock kind, each primitive under contention, the same as a user
 // refused scripts, and the clock guard's TIME.
 func TestServerMatrix(t *testing.T) {
@@ -42,6 +43,7 @@ func TestServerMatrix(t *testing.T) {
 			s := startServers(t, l, matrixNodes)
 			t.Run("detected", func(t *testing.T) { matrixDetected(t, s, row) })
 			t.Run("lock", func(t *testing.T) { matrixLock(t, s) })
+			t.Run("conformance", func(t *testing.T) { matrixConformance(t, s, row) })
 			t.Run("safety", func(t *testing.T) { eachKind(t, allClients(s, nil), "matrix:safety") })
 			// A node that answers within a second is up, as in the
 			// safety workload: a loaded machine is not what the matrix is

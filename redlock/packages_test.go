@@ -27,8 +27,10 @@ var mayImport = map[string][]string{
 	"internal/identity":      {},
 	"internal/node":          {"internal/scripts", "internal/jitter"},
 	"internal/node/nodetest": {"internal/node", "internal/scripts"},
-	"internal/waitq":         {"internal/node", "internal/jitter"},
-	"internal/sim":           {"redlock", "internal/jitter"},
+	// The node protocol's cases: what every way and the fake are held to.
+	"internal/node/conformance": {"internal/node"},
+	"internal/waitq":            {"internal/node", "internal/jitter"},
+	"internal/sim":              {"redlock", "internal/jitter"},
 
 	"redlock/internal/quorum": {"internal/node", "internal/jitter"},
 	"redlock/internal/engine": {"internal/node", "internal/waitq", "internal/identity", "internal/scripts", "internal/jitter", "redlock/internal/quorum"},

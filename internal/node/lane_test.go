@@ -206,7 +206,7 @@ func TestLaneKeepsOrderWhileScriptsLoad(t *testing.T) {
 	c.AddHook(noScriptLoad{})
 	t.Cleanup(func() { _ = c.Close() })
 	n := NewRedis(c)
-	n.setWay(Scripts)
+	n.SetWay(Scripts)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	do := sendTo(t, n)
 

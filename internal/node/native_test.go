@@ -16,7 +16,7 @@ import (
 // each reply a server gives is read, as the operation's script answers
 // (acquire_plain.lua, extend.lua, release.lua). The replies were read from
 // Redis 8.6, Valkey 8.1 and Valkey 9.1 (see docs/DEPLOYMENTS.md); what
-// miniredis runs is compared with the scripts in TestTransactionsAnswerAsScripts.
+// miniredis runs is held to the cases of package conformance in TestWaysAnswerAsTheCases.
 
 // nativeArgs returns the commands op sends natively to a node that speaks
 // s, nil when it has none there.

@@ -97,12 +97,13 @@ func refusedScripts(err error) bool {
 // Way returns how the node is spoken to now.
 func (n *Redis) Way() Way { return Way(n.way.Load()) }
 
-// setWay makes the node speak w from its first request on, with no probe:
+// SetWay makes the node speak w from its first request on, with no probe:
 // Transactions or Native for a node known to refuse scripts (Native
 // speaks the commands the probe finds, DELEX until it answered: in tests,
-// a miniredis, which has DELEX), Scripts to start as every node does. Call
-// it before the first Do.
-func (n *Redis) setWay(w Way) {
+// a miniredis, which has DELEX), Scripts to start as every node does. The
+// conformance suite speaks each way to a node this way. Call it before the
+// first Do.
+func (n *Redis) SetWay(w Way) {
 	n.forced.Store(w != Scripts)
 	n.way.Store(uint32(w))
 }

@@ -2,8 +2,6 @@ package node_test
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,36 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/conformance"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/redlock-go/redlock/internal/scripts"
 )
-
-// The ways without scripts answer as the scripts do: the lock's and the
-// operator's cases of TestFakeAnswersAsScripts run on the fake, on
-// transactions and on the server's DELEX (miniredis speaks DELEX ... IFEQ),
-// each against the answers the case expects.
-func TestTransactionsAnswerAsScripts(t *testing.T) {
-	sides := []*side{fakeSide(), waySide(t, node.Transactions), waySide(t, node.Native)}
-	// Without scripts a release names the waiter and never hands the lock
-	// over: that case is the scripts' alone.
-	cases := slices.DeleteFunc(slices.Concat(lockCases(), operatorCases()[:1]), func(c fakeCase) bool {
-		return strings.Contains(c.name, "handed over")
-	})
-	// DELEX and PUBLISH go in one round trip: the native way cannot ask
-	// first whether anyone is queued, and announces every plain release.
-	silent := slices.DeleteFunc(slices.Clone(cases), func(c fakeCase) bool { return !strings.Contains(c.name, "no one is queued") })
-	cases = slices.DeleteFunc(cases, func(c fakeCase) bool { return strings.Contains(c.name, "no one is queued") })
-	compare(t, "waycheck-silent", sides[:2], silent, func(_ *side, st step) answer { return st.want })
-	compare(t, "waycheck", sides, cases, func(s *side, st step) answer {
-		want := st.want
-		if _, ok := st.op.(*node.Release); ok && s.name == "native" {
-			// DELEX pops no one from the queue: a plain release is
-			// announced to every waiter instead.
-			want.Named = false
-		}
-		return want
-	})
-}
 
 // What has no way without scripts is refused at once, as misconfigured,
 // naming scripting; the node changes nothing.
@@ -55,36 +27,17 @@ func TestTransactionsRefuseWhatNeedsScripts(t *testing.T) {
 			n := node.NewRedis(clients[0])
 			n.SetWay(w)
 			t.Cleanup(func() { _ = n.Close(context.Background()) })
-			refusesWhatNeedsScripts(t, n)
+			conformance.Refuses(t, n, w)
 			assert.Empty(t, servers[0].Keys(), "nothing was written")
 		})
 	}
 	t.Run("fake", func(t *testing.T) {
 		f := nodetest.New("fake")
 		f.NoScripts = true
-		refusesWhatNeedsScripts(t, f)
+		conformance.Refuses(t, f, node.Transactions)
 		assert.Empty(t, f.Data, "nothing was written")
 		assert.Equal(t, node.Transactions, f.Way())
 	})
-}
-
-// refusesWhatNeedsScripts checks that n refuses every operation of a
-// semaphore, a reader-writer lock and a multi-name lock, naming scripting.
-func refusesWhatNeedsScripts(t *testing.T, n node.Node) {
-	t.Helper()
-	k := "needs-scripts"
-	for _, op := range []node.Op{
-		sem(k, "a", 2), semExtend(k, "a"), semRelease(k, "a"),
-		read(k, "r"), readExtend(k, "r"), readRelease(k, "r"),
-		write(k, "w", "t"), writeRelease(k, "w", "t"),
-		multi(k, "a", k+"-b"), multiExtend(k, "a", k+"-b"), multiUnlock(k, "a", k+"-b"),
-	} {
-		rep := callOne(n, op)
-		require.Error(t, rep.Err, op.Name())
-		assert.ErrorIs(t, rep.Err, node.ErrNoScripts, op.Name())
-		assert.ErrorIs(t, rep.Err, node.ErrMisconfigured, op.Name())
-		assert.Contains(t, rep.Err.Error(), "+@scripting", op.Name())
-	}
 }
 
 // A node whose user is refused scripts switches by itself to the way

@@ -219,7 +219,7 @@ func (n *Fake) release(key string, told bool, release func() (ok bool, heard int
 			ok, heard, gone = release()
 			return ok
 		})
-		return n.released(ok, heard, gone && err == nil, told && !ok && !gone && err == nil, err)
+		return n.released(ok, heard, gone && err == nil, told && !ok && !gone && err == nil, told, err)
 	})
 }
 
@@ -237,15 +237,20 @@ func (n *Fake) resent(release func() node.Reply) node.Reply {
 
 // released is the reply of a release script: gone when the key (the
 // permit, the reader) was absent, taken when it was another's, each with
-// the run id of the server that answered; otherwise heard, what its
-// announcement returned (see announce).
-func (n *Fake) released(ok bool, heard int, gone, taken bool, err error) node.Reply {
+// the run id of the server that answered when the release is the one
+// that frees (told: it announces, or is a reentrant lock's last Unlock;
+// an undo's names none); otherwise heard, what its announcement returned
+// (see announce).
+func (n *Fake) released(ok bool, heard int, gone, taken, told bool, err error) node.Reply {
 	rep := node.Reply{OK: ok, Err: err}
 	switch {
 	case gone || taken:
-		n.mu.Lock()
-		server := n.identify()[0] // the release script says which server answered
-		n.mu.Unlock()
+		var server string
+		if told {
+			n.mu.Lock()
+			server = n.identify()[0] // the release script says which server answered
+			n.mu.Unlock()
+		}
 		rep.Value = node.Released{Gone: gone, Taken: taken, Server: server}
 	case heard > 0:
 		rep.Value = node.Released{Heard: heard / 2, Named: heard%2 == 1}
@@ -287,11 +292,12 @@ func (n *Fake) releasePlain(r *node.Release) (ok bool, heard int, gone bool) {
 
 // handOverOrAnnounce announces r, a plain release that freed the lock: to
 // the oldest waiter of queue, popped from it, to whom it hands the lock
-// over when it takes it so. It returns what the announcement returned.
-// Called with n.mu held.
+// over when it takes it so (a node refused scripts, spoken to with
+// transactions, hands nothing over: see conformance.Lacks). It returns
+// what the announcement returned. Called with n.mu held.
 func (n *Fake) handOverOrAnnounce(r *node.Release, queue string) int {
 	waiter, heard := n.popWaiter(queue), 0
-	if queue != "" {
+	if queue != "" && !n.NoScripts { // a transaction hands nothing over
 		heard = n.handOver(r.Key, r.Token, waiter)
 	}
 	if heard == 0 {
@@ -363,7 +369,7 @@ func (n *Fake) freeNaming(key, channel, queueKey, payload string) int {
 // n.mu held.
 func (n *Fake) handOverFree(r *node.Release) {
 	queue := n.beside(r.Key, r.QueueKey)
-	if queue == "" {
+	if queue == "" || n.NoScripts { // a transaction hands nothing over
 		return
 	}
 	if head := n.headWaiter(queue); head != "" && n.taker(head) {

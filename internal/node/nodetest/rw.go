@@ -106,5 +106,5 @@ func (n *Fake) readRelease(r *node.ReadRelease) node.Reply {
 	if err != nil {
 		return node.Reply{Err: err}
 	}
-	return n.released(ok, heard, gone, r.Channel != "" && !ok && !gone, nil)
+	return n.released(ok, heard, gone, r.Channel != "" && !ok && !gone, r.Channel != "", nil)
 }

@@ -131,5 +131,5 @@ func (n *Fake) semReleaseOnce(r *node.SemRelease) node.Reply {
 	if err != nil {
 		return node.Reply{Err: err}
 	}
-	return n.released(ok, heard, gone, false, nil)
+	return n.released(ok, heard, gone, false, r.Channel != "", nil)
 }

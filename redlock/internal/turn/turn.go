@@ -44,6 +44,12 @@ import (
 //   - Left: a wait that ends leaves the queues; its lease's release
 //     removes its member first, so no release names an ended wait.
 //
+// A node spoken to without scripts does less of this: it hands nothing
+// over (its waiters are named instead), and with the server's own delete
+// it names no one either and announces every plain release to every
+// waiter. The table of ways (internal/node/conformance.Lacks) says which
+// way lacks what, and the conformance suite checks the table.
+//
 // The invariant: a node's answer counts toward a quorum only if the node
 // holds the voter's token from then on, for the validity counted. Every
 // vote (a grant, an extension, a handoff) is the node's own reply from the

@@ -1,4 +1,4 @@
-package node_test
+package conformance
 
 import (
 	"time"
@@ -7,7 +7,7 @@ import (
 )
 
 // The cases of a plain, fenced and reentrant lock, and of a multi-name one
-// (see TestFakeAnswersAsScripts).
+// (see Cases).
 
 const ttl = 10 * time.Second
 
@@ -57,15 +57,21 @@ func queueOf(k string, members ...string) *node.Queue {
 var (
 	granted = answer{OK: true}
 	refused = answer{}
-	gone    = answer{Gone: true}
-	wrong   = answer{Err: misconfigured}
+	// A release that finds the key absent, or another's, names the
+	// server that answered (Server), when it is the release that frees
+	// (it announces, or is a reentrant lock's last Unlock); an undo's,
+	// or the drop of one hold of many, names none.
+	gone      = answer{Gone: true, Server: true}
+	goneQuiet = answer{Gone: true}
+	taken     = answer{Taken: true, Server: true}
+	wrong     = answer{Err: misconfigured}
 )
 
 func heldBy(holder string) answer { return answer{Holder: holder} }
 
-func lockCases() []fakeCase {
-	return []fakeCase{
-		{"plain grant, refusal names the holder, resend", func(k string) []step {
+func lockCases() []Case {
+	return []Case{
+		{"plain grant, refusal names the holder, resend", nil, func(k string) []step {
 			return []step{
 				{op: lock(k, "a"), want: granted},
 				{op: lock(k, "b"), want: heldBy("a")},
@@ -73,7 +79,7 @@ func lockCases() []fakeCase {
 				{op: fenced(k, "b"), want: heldBy("a")},
 			}
 		}},
-		{"plain lock expires", func(k string) []step {
+		{"plain lock expires", nil, func(k string) []step {
 			return []step{
 				{op: short(lock(k, "a")), want: granted},
 				wait(2 * time.Second),
@@ -81,18 +87,18 @@ func lockCases() []fakeCase {
 				{op: undo(k, "a"), want: refused},
 			}
 		}},
-		{"release own, another's, absent", func(k string) []step {
+		{"release own, another's, absent", nil, func(k string) []step {
 			return []step{
 				{op: lock(k, "a"), want: granted},
-				{op: unlock(k, "b"), want: refused},
-				{op: undo(k, "b"), want: refused},
+				{op: unlock(k, "b"), want: taken},
+				{op: undo(k, "b"), want: refused}, // an undo says nothing of another's
 				{op: unlock(k, "a"), want: granted},
 				{op: unlock(k, "a"), want: gone},
-				{op: undo(k, "a"), want: gone},
+				{op: undo(k, "a"), want: goneQuiet},
 				{op: lock(k, "b"), want: granted},
 			}
 		}},
-		{"extend own, another's, absent", func(k string) []step {
+		{"extend own, another's, absent", nil, func(k string) []step {
 			return []step{
 				{op: short(lock(k, "a")), want: granted},
 				{op: extend(k, "b", ttl), want: refused},
@@ -104,7 +110,7 @@ func lockCases() []fakeCase {
 				{op: lock(k, "b"), want: granted}, // the extend created nothing
 			}
 		}},
-		{"fencing: counter with the grant, raised never lowered", func(k string) []step {
+		{"fencing: counter with the grant, raised never lowered", nil, func(k string) []step {
 			return []step{
 				{op: fenced(k, "a"), want: granted},
 				{op: fence(k, "a", 5), want: granted},
@@ -118,7 +124,7 @@ func lockCases() []fakeCase {
 				{op: fenced(k, "b"), want: answer{OK: true, Counter: 9}},
 			}
 		}},
-		{"reentrant: reenter, drop one, drop all", func(k string) []step {
+		{"reentrant: reenter, drop one, drop all", nil, func(k string) []step {
 			return []step{
 				{op: reentrant(k, "o", true), want: refused}, // a reenter never creates the key
 				{op: reentrant(k, "o", false), want: granted},
@@ -128,15 +134,15 @@ func lockCases() []fakeCase {
 				{op: drop(k, "o", node.DropOne), want: granted},
 				{op: drop(k, "o", node.DropOne), want: granted}, // never frees the lock
 				{op: reentrant(k, "p", false), want: refused},
-				{op: drop(k, "p", node.DropAll), want: refused},
+				{op: drop(k, "p", node.DropAll), want: taken},
 				{op: drop(k, "o", node.DropAll), want: granted},
 				{op: drop(k, "o", node.DropAll), want: gone},
-				{op: drop(k, "o", node.DropOne), want: gone},
+				{op: drop(k, "o", node.DropOne), want: goneQuiet},
 				{op: reentrant(k, "o", true), want: refused},
 				{op: reentrant(k, "p", false), want: granted},
 			}
 		}},
-		{"reentrant: undo, extend, fence", func(k string) []step {
+		{"reentrant: undo, extend, fence", nil, func(k string) []step {
 			fe := reentrant(k, "o", false)
 			fe.FenceKey = node.FenceKey(k)
 			f := &node.ReentrantFence{Key: k, Token: "o", FenceKey: node.FenceKey(k), Fence: 4}
@@ -150,27 +156,27 @@ func lockCases() []fakeCase {
 				{op: extend(k, "o", ttl), want: refused},
 				{op: drop(k, "o", node.DropUndo), want: granted},
 				{op: drop(k, "o", node.DropUndo), want: granted}, // the last hold: frees
-				{op: drop(k, "o", node.DropUndo), want: gone},
+				{op: drop(k, "o", node.DropUndo), want: goneQuiet},
 				{op: ex, want: refused},
 				{op: fenced(k, "a"), want: answer{OK: true, Counter: 6}},
 			}
 		}},
-		{"plain and reentrant on one name", func(k string) []step {
+		{"plain and reentrant on one name", nil, func(k string) []step {
 			ex := &node.ReentrantExtend{Key: k, Token: "a", TTL: ttl}
 			return []step{
 				{op: lock(k, "a"), want: granted},
 				{op: reentrant(k, "a", false), want: refused},
-				{op: drop(k, "a", node.DropAll), want: refused},
+				{op: drop(k, "a", node.DropAll), want: taken},
 				{op: ex, want: refused},
 				{op: unlock(k, "a"), want: granted},
 				{op: reentrant(k, "o", false), want: granted},
 				{op: lock(k, "o"), want: refused}, // a hash: held, by no token to name
 				{op: fenced(k, "o"), want: refused},
-				{op: unlock(k, "o"), want: refused},
+				{op: unlock(k, "o"), want: taken},
 				{op: extend(k, "o", ttl), want: refused},
 			}
 		}},
-		{"waiters' queue: the oldest is named", func(k string) []step {
+		{"waiters' queue: the oldest is named", nil, func(k string) []step {
 			q := &node.Queue{Changes: []node.QueueChange{
 				{Lock: k, Member: "p/w2", Score: 2, TTL: ttl},
 				{Lock: k, Member: "p/w1", Score: 1, TTL: ttl},
@@ -193,7 +199,7 @@ func lockCases() []fakeCase {
 				{op: unlock(k, "a"), want: granted}, // none left
 			}
 		}},
-		{"waiters' queue: a plain lock is handed over to a listening waiter", func(k string) []step {
+		{"waiters' queue: a plain lock is handed over to a listening waiter", []Capability{Handoff}, func(k string) []step {
 			process := "hand-" + k // a wake channel of its own, whatever key the side gives
 			q := &node.Queue{Changes: []node.QueueChange{
 				{Lock: k, Member: node.HandoffMember(process, ttl, "t1"), Score: 1, TTL: ttl},
@@ -232,7 +238,7 @@ func lockCases() []fakeCase {
 				{op: lock(k, "b"), want: answer{Holder: "t6"}}, // to t6
 			}
 		}},
-		{"waiters' queue: a release names no member of the releaser's own", func(k string) []step {
+		{"waiters' queue: a release names no member of the releaser's own", nil, func(k string) []step {
 			process := "own-" + k
 			own := "mine-" + k + "/w1" // the wait that took the lock: its process does not listen here
 			release := unlock(k, "a")
@@ -246,7 +252,7 @@ func lockCases() []fakeCase {
 				{op: lock(k, "b"), want: granted},                            // free: w1 was not handed it either
 			}
 		}},
-		{"waiters' queue: a reentrant release names no member of the releaser's own", func(k string) []step {
+		{"waiters' queue: a reentrant release names no member of the releaser's own", nil, func(k string) []step {
 			process := "own-" + k
 			own := "mine-" + k + "/w1" // the wait that took the lock: its process does not listen here
 			release := drop(k, "o", node.DropAll)
@@ -262,7 +268,7 @@ func lockCases() []fakeCase {
 				{op: drop(k, "o", node.DropAll), want: answer{OK: true, Named: true}}, // without Queued: w1, which no one hears
 			}
 		}},
-		{"waiters' queue: a release removes the releaser's own member first, never handed over to it", func(k string) []step {
+		{"waiters' queue: a release removes the releaser's own member first, never handed over to it", []Capability{Handoff}, func(k string) []step {
 			process := "own-" + k
 			own := node.HandoffMember(process, ttl, "t1") // the wait that took the lock
 			release := func(token string) *node.Release {
@@ -286,7 +292,7 @@ func lockCases() []fakeCase {
 				{op: lock(k, "d"), want: granted},
 			}
 		}},
-		{"a plain release no one is queued for announces nothing", func(k string) []step {
+		{"a plain release no one is queued for announces nothing", []Capability{QuietRelease}, func(k string) []step {
 			return []step{
 				{listen: true},
 				{op: lock(k, "a"), want: granted},
@@ -298,7 +304,7 @@ func lockCases() []fakeCase {
 				{op: unlock(k, "a"), want: granted}, // the queue is empty again
 			}
 		}},
-		{"waiters' queue: a reader's turn is everyone's", func(k string) []step {
+		{"waiters' queue: a reader's turn is everyone's", nil, func(k string) []step {
 			q := &node.Queue{Changes: []node.QueueChange{
 				{Lock: k, Member: "p/" + node.ReaderMark + "1", Score: 1, TTL: ttl},
 				{Lock: k, Member: "p/w2", Score: 2, TTL: ttl},
@@ -310,11 +316,11 @@ func lockCases() []fakeCase {
 				{op: unlock(k, "a"), want: answer{OK: true, Heard: 1}}, // on the name's channel, naming no one
 			}
 		}},
-		{"a release is heard", func(k string) []step {
+		{"a release is heard", nil, func(k string) []step {
 			return []step{
 				{listen: true},
 				{op: lock(k, "a"), want: granted},
-				{op: unlock(k, "b"), want: refused},
+				{op: unlock(k, "b"), want: taken},
 				{op: &node.Release{Key: k, Token: "a", Channel: node.ReleaseChannel(k)}, want: answer{OK: true, Heard: 1}}, // no queue: everyone's turn
 				{op: reentrant(k, "o", false), want: granted},
 				{op: drop(k, "o", node.DropAll), want: answer{OK: true, Heard: 1}},
@@ -337,9 +343,9 @@ func multiUnlock(k, token string, also ...string) *node.MultiRelease {
 	return &node.MultiRelease{Key: k, Token: token, Announce: true, Also: also}
 }
 
-func multiCases() []fakeCase {
-	return []fakeCase{
-		{"multi-name: all or none", func(k string) []step {
+func multiCases() []Case {
+	return []Case{
+		{"multi-name: all or none", nil, func(k string) []step {
 			k2, k3 := k+":2", k+":3"
 			return []step{
 				{op: lock(k3, "b"), want: granted},
@@ -353,13 +359,13 @@ func multiCases() []fakeCase {
 				{op: lock(k2, "c"), want: heldBy("a")},
 				{op: multiExtend(k, "a", k2, k3), want: granted},
 				{op: multiExtend(k, "b", k2, k3), want: refused},
-				{op: multiUnlock(k, "b", k2, k3), want: refused},
+				{op: multiUnlock(k, "b", k2, k3), want: taken},
 				{op: multiUnlock(k, "a", k2, k3), want: granted},
 				{op: multiUnlock(k, "a", k2, k3), want: gone},
 				{op: lock(k3, "c"), want: granted},
 			}
 		}},
-		{"multi-name: one name lost", func(k string) []step {
+		{"multi-name: one name lost", nil, func(k string) []step {
 			k2 := k + ":2"
 			return []step{
 				{listen: true},
@@ -369,14 +375,14 @@ func multiCases() []fakeCase {
 				wait(2 * time.Second),
 				{op: lock(k, "b"), want: granted},
 				{op: lock(k2, "c"), want: granted},
-				{op: multiUnlock(k, "a", k2), want: refused}, // both taken by others
+				{op: multiUnlock(k, "a", k2), want: taken}, // both taken by others
 				{op: multi(k2, "d", k), want: heldBy("c")},
 				{op: unlock(k2, "c"), want: granted},
 				{op: multi(k2, "b", k), want: granted}, // k is b's already
 				{op: multiUnlock(k2, "b", k), want: answer{OK: true, Heard: 1}},
 			}
 		}},
-		{"multi-name: refused by a reentrant lock", func(k string) []step {
+		{"multi-name: refused by a reentrant lock", nil, func(k string) []step {
 			k2 := k + ":2"
 			return []step{
 				{op: reentrant(k2, "o", false), want: granted},

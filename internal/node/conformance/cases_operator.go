@@ -1,4 +1,4 @@
-package node_test
+package conformance
 
 import (
 	"time"
@@ -6,16 +6,15 @@ import (
 	"github.com/redlock-go/redlock/internal/node"
 )
 
-// The operator's operations, Inspect and Force, on each kind of name (see
-// TestFakeAnswersAsScripts).
+// The operator's operations, Inspect and Force, on each kind of name (see Cases).
 
 func inspect(k string) *node.Inspect { return &node.Inspect{Key: k} }
 
 func inspected(st state) answer { return answer{OK: true, State: st} }
 
-func operatorCases() []fakeCase {
-	return []fakeCase{
-		{"inspect and force a plain and a reentrant lock", func(k string) []step {
+func operatorCases() []Case {
+	return []Case{
+		{"inspect and force a plain and a reentrant lock", nil, func(k string) []step {
 			return []step{
 				{op: inspect(k), want: granted},
 				{op: fenced(k, "a"), want: granted},
@@ -32,7 +31,7 @@ func operatorCases() []fakeCase {
 				{op: inspect(k), want: inspected(state{Counter: 3})},
 			}
 		}},
-		{"inspect and force a semaphore", func(k string) []step {
+		{"inspect and force a semaphore", nil, func(k string) []step {
 			return []step{
 				{op: sem(k, "a", 3), want: granted},
 				wait(time.Second),
@@ -43,7 +42,7 @@ func operatorCases() []fakeCase {
 				{op: sem(k, "c", 1), want: granted},
 			}
 		}},
-		{"inspect and force the readers", func(k string) []step {
+		{"inspect and force the readers", nil, func(k string) []step {
 			return []step{
 				{op: read(k, "r1"), want: granted},
 				{op: inspect(k), want: inspected(state{Readers: true, Holders: []string{"r1/10s"}})}, // no TTL for readers

@@ -1,0 +1,85 @@
+package node_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/conformance"
+	"github.com/redlock-go/redlock/internal/node/nodetest"
+)
+
+// Every way, and the fake, checked against the cases (package
+// conformance): the fake, which the layers above run their unit tests on,
+// and node.NewRedis over miniredis spoken to with scripts (the Lua scripts
+// themselves), with transactions and with the server's DELEX (miniredis
+// speaks DELEX ... IFEQ). Where the fake and the scripts disagree, the
+// scripts are right: the fake is fixed to answer as they do. The same
+// cases run on every server of the matrix in integration's
+// TestServerMatrix.
+//
+// Not compared, because one side cannot express it:
+//   - the restart delay (MinUptime): the guard reads uptime_in_seconds from
+//     INFO server, a section miniredis does not have (it answers an error,
+//     and a script's redis.call fails with it), so the scripts cannot be
+//     run with it there. The fake's delay is tested through the facade
+//     (redlock's TestRestartDelayRefusesRecentNodes), the scripts' against
+//     real Redis (integration/faults_test.go, integration/rwmutex_test.go).
+//   - the faults the fake injects (Err, Lose, Resend, Hang, Delay, Acked):
+//     miniredis has no such faults; they stand for the network, not for a
+//     script's answer.
+func TestWaysAnswerAsTheCases(t *testing.T) {
+	sides := []*conformance.Side{
+		fakeSide(false), waySide(t, node.Scripts), fakeSide(true),
+		waySide(t, node.Transactions), waySide(t, node.Native),
+	}
+	conformance.Run(t, "conformance", sides, conformance.Cases())
+}
+
+// fakeSide is a nodetest fake, refused scripts when noScripts; its clock
+// is aged rather than waited for.
+func fakeSide(noScripts bool) *conformance.Side {
+	f := nodetest.New("fake")
+	s := &conformance.Side{Name: "fake", Way: node.Scripts, Node: f, Pass: f.Age, Listening: func(*testing.T, string) {}}
+	if noScripts {
+		f.NoScripts = true
+		s.Name, s.Way = "fake without scripts", node.Transactions
+	}
+	return s
+}
+
+// waySide is node.NewRedis over a miniredis server, spoken to in way w,
+// whose clock (TIME, which the semaphore's and the readers' scripts read)
+// is set by hand, and whose TTLs are fast-forwarded with it.
+func waySide(t *testing.T, w node.Way) *conformance.Side {
+	t.Helper()
+	servers, clients := nodetest.Miniredis(t, 1)
+	s, n := servers[0], node.NewRedis(clients[0])
+	n.SetWay(w)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	now := time.Now()
+	s.SetTime(now)
+	return &conformance.Side{Name: w.String(), Way: w, Node: n,
+		Pass: func(d time.Duration) {
+			now = now.Add(d)
+			s.SetTime(now)
+			s.FastForward(d)
+		},
+		Listening: func(t *testing.T, channel string) {
+			t.Helper()
+			subscribed(t, s, channel)
+		},
+	}
+}
+
+// subscribed waits until s counts a subscriber on channel: SUBSCRIBE
+// returns before the server applied it.
+func subscribed(t *testing.T, s *miniredis.Miniredis, channel string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return s.PubSubNumSub(channel)[channel] > 0 },
+		time.Second, time.Millisecond, "subscribed to %s", channel)
+}
