@@ -40,6 +40,22 @@ func matrixConformance(t *testing.T, s *Servers, row serverRow) {
 	conformance.Run(t, fmt.Sprintf("conformance:%d", time.Now().UnixNano()), sides, conformance.Cases())
 }
 
+// conformanceWithoutLua runs the cases on a node left to find by itself
+// that its server has no Lua engine: it switches, on its first refused
+// script, to the way its row names, and answers as that way's row of the
+// table of ways says.
+func conformanceWithoutLua(t *testing.T, s *Servers, row serverRow) {
+	t.Helper()
+	as := rlnode.Transactions
+	if row.cmds.delIfEq || row.cmds.delEx {
+		as = rlnode.Native
+	}
+	side := realSide(t, s, 0, rlnode.Scripts, as)
+	side.Name = "without Lua on " + s.Launcher().Name
+	conformance.Refuses(t, side.Node, as)
+	conformance.Run(t, fmt.Sprintf("conformance:nolua:%d", time.Now().UnixNano()), []*conformance.Side{side}, conformance.Cases())
+}
+
 // realSide is node i of s spoken to in way, held to the table of ways'
 // row as.
 func realSide(t *testing.T, s *Servers, i int, way, as rlnode.Way) *conformance.Side {

@@ -183,6 +183,7 @@ func matrixWithoutLua(t *testing.T, s *Servers, row serverRow) {
 		require.ErrorContains(t, a.Eval(ctx, "return 1", nil).Err(), "Could not find scripting engine", "node %d", i)
 	}
 	safetyWorkload(t, allClients(s, nil), "matrix:nolua", plainKind)
+	t.Run("conformance", func(t *testing.T) { conformanceWithoutLua(t, s, row) })
 
 	rl := redlockOver(t, s.Clients(nil))
 	requireSpokenWithoutScripts(ctx, t, rl, row, "Could not find scripting engine")

@@ -190,22 +190,19 @@ func (o *Release) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder
 		pub := o.pub.at(0, func() []any { return []any{"publish", o.Channel, Notice{ID: o.Token}.String()} })
 		cmds = append(cmds, redis.NewIntCmd(ctx, pub...))
 	}
-	return cmds, true
+	// Whether the key is there, read right after the delete in the same
+	// round trip (release.lua reads it in the same step): a delete that
+	// deleted nothing answers "gone" or "taken" by it.
+	exists := o.pub.at(1, func() []any { return []any{"exists", o.Key} })
+	return append(cmds, redis.NewIntCmd(ctx, exists...)), true
 }
 
-// decodeNative reads the compare-and-delete and the announcement. A
-// delete refused with an error reply (a key of another type, a reentrant
-// lock: the words differ between servers) is read again by the
-// transaction; one that deleted nothing asks whether the key is there at
-// all, to answer as release.lua does.
-//
-// That EXISTS may come in a later step than the delete (see pipelinable),
-// so a key that was another's at the delete and was released before the
-// EXISTS reads as gone. The verdict stays true: a release counts a node's
-// "gone" only before the expiry that node confirmed, on the same server
-// (engine.Free), and within that the caller's key can have left the node
-// only by this release's own earlier try (or a forced unlock): whoever
-// held it after took it once the caller had released it there.
+// decodeNative reads the compare-and-delete, the announcement and the
+// EXISTS after them. A delete refused with an error reply (a key of
+// another type, a reentrant lock: the words differ between servers) is
+// read again by the transaction; one that deleted nothing answers as
+// release.lua does by whether the key was there: "taken" or "gone", with
+// the server's run id still to ask (see Redis.askAbsent).
 func (o *Release) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, *Tx) Reply) {
 	del := cmds[0].(*redis.IntCmd)
 	var pub *redis.IntCmd
@@ -222,40 +219,21 @@ func (o *Release) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context,
 		return Reply{OK: true, Value: heard(pub, "")}, nil
 	case n == 1:
 		return Reply{OK: true}, nil // heard by no one: release.lua's 1
-	case !o.checks(cmds):
-		return Reply{Value: absent{}}, nil
 	}
-	return o.checked(cmds[len(cmds)-1].(*redis.IntCmd)), nil
-}
-
-// checked answers a release that deleted nothing with exists, the EXISTS
-// of its key read in the same round trip.
-func (o *Release) checked(exists *redis.IntCmd) Reply {
-	switch v, err := exists.Result(); {
+	v, err := cmds[len(cmds)-1].(*redis.IntCmd).Result()
+	switch {
 	case err != nil:
-		return Reply{Err: err}
-	case v > 0 && o.Channel == "":
-		return Reply{} // another's, told to an undo, which reads no server
-	case v > 0:
-		return Reply{Value: absent{checked: true, other: true}} // another's: whose server is still to ask
+		return Reply{Err: err}, nil
+	case o.Channel == "":
+		return absentReply(o, v > 0, ""), nil // an undo reads no server
 	}
-	return Reply{Value: absent{checked: true}}
-}
-
-// checks reports whether cmds, the release's native commands, end with
-// the EXISTS of its key (see pipelinable).
-func (o *Release) checks(cmds []redis.Cmder) bool {
-	if o.Channel != "" {
-		return len(cmds) > 2
-	}
-	return len(cmds) > 1
+	return Reply{Value: absent{other: v > 0}}, nil
 }
 
 // absent is the Value of a native release's reply that deleted nothing:
-// whether the key is there at all is still to ask (see Redis.askAbsent),
-// unless checked: other then says it is (another's). Either way the
-// answer still needs the server's run id.
-type absent struct{ checked, other bool }
+// other says whether the key was another's (else it was not there at
+// all). The answer still needs the server's run id.
+type absent struct{ other bool }
 
 // isAbsent reports whether rep is a native release's that deleted nothing.
 func isAbsent(rep Reply) bool {
@@ -263,17 +241,11 @@ func isAbsent(rep Reply) bool {
 	return ok
 }
 
-// absent answers a release whose compare-and-delete deleted nothing, on a
-// connection of its own: not held (another's), or, when the key is not
-// there at all, gone.
-func (o *Release) absent(ctx context.Context, t *Tx) Reply {
-	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
-		exists := redis.NewIntCmd(ctx, "exists", o.Key)
-		if err := s.Read(ctx, nil, exists); err != nil {
-			return Reply{}, err
-		}
-		return gone(ctx, s, o.Channel != "", exists.Val() > 0)
-	})
+// absent answers a release whose compare-and-delete deleted nothing, with
+// a, what the EXISTS after it read, and the run id of the key's server,
+// asked on a connection of its own.
+func (o *Release) absent(ctx context.Context, t *Tx, a absent) Reply {
+	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) { return gone(ctx, s, o.Channel != "", a.other) })
 }
 
 // transactNative carries op, which has a native form for t, on a
@@ -292,7 +264,7 @@ func transactNative(ctx context.Context, t *Tx, op nativeOp, key string) (Reply,
 	case more != nil:
 		return more(ctx, t), true
 	case ok && isAbsent(rep):
-		return r.absent(ctx, t), true
+		return r.absent(ctx, t, rep.Value.(absent)), true
 	}
 	return rep, true
 }

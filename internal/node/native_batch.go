@@ -4,8 +4,6 @@ import (
 	"context"
 	"slices"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The plain lock's native calls in the node's batches (see native.go):
@@ -14,20 +12,11 @@ import (
 
 // pipelinable splits the batch of a node without scripts into the calls
 // whose commands are the server's own (see native.go), batched in one
-// round trip as scripts are, and the rest, carried by transactions. A
-// native release whose name has another call in the batch reads EXISTS of
-// its key right after its delete, in the same round trip: what it found
-// must not be asked after the round trip, when a later call of the same
-// name would already have changed the key (see Release.decodeNative).
-func pipelinable(ctx context.Context, batch []*call) (pipelined, rest []*call) {
+// round trip as scripts are, and the rest, carried by transactions.
+func pipelinable(batch []*call) (pipelined, rest []*call) {
 	var names [MaxBatch]string
 	for i, c := range batch {
 		names[i] = LaneOf(c.op)
-		for j := range i {
-			if names[j] == names[i] {
-				batch[j].check(ctx)
-			}
-		}
 	}
 	pipelined = batch[:0]
 	first := -1 // a release that may lead the pipeline
@@ -43,14 +32,6 @@ func pipelinable(ctx context.Context, batch []*call) (pipelined, rest []*call) {
 	}
 	lead(pipelined, first)
 	return pipelined, rest
-}
-
-// check makes c, when it is a native release, read EXISTS of its key right
-// after its delete (see pipelinable).
-func (c *call) check(ctx context.Context) {
-	if r, ok := c.op.(*Release); ok && c.native && !r.checks(c.cmds) {
-		c.cmds = append(c.cmds, redis.NewIntCmd(ctx, "exists", r.Key))
-	}
 }
 
 // lead moves the release at first (none when negative) to the head of
@@ -121,60 +102,33 @@ func (o *openCalls) ask(ctx context.Context, n *Redis, at time.Time) {
 }
 
 // askAbsent answers the native releases of calls that deleted nothing
-// (see isAbsent) as release.lua does, in one round trip for them all:
-// EXISTS of each key, and the server's run id (INFO server, once) for
-// those that announce (reps are their replies: an EXISTS read in the
-// pipeline is not asked again). A sharded node asks each on the key's
-// server.
+// (see isAbsent; reps are their replies) as release.lua does, with the
+// server's run id, asked once for them all (INFO server). A sharded node
+// asks each on the key's server.
 func (n *Redis) askAbsent(ctx context.Context, calls []*call, reps []Reply) []Reply {
 	out := make([]Reply, len(calls))
 	if n.layout.Sharded {
 		for i, c := range calls {
-			out[i] = c.op.(*Release).absent(c.ctx, n.tx(n.Way(), c.sendBy))
+			out[i] = c.op.(*Release).absent(c.ctx, n.tx(n.Way(), c.sendBy), reps[i].Value.(absent))
 		}
 		return out
 	}
-	exists := make([]*redis.IntCmd, len(calls))
-	var info *redis.StringCmd
-	_, _ = n.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, c := range calls {
-			if a, _ := reps[i].Value.(absent); !a.checked {
-				exists[i] = p.Exists(ctx, c.op.(*Release).Key)
-			} else if a.other {
-				exists[i] = redis.NewIntResult(1, nil)
-			}
-			if info == nil && c.op.(*Release).Channel != "" {
-				info = p.Info(ctx, "server")
-			}
-		}
-		return nil
-	})
-	id := ""
-	if info != nil {
-		id, _ = infoField(info.Result())("run_id") // a user without INFO: "", which matches no server
-	}
+	id, _ := infoField(n.client.Info(ctx, "server").Result())("run_id") // a user without INFO: "", which matches no server
 	for i, c := range calls {
-		out[i] = absentReply(c.op.(*Release), exists[i], id)
+		a, _ := reps[i].Value.(absent)
+		out[i] = absentReply(c.op.(*Release), a.other, id)
 	}
 	return out
 }
 
-// absentReply answers release o, which deleted nothing, with exists, the
-// EXISTS of its key (nil: read in the pipeline, it is not there), and id,
-// the server's run id.
-func absentReply(o *Release, exists *redis.IntCmd, id string) Reply {
-	var v int64
-	var err error
-	if exists != nil {
-		v, err = exists.Result()
-	}
+// absentReply answers release o, which deleted nothing, with other,
+// whether its key was there (another's), and id, the server's run id.
+func absentReply(o *Release, other bool, id string) Reply {
 	switch {
-	case err != nil:
-		return Reply{Err: err}
-	case o.Channel == "" && v > 0:
+	case o.Channel == "" && other:
 		return Reply{} // an undo: no one reads whose server
 	case o.Channel == "":
 		return Reply{Value: Released{Gone: true}}
 	}
-	return Reply{Value: Released{Gone: v == 0, Taken: v > 0, Server: id}}
+	return Reply{Value: Released{Gone: !other, Taken: other, Server: id}}
 }

@@ -283,7 +283,7 @@ func (n *Redis) work() {
 func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 	var rest []*call
 	if n.Way() != Scripts {
-		batch, rest = pipelinable(batch[0].ctx, batch)
+		batch, rest = pipelinable(batch)
 		defer n.transactAll(rest)
 	}
 	now := time.Now()

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -441,4 +442,48 @@ func TestNativeGrantBesideScripts(t *testing.T) {
 			assert.Equal(t, []string{"ping", "set", "evalsha"}, after)
 		}
 	}
+}
+
+// afterDelete runs change once, right after the first pipeline that
+// carries a release's announcement returns: between a native release's
+// round trip and any that follows it.
+type afterDelete struct {
+	once   sync.Once
+	change func()
+}
+
+func (*afterDelete) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*afterDelete) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *afterDelete) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Name() == "publish" }) {
+			h.once.Do(h.change)
+		}
+		return err
+	}
+}
+
+// A native release that deletes nothing tells another's key from an
+// absent one by what the node held at its delete: a key another client
+// held then and released right after reads as taken, not gone (the
+// scripts read it in the same step; an EXISTS in a later round trip would
+// find it gone).
+func TestNativeReleaseReadsAbsenceWithItsDelete(t *testing.T) {
+	servers, clients := nodetest.Miniredis(t, 1)
+	c := clients[0].(*redis.Client)
+	h := &afterDelete{change: func() { servers[0].Del("k") }}
+	c.AddHook(h)
+	n := node.NewRedis(c)
+	n.SetWay(node.Native)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	require.True(t, callOne(n, lock("k", "b")).OK)
+	rep := callOne(n, unlock("k", "a"))
+	require.NoError(t, rep.Err)
+	assert.False(t, rep.OK)
+	assert.False(t, servers[0].Exists("k"), "b released after a's delete")
+	r := node.ReleasedOf(rep)
+	assert.True(t, r.Taken, "b held the key at a's delete: %+v", r)
+	assert.False(t, r.Gone, "%+v", r)
 }
