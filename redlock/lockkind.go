@@ -182,7 +182,7 @@ func (*reentrantLock) acquire(name, token string, cfg *engine.Settings, reenter 
 
 func (*reentrantLock) fence(name, token string, cfg *engine.Settings) func(uint64) node.Op {
 	return func(n uint64) node.Op {
-		return &node.ReentrantFence{Key: name, Token: token, FenceKey: node.FenceKey(name), Fence: n, Ack: cfg.Ack}
+		return &node.Fence{Key: name, Token: token, FenceKey: node.FenceKey(name), Fence: n, Reentrant: true, Ack: cfg.Ack}
 	}
 }
 

@@ -173,10 +173,12 @@ func decodeGrant(cmd *redis.Cmd, minUptime int64, fenceKey string) Reply {
 }
 
 // Fence raises the name's fencing counter to Fence (never lowers it) and
-// asks whether Key still holds Token as a plain lock: OK when it does.
+// asks whether Key still holds Token as a plain lock, or, when Reentrant,
+// whether Token owns Key as a reentrant lock: OK when it does.
 type Fence struct {
 	Key, Token, FenceKey string
 	Fence                uint64
+	Reentrant            bool
 	// Ack, when set, makes the recorded token count only once replicas
 	// have it.
 	Ack Ack
@@ -190,7 +192,11 @@ func (o *Fence) Lane() string { return o.Key }
 
 // Encode implements Op.
 func (o *Fence) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return o.Ack.encode(ctx, append(cmds, script(ctx, scripts.Fence, l.keys(o.Key, o.FenceKey), o.Token, o.Fence, "0")))
+	reentrant := "0"
+	if o.Reentrant {
+		reentrant = "1"
+	}
+	return o.Ack.encode(ctx, append(cmds, script(ctx, scripts.Fence, l.keys(o.Key, o.FenceKey), o.Token, o.Fence, reentrant)))
 }
 
 // Decode implements Op.

@@ -105,7 +105,7 @@ func recovering(ctx context.Context, s *Step, least int64) (rep Reply, done bool
 // Transact implements Transacted: the counter raised and the lock's
 // holder read under WATCH of both.
 func (o *Fence) Transact(ctx context.Context, t *Tx) Reply {
-	return raise(ctx, t, o.Key, o.Token, o.FenceKey, o.Fence, false, o.Ack)
+	return raise(ctx, t, o.Key, o.Token, o.FenceKey, o.Fence, o.Reentrant, o.Ack)
 }
 
 // raise raises key's fencing counter fenceKey to fence and reports

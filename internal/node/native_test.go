@@ -85,7 +85,7 @@ func TestOnlyPlainLockOpsAreNative(t *testing.T) {
 		assert.True(t, ok, op.Name())
 	}
 	for _, op := range []Op{
-		&ReentrantAcquire{}, &ReentrantExtend{}, &ReentrantRelease{}, &ReentrantFence{}, &Fence{},
+		&ReentrantAcquire{}, &ReentrantExtend{}, &ReentrantRelease{}, &Fence{},
 		&MultiAcquire{}, &MultiExtend{}, &MultiRelease{}, &WriteAcquire{}, &WriteRelease{},
 	} {
 		_, ok := op.(nativeOp)

@@ -65,30 +65,6 @@ func (o *ReentrantAcquire) Decode(cmds []redis.Cmder) Reply {
 	return o.Ack.check(cmds, decodeGrant(cmds[0].(*redis.Cmd), o.MinUptime, o.FenceKey))
 }
 
-// ReentrantFence is Fence for a reentrant lock: OK when Token still owns
-// Key.
-type ReentrantFence struct {
-	Key, Token, FenceKey string
-	Fence                uint64
-	Ack                  Ack
-}
-
-// Name implements Op.
-func (*ReentrantFence) Name() string { return "reentrant fence" }
-
-// Lane implements Laned: the lock's name.
-func (o *ReentrantFence) Lane() string { return o.Key }
-
-// Encode implements Op.
-func (o *ReentrantFence) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return o.Ack.encode(ctx, append(cmds, script(ctx, scripts.Fence, l.keys(o.Key, o.FenceKey), o.Token, o.Fence, "1")))
-}
-
-// Decode implements Op.
-func (o *ReentrantFence) Decode(cmds []redis.Cmder) Reply {
-	return o.Ack.check(cmds, one(o.Ack.ops(cmds)))
-}
-
 // ReentrantExtend is Extend for a reentrant lock: OK when Token owns Key.
 type ReentrantExtend struct {
 	Key, Token string
@@ -150,10 +126,7 @@ func (o *ReentrantRelease) Lane() string { return o.Key }
 func (o *ReentrantRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	args := o.enc.args(l, func() []any {
 		var kb [2]string // on the stack: evalArgs copies the keys
-		keys := append(kb[:0], o.Key)
-		if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" {
-			keys = append(keys, q)
-		}
+		keys := releaseKeys(kb[:0], l, o.Key, o.Channel, o.QueueKey, "")
 		if o.Queued != "" && len(keys) > 1 {
 			return evalArgs(scripts.ReleaseReentrant, keys, o.Token, strconv.Itoa(int(o.Drop)), o.Channel, o.Notice, o.Queued)
 		}

@@ -75,11 +75,6 @@ func (o *ReentrantAcquire) writes(kind string, owned bool, pttl int64) ([][]any,
 	return nil, alien(o.Key, kind, pttl)
 }
 
-// Transact implements Transacted: as Fence's, for the owner's field.
-func (o *ReentrantFence) Transact(ctx context.Context, t *Tx) Reply {
-	return raise(ctx, t, o.Key, o.Token, o.FenceKey, o.Fence, true, o.Ack)
-}
-
 // Transact implements Transacted: PEXPIRE under WATCH when Token owns the
 // key.
 func (o *ReentrantExtend) Transact(ctx context.Context, t *Tx) Reply {

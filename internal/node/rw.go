@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -141,22 +140,9 @@ func (o *ReadAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) 
 // Decode implements Op: read_acquire.lua's grant (the node's time) or
 // {status, n}.
 func (o *ReadAcquire) Decode(cmds []redis.Cmder) Reply {
-	if cmd, ok := cmds[0].(*redis.Cmd); ok && cmd.Err() == nil {
-		if ms, ok := cmd.Val().(int64); ok {
-			return granted(ms)
-		}
-	}
-	r, err := slice(cmds[0], 2)
-	if err != nil {
-		return Reply{Err: err}
-	}
-	status, ok := r[0].(int64)
-	n, err := number(r[1])
-	if !ok || err != nil {
-		return Reply{Err: fmt.Errorf("redlock: unexpected read acquire reply %v", r)}
-	}
-	if status < 0 {
-		return Reply{Err: fmt.Errorf("%w: up %ds, less than the restart delay %ds", ErrNodeRecovering, n, o.MinUptime)}
+	status, n, rep, done := decodeAdmission(cmds[0], "read acquire", o.MinUptime)
+	if done {
+		return rep
 	}
 	if status == 1 {
 		return Reply{OK: true}
@@ -213,10 +199,7 @@ func (o *ReadRelease) Concurrent() string { return o.Token }
 func (o *ReadRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
 	args := o.enc.args(l, func() []any {
 		var kb [2]string // on the stack: evalArgs copies the keys
-		keys := append(kb[:0], o.Key)
-		if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" {
-			keys = append(keys, q)
-		}
+		keys := releaseKeys(kb[:0], l, o.Key, o.Channel, o.QueueKey, "")
 		return evalArgs(scripts.ReadRelease, keys, o.Token, o.Channel)
 	})
 	return append(cmds, shared(ctx, args))

@@ -56,28 +56,41 @@ func (o *SemAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) [
 // Decode implements Op: sem_acquire.lua's {status, n}, or a grant's
 // node time.
 func (o *SemAcquire) Decode(cmds []redis.Cmder) Reply {
-	if cmd, ok := cmds[0].(*redis.Cmd); ok && cmd.Err() == nil {
-		if ms, ok := cmd.Val().(int64); ok {
-			return granted(ms)
-		}
+	status, n, rep, done := decodeAdmission(cmds[0], "semaphore acquire", o.MinUptime)
+	if done {
+		return rep
 	}
-	r, err := slice(cmds[0], 2)
-	if err != nil {
-		return Reply{Err: err}
-	}
-	status, ok := r[0].(int64)
-	n, err := number(r[1])
-	if !ok || err != nil {
-		return Reply{Err: fmt.Errorf("redlock: unexpected semaphore acquire reply %v", r)}
-	}
-	switch status {
-	case -1:
-		return Reply{Err: fmt.Errorf("%w: up %ds, less than the restart delay %ds", ErrNodeRecovering, n, o.MinUptime)}
-	case -2:
+	if status == -2 {
 		return Reply{Err: fmt.Errorf("%w: the semaphore %s has %d permits on this node, this one asks for %d: "+
 			"semaphores that share a name must have the same count", ErrMisconfigured, o.Key, n, o.Permits)}
 	}
 	return Reply{OK: status == 1, Value: SemGrant{Holders: int(n)}}
+}
+
+// decodeAdmission reads the reply of a script that admits holders beside
+// one another (sem_acquire.lua, read_acquire.lua): a grant's node time, or
+// {status, n}. It is done, with rep, for a grant, a reply of another shape,
+// and status -1: the node is up n seconds, less than minUptime; otherwise
+// status and n are the script's, for the caller to read.
+func decodeAdmission(cmd redis.Cmder, what string, minUptime int64) (status, n int64, rep Reply, done bool) {
+	if c, ok := cmd.(*redis.Cmd); ok && c.Err() == nil {
+		if ms, ok := c.Val().(int64); ok {
+			return 0, 0, granted(ms), true
+		}
+	}
+	r, err := slice(cmd, 2)
+	if err != nil {
+		return 0, 0, Reply{Err: err}, true
+	}
+	status, ok := r[0].(int64)
+	n, err = number(r[1])
+	switch {
+	case !ok || err != nil:
+		return 0, 0, Reply{Err: fmt.Errorf("redlock: unexpected %s reply %v", what, r)}, true
+	case status == -1:
+		return 0, 0, Reply{Err: fmt.Errorf("%w: up %ds, less than the restart delay %ds", ErrNodeRecovering, n, minUptime)}, true
+	}
+	return status, n, Reply{}, false
 }
 
 // number reads a script's integer, sent as an integer or as text.

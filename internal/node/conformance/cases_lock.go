@@ -145,7 +145,7 @@ func lockCases() []Case {
 		{"reentrant: undo, extend, fence", nil, func(k string) []step {
 			fe := reentrant(k, "o", false)
 			fe.FenceKey = node.FenceKey(k)
-			f := &node.ReentrantFence{Key: k, Token: "o", FenceKey: node.FenceKey(k), Fence: 4}
+			f := &node.Fence{Key: k, Token: "o", FenceKey: node.FenceKey(k), Fence: 4, Reentrant: true}
 			ex := &node.ReentrantExtend{Key: k, Token: "o", TTL: ttl}
 			return []step{
 				{op: fe, want: granted},

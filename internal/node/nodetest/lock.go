@@ -19,9 +19,7 @@ func (n *Fake) lockOp(op node.Op) (rep node.Reply, ok bool) {
 	}
 	switch o := op.(type) {
 	case *node.Fence:
-		return n.acked(o.Ack, n.reply(n.fence(o.Key, o.Token, o.FenceKey, o.Fence, false))), true
-	case *node.ReentrantFence:
-		return n.acked(o.Ack, n.reply(n.fence(o.Key, o.Token, o.FenceKey, o.Fence, true))), true
+		return n.acked(o.Ack, n.reply(n.fence(o.Key, o.Token, o.FenceKey, o.Fence, o.Reentrant))), true
 	case *node.Extend:
 		return n.acked(o.Ack, n.reply(n.extend([]string{o.Key}, o.Token, o.TTL, false))), true
 	case *node.ReentrantExtend:
