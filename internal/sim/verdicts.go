@@ -60,6 +60,23 @@ func (s *Sim) heldTill(g *grant, t, faulted time.Time) []bool {
 	return out
 }
 
+// unfaulted returns held without the nodes whose clock stepped, or that
+// restarted, while a call ran from call to ret: such a node may have lost
+// the key (expired by the step, gone with the restart) before the call's
+// request reached it, and then truly answered that it no longer held the
+// token (simulator seeds 110009 and 111050: a clock stepped ahead during
+// an Extend). What a not-held verdict claims is judged at the nodes'
+// answers, which the call cannot see before it asks.
+func (s *Sim) unfaulted(held []bool, call, ret time.Time) []bool {
+	out := slices.Clone(held)
+	for i := range out {
+		if out[i] && s.hist.faultedBetween(i, call, ret) {
+			out[i] = false
+		}
+	}
+	return out
+}
+
 // count returns how many of nodes are set.
 func count(nodes []bool) int {
 	n := 0
@@ -134,7 +151,7 @@ func (s *Sim) release(g *grant, w window, end time.Time, name string, final bool
 				v.heldAll = count(held)
 				s.hist.judged(v)
 			case errors.Is(err, redlock.ErrNotHeld):
-				notHeld(&v, err, held, resent)
+				notHeld(&v, err, s.unfaulted(held, call, ret), resent)
 				s.hist.judged(v)
 			}
 		}
@@ -183,7 +200,7 @@ func (s *Sim) extend(g *grant, w extendable) {
 		v.what, v.until = extendedNil, w.Until()
 		v.held = count(s.heldTill(g, v.until, call))
 	case errors.Is(err, redlock.ErrNotHeld):
-		notHeld(&v, err, held, nil)
+		notHeld(&v, err, s.unfaulted(held, call, v.ret), nil)
 	default:
 		return
 	}

@@ -105,7 +105,9 @@ func (h *history) releaseUntrue(v verdict, hs []hold) string {
 // (the nodes may have let the token expire while the call ran), or fewer
 // than the quorum of the nodes that answered it (all but those its error
 // names as failed: a failed node's answer is unknown) held h's token (live
-// on the node's clock) as the call began. A node a release reached twice
+// on the node's clock) as the call began, leaving out a node that
+// restarted or whose clock stepped while the call ran (it may have lost
+// the key before the request reached it: see Sim.unfaulted). A node a release reached twice
 // (resent after its reply was lost) and found another's token on at its
 // return did not answer either: its first try freed the key, another took
 // it, and the resend, whose answer the library read, found it another's;
