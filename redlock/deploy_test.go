@@ -102,6 +102,32 @@ func TestLockerOnMisconfigured(t *testing.T) {
 // go-redis resends a command whose reply timed out: a release applied the
 // first time finds the key gone the second. Within the validity that is
 // this release's own doing, and Unlock says the lock was held.
+// A node whose yes to an extension comes after the round's quorum holds
+// the token as long as the voters do (simulator seed 114000): when its
+// release's reply is lost and the resend finds the key gone, past the
+// grant's validity but within the extension's, that is this release's own
+// doing, and Unlock says nil. Before, the late yes was not recorded, the
+// node counted only to the grant's expiry, and Unlock said ErrNotHeld.
+func TestLateExtensionCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		m := newFakeMutex(t, r, "k", WithTTL(time.Second))
+		require.NoError(t, m.Lock(t.Context()))
+		time.Sleep(600 * time.Millisecond)
+		fs[2].Faults(func(n *nodetest.Fake) { n.OpDelay = map[string]time.Duration{"extend": 5 * time.Millisecond} })
+		require.NoError(t, m.Extend(t.Context()), "at a quorum, without node 2")
+		synctest.Wait()
+		time.Sleep(10 * time.Millisecond) // node 2's yes comes in
+		synctest.Wait()
+		time.Sleep(500 * time.Millisecond) // past the grant's validity
+		fs[2].Faults(func(n *nodetest.Fake) { n.Resend = true })
+		for _, f := range fs[3:] {
+			f.Faults(func(n *nodetest.Fake) { n.Err = errCutOff })
+		}
+		require.NoError(t, m.Unlock(t.Context()), "nodes 0 and 1, and node 2's resent release")
+	})
+}
+
 func TestUnlockResentRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 3)

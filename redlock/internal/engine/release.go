@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
@@ -32,6 +33,11 @@ type Lapse struct {
 	// quorum is how many nodes must still hold the token: 0 for a
 	// majority, a semaphore's quorum for its permits (see semQuorum).
 	Quorum int
+	// Late, for an extension, is told each node that granted it after
+	// the round was decided (it re-armed the key as the others did),
+	// once the round is decided, on the node's goroutine or on
+	// Extend's: it must not block.
+	Late func(i int)
 }
 
 // Free runs op, the release of name by any kind (answering as a lock's
@@ -199,6 +205,46 @@ func (rr *releaseRule) Grants(i int, rep node.Reply) bool {
 	return true
 }
 
+// lateYes tells the nodes that granted an extension after its round was
+// decided (see Lapse.Late): the simulator's seed 114000 found a node whose
+// yes came just after the quorum's, whose key then outlived what the lease
+// had recorded for it; its release's resend found the key gone (its first
+// try had deleted it), which the release could not count.
+type lateYes struct {
+	mu   sync.Mutex
+	yes  []bool // granted, told or not
+	done bool   // decided: a yes from now on is told at once
+	tell func(i int)
+}
+
+// Heard implements quorum.Hook, on node i's goroutine.
+func (l *lateYes) Heard(i int, rep node.Reply) {
+	if !rep.OK || rep.Err != nil {
+		return
+	}
+	l.mu.Lock()
+	l.yes[i] = true
+	done := l.done
+	l.mu.Unlock()
+	if done {
+		l.tell(i)
+	}
+}
+
+// decided tells the nodes that granted but are not in granted, the
+// round's voters, and every later one as it comes.
+func (l *lateYes) decided(granted []int) {
+	l.mu.Lock()
+	l.done = true
+	yes := slices.Clone(l.yes)
+	l.mu.Unlock()
+	for i, ok := range yes {
+		if ok && !slices.Contains(granted, i) {
+			l.tell(i)
+		}
+	}
+}
+
 // addNode adds node i to nodes, once.
 func addNode(nodes []int, i int) []int {
 	if slices.Contains(nodes, i) {
@@ -216,10 +262,19 @@ func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) (granted []int
 		return nil, err
 	}
 	defer e.WG.Done()
-	rd := quorum.NewRound(ctx, e.Pool, c.Settings.NodeTimeout, c.Report, e.Pool.Size()).Needs(c.Quorum).SendAll(op, nil, nil)
+	rd := quorum.NewRound(ctx, e.Pool, c.Settings.NodeTimeout, c.Report, e.Pool.Size()).Needs(c.Quorum)
+	var late *lateYes
+	if c.Late != nil {
+		late = &lateYes{yes: make([]bool, e.Pool.Size()), tell: c.Late}
+		rd.Hook = late
+	}
+	rd.SendAll(op, nil, nil)
 	ctxErr := rd.Decide(ctx)
 	t := rd.Tally
 	granted = t.GrantedNodes()
+	if late != nil {
+		late.decided(granted)
+	}
 	if ctxErr == nil && t.Won() {
 		return granted, nil
 	}

@@ -292,8 +292,14 @@ func (h *Holder) extend(ctx context.Context, l *Lease) error {
 		return err
 	}
 	op := h.Kind.Extend(h.Name, l.Token, &h.Settings)
-	granted, err := h.Engine.Extend(ctx, op, engine.Lapse{Settings: &h.Settings, Report: h.Report, Quorum: h.Quorum})
 	next := quorum.ValidUntil(start, h.Settings.TTL, h.Settings.DriftFactor)
+	late := func(i int) { // re-armed as the voters were, after the round decided
+		jumps := h.jumps()
+		h.Mu.Lock()
+		l.confirm([]int{i}, next, jumps)
+		h.Mu.Unlock()
+	}
+	granted, err := h.Engine.Extend(ctx, op, engine.Lapse{Settings: &h.Settings, Report: h.Report, Quorum: h.Quorum, Late: late})
 	if len(granted) > 0 {
 		// Each re-armed the key, whether or not a quorum did.
 		jumps := h.jumps()
