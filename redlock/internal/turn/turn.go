@@ -60,8 +60,10 @@ import (
 // a handoff as for an attempt.
 //
 // Its counterpart for what the holder says afterwards: each vote is also
-// a confirmation, recorded per node (lease.Lease.confirm): that node holds
-// the token until the voting step's start + TTL - drift, unless its clock
+// a confirmation, recorded per node (lease.Lease.confirm), a yes that
+// came after its round was decided included (a late grant, lease.node; a
+// late extension, engine.lateYes): that node holds the token until the
+// voting step's start + TTL - drift, unless its clock
 // jumped ahead since or another server answers for it. A release's
 // "absent" or "taken" counts as held only within that (engine.Free), the
 // clock watch keeps the lease while a quorum of such confirmations covers
