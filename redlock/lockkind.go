@@ -284,6 +284,19 @@ func (w *writeLock) Release(name string, l *lease.Lease) node.Op {
 		QueueKey: node.QueueKey(name), Intent: intent, Writer: writer, Queued: l.Queued}
 }
 
+// giveUp drops the writer's waiting mark from every node where it is still
+// this writer's, in the background: a Lock that gave up waits no more, and
+// its mark would keep new readers out, with no writer to let in, until
+// markTTL passed (the simulator's seed 120006: readers refused for 2 s by
+// the marks of writers whose Locks had ended). It goes as a release of a
+// token no node holds, which frees nothing and hands nothing over.
+func (w *writeLock) giveUp(h *lease.Holder) {
+	intent, writer := w.ids(h.Name)
+	op := &node.WriteRelease{Key: h.Name, Token: uuid.NewString(), Channel: node.ReleaseChannel(h.Name),
+		QueueKey: node.QueueKey(h.Name), Intent: intent, Writer: writer}
+	h.Engine.Behind(op, nil, h.Settings.NodeTimeout, markTTL(&h.Settings))
+}
+
 // markTTL is how long a waiting writer's mark lasts on a node (see
 // RWMutex): the TTL, and never less than two of the longest waits between
 // a writer's attempts and their node timeouts, so that it does not lapse

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -23,9 +24,10 @@ import (
 // extension, or, for readers that renew (WithRenewal, DoRead), until they
 // release. The mark lives for the TTL (never less than twice the
 // longest retry delay plus the node timeout, so that it cannot lapse
-// between two attempts) after the writer's last attempt, and the writer's
-// Unlock drops it: a writer that gives up keeps new readers out that long
-// at most.
+// between two attempts) after the writer's last attempt; the writer's
+// Unlock drops it, and so does a Lock that fails (in the background). A
+// refused TryLock leaves it for the writer's next try: a writer that
+// stops trying after a TryLock keeps new readers out that long at most.
 //
 // A Mutex and an RWMutex of the same name exclude each other: to an
 // RWMutex a Mutex is a writer, and to a Mutex the readers and the writer
@@ -55,7 +57,13 @@ func (rw *RWMutex) Name() string { return rw.w.h.Name }
 // rule). It fails at once, without I/O, while this RWMutex holds a read
 // lock.
 func (rw *RWMutex) Lock(ctx context.Context) error {
-	return rw.write(func() error { return rw.w.Lock(ctx) })
+	return rw.write(func() error {
+		err := rw.w.Lock(ctx)
+		if errors.Is(err, ErrNotAcquired) && !rw.w.h.Holding() {
+			rw.wl.giveUp(&rw.w.h) // it waits no more (see RWMutex)
+		}
+		return err
+	})
 }
 
 // TryLock makes one attempt to take the write lock, as [Mutex.TryLock]

@@ -51,6 +51,48 @@ func TestRWMutexUnlockDropsMark(t *testing.T) {
 	}, time.Second, time.Millisecond, "the writer's unlock dropped its mark everywhere")
 }
 
+// A writer's Lock that gives up drops its waiting mark on every node, so
+// that new readers get in at once (the simulator's seed 120006: readers
+// were refused for 2 s, with nothing held, by the marks of writers whose
+// Locks had ended); a refused TryLock keeps it for the writer's next try.
+func TestRWMutexLockGivenUpDropsMark(t *testing.T) {
+	r, servers, _ := newRW(t)
+	ctx := t.Context()
+	reader, w := newRWMutex(t, r, "doc"), newRWMutex(t, r, "doc")
+	require.NoError(t, reader.RLock(ctx))
+	marked := func() int {
+		n := 0
+		for _, s := range servers {
+			if s.Exists("doc:redlock:writer") {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool {
+		for _, s := range servers {
+			if !s.Exists("doc") {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond, "the reader holds on every node")
+	require.ErrorIs(t, w.TryLock(ctx), ErrNotAcquired)
+	require.Eventually(t, func() bool { return marked() == len(servers) }, time.Second, time.Millisecond,
+		"a refused TryLock marks the writer waiting on every node")
+	late := newRWMutex(t, r, "doc")
+	require.ErrorIs(t, late.TryRLock(ctx), ErrHeld, "a new reader is refused while the writer waits")
+
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, w.Lock(wctx), ErrNotAcquired)
+	require.Eventually(t, func() bool { return marked() == 0 }, time.Second, time.Millisecond,
+		"the Lock that gave up dropped its mark everywhere")
+	require.NoError(t, late.TryRLock(ctx), "a new reader gets in once no writer waits")
+	require.NoError(t, late.RUnlock(ctx))
+	require.NoError(t, reader.RUnlock(ctx))
+}
+
 // A writer whose TTL is shorter than its wait between attempts is not
 // starved by a stream of overlapping readers: its mark outlasts that wait,
 // so no reader gets in once it waits.

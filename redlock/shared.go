@@ -29,6 +29,9 @@ type sharing interface {
 	// nodes at quorum q (chosen: set by WithQuorum), and the error it
 	// wraps, ErrNotAcquired in the primitive's words.
 	refused(n, q int, chosen bool) (string, error)
+	// held is what a refusal that left no quorum says of the lock ("":
+	// held by others).
+	held() string
 	// kinds names, for the Observer, the wait, the single attempt, the
 	// release and the extension.
 	kinds() [4]OpKind
@@ -93,7 +96,7 @@ func (s *shared) try(ctx context.Context, _ string) (engine.Refusal, error) {
 	cfg := &s.h.Settings
 	rule, notAcquired := s.kind.refused(s.h.Engine.Pool.Size(), s.h.Quorum, cfg.Quorum != 0)
 	g, failed, err := s.h.Engine.Acquire(ctx, engine.Spec{Op: s.kind.acquire(s.h.Name, token, cfg), Undo: s.kind.Undo(s.h.Name, token),
-		Token: token, Settings: cfg, Report: s.h.Report, Quorum: s.h.Quorum, NotAcquired: notAcquired, Rule: rule})
+		Token: token, Settings: cfg, Report: s.h.Report, Quorum: s.h.Quorum, NotAcquired: notAcquired, Rule: rule, Held: s.kind.held()})
 	if err != nil {
 		return failed, err
 	}
@@ -191,6 +194,8 @@ func (p permitsOf) refused(n, q int, chosen bool) (string, error) {
 		"can each have a quorum; WithQuorum sets another)", int(p), n, q), errPermitNotAcquired
 }
 
+func (permitsOf) held() string { return "" }
+
 func (permitsOf) kinds() [4]OpKind {
 	return [4]OpKind{OpAcquire, OpTryAcquire, OpRelease, OpExtendPermit}
 }
@@ -217,5 +222,9 @@ func (reading) Extend(name, token string, cfg *engine.Settings) node.Op {
 func (reading) refused(int, int, bool) (string, error) {
 	return "a read lock needs a majority", errReadNotAcquired
 }
+
+// held: a reader is refused by a writer (or a Mutex) that holds the name,
+// or by a writer's waiting mark, which may stand while nothing holds it.
+func (reading) held() string { return "held by a writer, or one waits" }
 
 func (reading) kinds() [4]OpKind { return [4]OpKind{OpRLock, OpTryRLock, OpRUnlock, OpExtendRead} }

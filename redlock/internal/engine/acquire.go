@@ -75,6 +75,9 @@ type Spec struct {
 	// none): a permit's or a read lock's words.
 	NotAcquired error
 	Rule        string
+	// Held is what an ErrHeld refusal counted plainly says of the lock
+	// ("": "held by others", a semaphore's permits).
+	Held string
 }
 
 // Acquire makes one attempt to take s.op on a quorum.
@@ -146,7 +149,7 @@ func refusalWords(s Spec, t *quorum.Tally, a *quorum.Attempt, ctxErr error) erro
 	}
 	r := &refusal{words: words, class: c}
 	if c == ErrHeld && !a.Split {
-		r.phrase = "held by others" // permits, readers: a count, no one holder
+		r.phrase = cmp.Or(s.Held, "held by others") // permits, readers: a count, no one holder
 	}
 	return r
 }

@@ -343,11 +343,25 @@ func (e *Engine) Orphans(nodes []int, name, token string, ttl, timeout time.Dura
 		}
 	}
 	e.leasesMu.Unlock()
+	op := &node.Release{Key: name, Token: token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
+	// Sent before Orphans returns, so that on each node the release goes
+	// ahead of this process's next attempt at the name: an attempt that
+	// found the orphaned token would say the lock is held by another,
+	// when no one holds it.
+	e.Behind(op, nodes, timeout, ttl)
+}
+
+// Behind sends op to the nodes given (nil: every node) and gathers their
+// replies in the background, each request bounded by timeout. The
+// requests are on their way to their nodes, ahead of anything this
+// process sends there after, when Behind returns. A node that cannot take
+// op now is owed it for owe (0: dropped). Nothing is sent once the engine
+// is closed.
+func (e *Engine) Behind(op node.Op, nodes []int, timeout, owe time.Duration) {
 	if e.Track(1) != nil {
-		return // closed: the keys expire with their TTL
+		return
 	}
 	ops := make([]node.Op, e.Pool.Size())
-	op := &node.Release{Key: name, Token: token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 	if nodes == nil {
 		for i := range ops {
 			ops[i] = op
@@ -356,11 +370,7 @@ func (e *Engine) Orphans(nodes []int, name, token string, ttl, timeout time.Dura
 	for _, i := range nodes {
 		ops[i] = op
 	}
-	// Sent before Orphans returns, so that on each node the release goes
-	// ahead of this process's next attempt at the name: an attempt that
-	// found the orphaned token would say the lock is held by another,
-	// when no one holds it.
-	rd := e.postQueue(ops, timeout, ttl)
+	rd := e.postQueue(ops, timeout, owe)
 	go func() {
 		defer e.WG.Done()
 		_ = rd.Gather(context.Background())
