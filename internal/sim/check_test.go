@@ -120,3 +120,35 @@ func TestVerdicts(t *testing.T) {
 		})
 	}
 }
+
+// TestLostUpdates checks the counter's rule: an update lost is a
+// violation, unless holds of the resource overlapped after an early
+// restart, which the lock does not exclude (seed 127071).
+func TestLostUpdates(t *testing.T) {
+	t0 := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	a := hold{client: 0, res: "do", who: "client 0", attempt: at(0), start: at(0), end: at(2 * time.Second)}
+	b := hold{client: 1, res: "do", who: "client 1", attempt: at(time.Second), start: at(time.Second), end: at(3 * time.Second)}
+	for _, tc := range []struct {
+		name  string
+		early []time.Time
+		want  []string
+	}{
+		{"no early restart: the overlap and the lost update", nil, []string{"client 1 held it", "updates lost"}},
+		{"an early restart between: neither", []time.Time{at(500 * time.Millisecond)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHistory()
+			h.start, h.holds, h.early = t0, []hold{a, b}, tc.early
+			h.write("do", 1)
+			h.write("do", 1) // both read 0 and wrote 1
+			got := h.check()
+			assert.Len(t, got, len(tc.want), "%q", got)
+			for i, w := range tc.want {
+				if i < len(got) {
+					assert.Contains(t, got[i], w)
+				}
+			}
+		})
+	}
+}
