@@ -8,7 +8,7 @@ GO ?= go
 GOLANGCI_LINT_VERSION := v2.15.0
 BIN := $(CURDIR)/bin
 
-.PHONY: test unit integration soak sim sim-mutants demo lint fuzz bench-handoff bench bench-availability bench-cpu
+.PHONY: test unit integration soak sim sim-mutants demo lint fuzz bench-handoff bench bench-availability bench-cpu bench-wan
 
 ## test: every test: vet, unit tests with -race (no Redis needed), then the
 ## integration scenarios with -race on Redis containers, and the server
@@ -82,6 +82,13 @@ bench:
 ## writes docs/AVAILABILITY.md and docs/availability.png, fails on any overlap or lost update.
 bench-availability:
 	cd bench && REDLOCK_FAKETIME=skip ../scripts/with-redis-env.sh $(GO) run . -availability -out ../docs
+
+## bench-wan: redlock-go and redsync side by side with nodes and clients in three
+## sites behind delay lines (A-B 10 ms, A-C 30 ms, B-C 20 ms), three placements:
+## uncontended Lock/Unlock from each site and hand-overs between sites, each
+## against its floor; writes docs/WAN.md, fails on any overlap.
+bench-wan:
+	cd bench && REDLOCK_FAKETIME=skip ../scripts/with-redis-env.sh $(GO) run . -wan -out ../docs
 
 ## bench-cpu: CPU per lock+unlock pair (the client's, the servers', and
 ## node 0's command time per command) of the builds of CPU_REVS side by

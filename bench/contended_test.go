@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-redsync/redsync/v4"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -250,11 +248,4 @@ func lockOnce(ctx context.Context, lc lockClient, key string) (m mutex, waited t
 		return m, waited, true, nil
 	}
 	return m, waited, false, err
-}
-
-// gaveUp reports whether a Lock's error says it gave up waiting: its
-// deadline passed, or (redsync) it ran out of tries, finding the lock taken.
-func gaveUp(err error) bool {
-	var taken *redsync.ErrTaken
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken)
 }

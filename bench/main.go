@@ -42,6 +42,7 @@ var (
 	slowN            = flag.Int("slow", 100, "locks of each slow-node run")
 	outDir           = flag.String("out", "docs", "where bench.md and bench.png (AVAILABILITY.md and availability.png) go")
 	availabilityFlag = flag.Bool("availability", false, "run the availability benchmark (faults, safety checks) instead")
+	wanFlag          = flag.Bool("wan", false, "run the WAN benchmark (sites, delay lines, hand-overs between sites) instead; writes WAN.md")
 )
 
 // availabilityDuration is -duration's default with -availability.
@@ -66,6 +67,15 @@ func main() {
 	redis.SetLogger(quiet{})
 	tclog.SetDefault(tclog.NewNoopLogger())
 	bench := run
+	if *wanFlag {
+		bench = runWAN
+		if !flagSet("rounds") {
+			*rounds = 2
+		}
+		if !flagSet("duration") {
+			*duration = wanContended
+		}
+	}
 	if *availabilityFlag {
 		bench = runAvailability
 		if !flagSet("duration") {

@@ -105,6 +105,23 @@ func TestHandoffBelowQuorumAttempts(t *testing.T) {
 	})
 }
 
+// Handed the lock by the near nodes, a waiter waits for the far ones
+// beyond the 5 ms of its own window, as long as their round trip, rather
+// than make an attempt that costs another: across data centres the
+// handoffs of one release come a round trip apart.
+func TestHandoffWaitsForFarNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for _, f := range fs[2:] {
+			f.Faults(func(n *nodetest.Fake) { n.Delay = 20 * time.Millisecond })
+		}
+		_, w, err := handedOver(t.Context(), t, r, time.Second, WithRetryDelay(time.Hour, time.Hour))
+		require.NoError(t, err)
+		assert.Equal(t, 10, acquires(fs), "no attempt after the handoffs, 20 ms apart")
+		require.NoError(t, w.Unlock(t.Context()))
+	})
+}
+
 // A waiter that gives up after some nodes handed it the lock, before an
 // attempt with the token, releases it there: nothing stays held until the
 // TTL.

@@ -18,6 +18,18 @@ type owable interface {
 	Owable(err error) bool
 }
 
+// trip learns the round trip d of a request answered: the smoothed round
+// trip moves an eighth of the way to it (TCP's smoothing of its own
+// round-trip time), from the first reply's. It includes the time the
+// request queued in the client: what a caller waits. Called with mu held.
+func (s *nodeState) trip(d time.Duration) {
+	if s.rtt == 0 {
+		s.rtt = d
+		return
+	}
+	s.rtt += (d - s.rtt) / 8
+}
+
 // nodeState is what the pool knows of one node. Guarded by mu.
 type nodeState struct {
 	mu        sync.Mutex
@@ -27,12 +39,13 @@ type nodeState struct {
 	lastReply time.Time // the last time the node answered anything
 	lastErr   error     // the last failure to reach the node (dial, TLS, network)
 	lastErrAt time.Time
-	failing   time.Time // the first failure seen since lastReply (see failedAt)
-	inflight  int       // requests sent and not answered
-	waiting   time.Time // since when some request has waited for an answer
-	waitingBy time.Time // the node timeout of the request sent at waiting
-	repairing bool      // the repair goroutine runs
-	probes    int       // probes in flight
+	failing   time.Time     // the first failure seen since lastReply (see failedAt)
+	inflight  int           // requests sent and not answered
+	rtt       time.Duration // the round trip, smoothed (see trip)
+	waiting   time.Time     // since when some request has waited for an answer
+	waitingBy time.Time     // the node timeout of the request sent at waiting
+	repairing bool          // the repair goroutine runs
+	probes    int           // probes in flight
 	owed      []owedRelease
 	// refused is the last refusal for a reason no retry changes
 	// (node.ErrMisconfigured), by an operation of kind refusedBy; nil
@@ -184,4 +197,20 @@ func (p *Pool) DialRefused(i int, err error) {
 	p.lifeMu.Unlock()
 	defer p.WG.Done()
 	p.MarkDown(i, node.Classify(err))
+}
+
+// SlowestTrip returns the longest of the nodes' round trips, each smoothed
+// over its last replies (see nodeState.trip), of the nodes not down: how
+// far apart, at most, the replies of requests sent to every node at once
+// arrive. Zero before any reply.
+func (p *Pool) SlowestTrip() time.Duration {
+	var slowest time.Duration
+	for _, s := range p.states {
+		s.mu.Lock()
+		if !s.down {
+			slowest = max(slowest, s.rtt)
+		}
+		s.mu.Unlock()
+	}
+	return slowest
 }

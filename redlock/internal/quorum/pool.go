@@ -142,14 +142,14 @@ func (p *Pool) Send(ctx context.Context, i int, timeout time.Duration, op node.O
 		// Apart from the reported one below, so that its closure holds no
 		// more than without a report.
 		p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-			done.receive(p.clocked(i, now, op, p.received(i, op, rep)))
+			done.receive(p.clocked(i, now, op, p.received(i, now, op, rep)))
 			p.WG.Done()
 		})
 		return
 	}
 	w := watchAfter(ctx, &p.WG, p, i, now, timeout, report)
 	p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-		rep = p.clocked(i, now, op, p.received(i, op, rep))
+		rep = p.clocked(i, now, op, p.received(i, now, op, rep))
 		w.replied(rep, p.now().After(sendBy))
 		done.receive(rep)
 		p.WG.Done()
@@ -191,12 +191,15 @@ func (p *Pool) noticeSilence(i int, now time.Time, timeout time.Duration) bool {
 	return false
 }
 
-// received learns from a reply that came in from node i, and returns it
-// with its error as operations see it.
-func (p *Pool) received(i int, op node.Op, rep node.Reply) node.Reply {
+// received learns from a reply that came in from node i to a request sent
+// at sent, and returns it with its error as operations see it.
+func (p *Pool) received(i int, sent time.Time, op node.Op, rep node.Reply) node.Reply {
 	s := p.states[i]
 	s.mu.Lock()
 	s.inflight--
+	if rep.Err == nil {
+		s.trip(p.now().Sub(sent))
+	}
 	s.mu.Unlock()
 	p.observe(i, rep.Err)
 	rep.Err = node.Classify(node.ClientErr(rep.Err))

@@ -31,9 +31,9 @@ import (
 // it already its own and re-arms them (acquire_plain.lua), so that its
 // validity counts from the attempt.
 //
-// With fewer handoffs than a quorum within handoffWindow of the first (the
-// nodes' queues differ, a release is slow to reach a node, a node named
-// the waiter instead), the waiter makes the same attempt: the nodes that
+// With fewer handoffs than a quorum within the window after the first (see
+// handoffWindow; the nodes' queues differ, a release is slow to reach a
+// node, a node named the waiter instead), the waiter makes the same attempt: the nodes that
 // handed the lock over grant it, the others are asked as usual. After an
 // attempt with a token fails, the token is retired (its keys released by
 // the attempt's undo, or as orphans: see waitq) and a new one registered
@@ -42,9 +42,15 @@ import (
 // have handed it the lock without the announcement reaching it.
 
 // handoffWindow is how long a waiter that heard one node hand it the lock
-// waits for a quorum of them before it makes an attempt. The releases were
-// sent to every node at once: their announcements come within about a
-// round trip of one another.
+// waits for a quorum of them before it makes an attempt, beyond the
+// slowest node's round trip (quorum.Pool.SlowestTrip). The releases were
+// sent to every node at once, from wherever the holder is: their
+// announcements come within about the slowest round trip of one another.
+// An attempt made before the rest come costs a round trip to a quorum
+// again, and, sent while the release is still on its way to a far node,
+// it finds the lock held there and splits the nodes with the waiter it
+// was handed to (make bench-wan: with the window alone, 5 ms, hand-overs
+// between sites 30-50 ms apart took 2-6 times their floor).
 const handoffWindow = 5 * time.Millisecond
 
 // handoffOf is what a waiting Lock has been handed with its current token.
@@ -56,13 +62,13 @@ type handoffOf struct {
 	heard      map[int]bool
 }
 
-// collect adds the handoff h and those that follow within handoffWindow
+// collect adds the handoff h and those that follow within the window
 // to wt's votes, until they make a quorum; it returns ctx's error if ctx
 // ended first.
 func (wt *Waiting) collect(ctx context.Context, h waitq.Handed) error {
 	e := wt.Holder.Engine
 	q := quorum.Majority(e.Pool.Size())
-	timer := time.NewTimer(handoffWindow)
+	timer := time.NewTimer(handoffWindow + e.Pool.SlowestTrip())
 	defer timer.Stop()
 	for {
 		wt.count(h)
