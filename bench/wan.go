@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/integration"
+	"github.com/redlock-go/redlock/redlock"
 )
 
 // The WAN benchmark (make bench-wan): nodes placed in sites, and clients
@@ -155,35 +157,41 @@ func (w *wanNet) clients(s int) []redis.UniversalClient {
 }
 
 // alone measures one client of im in site s taking and releasing free
-// locks, one pair after another: the Lock and Unlock durations.
-func (w *wanNet) alone(ctx context.Context, im implementation, s int) (locks, unlocks []time.Duration, err error) {
+// locks, one pair after another: the Lock and Unlock durations, and the
+// pairs that failed. The first pairs dial the connections (go-redis'
+// HELLO and the command: three round trips, past the node timeout from a
+// far site) and are not counted.
+func (w *wanNet) alone(ctx context.Context, im implementation, s int) (locks, unlocks []time.Duration, failed int, err error) {
 	cs := w.clients(s)
 	defer closeAll(cs)
 	lc, err := im.new(cs)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	defer func() { _ = lc.close(ctx) }()
 	key := fmt.Sprintf("wan:alone:%s:%d:", wanSites[s], time.Now().UnixNano())
 	for i := range wanPairs + 5 {
 		m, err := lc.mutex(fmt.Sprint(key, i))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		start := time.Now()
-		if err := m.Lock(ctx); err != nil {
-			return nil, nil, fmt.Errorf("%s from site %s: %w", im.name, wanSites[s], err)
-		}
+		lerr := m.Lock(ctx)
 		locked := time.Now()
-		if err := m.Unlock(ctx); err != nil {
-			return nil, nil, fmt.Errorf("%s from site %s: unlock: %w", im.name, wanSites[s], err)
+		var uerr error
+		if lerr == nil {
+			uerr = m.Unlock(ctx)
 		}
-		if i >= 5 { // the first pairs dial the connections
+		switch {
+		case i < 5:
+		case lerr != nil || uerr != nil:
+			failed++
+		default:
 			locks = append(locks, locked.Sub(start))
 			unlocks = append(unlocks, time.Since(locked))
 		}
 	}
-	return locks, unlocks, nil
+	return locks, unlocks, failed, nil
 }
 
 // wanHoldRec is one acquisition of the contended run.
@@ -273,6 +281,47 @@ func (w *wanNet) contended(ctx context.Context, im implementation, p placement, 
 	return run, errors.Join(errs...)
 }
 
+// renewTTL is the renewal phase's TTL: short against the sites' round
+// trips, so that an extension started late would not make it in time.
+const renewTTL = 2 * time.Second
+
+// renewHold is how long the renewal phase holds its lock from each site.
+var renewHold = flag.Duration("wan.hold", time.Minute, "with -wan: how long each site's Do holds its lock with a 2 s TTL")
+
+// renewal runs, from every site at once, a Do with a renewTTL TTL whose
+// function holds the lock for renewHold, and returns per site how long it
+// held before the lock was lost (renewHold when it was not) and the
+// error Do returned.
+func (w *wanNet) renewal(ctx context.Context) ([3]time.Duration, [3]error) {
+	var held [3]time.Duration
+	var errs [3]error
+	var wg sync.WaitGroup
+	for s := range wanSites {
+		wg.Go(func() {
+			cs := w.clients(s)
+			defer closeAll(cs)
+			rl, err := redlock.New(cs, redlock.WithTTL(renewTTL))
+			if err != nil {
+				errs[s] = err
+				return
+			}
+			defer func() { _ = rl.Close(ctx) }()
+			name := fmt.Sprintf("wan:renew:%s:%d", wanSites[s], time.Now().UnixNano())
+			errs[s] = rl.Do(ctx, name, func(ctx context.Context) error {
+				start := time.Now()
+				select {
+				case <-time.After(*renewHold):
+				case <-ctx.Done():
+				}
+				held[s] = time.Since(start)
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	return held, errs
+}
+
 // gaveUp reports whether a Lock's error says it gave up waiting: its
 // deadline passed, or (redsync) it ran out of tries, finding the lock taken.
 func gaveUp(err error) bool {
@@ -309,17 +358,22 @@ func runWAN() error {
 // measurePlacement runs both implementations on w: alone from every
 // site, then contended, in *rounds interleaved rounds.
 func measurePlacement(ctx context.Context, w *wanNet, p placement) (*wanResults, error) {
-	res := &wanResults{alone: map[string][3][2][]time.Duration{}, runs: map[string][]*contendedRun{}}
+	res := &wanResults{alone: map[string][3][2][]time.Duration{}, aloneFailed: map[string]int{}, runs: map[string][]*contendedRun{}}
 	for _, im := range implementations {
 		var a [3][2][]time.Duration
 		for s := range wanSites {
-			locks, unlocks, err := w.alone(ctx, im, s)
+			locks, unlocks, failed, err := w.alone(ctx, im, s)
 			if err != nil {
 				return nil, err
 			}
 			a[s] = [2][]time.Duration{locks, unlocks}
+			res.aloneFailed[im.name] += failed
 		}
 		res.alone[im.name] = a
+	}
+	if *renewHold > 0 {
+		fmt.Fprintf(os.Stderr, "  renewal: a Do from every site for %v\n", *renewHold)
+		res.renewHeld, res.renewErrs = w.renewal(ctx)
 	}
 	for round := 1; round <= *rounds; round++ {
 		for _, im := range implementations {

@@ -10,8 +10,13 @@ import (
 // wanResults is what one placement's runs saw, by implementation: the
 // uncontended Lock and Unlock durations per site, and the contended runs.
 type wanResults struct {
-	alone map[string][3][2][]time.Duration
-	runs  map[string][]*contendedRun
+	alone       map[string][3][2][]time.Duration
+	aloneFailed map[string]int // uncontended pairs whose Lock or Unlock failed
+	runs        map[string][]*contendedRun
+	// renewHeld and renewErrs are the renewal phase's, per site (see
+	// wanNet.renewal).
+	renewHeld [3]time.Duration
+	renewErrs [3]error
 }
 
 func wanPreamble() string {
@@ -23,12 +28,16 @@ in-process proxy that delivers every chunk that long after it read it, both ways
 and node. Every client is at go-redis' default options, each library at its defaults (redlock-go:
 WithTTL(%v); redsync: WithExpiry(%v)). %d Go threads on %d cores.
 
+Renewal: from every site at once, a redlock-go Do with a 2 s TTL whose function holds the lock for
+-wan.hold (the extensions must each reach a quorum in time, across the sites).
+
 Floors: a Lock or an Unlock from site S needs a majority's replies, so it takes at least the
 majority-th smallest round trip from S. A hand-over from a holder in X to a waiter in Y (the
 holder's Unlock called to the waiter's Lock returning) needs the release to reach a node k and k to
 tell the waiter, on a majority of nodes: at least the majority-th smallest d(X,k) + d(k,Y).
 
-Uncontended: %d lock+unlock pairs on distinct names per site, one after another. Contended: one
+Uncontended: %d lock+unlock pairs on distinct names per site, one after another, after five that
+dial the connections (not counted). Contended: one
 contender per process (its own lock client and node clients), sites as listed, looping Lock
 (bounded by %v), a %v hold, Unlock on one name, %v per run, %d interleaved runs per library.
 A Lock that reached its bound is a failed Lock. No two holds overlapped in any run (checked).
@@ -54,9 +63,32 @@ func (r *wanResults) table(p placement) string {
 				quantileMs(a[0], 0.5)/ms(floor), quantileMs(a[1], 0.5)/ms(floor))
 		}
 	}
+	for _, im := range implementations {
+		if n := r.aloneFailed[im.name]; n > 0 {
+			fmt.Fprintf(&b, "\n%s: %d uncontended pairs failed (left out of the figures).\n", im.name, n)
+		}
+	}
+	r.renewalLine(&b)
 	r.contendedTable(&b, p)
 	r.transitTable(&b, p)
 	return b.String()
+}
+
+// renewalLine writes what the renewal phase saw to b.
+func (r *wanResults) renewalLine(b *strings.Builder) {
+	if *renewHold <= 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nRenewal: a redlock-go Do from every site at once, TTL %v, holding %v:", renewTTL, *renewHold)
+	for s, name := range wanSites {
+		switch {
+		case r.renewErrs[s] != nil:
+			fmt.Fprintf(b, " %s lost it after %v (%v);", name, r.renewHeld[s].Round(time.Millisecond), r.renewErrs[s])
+		default:
+			fmt.Fprintf(b, " %s held it throughout;", name)
+		}
+	}
+	b.WriteString("\n")
 }
 
 // contendedTable writes the contended runs' summary to b.
