@@ -196,7 +196,7 @@ func (*reentrantLock) Undo(name, token string) node.Op {
 }
 
 func (*reentrantLock) Extend(name, token string, cfg *engine.Settings) node.Op {
-	return &node.ReentrantExtend{Key: name, Token: token, TTL: cfg.TTL, Ack: cfg.Ack}
+	return &node.Extend{Shape: node.Reentrant, Key: name, Token: token, TTL: cfg.TTL, Ack: cfg.Ack}
 }
 
 // reenter takes one more hold on the lock that l holds. A release
@@ -255,7 +255,7 @@ func (ml *multiLock) Undo(name, token string) node.Op {
 }
 
 func (ml *multiLock) Extend(name, token string, cfg *engine.Settings) node.Op {
-	return &node.MultiExtend{Key: name, Also: ml.also, Token: token, TTL: cfg.TTL, Ack: cfg.Ack}
+	return &node.Extend{Shape: node.Multi, Key: name, Also: ml.also, Token: token, TTL: cfg.TTL, Ack: cfg.Ack}
 }
 
 // writeLock is an RWMutex's write lock: a lock that live readers refuse,

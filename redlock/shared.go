@@ -177,7 +177,7 @@ func (permitsOf) waits() turn.Kind { return turn.Permit }
 func (permitsOf) Undo(name, token string) node.Op { return &node.SemRelease{Key: name, Token: token} }
 
 func (permitsOf) Extend(name, token string, cfg *engine.Settings) node.Op {
-	return &node.SemExtend{Key: name, Token: token, TTL: cfg.TTL}
+	return &node.Extend{Shape: node.Semaphore, Key: name, Token: token, TTL: cfg.TTL}
 }
 
 // The refusals of a permit and of a read lock, in their own words.
@@ -216,7 +216,7 @@ func (reading) waits() turn.Kind { return turn.Reader }
 func (reading) Undo(name, token string) node.Op { return &node.ReadRelease{Key: name, Token: token} }
 
 func (reading) Extend(name, token string, cfg *engine.Settings) node.Op {
-	return &node.ReadExtend{Key: name, Token: token, TTL: cfg.TTL}
+	return &node.Extend{Shape: node.Read, Key: name, Token: token, TTL: cfg.TTL}
 }
 
 func (reading) refused(int, int, bool) (string, error) {

@@ -34,26 +34,14 @@ func (*MultiAcquire) Timed() {}
 // Timed implements Timed: a writer's grant is a vote.
 func (*WriteAcquire) Timed() {}
 
-// Timed implements Timed: an extension is a vote.
+// Timed implements Timed: an extension, of any shape, is a vote.
 func (*Extend) Timed() {}
-
-// Timed implements Timed: a reentrant lock's extension is a vote.
-func (*ReentrantExtend) Timed() {}
-
-// Timed implements Timed: a multi-name lock's extension is a vote.
-func (*MultiExtend) Timed() {}
 
 // Timed implements Timed: a permit's grant is a vote.
 func (*SemAcquire) Timed() {}
 
-// Timed implements Timed: a permit's extension is a vote.
-func (*SemExtend) Timed() {}
-
 // Timed implements Timed: a read lock's grant is a vote.
 func (*ReadAcquire) Timed() {}
-
-// Timed implements Timed: a read lock's extension is a vote.
-func (*ReadExtend) Timed() {}
 
 // Clock asks a node its time and nothing else: TIME. Its Reply is OK with
 // Time set.

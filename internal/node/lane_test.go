@@ -108,8 +108,8 @@ func TestLaneIsTheNames(t *testing.T) {
 	for _, name := range []string{"a", "b", "orders:7", "{x}:y"} {
 		want := laneOf(&Acquire{Key: name}, 0)
 		for _, op := range []Op{&Release{Key: name}, &Extend{Key: name}, &Fence{Key: name}, &Inspect{Key: name},
-			&Force{Key: name}, &SemAcquire{Key: name}, &SemRelease{Key: name}, &SemExtend{Key: name},
-			&ReadAcquire{Key: name}, &ReadRelease{Key: name}, &ReadExtend{Key: name}} {
+			&Force{Key: name}, &SemAcquire{Key: name}, &SemRelease{Key: name}, &Extend{Shape: Semaphore, Key: name},
+			&ReadAcquire{Key: name}, &ReadRelease{Key: name}, &Extend{Shape: Read, Key: name}} {
 			assert.Equal(t, want, laneOf(op, 7), "%s of %q", op.Name(), name)
 		}
 	}
@@ -118,7 +118,7 @@ func TestLaneIsTheNames(t *testing.T) {
 // sharedStall is a stall that is Concurrent, as a reader's operation is.
 type sharedStall struct{ stall }
 
-func (*sharedStall) Concurrent() string { return "stall" }
+func (*sharedStall) Concurrent() (string, bool) { return "stall", true }
 
 // Readers' operations of one name leave while only other readers'
 // operations of the name are in flight, and nothing else does: a release

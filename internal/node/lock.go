@@ -192,22 +192,22 @@ func (o *Fence) Lane() string { return o.Key }
 
 // Encode implements Op.
 func (o *Fence) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	reentrant := "0"
-	if o.Reentrant {
-		reentrant = "1"
-	}
-	return o.Ack.encode(ctx, append(cmds, script(ctx, scripts.Fence, l.keys(o.Key, o.FenceKey), o.Token, o.Fence, reentrant)))
+	return o.Ack.encode(ctx, append(cmds, script(ctx, scripts.Fence, l.keys(o.Key, o.FenceKey), o.Token, o.Fence, flag(o.Reentrant))))
 }
 
 // Decode implements Op.
 func (o *Fence) Decode(cmds []redis.Cmder) Reply { return o.Ack.check(cmds, one(o.Ack.ops(cmds))) }
 
-// Extend sets Key's time to live if Key holds Token as a plain lock (OK);
-// it never creates Key. A reader-writer lock's writer extends its lock
-// with it too.
+// Extend re-arms Token's hold of Key for TTL if Token still holds it as a
+// lock of Shape (OK); it never creates Key nor admits anyone. A Multi
+// lock's extends every name Also with Key, or none. Its Shape is never
+// Write: a reader-writer lock's writer extends its lock as a Plain one.
 type Extend struct {
 	Key, Token string
 	TTL        time.Duration
+	Shape      Shape
+	// Also are a Multi lock's names after Key.
+	Also []string
 	// Ack, when set, makes the extension count only once replicas have it.
 	Ack  Ack
 	enc  encoding
@@ -215,20 +215,38 @@ type Extend struct {
 }
 
 // Name implements Op.
-func (*Extend) Name() string { return "extend" }
+func (o *Extend) Name() string { return shapes[o.Shape].extend }
 
 // Lane implements Laned: the lock's name.
 func (o *Extend) Lane() string { return o.Key }
 
+// Concurrent implements Concurrent, by the extension's Shape.
+func (o *Extend) Concurrent() (string, bool) { return holder(o.Shape, o.Token) }
+
 // Encode implements Op.
-func (o *Extend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(Layout{}, func() []any {
-		return evalArgs(scripts.Extend, []string{o.Key}, o.Token, o.TTL.Milliseconds())
-	})
+func (o *Extend) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+	args := o.enc.args(l, func() []any { return o.args(l) })
 	return o.Ack.encode(ctx, append(cmds, shared(ctx, args)))
 }
 
-// Decode implements Op.
+// args is the script of o's Shape, with its keys and arguments for a node
+// laid out as l.
+func (o *Extend) args(l Layout) []any {
+	ttl := o.TTL.Milliseconds()
+	switch o.Shape {
+	case Reentrant:
+		return evalArgs(scripts.ExtendReentrant, []string{o.Key}, o.Token, ttl)
+	case Multi:
+		return evalArgs(scripts.ExtendMulti, allKeys(o.Key, o.Also), o.Token, ttl)
+	case Read:
+		return evalArgs(scripts.ReadExtend, []string{o.Key}, o.Token, ttl)
+	case Semaphore:
+		return evalArgs(scripts.SemExtend, l.keys(o.Key, PermitsKey(o.Key)), o.Token, ttl)
+	}
+	return evalArgs(scripts.Extend, []string{o.Key}, o.Token, ttl)
+}
+
+// Decode implements Op: every shape's script answers 1 when it extended.
 func (o *Extend) Decode(cmds []redis.Cmder) Reply { return o.Ack.check(cmds, one(o.Ack.ops(cmds))) }
 
 // one reads the integer reply of a single command: OK when it is 1.

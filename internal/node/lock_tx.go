@@ -151,14 +151,18 @@ func holding(ctx context.Context, key, token string, reentrant bool) (func() boo
 	return func() bool { v, _ := text(get.Val()); return get.Err() == nil && v == token }, []redis.Cmder{get}
 }
 
-// Transact implements Transacted: SET key token IFEQ token PX ttl where
-// the server has it (see native.go), else PEXPIRE under WATCH, when the
-// key holds the token.
+// Transact implements Transacted: for a Plain lock SET key token IFEQ
+// token PX ttl where the server has it (see native.go), else PEXPIRE under
+// WATCH, when the key holds the token (a Reentrant lock's owner field).
+// The other shapes have no way without scripts (see WithoutScripts).
 func (o *Extend) Transact(ctx context.Context, t *Tx) Reply {
+	if err := WithoutScripts(o, nil); err != nil {
+		return Reply{Err: err}
+	}
 	if rep, ok := transactNative(ctx, t, o, o.Key); ok {
 		return rep
 	}
-	return rearmHeld(ctx, t, o.Key, o.Token, o.TTL, false, o.Ack)
+	return rearmHeld(ctx, t, o.Key, o.Token, o.TTL, o.Shape == Reentrant, o.Ack)
 }
 
 // rearmHeld sets key's time to live to ttl under WATCH when key holds

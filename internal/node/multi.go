@@ -54,36 +54,6 @@ func (o *MultiAcquire) Decode(cmds []redis.Cmder) Reply {
 	return o.Ack.check(cmds, decodeHolder(cmd))
 }
 
-// MultiExtend sets the time to live of Key and of every name Also when
-// every one holds Token (OK), and of none otherwise.
-type MultiExtend struct {
-	Key   string
-	Also  []string
-	Token string
-	TTL   time.Duration
-	Ack   Ack
-	enc   encoding
-}
-
-// Name implements Op.
-func (*MultiExtend) Name() string { return "multi extend" }
-
-// Lane implements Laned: the lock's first name.
-func (o *MultiExtend) Lane() string { return o.Key }
-
-// Encode implements Op.
-func (o *MultiExtend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(Layout{}, func() []any {
-		return evalArgs(scripts.ExtendMulti, allKeys(o.Key, o.Also), o.Token, o.TTL.Milliseconds())
-	})
-	return o.Ack.encode(ctx, append(cmds, shared(ctx, args)))
-}
-
-// Decode implements Op.
-func (o *MultiExtend) Decode(cmds []redis.Cmder) Reply {
-	return o.Ack.check(cmds, one(o.Ack.ops(cmds)))
-}
-
 // MultiRelease deletes Key and the names Also where they hold Token; when
 // Announce is set, each name's release is announced on its own channel,
 // naming no waiter. It answers as Release does.

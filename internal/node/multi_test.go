@@ -45,7 +45,7 @@ func TestMultiAllOrNothing(t *testing.T) {
 	assert.False(t, callOne(n, &node.Acquire{Key: "b", Token: "t2", TTL: time.Second}).OK, "a plain lock on one of the names is refused")
 
 	// Extend needs every name.
-	ext := &node.MultiExtend{Key: "a", Also: []string{"b", "c"}, Token: "t1", TTL: 5 * time.Second}
+	ext := &node.Extend{Shape: node.Multi, Key: "a", Also: []string{"b", "c"}, Token: "t1", TTL: 5 * time.Second}
 	assert.True(t, callOne(n, ext).OK)
 	assert.Equal(t, 5*time.Second, s.TTL("c"))
 	s.Del("b") // as a forced release of one name would

@@ -150,7 +150,7 @@ func (o *Acquire) rearmByScript(ctx context.Context, t *Tx) Reply {
 }
 
 func (o *Extend) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
-	if !s.setsIfEq() {
+	if o.Shape != Plain || !s.setsIfEq() {
 		return cmds, false
 	}
 	args := o.nenc.at(0, func() []any { return []any{"set", o.Key, o.Token, "ifeq", o.Token, "px", o.TTL.Milliseconds()} })

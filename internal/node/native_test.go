@@ -80,16 +80,18 @@ func TestNativeEncodings(t *testing.T) {
 // Only a plain lock's operations have the server's own commands: every
 // other kind keeps its script or transaction.
 func TestOnlyPlainLockOpsAreNative(t *testing.T) {
-	for _, op := range []Op{&Acquire{}, &Extend{}, &Release{}} {
-		_, ok := op.(nativeOp)
-		assert.True(t, ok, op.Name())
+	all := speech{way: Native, caps: Caps{Known: true, Server: "valkey", SetIfEq: true, DelIfEq: true, DelEx: true}}
+	for _, op := range []nativeOp{&Acquire{}, &Extend{}, &Release{}} {
+		assert.NotNil(t, nativeArgs(t, op, all), op.Name())
 	}
 	for _, op := range []Op{
-		&ReentrantAcquire{}, &ReentrantExtend{}, &ReentrantRelease{}, &Fence{},
-		&MultiAcquire{}, &MultiExtend{}, &MultiRelease{}, &WriteAcquire{}, &WriteRelease{},
+		&ReentrantAcquire{}, &Extend{Shape: Reentrant}, &ReentrantRelease{}, &Fence{},
+		&MultiAcquire{}, &Extend{Shape: Multi}, &MultiRelease{}, &WriteAcquire{}, &WriteRelease{},
+		&Extend{Shape: Read}, &Extend{Shape: Semaphore},
 	} {
-		_, ok := op.(nativeOp)
-		assert.False(t, ok, op.Name())
+		if n, ok := op.(nativeOp); ok {
+			assert.Nil(t, nativeArgs(t, n, all), op.Name())
+		}
 	}
 }
 

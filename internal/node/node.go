@@ -107,14 +107,16 @@ type Laned interface {
 // order.
 type Concurrent interface {
 	Laned
-	// Concurrent returns the token of the holder whose order it keeps.
-	Concurrent() string
+	// Concurrent returns the token of the holder whose order it keeps,
+	// and whether the operation is Concurrent at all: a lock's
+	// operations are, or not, by their Shape.
+	Concurrent() (token string, ok bool)
 }
 
 // concurrent returns op's holder's token, and whether op is Concurrent.
 func concurrent(op Op) (string, bool) {
 	if c, ok := op.(Concurrent); ok {
-		return c.Concurrent(), true
+		return c.Concurrent()
 	}
 	return "", false
 }

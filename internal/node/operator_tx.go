@@ -179,7 +179,6 @@ var (
 	_ Transacted = (*Extend)(nil)
 	_ Transacted = (*Release)(nil)
 	_ Transacted = (*ReentrantAcquire)(nil)
-	_ Transacted = (*ReentrantExtend)(nil)
 	_ Transacted = (*ReentrantRelease)(nil)
 	_ Transacted = (*Queue)(nil)
 	_ Transacted = (*Inspect)(nil)

@@ -65,33 +65,6 @@ func (o *ReentrantAcquire) Decode(cmds []redis.Cmder) Reply {
 	return o.Ack.check(cmds, decodeGrant(cmds[0].(*redis.Cmd), o.MinUptime, o.FenceKey))
 }
 
-// ReentrantExtend is Extend for a reentrant lock: OK when Token owns Key.
-type ReentrantExtend struct {
-	Key, Token string
-	TTL        time.Duration
-	Ack        Ack
-	enc        encoding
-}
-
-// Name implements Op.
-func (*ReentrantExtend) Name() string { return "reentrant extend" }
-
-// Lane implements Laned: the lock's name.
-func (o *ReentrantExtend) Lane() string { return o.Key }
-
-// Encode implements Op.
-func (o *ReentrantExtend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(Layout{}, func() []any {
-		return evalArgs(scripts.ExtendReentrant, []string{o.Key}, o.Token, o.TTL.Milliseconds())
-	})
-	return o.Ack.encode(ctx, append(cmds, shared(ctx, args)))
-}
-
-// Decode implements Op.
-func (o *ReentrantExtend) Decode(cmds []redis.Cmder) Reply {
-	return o.Ack.check(cmds, one(o.Ack.ops(cmds)))
-}
-
 // ReentrantRelease drops holds of a reentrant lock that Token owns, as
 // Drop says; a release that frees the lock announces it on Channel with
 // Notice, naming the oldest waiter of QueueKey, popped from it (Channel

@@ -75,12 +75,6 @@ func (o *ReentrantAcquire) writes(kind string, owned bool, pttl int64) ([][]any,
 	return nil, alien(o.Key, kind, pttl)
 }
 
-// Transact implements Transacted: PEXPIRE under WATCH when Token owns the
-// key.
-func (o *ReentrantExtend) Transact(ctx context.Context, t *Tx) Reply {
-	return rearmHeld(ctx, t, o.Key, o.Token, o.TTL, true, o.Ack)
-}
-
 // Transact implements Transacted: the owner's holds (and, for the last
 // Unlock, the oldest queued waiter) read under WATCH of the key, then the
 // holds dropped in MULTI ... EXEC, and a release that frees the lock

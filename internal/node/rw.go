@@ -127,7 +127,7 @@ func (*ReadAcquire) Name() string { return "read acquire" }
 func (o *ReadAcquire) Lane() string { return o.Key }
 
 // Concurrent implements Concurrent: readers commute.
-func (o *ReadAcquire) Concurrent() string { return o.Token }
+func (o *ReadAcquire) Concurrent() (string, bool) { return o.Token, true }
 
 // Encode implements Op.
 func (o *ReadAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
@@ -150,30 +150,6 @@ func (o *ReadAcquire) Decode(cmds []redis.Cmder) Reply {
 	return Reply{Value: ReadRefusal{WriterWaits: n == 1}}
 }
 
-// ReadExtend re-arms Token's read hold of Key for TTL if Token is still a
-// live reader (OK); it never admits anyone.
-type ReadExtend struct {
-	Key, Token string
-	TTL        time.Duration
-}
-
-// Name implements Op.
-func (*ReadExtend) Name() string { return "read extend" }
-
-// Lane implements Laned: the lock's name.
-func (o *ReadExtend) Lane() string { return o.Key }
-
-// Concurrent implements Concurrent: readers commute.
-func (o *ReadExtend) Concurrent() string { return o.Token }
-
-// Encode implements Op.
-func (o *ReadExtend) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
-	return append(cmds, script(ctx, scripts.ReadExtend, []string{o.Key}, o.Token, o.TTL.Milliseconds()))
-}
-
-// Decode implements Op.
-func (*ReadExtend) Decode(cmds []redis.Cmder) Reply { return one(cmds) }
-
 // ReadRelease drops Token's read hold of Key. A node answers OK when Token
 // was a live reader; its Value is a Released, as for a lock's Release:
 // Gone (with the server's run id) when Token was none. The last reader's
@@ -193,7 +169,7 @@ func (*ReadRelease) Name() string { return "read release" }
 func (o *ReadRelease) Lane() string { return o.Key }
 
 // Concurrent implements Concurrent: readers commute.
-func (o *ReadRelease) Concurrent() string { return o.Token }
+func (o *ReadRelease) Concurrent() (string, bool) { return o.Token, true }
 
 // Encode implements Op.
 func (o *ReadRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {

@@ -104,27 +104,6 @@ func number(v any) (int64, error) {
 	return 0, fmt.Errorf("redlock: not a number: %v", v)
 }
 
-// SemExtend re-arms Token's permit of the semaphore Key for TTL if Token
-// still holds one that has not expired (OK); it never admits anyone.
-type SemExtend struct {
-	Key, Token string
-	TTL        time.Duration
-}
-
-// Name implements Op.
-func (*SemExtend) Name() string { return "semaphore extend" }
-
-// Lane implements Laned: the lock's name.
-func (o *SemExtend) Lane() string { return o.Key }
-
-// Encode implements Op.
-func (o *SemExtend) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return append(cmds, script(ctx, scripts.SemExtend, l.keys(o.Key, PermitsKey(o.Key)), o.Token, o.TTL.Milliseconds()))
-}
-
-// Decode implements Op.
-func (*SemExtend) Decode(cmds []redis.Cmder) Reply { return one(cmds) }
-
 // SemRelease gives back Token's permit of the semaphore Key. A node answers
 // OK when Token held a live permit. Its Value is a Released when the node
 // said more, as for a lock's Release: Gone (with the server's run id) when

@@ -45,10 +45,10 @@ func TestRedisNodeSemaphoreScripts(t *testing.T) {
 	require.ErrorIs(t, rep.Err, node.ErrMisconfigured, "another count while holders live")
 	assert.ErrorContains(t, rep.Err, "has 2 permits on this node, this one asks for 3")
 
-	rep = callOne(n, &node.SemExtend{Key: "sem", Token: "c", TTL: 5 * time.Second})
+	rep = callOne(n, &node.Extend{Shape: node.Semaphore, Key: "sem", Token: "c", TTL: 5 * time.Second})
 	require.NoError(t, rep.Err)
 	assert.False(t, rep.OK, "extend never admits")
-	rep = callOne(n, &node.SemExtend{Key: "sem", Token: "a", TTL: 5 * time.Second})
+	rep = callOne(n, &node.Extend{Shape: node.Semaphore, Key: "sem", Token: "a", TTL: 5 * time.Second})
 	require.NoError(t, rep.Err)
 	assert.True(t, rep.OK)
 	score, err := s.ZScore("sem", "a")
@@ -69,7 +69,7 @@ func TestRedisNodeSemaphoreScripts(t *testing.T) {
 	// Expiry by the node's own clock: a holder whose score has passed is
 	// dropped by the next acquisition, and its extend and release fail.
 	s.SetTime(time.Now().Add(10 * time.Second)) // miniredis' TIME: the node's clock jumps
-	rep = callOne(n, &node.SemExtend{Key: "sem", Token: "c", TTL: time.Second})
+	rep = callOne(n, &node.Extend{Shape: node.Semaphore, Key: "sem", Token: "c", TTL: time.Second})
 	require.NoError(t, rep.Err)
 	assert.False(t, rep.OK, "an expired permit is not extended")
 	rep = acquire("d", 2)
@@ -100,7 +100,7 @@ func TestRedisNodeSemaphoreWrongType(t *testing.T) {
 	require.True(t, ok)
 	for _, op := range []node.Op{
 		&node.SemAcquire{Key: "lock", Token: "a", TTL: time.Second, Permits: 2},
-		&node.SemExtend{Key: "lock", Token: "a", TTL: time.Second},
+		&node.Extend{Shape: node.Semaphore, Key: "lock", Token: "a", TTL: time.Second},
 		&node.SemRelease{Key: "lock", Token: "a", Channel: node.ReleaseChannel("lock")},
 	} {
 		rep := callOne(n, op)

@@ -191,22 +191,3 @@ func (n *Redis) transactEach(calls []*call, w Way) {
 		c.finish(rep)
 	}
 }
-
-// WithoutScripts returns nil when op can be carried without scripts, and
-// otherwise the error that refuses it (wrapping ErrNoScripts), with why,
-// the node's refusal of scripts, when known.
-func WithoutScripts(op Op, why error) error {
-	var what string
-	switch op.(type) {
-	case *MultiAcquire, *MultiExtend, *MultiRelease:
-		what = "a multi-name lock"
-	case *WriteAcquire, *WriteRelease:
-		what = "a reader-writer lock"
-	default:
-		if _, ok := op.(Transacted); ok {
-			return nil
-		}
-		what = "the " + op.Name() + " operation"
-	}
-	return noScripts(what, why)
-}

@@ -146,7 +146,7 @@ func lockCases() []Case {
 			fe := reentrant(k, "o", false)
 			fe.FenceKey = node.FenceKey(k)
 			f := &node.Fence{Key: k, Token: "o", FenceKey: node.FenceKey(k), Fence: 4, Reentrant: true}
-			ex := &node.ReentrantExtend{Key: k, Token: "o", TTL: ttl}
+			ex := &node.Extend{Shape: node.Reentrant, Key: k, Token: "o", TTL: ttl}
 			return []step{
 				{op: fe, want: granted},
 				{op: reentrant(k, "o", true), want: granted},
@@ -162,7 +162,7 @@ func lockCases() []Case {
 			}
 		}},
 		{"plain and reentrant on one name", nil, func(k string) []step {
-			ex := &node.ReentrantExtend{Key: k, Token: "a", TTL: ttl}
+			ex := &node.Extend{Shape: node.Reentrant, Key: k, Token: "a", TTL: ttl}
 			return []step{
 				{op: lock(k, "a"), want: granted},
 				{op: reentrant(k, "a", false), want: refused},
@@ -335,8 +335,8 @@ func multi(k, token string, also ...string) *node.MultiAcquire {
 	return &node.MultiAcquire{Key: k, Token: token, TTL: ttl, Also: also}
 }
 
-func multiExtend(k, token string, also ...string) *node.MultiExtend {
-	return &node.MultiExtend{Key: k, Token: token, TTL: ttl, Also: also}
+func multiExtend(k, token string, also ...string) *node.Extend {
+	return &node.Extend{Shape: node.Multi, Key: k, Token: token, TTL: ttl, Also: also}
 }
 
 func multiUnlock(k, token string, also ...string) *node.MultiRelease {

@@ -19,8 +19,8 @@ func semShort(k, token string, permits int) *node.SemAcquire {
 	return s
 }
 
-func semExtend(k, token string) *node.SemExtend {
-	return &node.SemExtend{Key: k, Token: token, TTL: ttl}
+func semExtend(k, token string) *node.Extend {
+	return &node.Extend{Shape: node.Semaphore, Key: k, Token: token, TTL: ttl}
 }
 
 func semRelease(k, token string) *node.SemRelease {
@@ -104,8 +104,8 @@ func read(k, token string) *node.ReadAcquire {
 	return &node.ReadAcquire{Key: k, Token: token, TTL: ttl}
 }
 
-func readExtend(k, token string) *node.ReadExtend {
-	return &node.ReadExtend{Key: k, Token: token, TTL: ttl}
+func readExtend(k, token string) *node.Extend {
+	return &node.Extend{Shape: node.Read, Key: k, Token: token, TTL: ttl}
 }
 
 func readRelease(k, token string) *node.ReadRelease {

@@ -71,12 +71,21 @@ func needs(c Case) []Capability {
 
 // kindOf is the kind of lock op belongs to, "" for the Mutex's.
 func kindOf(op node.Op) Capability {
-	switch op.(type) {
-	case *node.SemAcquire, *node.SemExtend, *node.SemRelease:
+	s, _ := node.ShapeOf(op)
+	switch s {
+	case node.Semaphore:
 		return Semaphore
-	case *node.ReadAcquire, *node.ReadExtend, *node.ReadRelease, *node.WriteAcquire, *node.WriteRelease:
+	case node.Read, node.Write:
 		return ReadersWriters
-	case *node.MultiAcquire, *node.MultiExtend, *node.MultiRelease:
+	case node.Multi:
+		return MultiName
+	}
+	switch op.(type) {
+	case *node.SemAcquire, *node.SemRelease:
+		return Semaphore
+	case *node.ReadAcquire, *node.ReadRelease, *node.WriteAcquire, *node.WriteRelease:
+		return ReadersWriters
+	case *node.MultiAcquire, *node.MultiRelease:
 		return MultiName
 	}
 	return ""

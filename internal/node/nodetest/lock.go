@@ -21,11 +21,7 @@ func (n *Fake) lockOp(op node.Op) (rep node.Reply, ok bool) {
 	case *node.Fence:
 		return n.acked(o.Ack, n.reply(n.fence(o.Key, o.Token, o.FenceKey, o.Fence, o.Reentrant))), true
 	case *node.Extend:
-		return n.acked(o.Ack, n.reply(n.extend([]string{o.Key}, o.Token, o.TTL, false))), true
-	case *node.ReentrantExtend:
-		return n.acked(o.Ack, n.reply(n.extend([]string{o.Key}, o.Token, o.TTL, true))), true
-	case *node.MultiExtend:
-		return n.acked(o.Ack, n.reply(n.extend(append([]string{o.Key}, o.Also...), o.Token, o.TTL, false))), true
+		return n.extendOp(o), true
 	case *node.Release:
 		return n.release(o.Key, o.Channel != "", func() (bool, int, bool) { return n.releasePlain(o) }), true
 	case *node.ReentrantRelease:
@@ -63,6 +59,18 @@ func (n *Fake) acquireOp(op node.Op) (rep node.Reply, ok bool) {
 		return node.Reply{}, false
 	}
 	return n.acked(ack, n.acquire(op.(node.Laned).Lane(), fenceKey, minUptime, grant)), true
+}
+
+// extendOp applies an extension, as its shape's script does it.
+func (n *Fake) extendOp(o *node.Extend) node.Reply {
+	switch o.Shape {
+	case node.Read:
+		return n.reply(n.readExtend(o))
+	case node.Semaphore:
+		return n.reply(n.semExtend(o))
+	}
+	keys := append([]string{o.Key}, o.Also...)
+	return n.acked(o.Ack, n.reply(n.extend(keys, o.Token, o.TTL, o.Shape == node.Reentrant)))
 }
 
 // acquire applies grant, an acquisition of key as a script does it: after

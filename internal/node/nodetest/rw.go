@@ -16,8 +16,6 @@ func (n *Fake) answerReaders(op node.Op) node.Reply {
 	switch o := op.(type) {
 	case *node.ReadAcquire:
 		return n.readAcquire(o)
-	case *node.ReadExtend:
-		return n.reply(n.readExtend(o))
 	case *node.ReadRelease:
 		return n.resent(func() node.Reply { return n.readRelease(o) })
 	}
@@ -73,7 +71,7 @@ func (n *Fake) hold(key, token string, ttl time.Duration) {
 	n.Readers[key][token] = time.Now().Add(ttl)
 }
 
-func (n *Fake) readExtend(r *node.ReadExtend) (bool, error) {
+func (n *Fake) readExtend(r *node.Extend) (bool, error) {
 	return n.script("read extend", r.Key, func() (bool, error) {
 		state, err := n.readers(r.Key)
 		if _, held := n.Readers[r.Key][r.Token]; err != nil || state != kindReaders || !held {

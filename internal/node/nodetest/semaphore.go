@@ -27,8 +27,6 @@ func (n *Fake) answerSemaphore(op node.Op) node.Reply {
 		return n.semAcquire(o)
 	case *node.SemRelease:
 		return n.semRelease(o)
-	case *node.SemExtend:
-		return n.reply(n.semExtend(o))
 	}
 	return n.answerReaders(op)
 }
@@ -91,7 +89,7 @@ func (n *Fake) semAcquire(r *node.SemAcquire) node.Reply {
 	return node.Reply{OK: ok, Err: err, Value: node.SemGrant{Holders: held}}
 }
 
-func (n *Fake) semExtend(r *node.SemExtend) (bool, error) {
+func (n *Fake) semExtend(r *node.Extend) (bool, error) {
 	return n.script("sem extend", r.Key, func() (bool, error) {
 		s, err := n.sem(r.Key)
 		if s == nil {
