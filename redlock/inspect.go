@@ -339,7 +339,7 @@ type ForcedRelease struct {
 // empty name, [ErrClosed] after [Redlock.Close], and, when ctx ended before
 // every node answered, the outcomes so far and an error wrapping ctx.Err().
 func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]ForcedRelease, error) {
-	replies, err := survey(ctx, r.e, name, &node.Force{Key: name, Notice: uuid.NewString()}, r.cfg.NodeTimeout)
+	replies, err := survey(ctx, r.e, name, &node.Release{Shape: node.Any, Key: name, Notice: uuid.NewString()}, r.cfg.NodeTimeout)
 	if replies == nil {
 		return nil, err
 	}

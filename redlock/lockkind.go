@@ -187,12 +187,12 @@ func (*reentrantLock) fence(name, token string, cfg *engine.Settings) func(uint6
 }
 
 func (*reentrantLock) Release(name string, l *lease.Lease) node.Op {
-	return &node.ReentrantRelease{Key: name, Token: l.Token, Drop: node.DropAll,
+	return &node.Release{Shape: node.Reentrant, Key: name, Token: l.Token, Drop: node.DropAll,
 		Channel: node.ReleaseChannel(name), Notice: l.Notice, QueueKey: node.QueueKey(name), Queued: l.Queued}
 }
 
 func (*reentrantLock) Undo(name, token string) node.Op {
-	return &node.ReentrantRelease{Key: name, Token: token, Drop: node.DropUndo}
+	return &node.Release{Shape: node.Reentrant, Key: name, Token: token, Drop: node.DropUndo}
 }
 
 func (*reentrantLock) Extend(name, token string, cfg *engine.Settings) node.Op {
@@ -227,7 +227,7 @@ func (re *reentrantLock) unlock(ctx context.Context, m *Mutex) (bool, error) {
 	if l == nil {
 		return false, nil
 	}
-	op := &node.ReentrantRelease{Key: m.h.Name, Token: l.Token, Drop: node.DropOne}
+	op := &node.Release{Shape: node.Reentrant, Key: m.h.Name, Token: l.Token, Drop: node.DropOne}
 	return true, m.h.Engine.Free(ctx, op, m.h.Name, false, engine.Lapse{Settings: &m.h.Settings, Report: m.h.Report})
 }
 
@@ -247,11 +247,11 @@ func (ml *multiLock) acquire(name, token string, cfg *engine.Settings, _ bool) n
 }
 
 func (ml *multiLock) Release(name string, l *lease.Lease) node.Op {
-	return &node.MultiRelease{Key: name, Also: ml.also, Token: l.Token, Announce: true}
+	return &node.Release{Shape: node.Multi, Key: name, Also: ml.also, Token: l.Token, Channel: node.ReleaseChannel(name)}
 }
 
 func (ml *multiLock) Undo(name, token string) node.Op {
-	return &node.MultiRelease{Key: name, Also: ml.also, Token: token}
+	return &node.Release{Shape: node.Multi, Key: name, Also: ml.also, Token: token}
 }
 
 func (ml *multiLock) Extend(name, token string, cfg *engine.Settings) node.Op {
@@ -280,7 +280,7 @@ func (w *writeLock) acquire(name, token string, cfg *engine.Settings, _ bool) no
 
 func (w *writeLock) Release(name string, l *lease.Lease) node.Op {
 	intent, writer := w.ids(name)
-	return &node.WriteRelease{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name),
+	return &node.Release{Shape: node.Write, Key: name, Token: l.Token, Channel: node.ReleaseChannel(name),
 		QueueKey: node.QueueKey(name), Intent: intent, Writer: writer, Queued: l.Queued}
 }
 
@@ -292,7 +292,7 @@ func (w *writeLock) Release(name string, l *lease.Lease) node.Op {
 // token no node holds, which frees nothing and hands nothing over.
 func (w *writeLock) giveUp(h *lease.Holder) {
 	intent, writer := w.ids(h.Name)
-	op := &node.WriteRelease{Key: h.Name, Token: uuid.NewString(), Channel: node.ReleaseChannel(h.Name),
+	op := &node.Release{Shape: node.Write, Key: h.Name, Token: uuid.NewString(), Channel: node.ReleaseChannel(h.Name),
 		QueueKey: node.QueueKey(h.Name), Intent: intent, Writer: writer}
 	h.Engine.Behind(op, nil, h.Settings.NodeTimeout, markTTL(&h.Settings))
 }

@@ -143,12 +143,12 @@ func TestReentrantDoubleReleaseKeepsLock(t *testing.T) {
 			require.True(t, rep.OK)
 		}
 		for range 3 { // one release too many, as a resend would do
-			rep := callOne(f, &node.ReentrantRelease{Key: "k", Token: "owner", Drop: node.DropOne})
+			rep := callOne(f, &node.Release{Shape: node.Reentrant, Key: "k", Token: "owner", Drop: node.DropOne})
 			require.NoError(t, rep.Err)
 			assert.True(t, rep.OK)
 		}
 		assert.Equal(t, 1, keyOn(fs, "k"))
-		rep := callOne(f, &node.ReentrantRelease{Key: "k", Token: "owner", Drop: node.DropAll})
+		rep := callOne(f, &node.Release{Shape: node.Reentrant, Key: "k", Token: "owner", Drop: node.DropAll})
 		require.NoError(t, rep.Err)
 		assert.True(t, rep.OK)
 		assert.Zero(t, keyOn(fs, "k"))

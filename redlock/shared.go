@@ -169,12 +169,14 @@ func (p permitsOf) acquire(name, token string, cfg *engine.Settings) node.Op {
 }
 
 func (permitsOf) Release(name string, l *lease.Lease) node.Op {
-	return &node.SemRelease{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
+	return &node.Release{Shape: node.Semaphore, Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
 
 func (permitsOf) waits() turn.Kind { return turn.Permit }
 
-func (permitsOf) Undo(name, token string) node.Op { return &node.SemRelease{Key: name, Token: token} }
+func (permitsOf) Undo(name, token string) node.Op {
+	return &node.Release{Shape: node.Semaphore, Key: name, Token: token}
+}
 
 func (permitsOf) Extend(name, token string, cfg *engine.Settings) node.Op {
 	return &node.Extend{Shape: node.Semaphore, Key: name, Token: token, TTL: cfg.TTL}
@@ -208,12 +210,14 @@ func (reading) acquire(name, token string, cfg *engine.Settings) node.Op {
 }
 
 func (reading) Release(name string, l *lease.Lease) node.Op {
-	return &node.ReadRelease{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
+	return &node.Release{Shape: node.Read, Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
 
 func (reading) waits() turn.Kind { return turn.Reader }
 
-func (reading) Undo(name, token string) node.Op { return &node.ReadRelease{Key: name, Token: token} }
+func (reading) Undo(name, token string) node.Op {
+	return &node.Release{Shape: node.Read, Key: name, Token: token}
+}
 
 func (reading) Extend(name, token string, cfg *engine.Settings) node.Op {
 	return &node.Extend{Shape: node.Read, Key: name, Token: token, TTL: cfg.TTL}

@@ -108,8 +108,8 @@ func TestLaneIsTheNames(t *testing.T) {
 	for _, name := range []string{"a", "b", "orders:7", "{x}:y"} {
 		want := laneOf(&Acquire{Key: name}, 0)
 		for _, op := range []Op{&Release{Key: name}, &Extend{Key: name}, &Fence{Key: name}, &Inspect{Key: name},
-			&Force{Key: name}, &SemAcquire{Key: name}, &SemRelease{Key: name}, &Extend{Shape: Semaphore, Key: name},
-			&ReadAcquire{Key: name}, &ReadRelease{Key: name}, &Extend{Shape: Read, Key: name}} {
+			&Release{Shape: Any, Key: name}, &SemAcquire{Key: name}, &Release{Shape: Semaphore, Key: name}, &Extend{Shape: Semaphore, Key: name},
+			&ReadAcquire{Key: name}, &Release{Shape: Read, Key: name}, &Extend{Shape: Read, Key: name}} {
 			assert.Equal(t, want, laneOf(op, 7), "%s of %q", op.Name(), name)
 		}
 	}
@@ -137,12 +137,12 @@ func TestLaneLetsReadersPass(t *testing.T) {
 	readerDone := do(reader)
 	<-reader.decoded // one worker is busy with a reader's operation of k
 	select {
-	case <-do(&ReadRelease{Key: "k", Token: "r"}): // answered (k holds a plain lock: refused)
+	case <-do(&Release{Shape: Read, Key: "k", Token: "r"}): // answered (k holds a plain lock: refused)
 	case <-time.After(10 * time.Second):
 		close(reader.release)
 		t.Fatal("a reader's operation waited for another reader's")
 	}
-	own := do(&ReadRelease{Key: "k", Token: "stall"}) // the stalled holder's own
+	own := do(&Release{Shape: Read, Key: "k", Token: "stall"}) // the stalled holder's own
 	released := do(&Release{Key: "k", Token: "t1"})
 	time.Sleep(50 * time.Millisecond)
 	assert.True(t, s.Exists("k"), "a release went while a reader's operation of its name was in flight")

@@ -54,41 +54,6 @@ func (o *MultiAcquire) Decode(cmds []redis.Cmder) Reply {
 	return o.Ack.check(cmds, decodeHolder(cmd))
 }
 
-// MultiRelease deletes Key and the names Also where they hold Token; when
-// Announce is set, each name's release is announced on its own channel,
-// naming no waiter. It answers as Release does.
-type MultiRelease struct {
-	Key      string
-	Also     []string
-	Token    string
-	Announce bool
-	enc      encoding
-}
-
-// Name implements Op.
-func (*MultiRelease) Name() string { return "multi release" }
-
-// Lane implements Laned: the lock's first name.
-func (o *MultiRelease) Lane() string { return o.Key }
-
-// Encode implements Op.
-func (o *MultiRelease) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(Layout{}, func() []any {
-		prefix := ""
-		if o.Announce {
-			prefix = ChannelPrefix
-		}
-		return evalArgs(scripts.ReleaseMulti, allKeys(o.Key, o.Also), o.Token, prefix)
-	})
-	return append(cmds, shared(ctx, args))
-}
-
-// Decode implements Op.
-func (*MultiRelease) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds) }
-
-// Owable implements the owed release's test, as Release's.
-func (*MultiRelease) Owable(err error) bool { return owable(err) }
-
 // allKeys is name followed by also.
 func allKeys(name string, also []string) []string {
 	if len(also) == 0 {

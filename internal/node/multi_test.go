@@ -56,7 +56,7 @@ func TestMultiAllOrNothing(t *testing.T) {
 	// Release deletes what still holds the token.
 	require.NoError(t, s.Set("b", "other"))
 	s.SetTTL("b", time.Minute)
-	rel := &node.MultiRelease{Key: "a", Also: []string{"b", "c"}, Token: "t1"}
+	rel := &node.Release{Shape: node.Multi, Key: "a", Also: []string{"b", "c"}, Token: "t1"}
 	rep = callOne(n, rel)
 	require.NoError(t, rep.Err)
 	assert.True(t, rep.OK)
@@ -67,7 +67,7 @@ func TestMultiAllOrNothing(t *testing.T) {
 	assert.False(t, rep.OK, "nothing of ours is left")
 	assert.False(t, node.ReleasedOf(rep).Gone, "b is held by another")
 	s.Del("b")
-	rep = callOne(n, &node.MultiRelease{Key: "a", Also: []string{"b", "c"}, Token: "t1", Announce: true})
+	rep = callOne(n, &node.Release{Shape: node.Multi, Key: "a", Also: []string{"b", "c"}, Token: "t1", Channel: node.ReleaseChannel("a")})
 	assert.True(t, node.ReleasedOf(rep).Gone, "a resent release finds every name gone")
 }
 

@@ -174,7 +174,7 @@ func (o *Extend) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, 
 }
 
 func (o *Release) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
-	if !s.deletes() {
+	if o.Shape != Plain || !s.deletes() {
 		return cmds, false
 	}
 	var del []any

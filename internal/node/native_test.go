@@ -85,8 +85,8 @@ func TestOnlyPlainLockOpsAreNative(t *testing.T) {
 		assert.NotNil(t, nativeArgs(t, op, all), op.Name())
 	}
 	for _, op := range []Op{
-		&ReentrantAcquire{}, &Extend{Shape: Reentrant}, &ReentrantRelease{}, &Fence{},
-		&MultiAcquire{}, &Extend{Shape: Multi}, &MultiRelease{}, &WriteAcquire{}, &WriteRelease{},
+		&ReentrantAcquire{}, &Extend{Shape: Reentrant}, &Release{Shape: Reentrant}, &Fence{},
+		&MultiAcquire{}, &Extend{Shape: Multi}, &Release{Shape: Multi}, &WriteAcquire{}, &Release{Shape: Write},
 		&Extend{Shape: Read}, &Extend{Shape: Semaphore},
 	} {
 		if n, ok := op.(nativeOp); ok {

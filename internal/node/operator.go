@@ -13,8 +13,9 @@ import (
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
-// The operations outside a lock's life: reading and forcing a lock for an
-// operator, the waiters' queues, and who a node is.
+// The operations outside a lock's life: reading a lock for an operator
+// (its forced release is a Release of Shape Any), the waiters' queues, and
+// who a node is.
 
 // Inspect reads Key, its holder and time to live, and the name's fencing
 // counter, changing nothing; or, when Key is a semaphore, its permit count
@@ -117,35 +118,9 @@ func decodePermits(st *KeyState, r []any) error {
 	return nil
 }
 
-// Force deletes Key whoever holds it, and announces the release on the
-// name's channel to the next waiter of its queue; Notice is the
-// announcement's id when Key holds a reentrant lock. It never touches the
-// fencing counter. A node answers OK when it deleted a lock; its Value is
-// then a Forced.
-type Force struct {
-	Key, Notice string
-}
-
-// Forced is what a Force's reply says of the lock it deleted.
-type Forced struct {
-	Holder    string
-	Reentrant bool
-	Released  Released
-}
-
-// Name implements Op.
-func (*Force) Name() string { return "force release" }
-
-// Lane implements Laned: the lock's name.
-func (o *Force) Lane() string { return o.Key }
-
-// Encode implements Op.
-func (o *Force) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return append(cmds, script(ctx, scripts.ForceRelease, l.keys(o.Key, QueueKey(o.Key)), ReleaseChannel(o.Key), o.Notice))
-}
-
-// Decode implements Op: force_release.lua's {status, holder, kind}.
-func (*Force) Decode(cmds []redis.Cmder) Reply {
+// decodeForced reads force_release.lua's {status, holder, kind}, the reply
+// of a Release of Shape Any.
+func decodeForced(cmds []redis.Cmder) Reply {
 	r, err := slice(cmds[0], 3)
 	if err != nil {
 		return Reply{Err: err}

@@ -9,7 +9,7 @@ import (
 
 // The operations outside a lock's life, without scripts: the waiters'
 // queue and who a node is were plain commands already; an operator's
-// Inspect and Force of a lock read under MULTI and WATCH. A semaphore's or
+// Inspect and forced Release of a lock read under MULTI and WATCH. A semaphore's or
 // readers' key is read and forced only with scripts.
 
 // Transact implements Transacted: the same commands, in one round trip.
@@ -98,10 +98,10 @@ func pairs(v any) map[string]string {
 	return out
 }
 
-// Transact implements Transacted: the holder and the oldest waiter read
-// under WATCH, the key deleted and the waiter unqueued in MULTI ... EXEC,
-// the release announced after it.
-func (o *Force) Transact(ctx context.Context, t *Tx) Reply {
+// forced is a release of Shape Any without scripts: the holder and the
+// oldest waiter read under WATCH, the key deleted and the waiter unqueued
+// in MULTI ... EXEC, the release announced after it.
+func (o *Release) forced(ctx context.Context, t *Tx) Reply {
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
 		kind := redis.NewStatusCmd(ctx, "type", o.Key)
 		pttl := redis.NewIntCmd(ctx, "pttl", o.Key)
@@ -124,7 +124,7 @@ func (o *Force) Transact(ctx context.Context, t *Tx) Reply {
 		if err := lockKey(o.Key, k, pttl.Val(), "forcing"); err != nil {
 			return Reply{Err: err}, nil
 		}
-		forced, id, err := o.holder(k, get.Val(), all.Val())
+		forced, id, err := o.forcedHolder(k, get.Val(), all.Val())
 		if err != nil {
 			return Reply{Err: err}, nil
 		}
@@ -143,10 +143,10 @@ func (o *Force) Transact(ctx context.Context, t *Tx) Reply {
 	})
 }
 
-// holder reads whose lock of kind the key is, from its value (a plain
-// lock) or its fields (a reentrant one), and the id its release is
-// announced with.
-func (o *Force) holder(kind string, value, fields any) (Forced, string, error) {
+// forcedHolder reads whose lock of kind the key is, from its value (a
+// plain lock) or its fields (a reentrant one), and the id its forced
+// release is announced with.
+func (o *Release) forcedHolder(kind string, value, fields any) (Forced, string, error) {
 	if kind == "string" {
 		holder, _ := text(value)
 		return Forced{Holder: holder}, holder, nil
@@ -179,8 +179,6 @@ var (
 	_ Transacted = (*Extend)(nil)
 	_ Transacted = (*Release)(nil)
 	_ Transacted = (*ReentrantAcquire)(nil)
-	_ Transacted = (*ReentrantRelease)(nil)
 	_ Transacted = (*Queue)(nil)
 	_ Transacted = (*Inspect)(nil)
-	_ Transacted = (*Force)(nil)
 )

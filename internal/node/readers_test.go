@@ -53,7 +53,7 @@ func TestReadersPrunedAsTheyGrow(t *testing.T) {
 
 	rel := func(token string) node.Reply {
 		t.Helper()
-		rep := callOne(n, &node.ReadRelease{Key: "k", Token: token, Channel: node.ReleaseChannel("k")})
+		rep := callOne(n, &node.Release{Shape: node.Read, Key: "k", Token: token, Channel: node.ReleaseChannel("k")})
 		require.NoError(t, rep.Err)
 		return rep
 	}

@@ -147,7 +147,7 @@ func TestRedisNodeFenceScripts(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
-	undo := &node.ReentrantRelease{Key: re.Key, Token: re.Token, Drop: node.DropUndo}
+	undo := &node.Release{Shape: node.Reentrant, Key: re.Key, Token: re.Token, Drop: node.DropUndo}
 	ok, err = releaseOn(n, undo)
 	require.NoError(t, err)
 	assert.True(t, ok)

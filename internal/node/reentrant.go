@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -63,64 +62,4 @@ func (o *ReentrantAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cm
 // Decode implements Op.
 func (o *ReentrantAcquire) Decode(cmds []redis.Cmder) Reply {
 	return o.Ack.check(cmds, decodeGrant(cmds[0].(*redis.Cmd), o.MinUptime, o.FenceKey))
-}
-
-// ReentrantRelease drops holds of a reentrant lock that Token owns, as
-// Drop says; a release that frees the lock announces it on Channel with
-// Notice, naming the oldest waiter of QueueKey, popped from it (Channel
-// "" announces nothing). It answers as Release does.
-type ReentrantRelease struct {
-	Key, Token string
-	Drop       Drop
-	// Notice is the announcement's payload, unique to the release: the
-	// token repeats when an owner's goroutines pass the lock on.
-	Channel, Notice, QueueKey string
-	Queued                    string // as Release.Queued
-	enc                       encoding
-}
-
-// Drop says what a reentrant release drops.
-type Drop uint8
-
-// What a reentrant release drops.
-const (
-	DropOne  Drop = iota // one hold; never frees the lock
-	DropAll              // every hold: the owner's last Unlock
-	DropUndo             // the hold a failed attempt took; frees the lock when none is left
-)
-
-// Name implements Op.
-func (*ReentrantRelease) Name() string { return "reentrant release" }
-
-// Lane implements Laned: the lock's name.
-func (o *ReentrantRelease) Lane() string { return o.Key }
-
-// Encode implements Op.
-func (o *ReentrantRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(l, func() []any {
-		var kb [2]string // on the stack: evalArgs copies the keys
-		keys := releaseKeys(kb[:0], l, o.Key, o.Channel, o.QueueKey, "")
-		if o.Queued != "" && len(keys) > 1 {
-			return evalArgs(scripts.ReleaseReentrant, keys, o.Token, strconv.Itoa(int(o.Drop)), o.Channel, o.Notice, o.Queued)
-		}
-		return evalArgs(scripts.ReleaseReentrant, keys, o.Token, strconv.Itoa(int(o.Drop)), o.Channel, o.Notice)
-	})
-	return append(cmds, shared(ctx, args))
-}
-
-// Decode implements Op.
-func (*ReentrantRelease) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds) }
-
-// Owable implements the owed release's test: dropping one hold never
-// frees the lock, so it is not worth owing; the undo of a hold is resent
-// only when it surely was not applied (resent, it could drop a hold the
-// owner took since).
-func (o *ReentrantRelease) Owable(err error) bool {
-	switch {
-	case !owable(err) || o.Drop == DropOne:
-		return false
-	case o.Drop == DropUndo:
-		return Unsent(err)
-	}
-	return true
 }

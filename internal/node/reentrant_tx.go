@@ -75,11 +75,11 @@ func (o *ReentrantAcquire) writes(kind string, owned bool, pttl int64) ([][]any,
 	return nil, alien(o.Key, kind, pttl)
 }
 
-// Transact implements Transacted: the owner's holds (and, for the last
-// Unlock, the oldest queued waiter) read under WATCH of the key, then the
-// holds dropped in MULTI ... EXEC, and a release that frees the lock
-// announced after it, naming that waiter.
-func (o *ReentrantRelease) Transact(ctx context.Context, t *Tx) Reply {
+// reentrant is a Reentrant lock's release without scripts: the owner's
+// holds (and, for the last Unlock, the oldest queued waiter) read under
+// WATCH of the key, then the holds dropped in MULTI ... EXEC, and a release
+// that frees the lock announced after it, naming that waiter.
+func (o *Release) reentrant(ctx context.Context, t *Tx) Reply {
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
 		kind := redis.NewStatusCmd(ctx, "type", o.Key)
 		count := redis.NewCmd(ctx, "hget", o.Key, o.Token)
@@ -115,7 +115,7 @@ func (o *ReentrantRelease) Transact(ctx context.Context, t *Tx) Reply {
 
 // drop drops one hold of a reentrant lock (DropOne: never the last), or
 // the hold a failed attempt took (DropUndo: the key goes with the last).
-func (o *ReentrantRelease) drop(ctx context.Context, s *Step, count *redis.Cmd) (Reply, error) {
+func (o *Release) drop(ctx context.Context, s *Step, count *redis.Cmd) (Reply, error) {
 	holds := int64(0)
 	if c, ok := text(count.Val()); ok {
 		holds = parseInt(c)

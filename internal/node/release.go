@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -10,23 +11,65 @@ import (
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
-// Release deletes Key if it holds Token as a plain lock. A release that
-// frees the lock announces it on Channel ("" announces nothing), handing
-// the lock over to the oldest waiter of QueueKey when it takes it so (see
-// release.lua), else naming it. A node answers OK when Key held Token. Its
-// Value is a Released when the node said more.
+// Release drops Token's hold of Key, a lock of Shape, where Token holds it:
+// a Plain or Write lock's key is deleted, a Reentrant lock's holds as Drop
+// says, a Multi lock's names (Key and Also) all, a reader's hold or a
+// permit alone. A release that frees the lock announces it on Channel (""
+// announces nothing: an undo), handing the lock over to the oldest waiter
+// of QueueKey when it takes it so (a Plain lock's, see release.lua), else
+// naming it, popped from the queue. A node answers OK when Token held it.
+// Its Value is a Released when the node said more.
+//
+// Of Shape Any, it is an operator's: it deletes Key whoever holds it, and
+// announces the release on the name's channel to the next waiter of its
+// queue, whatever Channel and QueueKey say; it never touches the fencing
+// counter. A node then answers OK when it deleted something, and its Value
+// is a Forced.
 type Release struct {
 	Key, Token        string
+	Shape             Shape
 	Channel, QueueKey string
 	// Queued is the releaser's own member of the queue, left by the wait
-	// that took the lock ("" for none): the release removes it before it
-	// picks the waiter to hand over to or name, since the wait's own
-	// removal goes in the background and may not have reached the node.
+	// that took the lock ("" for none): a Plain, Reentrant or Write
+	// release removes it before it picks the waiter to hand over to or
+	// name, since the wait's own removal goes in the background and may not
+	// have reached the node.
 	Queued string
-	enc    encoding
+	// Also are a Multi lock's names after Key. Any Channel announces each
+	// name's release on the name's own channel, naming no waiter.
+	Also []string
+	// Drop is what a Reentrant release drops.
+	Drop Drop
+	// Notice is the announcement's payload for a Reentrant lock, and
+	// for any lock that Any finds reentrant: unique to the release, since
+	// the token repeats when an owner's goroutines pass the lock on.
+	Notice string
+	// Intent and Writer are a Write lock's waiting mark's key and value
+	// (see Acquire): the release drops the mark if it is still Writer's,
+	// whatever the name holds. The mark's key travels only with a release
+	// that announces and names the queue.
+	Intent, Writer string
+	enc            encoding
 	// nenc keeps DELIFEQ's arguments and DELEX's, pub the
 	// announcement's (see native.go).
 	nenc, pub encoding
+}
+
+// Drop says what a reentrant release drops.
+type Drop uint8
+
+// What a reentrant release drops.
+const (
+	DropOne  Drop = iota // one hold; never frees the lock
+	DropAll              // every hold: the owner's last Unlock
+	DropUndo             // the hold a failed attempt took; frees the lock when none is left
+)
+
+// Forced is what a release of Shape Any says of the lock it deleted.
+type Forced struct {
+	Holder    string
+	Reentrant bool
+	Released  Released
 }
 
 // Released is what a release's reply says beyond OK. Heard is, for a
@@ -53,22 +96,73 @@ func ReleasedOf(rep Reply) Released {
 }
 
 // Name implements Op.
-func (*Release) Name() string { return "release" }
+func (o *Release) Name() string { return shapes[o.Shape].release }
 
 // Lane implements Laned: the lock's name.
 func (o *Release) Lane() string { return o.Key }
 
+// Concurrent implements Concurrent, by the release's Shape.
+func (o *Release) Concurrent() (string, bool) { return holder(o.Shape, o.Token) }
+
 // Encode implements Op.
 func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(l, func() []any {
-		var kb [2]string // on the stack: evalArgs copies the keys
-		keys := releaseKeys(kb[:0], l, o.Key, o.Channel, o.QueueKey, "")
+	return append(cmds, shared(ctx, o.enc.args(l, func() []any { return o.args(l) })))
+}
+
+// args is the script of o's Shape, with its keys and arguments for a node
+// laid out as l.
+func (o *Release) args(l Layout) []any {
+	var kb [3]string // on the stack: evalArgs copies the keys
+	keys := releaseKeys(kb[:0], l, o.Key, o.Channel, o.QueueKey, "")
+	switch o.Shape {
+	case Reentrant:
+		drop := strconv.Itoa(int(o.Drop))
 		if o.Queued != "" && len(keys) > 1 {
-			return evalArgs(scripts.Release, keys, o.Token, o.Channel, "", o.Queued)
+			return evalArgs(scripts.ReleaseReentrant, keys, o.Token, drop, o.Channel, o.Notice, o.Queued)
 		}
+		return evalArgs(scripts.ReleaseReentrant, keys, o.Token, drop, o.Channel, o.Notice)
+	case Multi:
+		prefix := ""
+		if o.Channel != "" {
+			prefix = ChannelPrefix
+		}
+		return evalArgs(scripts.ReleaseMulti, allKeys(o.Key, o.Also), o.Token, prefix)
+	case Write:
+		return o.writeArgs(releaseKeys(kb[:0], l, o.Key, o.Channel, o.QueueKey, l.Beside(o.Key, o.Intent)))
+	case Read:
+		return evalArgs(scripts.ReadRelease, keys, o.Token, o.Channel)
+	case Semaphore:
+		return evalArgs(scripts.SemRelease, o.permitKeys(l), o.Token, o.Channel)
+	case Any:
+		return evalArgs(scripts.ForceRelease, l.keys(o.Key, QueueKey(o.Key)), ReleaseChannel(o.Key), o.Notice)
+	}
+	if o.Queued != "" && len(keys) > 1 {
+		return evalArgs(scripts.Release, keys, o.Token, o.Channel, "", o.Queued)
+	}
+	return evalArgs(scripts.Release, keys, o.Token, o.Channel)
+}
+
+// writeArgs is release.lua's arguments for a Write lock's release with
+// keys: its mark's value (Writer) only when its key is among them.
+func (o *Release) writeArgs(keys []string) []any {
+	switch {
+	case len(keys) < 3:
 		return evalArgs(scripts.Release, keys, o.Token, o.Channel)
-	})
-	return append(cmds, shared(ctx, args))
+	case o.Queued != "":
+		return evalArgs(scripts.Release, keys, o.Token, o.Channel, o.Writer, o.Queued)
+	}
+	return evalArgs(scripts.Release, keys, o.Token, o.Channel, o.Writer)
+}
+
+// permitKeys is sem_release.lua's keys for a node laid out as l: the
+// semaphore, its permit count, then its queue when the release announces
+// itself and the queue can be kept beside them.
+func (o *Release) permitKeys(l Layout) []string {
+	keys := l.keys(o.Key, PermitsKey(o.Key))
+	if q := l.Beside(o.Key, o.QueueKey); o.Channel != "" && q != "" && len(keys) > 1 {
+		keys = append(keys, q)
+	}
+	return keys
 }
 
 // releaseKeys appends to keys release.lua's keys for layout l: the lock
@@ -86,8 +180,14 @@ func releaseKeys(keys []string, l Layout, key, channel, queueKey, mark string) [
 	return keys
 }
 
-// Decode implements Op.
-func (*Release) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds) }
+// Decode implements Op: every shape's script answers as release.lua does,
+// but Any's (see decodeForced).
+func (o *Release) Decode(cmds []redis.Cmder) Reply {
+	if o.Shape == Any {
+		return decodeForced(cmds)
+	}
+	return decodeRelease(cmds)
+}
 
 // decodeRelease reads the reply of release.lua and of the scripts that
 // answer as it does.
@@ -116,8 +216,23 @@ func decodeRelease(cmds []redis.Cmder) Reply {
 
 // Owable reports whether a release that failed with err should be
 // delivered later: it may not have reached the node, and sending it again
-// cannot drop more than it should.
-func (*Release) Owable(err error) bool { return owable(err) }
+// cannot drop more than it should (dropping a reader or a permit twice
+// drops nothing more). Of a Reentrant lock, dropping one hold never frees
+// the lock, so it is not worth owing, and the undo of a hold is resent only
+// when it surely was not applied (resent, it could drop a hold the owner
+// took since). An operator's (Any) is never owed: the operator sees its
+// failure.
+func (o *Release) Owable(err error) bool {
+	switch {
+	case !owable(err) || o.Shape == Any:
+		return false
+	case o.Shape != Reentrant:
+		return true
+	case o.Drop == DropUndo:
+		return Unsent(err)
+	}
+	return o.Drop == DropAll
+}
 
 // owable reports whether an operation that failed with err may not have
 // reached the node, and is worth sending again later.

@@ -33,10 +33,10 @@ func TestOwable(t *testing.T) {
 		{plain, fmt.Errorf("%w: x", ErrNodeDown), true},
 		{plain, ErrQueueFull, true},
 		{plain, ErrClosed, false},
-		{&ReentrantRelease{Drop: DropAll}, netLost, true},
-		{&ReentrantRelease{Drop: DropOne}, errRefused, false},
-		{&ReentrantRelease{Drop: DropUndo}, netLost, false}, // may drop a second hold
-		{&ReentrantRelease{Drop: DropUndo}, errRefused, true},
+		{&Release{Shape: Reentrant, Drop: DropAll}, netLost, true},
+		{&Release{Shape: Reentrant, Drop: DropOne}, errRefused, false},
+		{&Release{Shape: Reentrant, Drop: DropUndo}, netLost, false}, // may drop a second hold
+		{&Release{Shape: Reentrant, Drop: DropUndo}, errRefused, true},
 	} {
 		assert.Equal(t, c.want, c.req.Owable(c.err), "%+v %v", c.req, c.err)
 	}

@@ -7,20 +7,30 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Transact implements Transacted. A plain lock's release is DELIFEQ key
+// Transact implements Transacted. A Plain lock's release is DELIFEQ key
 // token or DELEX key IFEQ token where the server has one (Native), with
 // its announcement to every waiter in the same round trip; otherwise the
 // holder and the oldest queued waiter are read under WATCH of the key,
 // then the key is deleted and the waiter unqueued in MULTI ... EXEC, and
-// the release announced to that waiter's process after it.
+// the release announced to that waiter's process after it. A Reentrant
+// lock's and an operator's (Any) have transactions of their own; the other
+// shapes have no way without scripts (see WithoutScripts).
 func (o *Release) Transact(ctx context.Context, t *Tx) Reply {
-	if rep, ok := transactNative(ctx, t, o, o.Key); ok {
-		return rep
+	switch o.Shape {
+	case Plain:
+		if rep, ok := transactNative(ctx, t, o, o.Key); ok {
+			return rep
+		}
+		return o.watched(ctx, t)
+	case Reentrant:
+		return o.reentrant(ctx, t)
+	case Any:
+		return o.forced(ctx, t)
 	}
-	return o.watched(ctx, t)
+	return Reply{Err: WithoutScripts(o, nil)}
 }
 
-// watched is the release as an optimistic transaction.
+// watched is a Plain lock's release as an optimistic transaction.
 func (o *Release) watched(ctx context.Context, t *Tx) Reply {
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
 		kind := redis.NewStatusCmd(ctx, "type", o.Key)

@@ -59,46 +59,6 @@ func (o *WriteAcquire) Decode(cmds []redis.Cmder) Reply {
 	return o.Ack.check(cmds, decodeGrant(cmds[0].(*redis.Cmd), o.MinUptime, o.FenceKey))
 }
 
-// WriteRelease is the Release of a reader-writer lock's writer: the
-// release also drops the writer's waiting mark at Intent if it is still
-// Writer's (see WriteAcquire), whatever the name holds. The mark's key
-// travels only with a release that announces and names the queue.
-type WriteRelease struct {
-	Key, Token        string
-	Channel, QueueKey string
-	Intent, Writer    string
-	Queued            string // as Release.Queued
-	enc               encoding
-}
-
-// Name implements Op.
-func (*WriteRelease) Name() string { return "write release" }
-
-// Lane implements Laned: the lock's name.
-func (o *WriteRelease) Lane() string { return o.Key }
-
-// Encode implements Op.
-func (o *WriteRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(l, func() []any {
-		var kb [3]string // on the stack: evalArgs copies the keys
-		keys := releaseKeys(kb[:0], l, o.Key, o.Channel, o.QueueKey, l.Beside(o.Key, o.Intent))
-		switch {
-		case len(keys) < 3:
-			return evalArgs(scripts.Release, keys, o.Token, o.Channel)
-		case o.Queued != "":
-			return evalArgs(scripts.Release, keys, o.Token, o.Channel, o.Writer, o.Queued)
-		}
-		return evalArgs(scripts.Release, keys, o.Token, o.Channel, o.Writer)
-	})
-	return append(cmds, shared(ctx, args))
-}
-
-// Decode implements Op.
-func (*WriteRelease) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds) }
-
-// Owable implements the owed release's test, as Release's.
-func (*WriteRelease) Owable(err error) bool { return owable(err) }
-
 // ReadAcquire takes a read hold of the reader-writer lock Key for Token,
 // for TTL. A node answers OK when Token is a reader now, including when an
 // earlier try of the same command, resent by the client, had made it one
@@ -149,42 +109,3 @@ func (o *ReadAcquire) Decode(cmds []redis.Cmder) Reply {
 	}
 	return Reply{Value: ReadRefusal{WriterWaits: n == 1}}
 }
-
-// ReadRelease drops Token's read hold of Key. A node answers OK when Token
-// was a live reader; its Value is a Released, as for a lock's Release:
-// Gone (with the server's run id) when Token was none. The last reader's
-// release announces itself on Channel, naming the oldest waiter of
-// QueueKey; "" announces nothing (an undo).
-type ReadRelease struct {
-	Key, Token        string
-	Channel, QueueKey string
-
-	enc encoding
-}
-
-// Name implements Op.
-func (*ReadRelease) Name() string { return "read release" }
-
-// Lane implements Laned: the lock's name.
-func (o *ReadRelease) Lane() string { return o.Key }
-
-// Concurrent implements Concurrent: readers commute.
-func (o *ReadRelease) Concurrent() (string, bool) { return o.Token, true }
-
-// Encode implements Op.
-func (o *ReadRelease) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(l, func() []any {
-		var kb [2]string // on the stack: evalArgs copies the keys
-		keys := releaseKeys(kb[:0], l, o.Key, o.Channel, o.QueueKey, "")
-		return evalArgs(scripts.ReadRelease, keys, o.Token, o.Channel)
-	})
-	return append(cmds, shared(ctx, args))
-}
-
-// Decode implements Op: read_release.lua's replies are release.lua's.
-func (*ReadRelease) Decode(cmds []redis.Cmder) Reply { return decodeRelease(cmds) }
-
-// Owable reports whether a release that failed with err should be
-// delivered later: it may not have reached the node, and dropping a
-// reader twice drops nothing more.
-func (*ReadRelease) Owable(err error) bool { return owable(err) }

@@ -55,10 +55,10 @@ func TestRedisNodeSemaphoreScripts(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDelta(t, float64(time.Now().Add(5*time.Second).UnixMilli()), score, 1000)
 
-	rep = callOne(n, &node.SemRelease{Key: "sem", Token: "b", Channel: node.ReleaseChannel("sem"), QueueKey: node.QueueKey("sem")})
+	rep = callOne(n, &node.Release{Shape: node.Semaphore, Key: "sem", Token: "b", Channel: node.ReleaseChannel("sem"), QueueKey: node.QueueKey("sem")})
 	require.NoError(t, rep.Err)
 	assert.True(t, rep.OK)
-	rep = callOne(n, &node.SemRelease{Key: "sem", Token: "b", Channel: node.ReleaseChannel("sem")})
+	rep = callOne(n, &node.Release{Shape: node.Semaphore, Key: "sem", Token: "b", Channel: node.ReleaseChannel("sem")})
 	require.NoError(t, rep.Err)
 	assert.False(t, rep.OK)
 	assert.True(t, node.ReleasedOf(rep).Gone, "a release resent after it was applied finds the token gone")
@@ -79,7 +79,7 @@ func TestRedisNodeSemaphoreScripts(t *testing.T) {
 	assert.ElementsMatch(t, []string{"d"}, mustMembers(t, s, "sem"), "the expired permits were dropped")
 	rep = acquire("e", 3)
 	require.ErrorIs(t, rep.Err, node.ErrMisconfigured, "the count stays while d lives")
-	rep = callOne(n, &node.SemRelease{Key: "sem", Token: "d", Channel: node.ReleaseChannel("sem")})
+	rep = callOne(n, &node.Release{Shape: node.Semaphore, Key: "sem", Token: "d", Channel: node.ReleaseChannel("sem")})
 	require.NoError(t, rep.Err)
 	assert.True(t, rep.OK)
 	assert.False(t, s.Exists("sem"), "the last release deletes the semaphore")
@@ -101,7 +101,7 @@ func TestRedisNodeSemaphoreWrongType(t *testing.T) {
 	for _, op := range []node.Op{
 		&node.SemAcquire{Key: "lock", Token: "a", TTL: time.Second, Permits: 2},
 		&node.Extend{Shape: node.Semaphore, Key: "lock", Token: "a", TTL: time.Second},
-		&node.SemRelease{Key: "lock", Token: "a", Channel: node.ReleaseChannel("lock")},
+		&node.Release{Shape: node.Semaphore, Key: "lock", Token: "a", Channel: node.ReleaseChannel("lock")},
 	} {
 		rep := callOne(n, op)
 		require.Error(t, rep.Err, op.Name())

@@ -73,9 +73,11 @@ func ShapeOf(op Op) (Shape, bool) {
 	switch o := op.(type) {
 	case *Extend:
 		return o.Shape, true
-	case *MultiAcquire, *MultiRelease:
+	case *Release:
+		return o.Shape, true
+	case *MultiAcquire:
 		return Multi, true
-	case *WriteAcquire, *WriteRelease:
+	case *WriteAcquire:
 		return Write, true
 	}
 	return 0, false

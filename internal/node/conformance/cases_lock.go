@@ -29,8 +29,8 @@ func unlock(k, token string) *node.Release {
 
 func undo(k, token string) *node.Release { return &node.Release{Key: k, Token: token} }
 
-func drop(k, owner string, d node.Drop) *node.ReentrantRelease {
-	return &node.ReentrantRelease{Key: k, Token: owner, Drop: d, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k), Notice: owner + "-n"}
+func drop(k, owner string, d node.Drop) *node.Release {
+	return &node.Release{Shape: node.Reentrant, Key: k, Token: owner, Drop: d, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k), Notice: owner + "-n"}
 }
 
 func extend(k, token string, d time.Duration) *node.Extend {
@@ -339,8 +339,8 @@ func multiExtend(k, token string, also ...string) *node.Extend {
 	return &node.Extend{Shape: node.Multi, Key: k, Token: token, TTL: ttl, Also: also}
 }
 
-func multiUnlock(k, token string, also ...string) *node.MultiRelease {
-	return &node.MultiRelease{Key: k, Token: token, Announce: true, Also: also}
+func multiUnlock(k, token string, also ...string) *node.Release {
+	return &node.Release{Shape: node.Multi, Key: k, Token: token, Channel: node.ReleaseChannel(k), Also: also}
 }
 
 func multiCases() []Case {

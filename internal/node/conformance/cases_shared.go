@@ -23,8 +23,8 @@ func semExtend(k, token string) *node.Extend {
 	return &node.Extend{Shape: node.Semaphore, Key: k, Token: token, TTL: ttl}
 }
 
-func semRelease(k, token string) *node.SemRelease {
-	return &node.SemRelease{Key: k, Token: token, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k)}
+func semRelease(k, token string) *node.Release {
+	return &node.Release{Shape: node.Semaphore, Key: k, Token: token, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k)}
 }
 
 func full(holders int) answer { return answer{Holders: holders} }
@@ -43,7 +43,7 @@ func semCases() []Case {
 				{op: semExtend(k, "a"), want: refused},
 				{op: semExtend(k, "b"), want: granted},
 				{op: sem(k, "c", 2), want: granted},
-				{op: &node.SemRelease{Key: k, Token: "d"}, want: goneQuiet}, // an undo
+				{op: &node.Release{Shape: node.Semaphore, Key: k, Token: "d"}, want: goneQuiet}, // an undo
 			}
 		}},
 		{"semaphore: expired permits are dropped", nil, func(k string) []step {
@@ -108,8 +108,8 @@ func readExtend(k, token string) *node.Extend {
 	return &node.Extend{Shape: node.Read, Key: k, Token: token, TTL: ttl}
 }
 
-func readRelease(k, token string) *node.ReadRelease {
-	return &node.ReadRelease{Key: k, Token: token, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k)}
+func readRelease(k, token string) *node.Release {
+	return &node.Release{Shape: node.Read, Key: k, Token: token, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k)}
 }
 
 // write is writer w's attempt with token.
@@ -117,8 +117,8 @@ func write(k, w, token string) *node.WriteAcquire {
 	return &node.WriteAcquire{Key: k, Token: token, TTL: ttl, Intent: node.IntentKey(k), Writer: w, IntentTTL: ttl}
 }
 
-func writeRelease(k, w, token string) *node.WriteRelease {
-	return &node.WriteRelease{Key: k, Token: token, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k),
+func writeRelease(k, w, token string) *node.Release {
+	return &node.Release{Shape: node.Write, Key: k, Token: token, Channel: node.ReleaseChannel(k), QueueKey: node.QueueKey(k),
 		Intent: node.IntentKey(k), Writer: w}
 }
 
@@ -181,7 +181,7 @@ func rwCases() []Case {
 				{op: readRelease(k, "r1"), want: gone},
 				{op: readRelease(k, "r2"), want: answer{OK: true, Heard: 1}},
 				{op: readExtend(k, "r2"), want: refused},
-				{op: &node.ReadRelease{Key: k, Token: "r2"}, want: goneQuiet},
+				{op: &node.Release{Shape: node.Read, Key: k, Token: "r2"}, want: goneQuiet},
 			}
 		}},
 		{"a Mutex on the readers' name", nil, func(k string) []step {

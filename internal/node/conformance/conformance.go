@@ -209,7 +209,7 @@ type Case struct {
 
 // Cases returns every case: the plain, fenced, reentrant and multi-name
 // locks, the waiters' queue and the hand-over, the semaphore, the
-// reader-writer lock, and the operator's Inspect and Force.
+// reader-writer lock, and the operator's Inspect and forced Release.
 func Cases() []Case {
 	return slices.Concat(lockCases(), multiCases(), semCases(), rwCases(), operatorCases())
 }

@@ -51,7 +51,7 @@ var Lacks = map[node.Way][]Capability{
 // expects want: want itself, but for a native plain release, which names
 // no waiter (see Lacks).
 func Want(w node.Way, op node.Op, want answer) answer {
-	if _, ok := op.(*node.Release); ok && w == node.Native {
+	if r, ok := op.(*node.Release); ok && r.Shape == node.Plain && w == node.Native {
 		want.Named = false
 	}
 	return want
@@ -81,11 +81,11 @@ func kindOf(op node.Op) Capability {
 		return MultiName
 	}
 	switch op.(type) {
-	case *node.SemAcquire, *node.SemRelease:
+	case *node.SemAcquire:
 		return Semaphore
-	case *node.ReadAcquire, *node.ReadRelease, *node.WriteAcquire, *node.WriteRelease:
+	case *node.ReadAcquire, *node.WriteAcquire:
 		return ReadersWriters
-	case *node.MultiAcquire, *node.MultiRelease:
+	case *node.MultiAcquire:
 		return MultiName
 	}
 	return ""

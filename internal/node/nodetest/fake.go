@@ -361,8 +361,6 @@ func (n *Fake) apply1(op node.Op) node.Reply {
 		return n.reply(n.queue(o))
 	case *node.Inspect:
 		return n.inspect(o)
-	case *node.Force:
-		return n.forceRelease(o)
 	case node.Identify:
 		return n.identifyOp()
 	case node.Clock:

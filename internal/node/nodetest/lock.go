@@ -23,13 +23,7 @@ func (n *Fake) lockOp(op node.Op) (rep node.Reply, ok bool) {
 	case *node.Extend:
 		return n.extendOp(o), true
 	case *node.Release:
-		return n.release(o.Key, o.Channel != "", func() (bool, int, bool) { return n.releasePlain(o) }), true
-	case *node.ReentrantRelease:
-		return n.release(o.Key, o.Drop == node.DropAll, func() (bool, int, bool) { return n.releaseReentrant(o) }), true
-	case *node.WriteRelease:
-		return n.release(o.Key, o.Channel != "", func() (bool, int, bool) { return n.releaseWriter(o) }), true
-	case *node.MultiRelease:
-		return n.release(o.Key, o.Announce, func() (bool, int, bool) { return n.releaseAll(o) }), true
+		return n.releaseOp(o), true
 	}
 	return node.Reply{}, false
 }
@@ -71,6 +65,26 @@ func (n *Fake) extendOp(o *node.Extend) node.Reply {
 	}
 	keys := append([]string{o.Key}, o.Also...)
 	return n.acked(o.Ack, n.reply(n.extend(keys, o.Token, o.TTL, o.Shape == node.Reentrant)))
+}
+
+// releaseOp applies a release, as its shape's script does it.
+func (n *Fake) releaseOp(o *node.Release) node.Reply {
+	release, told := n.releasePlain, o.Channel != ""
+	switch o.Shape {
+	case node.Read:
+		return n.resent(func() node.Reply { return n.readRelease(o) })
+	case node.Semaphore:
+		return n.semRelease(o)
+	case node.Any:
+		return n.forceRelease(o)
+	case node.Reentrant:
+		release, told = n.releaseReentrant, o.Drop == node.DropAll
+	case node.Write:
+		release = n.releaseWriter
+	case node.Multi:
+		release = n.releaseAll
+	}
+	return n.release(o.Key, told, func() (bool, int, bool) { return release(o) })
 }
 
 // acquire applies grant, an acquisition of key as a script does it: after
@@ -313,7 +327,7 @@ func (n *Fake) handOverOrAnnounce(r *node.Release, queue string) int {
 }
 
 // releaseReentrant is release_reentrant.lua. Called with n.mu held.
-func (n *Fake) releaseReentrant(r *node.ReentrantRelease) (ok bool, heard int, gone bool) {
+func (n *Fake) releaseReentrant(r *node.Release) (ok bool, heard int, gone bool) {
 	if queue := n.beside(r.Key, r.QueueKey); r.Queued != "" && r.Channel != "" && queue != "" {
 		delete(n.Queues[queue], r.Queued) // ARGV[5]: the releaser's own member
 	}
@@ -338,8 +352,8 @@ func (n *Fake) releaseReentrant(r *node.ReentrantRelease) (ok bool, heard int, g
 // releaseWriter is release.lua with a writer's mark (KEYS[3]): the
 // writer drops its waiting mark if it is still its own, whatever the name
 // holds; the mark's key travels only with a release that announces and
-// names the queue (see node.WriteRelease). Called with n.mu held.
-func (n *Fake) releaseWriter(r *node.WriteRelease) (ok bool, heard int, gone bool) {
+// names the queue (see node.Release). Called with n.mu held.
+func (n *Fake) releaseWriter(r *node.Release) (ok bool, heard int, gone bool) {
 	if queue := n.beside(r.Key, r.QueueKey); r.Channel != "" && queue != "" {
 		if r.Queued != "" {
 			delete(n.Queues[queue], r.Queued) // ARGV[4]: the releaser's own member

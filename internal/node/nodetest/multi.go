@@ -36,7 +36,7 @@ func (n *Fake) grantAll(r *node.MultiAcquire) (bool, string, error) {
 // token and announces each name on its own channel, naming no waiter; a
 // release that deleted none is refused when a name is held by another,
 // and finds the lock gone otherwise. Called with n.mu held.
-func (n *Fake) releaseAll(r *node.MultiRelease) (ok bool, heard int, gone bool) {
+func (n *Fake) releaseAll(r *node.Release) (ok bool, heard int, gone bool) {
 	keys := append([]string{r.Key}, r.Also...)
 	deleted, taken := 0, false
 	for _, k := range keys {
@@ -52,7 +52,7 @@ func (n *Fake) releaseAll(r *node.MultiRelease) (ok bool, heard int, gone bool) 
 	if deleted == 0 {
 		return false, 0, !taken
 	}
-	if r.Announce {
+	if r.Channel != "" {
 		for _, k := range keys {
 			heard += 2 * n.publish(node.ReleaseChannel(k), node.Notice{ID: r.Token}.String())
 		}

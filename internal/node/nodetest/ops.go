@@ -80,7 +80,7 @@ func permits(holds map[string]time.Time) []node.Permit {
 // forceRelease is force_release.lua: it deletes key whoever holds it (a
 // lock, a semaphore, the readers) and announces the release, leaving the
 // fencing counter alone.
-func (n *Fake) forceRelease(r *node.Force) node.Reply {
+func (n *Fake) forceRelease(r *node.Release) node.Reply {
 	var f node.Forced
 	heard := 0
 	ok, err := n.apply("force", r.Key, func() bool {
@@ -102,7 +102,7 @@ func (n *Fake) forceRelease(r *node.Force) node.Reply {
 // semaphore's holder is the permit that expires first (force_release.lua
 // takes the lowest score); the readers' is the one the fake lists first
 // (the script takes the hash's first). Called with n.mu held.
-func (n *Fake) forceDelete(r *node.Force) (node.Forced, string, bool) {
+func (n *Fake) forceDelete(r *node.Release) (node.Forced, string, bool) {
 	switch n.kind(r.Key) {
 	case kindString:
 		e := n.Data[r.Key]

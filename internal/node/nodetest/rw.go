@@ -16,8 +16,6 @@ func (n *Fake) answerReaders(op node.Op) node.Reply {
 	switch o := op.(type) {
 	case *node.ReadAcquire:
 		return n.readAcquire(o)
-	case *node.ReadRelease:
-		return n.resent(func() node.Reply { return n.readRelease(o) })
 	}
 	return node.Reply{Err: fmt.Errorf("fake: unknown operation %T", op)}
 }
@@ -83,7 +81,7 @@ func (n *Fake) readExtend(r *node.Extend) (bool, error) {
 }
 
 // readRelease drops a reader; the last one's release is announced.
-func (n *Fake) readRelease(r *node.ReadRelease) node.Reply {
+func (n *Fake) readRelease(r *node.Release) node.Reply {
 	heard, gone := 0, false
 	ok, err := n.script("read release", r.Key, func() (bool, error) {
 		state, err := n.readers(r.Key)

@@ -25,8 +25,6 @@ func (n *Fake) answerSemaphore(op node.Op) node.Reply {
 	switch o := op.(type) {
 	case *node.SemAcquire:
 		return n.semAcquire(o)
-	case *node.SemRelease:
-		return n.semRelease(o)
 	}
 	return n.answerReaders(op)
 }
@@ -104,11 +102,11 @@ func (n *Fake) semExtend(r *node.Extend) (bool, error) {
 }
 
 // semRelease runs a release, applied twice when the fake resends.
-func (n *Fake) semRelease(r *node.SemRelease) node.Reply {
+func (n *Fake) semRelease(r *node.Release) node.Reply {
 	return n.resent(func() node.Reply { return n.semReleaseOnce(r) })
 }
 
-func (n *Fake) semReleaseOnce(r *node.SemRelease) node.Reply {
+func (n *Fake) semReleaseOnce(r *node.Release) node.Reply {
 	heard, gone := 0, false
 	ok, err := n.script("sem release", r.Key, func() (bool, error) {
 		s, err := n.sem(r.Key)
