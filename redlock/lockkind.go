@@ -176,7 +176,7 @@ func (re *reentrantLock) tryLock(ctx context.Context, m *Mutex, released string,
 }
 
 func (*reentrantLock) acquire(name, token string, cfg *engine.Settings, reenter bool) node.Op {
-	return &node.ReentrantAcquire{Key: name, Token: token, TTL: cfg.TTL, Reenter: reenter,
+	return &node.Acquire{Shape: node.Reentrant, Key: name, Token: token, TTL: cfg.TTL, Reenter: reenter,
 		FenceKey: fenceKey(name, cfg), MinUptime: minUptime(cfg.Restart), Ack: cfg.Ack}
 }
 
@@ -242,7 +242,7 @@ func (ml *multiLock) names(name string) []string { return append([]string{name},
 func (ml *multiLock) quote(name string) string { return quoteAll(ml.names(name)) }
 
 func (ml *multiLock) acquire(name, token string, cfg *engine.Settings, _ bool) node.Op {
-	return &node.MultiAcquire{Key: name, Also: ml.also, Token: token, TTL: cfg.TTL,
+	return &node.Acquire{Shape: node.Multi, Key: name, Also: ml.also, Token: token, TTL: cfg.TTL,
 		MinUptime: minUptime(cfg.Restart), Ack: cfg.Ack}
 }
 
@@ -274,7 +274,7 @@ func (w *writeLock) ids(name string) (intent, writer string) {
 
 func (w *writeLock) acquire(name, token string, cfg *engine.Settings, _ bool) node.Op {
 	intent, writer := w.ids(name)
-	return &node.WriteAcquire{Key: name, Token: token, TTL: cfg.TTL, Intent: intent, Writer: writer,
+	return &node.Acquire{Shape: node.Write, Key: name, Token: token, TTL: cfg.TTL, Intent: intent, Writer: writer,
 		IntentTTL: markTTL(cfg), FenceKey: fenceKey(name, cfg), MinUptime: minUptime(cfg.Restart), Ack: cfg.Ack}
 }
 

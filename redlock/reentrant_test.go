@@ -136,7 +136,7 @@ func TestReentrantDoubleReleaseKeepsLock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, fs := newFakeRedlock(t, 1)
 		f := fs[0]
-		req := &node.ReentrantAcquire{Key: "k", Token: "owner", TTL: time.Second}
+		req := &node.Acquire{Shape: node.Reentrant, Key: "k", Token: "owner", TTL: time.Second}
 		for range 2 {
 			rep := callOne(f, req)
 			require.NoError(t, rep.Err)

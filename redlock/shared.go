@@ -165,7 +165,7 @@ func minUptime(d time.Duration) int64 {
 type permitsOf int
 
 func (p permitsOf) acquire(name, token string, cfg *engine.Settings) node.Op {
-	return &node.SemAcquire{Key: name, Token: token, TTL: cfg.TTL, Permits: int(p), MinUptime: minUptime(cfg.Restart)}
+	return &node.Acquire{Shape: node.Semaphore, Key: name, Token: token, TTL: cfg.TTL, Permits: int(p), MinUptime: minUptime(cfg.Restart)}
 }
 
 func (permitsOf) Release(name string, l *lease.Lease) node.Op {
@@ -206,7 +206,7 @@ func (permitsOf) kinds() [4]OpKind {
 type reading struct{}
 
 func (reading) acquire(name, token string, cfg *engine.Settings) node.Op {
-	return &node.ReadAcquire{Key: name, Token: token, TTL: cfg.TTL, MinUptime: minUptime(cfg.Restart)}
+	return &node.Acquire{Shape: node.Read, Key: name, Token: token, TTL: cfg.TTL, MinUptime: minUptime(cfg.Restart)}
 }
 
 func (reading) Release(name string, l *lease.Lease) node.Op {

@@ -22,26 +22,11 @@ type Timed interface {
 	Timed()
 }
 
-// Timed implements Timed: a grant is a vote.
+// Timed implements Timed: a grant, of any shape, is a vote.
 func (*Acquire) Timed() {}
-
-// Timed implements Timed: a reentrant lock's grant is a vote.
-func (*ReentrantAcquire) Timed() {}
-
-// Timed implements Timed: a multi-name lock's grant is a vote.
-func (*MultiAcquire) Timed() {}
-
-// Timed implements Timed: a writer's grant is a vote.
-func (*WriteAcquire) Timed() {}
 
 // Timed implements Timed: an extension, of any shape, is a vote.
 func (*Extend) Timed() {}
-
-// Timed implements Timed: a permit's grant is a vote.
-func (*SemAcquire) Timed() {}
-
-// Timed implements Timed: a read lock's grant is a vote.
-func (*ReadAcquire) Timed() {}
 
 // Clock asks a node its time and nothing else: TIME. Its Reply is OK with
 // Time set.
@@ -87,15 +72,16 @@ func (n *Redis) clockFor(ctx context.Context, batch []*call) *redis.TimeCmd {
 // how a user without it is found out and reported, see OnNoClock). A
 // refusal then carries no time, which is no loss: it is no vote.
 func ownsClock(op Op) bool {
-	switch o := op.(type) {
-	case *Acquire:
-		return o.plain()
-	case *WriteAcquire:
-		return o.FenceKey == ""
-	case *ReadAcquire, *SemAcquire:
+	a, ok := op.(*Acquire)
+	switch {
+	case !ok:
+		return false
+	case a.Shape == Write:
+		return a.FenceKey == ""
+	case a.Shape == Read, a.Shape == Semaphore:
 		return true
 	}
-	return false
+	return a.plain()
 }
 
 // ownsClock is ownsClock of c's operation as c carries it: a plain grant

@@ -1,6 +1,6 @@
 package node
 
-// SemGrantOf returns what rep, a SemAcquire's reply, says beyond OK.
+// SemGrantOf returns what rep, a permit's Acquire's reply, says beyond OK.
 func SemGrantOf(rep Reply) SemGrant {
 	g, _ := rep.Value.(SemGrant)
 	return g

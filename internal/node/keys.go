@@ -151,3 +151,48 @@ func Handoff(member string) (process string, ttl time.Duration, token string, ok
 	}
 	return process, time.Duration(n) * time.Millisecond, token, true
 }
+
+// The names of a Multi lock (see Shape): a Redis Cluster node needs them
+// in one hash slot, as a script's keys must be there.
+
+// allKeys is name followed by also.
+func allKeys(name string, also []string) []string {
+	if len(also) == 0 {
+		return []string{name}
+	}
+	return append([]string{name}, also...)
+}
+
+// SameSlot reports whether every name hashes to one Redis Cluster slot, as
+// a script's keys must there.
+func SameSlot(names []string) bool {
+	for _, n := range names[1:] {
+		if Slot(n) != Slot(names[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Slot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
+// tag, the part between the first "{" and the next "}" when not empty, or
+// of the whole key, modulo 16384.
+func Slot(key string) uint16 {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			key = key[open+1 : open+1+end]
+		}
+	}
+	var crc uint16
+	for i := range len(key) {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}

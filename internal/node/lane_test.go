@@ -108,8 +108,8 @@ func TestLaneIsTheNames(t *testing.T) {
 	for _, name := range []string{"a", "b", "orders:7", "{x}:y"} {
 		want := laneOf(&Acquire{Key: name}, 0)
 		for _, op := range []Op{&Release{Key: name}, &Extend{Key: name}, &Fence{Key: name}, &Inspect{Key: name},
-			&Release{Shape: Any, Key: name}, &SemAcquire{Key: name}, &Release{Shape: Semaphore, Key: name}, &Extend{Shape: Semaphore, Key: name},
-			&ReadAcquire{Key: name}, &Release{Shape: Read, Key: name}, &Extend{Shape: Read, Key: name}} {
+			&Release{Shape: Any, Key: name}, &Acquire{Shape: Semaphore, Key: name}, &Release{Shape: Semaphore, Key: name}, &Extend{Shape: Semaphore, Key: name},
+			&Acquire{Shape: Read, Key: name}, &Release{Shape: Read, Key: name}, &Extend{Shape: Read, Key: name}} {
 			assert.Equal(t, want, laneOf(op, 7), "%s of %q", op.Name(), name)
 		}
 	}
@@ -163,7 +163,7 @@ func TestLaneLetsReadersPass(t *testing.T) {
 	writer := newStall("k")
 	writerDone := do(writer)
 	<-writer.decoded
-	read := do(&ReadAcquire{Key: "k", Token: "r", TTL: time.Minute})
+	read := do(&Acquire{Shape: Read, Key: "k", Token: "r", TTL: time.Minute})
 	time.Sleep(50 * time.Millisecond)
 	assert.False(t, s.Exists("k"), "a reader's grant went while another operation of its name was in flight")
 	unstall(t, writer, writerDone, read)

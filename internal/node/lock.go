@@ -12,12 +12,9 @@ import (
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
-// The operations of a plain lock's life: acquire, fence, extend, release
-// (see release.go). Each kind of lock has operations of its own, which
-// mirror the lock kinds above: plain (fenced or not) here, reentrant in
-// reentrant.go, multi-name in multi.go, a reader-writer lock's writer and
-// readers in rw.go, a semaphore's permits in semaphore.go. No operation
-// works its kind out from flags.
+// A lock's acquisition, fence and extension (its release is in
+// release.go), whatever its Shape (see shape.go): each shape's script and
+// reply are stated in the operation's args and Decode.
 
 // Grant is what an acquisition's reply says beyond OK: the value that
 // holds the key when it was refused ("" when unknown), and the fencing
@@ -33,17 +30,37 @@ func GrantOf(rep Reply) Grant {
 	return g
 }
 
-// Acquire takes a plain lock: it sets Key to Token with the TTL if Key
-// does not exist. A node answers OK when Key now holds Token, including
-// when an earlier try of the same command, resent by the client, had set
-// it (or a release handed the lock over to Token); otherwise it says,
-// where it can, which value holds Key. Its Value is a Grant when there is
-// a holder or a counter to report.
+// Acquire takes a lock of Shape for Token, for the TTL. A node answers OK
+// when Token holds it now, including when an earlier try of the same
+// command, resent by the client, had taken it (or a release handed the lock
+// over to Token: its expiry is then re-armed); otherwise it says, where it
+// can, why not:
+//
+//   - Plain sets Key to Token if Key does not exist; a refusal names the
+//     value that holds Key. Its Value is a Grant when there is a holder or
+//     a counter to report.
+//   - Reentrant takes the first hold when Key does not exist, one more
+//     when Token owns it (Reenter: only then); each re-arms the TTL. It
+//     answers as Plain does, but never names a refusal's holder (a hash
+//     has no one value).
+//   - Multi takes Key and the names Also, all or none, as Plain takes
+//     one: the first name held by another refuses, naming its holder
+//     where it can.
+//   - Write takes a reader-writer lock's write lock: live readers refuse
+//     it, and a refused writer marks itself waiting at Intent (see
+//     IntentKey) so that no new reader gets in; otherwise it answers as
+//     Plain does.
+//   - Read takes a read hold of the reader-writer lock Key. A refusal's
+//     Value is a ReadRefusal.
+//   - Semaphore takes one of Permits permits of the semaphore Key. Its
+//     Value is a SemGrant.
 type Acquire struct {
 	Key, Token string
 	TTL        time.Duration
+	Shape      Shape
 	// FenceKey is the name's fencing counter, "" when the lock is not
-	// fenced: the node then reads it in the same atomic step.
+	// fenced: the node then reads it in the same atomic step (Plain,
+	// Reentrant and Write only).
 	FenceKey string
 	// MinUptime, when positive, is the least uptime in whole seconds at
 	// which a node may grant; a node up for less changes nothing and
@@ -51,64 +68,108 @@ type Acquire struct {
 	MinUptime int64
 	// Ack, when set, makes a grant count only once replicas have it.
 	Ack Ack
-	// Clock asks the grant (acquire_plain.lua) for the node's time.
+	// Clock asks a Plain grant (acquire_plain.lua) for the node's time.
 	// Without it the grant carries none once the node has answered a TIME
 	// (see clockFor): the clock guard asks for a fresh reading only as
-	// often as it needs one. A fenced or restart-delayed grant carries the
-	// time always.
+	// often as it needs one. A fenced or restart-delayed grant, and every
+	// other shape's, carries the time always.
 	Clock bool
-	enc   encoding
-	nenc  encoding // SET NX GET PX (see native.go)
+	// Reenter marks a Reentrant acquisition by an owner that already
+	// holds the lock: it never creates the key.
+	Reenter bool
+	// Also are a Multi lock's names after Key.
+	Also []string
+	// Intent is where a Write lock's waiting mark is kept, Writer the
+	// writer's id, the same for all its attempts: the mark's value;
+	// IntentTTL how long the mark lasts.
+	Intent, Writer string
+	IntentTTL      time.Duration
+	// Permits is a Semaphore's permit count.
+	Permits int
+	enc     encoding
+	nenc    encoding // SET NX GET PX (see native.go)
 }
 
 // Name implements Op.
-func (*Acquire) Name() string { return "acquire" }
+func (o *Acquire) Name() string { return shapes[o.Shape].acquire }
 
 // Lane implements Laned: the lock's name.
 func (o *Acquire) Lane() string { return o.Key }
 
+// Concurrent implements Concurrent, by the acquisition's Shape.
+func (o *Acquire) Concurrent() (string, bool) { return holder(o.Shape, o.Token) }
+
+// HoldsAgain reports whether op takes one more hold on a lock its caller
+// holds already (a reentrant lock's owner locking again): its undo drops
+// one hold, which on a node that op never reached is a hold the caller
+// had, so that it is undone only where it surely applied.
+func HoldsAgain(op Op) bool {
+	a, ok := op.(*Acquire)
+	return ok && a.Shape == Reentrant && a.Reenter
+}
+
 // Encode implements Op.
 func (o *Acquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(l, func() []any {
-		ttl := o.TTL.Milliseconds()
-		if !o.plain() {
-			return evalArgs(scripts.Acquire, l.keys(o.Key, o.FenceKey), o.Token, ttl, o.MinUptime)
-		}
-		// A script rather than SET key token NX GET PX ttl, which does
-		// the same: its reply is nil on a grant, which go-redis turns
-		// into an error that costs the client far more than the script
-		// costs the node.
-		clock := "0"
-		if o.Clock {
-			clock = "1"
-		}
-		return evalArgs(scripts.AcquirePlain, []string{o.Key}, o.Token, ttl, clock)
-	})
+	args := o.enc.args(l, func() []any { return o.args(l) })
 	return o.Ack.encode(ctx, append(cmds, shared(ctx, args)))
 }
 
-// plain reports whether o is neither fenced nor restart-delayed: what
-// acquire_plain.lua and SET NX GET PX grant alone.
-func (o *Acquire) plain() bool { return o.FenceKey == "" && o.MinUptime <= 0 }
+// args is the script of o's Shape, with its keys and arguments for a node
+// laid out as l.
+func (o *Acquire) args(l Layout) []any {
+	ttl := o.TTL.Milliseconds()
+	switch o.Shape {
+	case Reentrant:
+		return evalArgs(scripts.AcquireReentrant, l.keys(o.Key, o.FenceKey), o.Token, ttl, flag(o.Reenter), o.MinUptime)
+	case Multi:
+		return evalArgs(scripts.AcquireMulti, allKeys(o.Key, o.Also), o.Token, ttl, o.MinUptime)
+	case Write:
+		keys := append(l.keys(o.Key, o.Intent), l.keys(o.Key, o.FenceKey)[1:]...)
+		return evalArgs(scripts.WriteAcquire, keys, o.Token, ttl, o.MinUptime, o.Writer, o.IntentTTL.Milliseconds())
+	case Read:
+		return evalArgs(scripts.ReadAcquire, l.keys(o.Key, IntentKey(o.Key)), o.Token, ttl, o.MinUptime)
+	case Semaphore:
+		return evalArgs(scripts.SemAcquire, l.keys(o.Key, PermitsKey(o.Key)), o.Token, ttl, o.Permits, o.MinUptime)
+	}
+	if !o.plain() {
+		return evalArgs(scripts.Acquire, l.keys(o.Key, o.FenceKey), o.Token, ttl, o.MinUptime)
+	}
+	// A script rather than SET key token NX GET PX ttl, which does the
+	// same: its reply is nil on a grant, which go-redis turns into an
+	// error that costs the client far more than the script costs the node.
+	return evalArgs(scripts.AcquirePlain, []string{o.Key}, o.Token, ttl, flag(o.Clock))
+}
+
+// plain reports whether o is a Plain lock neither fenced nor
+// restart-delayed: what acquire_plain.lua and SET NX GET PX grant alone.
+func (o *Acquire) plain() bool { return o.Shape == Plain && o.FenceKey == "" && o.MinUptime <= 0 }
 
 // Clocked reports whether the reply to o carries the node's time: always,
 // except a plain grant not asked for it (Clock) on a node that answered a
 // TIME before (see clockFor).
 func (o *Acquire) Clocked() bool { return o.Clock || !o.plain() }
 
-// Decode implements Op.
+// Decode implements Op: a plain grant's reply as acquire_plain.lua's (so
+// is a Multi lock's, but from a node that restarted too recently), a
+// reader's and a permit's as their own scripts', every other as
+// acquire.lua's.
 func (o *Acquire) Decode(cmds []redis.Cmder) Reply {
 	cmd := cmds[0].(*redis.Cmd)
-	if !o.plain() {
-		return o.Ack.check(cmds, decodeGrant(cmd, o.MinUptime, o.FenceKey))
+	switch _, array := cmd.Val().([]any); {
+	case o.Shape == Read:
+		return o.Ack.check(cmds, decodeReader(cmd, o.MinUptime))
+	case o.Shape == Semaphore:
+		return o.Ack.check(cmds, o.decodePermit(cmd))
+	case o.plain(), o.Shape == Multi && !array:
+		return o.Ack.check(cmds, decodeHolder(cmd))
 	}
-	return o.Ack.check(cmds, decodeHolder(cmd))
+	return o.Ack.check(cmds, decodeGrant(cmd, o.MinUptime, o.FenceKey))
 }
 
 // decodeHolder reads the reply of acquire_plain.lua, and of
-// acquire_multi.lua without a restart delay: the node's time (Unix ms) or
-// 1 granted; a competitor's token, or 0 for a lock of another kind,
-// refused.
+// acquire_multi.lua but from a node up less than its restart delay: the
+// node's time (Unix ms) or 1 granted; a competitor's token, or 0 for a
+// lock of another kind, refused.
 func decodeHolder(cmd *redis.Cmd) Reply {
 	if err := cmd.Err(); err != nil {
 		return Reply{Err: err}

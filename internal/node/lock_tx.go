@@ -14,15 +14,22 @@ import (
 // A lock's operations without scripts (see tx.go): each answers as its
 // script does, so that the layers above read one reply whatever the way.
 
-// Transact implements Transacted: SET NX GET PX alone (see native.go);
-// MULTI with the fencing counter's GET for a fenced lock (after INFO, on
-// the same connection, for the restart delay).
+// Transact implements Transacted. A Plain lock's is SET NX GET PX alone
+// (see native.go), or MULTI with the fencing counter's GET for a fenced
+// lock (after INFO, on the same connection, for the restart delay); a
+// Reentrant lock's is an optimistic transaction (see reentrant_tx.go). The
+// other shapes have no way without scripts (see WithoutScripts).
 func (o *Acquire) Transact(ctx context.Context, t *Tx) Reply {
-	if o.plain() {
+	switch {
+	case o.plain():
 		rep, _ := transactNative(ctx, t, o, o.Key)
 		return rep
+	case o.Shape == Plain:
+		return t.Watch(ctx, o.Key, o.fencedTry(ctx, t))
+	case o.Shape == Reentrant:
+		return t.Watch(ctx, o.Key, o.reentrantTry(ctx, t))
 	}
-	return t.Watch(ctx, o.Key, o.fencedTry(ctx, t))
+	return Reply{Err: WithoutScripts(o, nil)}
 }
 
 // granted reads the reply of SET key token NX GET PX as a grant, with n

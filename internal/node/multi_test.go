@@ -17,8 +17,8 @@ func TestMultiAllOrNothing(t *testing.T) {
 	servers, clients := nodetest.Miniredis(t, 1)
 	s, n := servers[0], node.NewRedis(clients[0])
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
-	abc := func(token string) *node.MultiAcquire {
-		return &node.MultiAcquire{Key: "a", Also: []string{"b", "c"}, Token: token, TTL: time.Second}
+	abc := func(token string) *node.Acquire {
+		return &node.Acquire{Shape: node.Multi, Key: "a", Also: []string{"b", "c"}, Token: token, TTL: time.Second}
 	}
 
 	require.NoError(t, s.Set("c", "plain"))
@@ -39,7 +39,7 @@ func TestMultiAllOrNothing(t *testing.T) {
 		assert.Equal(t, time.Second, s.TTL(k), k)
 	}
 	assert.True(t, callOne(n, abc("t1")).OK, "a resent acquisition that was applied counts as granted")
-	overlap := &node.MultiAcquire{Key: "c", Also: []string{"d"}, Token: "t2", TTL: time.Second}
+	overlap := &node.Acquire{Shape: node.Multi, Key: "c", Also: []string{"d"}, Token: "t2", TTL: time.Second}
 	assert.False(t, callOne(n, overlap).OK, "names in common: refused")
 	assert.False(t, s.Exists("d"), "and d untouched")
 	assert.False(t, callOne(n, &node.Acquire{Key: "b", Token: "t2", TTL: time.Second}).OK, "a plain lock on one of the names is refused")

@@ -85,8 +85,8 @@ func TestOnlyPlainLockOpsAreNative(t *testing.T) {
 		assert.NotNil(t, nativeArgs(t, op, all), op.Name())
 	}
 	for _, op := range []Op{
-		&ReentrantAcquire{}, &Extend{Shape: Reentrant}, &Release{Shape: Reentrant}, &Fence{},
-		&MultiAcquire{}, &Extend{Shape: Multi}, &Release{Shape: Multi}, &WriteAcquire{}, &Release{Shape: Write},
+		&Acquire{Shape: Reentrant}, &Extend{Shape: Reentrant}, &Release{Shape: Reentrant}, &Fence{},
+		&Acquire{Shape: Multi}, &Extend{Shape: Multi}, &Release{Shape: Multi}, &Acquire{Shape: Write}, &Release{Shape: Write},
 		&Extend{Shape: Read}, &Extend{Shape: Semaphore},
 	} {
 		if n, ok := op.(nativeOp); ok {

@@ -1,6 +1,8 @@
 // Package node is what one Redis master is asked and what it answers: one
-// small type per operation, which knows its command and how to read its
-// reply; the key layout a lock keeps beside its name; the go-redis
+// type per operation, which knows its command and how to read its reply
+// (a lock's Acquire, Extend and Release, each of the lock's Shape, whose
+// rules are stated once in shape.go; Fence, Inspect, Queue, Identify and
+// Clock); the key layout a lock keeps beside its name; the go-redis
 // transport that sends operations in batches; and the classification of a
 // node's errors. It knows nothing of quorums, options or observers: the
 // layers above hand it operations and read replies.
@@ -53,7 +55,8 @@ type Subscription interface {
 
 // Op is one request to one node. It knows the commands that carry it and
 // how to read their replies, so that the transport has no case per
-// operation: adding an operation adds a type, and touches nothing else.
+// operation: adding an operation adds a type, and touches nothing else;
+// adding a kind of lock adds a Shape.
 type Op interface {
 	// Name names the operation in errors and tests.
 	Name() string

@@ -178,7 +178,6 @@ var (
 	_ Transacted = (*Fence)(nil)
 	_ Transacted = (*Extend)(nil)
 	_ Transacted = (*Release)(nil)
-	_ Transacted = (*ReentrantAcquire)(nil)
 	_ Transacted = (*Queue)(nil)
 	_ Transacted = (*Inspect)(nil)
 )

@@ -20,8 +20,8 @@ func extend(k, token string, d time.Duration) *node.Extend {
 	return &node.Extend{Key: k, Token: token, TTL: d}
 }
 
-func sem(k, token string, permits int) *node.SemAcquire {
-	return &node.SemAcquire{Key: k, Token: token, TTL: ttl, Permits: permits}
+func sem(k, token string, permits int) *node.Acquire {
+	return &node.Acquire{Shape: node.Semaphore, Key: k, Token: token, TTL: ttl, Permits: permits}
 }
 
 func fenced(k, token string) *node.Acquire {

@@ -27,7 +27,7 @@ func TestReadersPrunedAsTheyGrow(t *testing.T) {
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	grant := func(token string, ttl time.Duration) {
 		t.Helper()
-		rep := callOne(n, &node.ReadAcquire{Key: "k", Token: token, TTL: ttl})
+		rep := callOne(n, &node.Acquire{Shape: node.Read, Key: "k", Token: token, TTL: ttl})
 		require.NoError(t, rep.Err)
 		require.True(t, rep.OK, token)
 	}

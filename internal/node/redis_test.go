@@ -91,7 +91,7 @@ func TestRedisNodeCommands(t *testing.T) {
 		_, _, err = acquireOn(n, &node.Acquire{Key: key, Token: "t1", TTL: time.Second, FenceKey: node.FenceKey(key)})
 		assert.True(t, node.Misconfigured(err), "the acquire script says so too: %v", err)
 		assert.ErrorContains(t, err, "not a lock", key)
-		_, _, err = acquireOn(n, &node.ReentrantAcquire{Key: key, Token: "t1", TTL: time.Second})
+		_, _, err = acquireOn(n, &node.Acquire{Shape: node.Reentrant, Key: key, Token: "t1", TTL: time.Second})
 		assert.True(t, node.Misconfigured(err), "and the reentrant one: %v", err)
 	}
 }
@@ -141,7 +141,7 @@ func TestRedisNodeFenceScripts(t *testing.T) {
 	_, _, err = acquireOn(n, &node.Acquire{Key: "bad", Token: "t", TTL: time.Second, FenceKey: node.FenceKey("bad")})
 	assert.ErrorContains(t, err, "not a number")
 
-	re := &node.ReentrantAcquire{Key: "r", Token: "owner", TTL: time.Second, FenceKey: node.FenceKey("r")}
+	re := &node.Acquire{Shape: node.Reentrant, Key: "r", Token: "owner", TTL: time.Second, FenceKey: node.FenceKey("r")}
 	for range 2 {
 		ok, _, err = acquireOn(n, re)
 		require.NoError(t, err)

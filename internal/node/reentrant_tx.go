@@ -10,16 +10,10 @@ import (
 // A reentrant lock's operations without scripts (see tx.go): optimistic
 // transactions that answer as their scripts do.
 
-// Transact implements Transacted: the owner's field and the counter read
-// under WATCH, then the hold taken in MULTI ... EXEC.
-func (o *ReentrantAcquire) Transact(ctx context.Context, t *Tx) Reply {
-	return t.Watch(ctx, o.Key, o.try(ctx, t))
-}
-
-// try is the acquisition: the owner's field and the
-// counter read under WATCH, then one more hold (or the first) and the TTL
-// in MULTI ... EXEC.
-func (o *ReentrantAcquire) try(ctx context.Context, t *Tx) func(s *Step) (Reply, error) {
+// reentrantTry is a Reentrant lock's acquisition: the owner's field and
+// the counter read under WATCH, then one more hold (or the first) and the
+// TTL in MULTI ... EXEC.
+func (o *Acquire) reentrantTry(ctx context.Context, t *Tx) func(s *Step) (Reply, error) {
 	return func(s *Step) (Reply, error) {
 		if rep, done, err := recovering(ctx, s, o.MinUptime); done || err != nil {
 			return rep, err
@@ -44,7 +38,7 @@ func (o *ReentrantAcquire) try(ctx context.Context, t *Tx) func(s *Step) (Reply,
 				return Reply{Err: err}, nil
 			}
 		}
-		writes, err := o.writes(kind.Val(), holds.Val() != nil, pttl.Val())
+		writes, err := o.reentrantWrites(kind.Val(), holds.Val() != nil, pttl.Val())
 		if err != nil || writes == nil {
 			return Reply{Err: err, Value: Grant{Counter: n}}, nil
 		}
@@ -60,10 +54,10 @@ func (o *ReentrantAcquire) try(ctx context.Context, t *Tx) func(s *Step) (Reply,
 	}
 }
 
-// writes returns what the acquisition writes when the
+// reentrantWrites returns what a Reentrant acquisition writes when the
 // key is of kind, with the owner's field (owned) and time to live pttl:
 // nil when it is refused, with an error when the key is no lock.
-func (o *ReentrantAcquire) writes(kind string, owned bool, pttl int64) ([][]any, error) {
+func (o *Acquire) reentrantWrites(kind string, owned bool, pttl int64) ([][]any, error) {
 	switch {
 	case kind == "none" && o.Reenter:
 		return nil, nil // released or lost meanwhile: never re-created

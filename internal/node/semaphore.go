@@ -1,62 +1,28 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/redlock-go/redlock/internal/scripts"
 )
 
-// The operations of a counting semaphore's permit: acquire, extend,
-// release. On each node the semaphore is a sorted set under its name, one
-// member per holder (its token) scored by when its permit expires on the
-// node's clock, and its permit count beside it (PermitsKey).
+// A counting semaphore's permits (the Shape Semaphore): on each node the
+// semaphore is a sorted set under its name, one member per holder (its
+// token) scored by when its permit expires on the node's clock, and its
+// permit count beside it (PermitsKey).
 
-// SemAcquire takes one of Permits permits of the semaphore Key for Token,
-// for TTL. A node answers OK when Token holds a permit now, including when
-// an earlier try of the same command, resent by the client, had taken it
-// (its expiry is then re-armed). Its Value is a SemGrant.
-type SemAcquire struct {
-	Key, Token string
-	TTL        time.Duration
-	Permits    int
-	// MinUptime, when positive, is the least uptime in whole seconds at
-	// which a node may grant; a node up for less changes nothing and
-	// answers an error wrapping ErrNodeRecovering.
-	MinUptime int64
-
-	enc encoding
-}
-
-// SemGrant is what a refused SemAcquire's reply says beyond OK: how many
-// holders the node counts. A grant says the node's time instead (in
+// SemGrant is what a refused permit's Acquire's reply says beyond OK: how
+// many holders the node counts. A grant says the node's time instead (in
 // Reply.Time): the clock evidence of the vote.
 type SemGrant struct {
 	Holders int
 }
 
-// Name implements Op.
-func (*SemAcquire) Name() string { return "semaphore acquire" }
-
-// Lane implements Laned: the lock's name.
-func (o *SemAcquire) Lane() string { return o.Key }
-
-// Encode implements Op.
-func (o *SemAcquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(l, func() []any {
-		return evalArgs(scripts.SemAcquire, l.keys(o.Key, PermitsKey(o.Key)), o.Token, o.TTL.Milliseconds(), o.Permits, o.MinUptime)
-	})
-	return append(cmds, shared(ctx, args))
-}
-
-// Decode implements Op: sem_acquire.lua's {status, n}, or a grant's
-// node time.
-func (o *SemAcquire) Decode(cmds []redis.Cmder) Reply {
-	status, n, rep, done := decodeAdmission(cmds[0], "semaphore acquire", o.MinUptime)
+// decodePermit reads sem_acquire.lua's reply to o: {status, n}, or a
+// grant's node time.
+func (o *Acquire) decodePermit(cmd redis.Cmder) Reply {
+	status, n, rep, done := decodeAdmission(cmd, o.Name(), o.MinUptime)
 	if done {
 		return rep
 	}

@@ -21,7 +21,7 @@ func TestRedisNodeSemaphoreScripts(t *testing.T) {
 	s, n := servers[0], node.NewRedis(clients[0])
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	acquire := func(token string, permits int) node.Reply {
-		return callOne(n, &node.SemAcquire{Key: "sem", Token: token, TTL: time.Second, Permits: permits})
+		return callOne(n, &node.Acquire{Shape: node.Semaphore, Key: "sem", Token: token, TTL: time.Second, Permits: permits})
 	}
 
 	for _, tok := range []string{"a", "b"} {
@@ -99,7 +99,7 @@ func TestRedisNodeSemaphoreWrongType(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	for _, op := range []node.Op{
-		&node.SemAcquire{Key: "lock", Token: "a", TTL: time.Second, Permits: 2},
+		&node.Acquire{Shape: node.Semaphore, Key: "lock", Token: "a", TTL: time.Second, Permits: 2},
 		&node.Extend{Shape: node.Semaphore, Key: "lock", Token: "a", TTL: time.Second},
 		&node.Release{Shape: node.Semaphore, Key: "lock", Token: "a", Channel: node.ReleaseChannel("lock")},
 	} {
@@ -108,7 +108,7 @@ func TestRedisNodeSemaphoreWrongType(t *testing.T) {
 		assert.True(t, node.Misconfigured(rep.Err), "%s: %v", op.Name(), rep.Err)
 		assert.ErrorContains(t, rep.Err, "not a semaphore")
 	}
-	rep := callOne(n, &node.SemAcquire{Key: "sem", Token: "a", TTL: time.Second, Permits: 2})
+	rep := callOne(n, &node.Acquire{Shape: node.Semaphore, Key: "sem", Token: "a", TTL: time.Second, Permits: 2})
 	require.NoError(t, rep.Err)
 	require.True(t, rep.OK)
 	_, _, err = acquireOn(n, &node.Acquire{Key: "sem", Token: "t", TTL: time.Second})

@@ -71,14 +71,12 @@ var shapes = [...]shapeRule{
 // false for any other operation.
 func ShapeOf(op Op) (Shape, bool) {
 	switch o := op.(type) {
+	case *Acquire:
+		return o.Shape, true
 	case *Extend:
 		return o.Shape, true
 	case *Release:
 		return o.Shape, true
-	case *MultiAcquire:
-		return Multi, true
-	case *WriteAcquire:
-		return Write, true
 	}
 	return 0, false
 }

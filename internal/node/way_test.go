@@ -132,9 +132,9 @@ func interfered(t *testing.T) (*miniredis.Miniredis, *interferer, *node.Redis) {
 // ErrAborted, which says nothing was applied.
 func TestTransactionRetriesOnChange(t *testing.T) {
 	server, h, n := interfered(t)
-	again := &node.ReentrantAcquire{Key: "k", Token: "a", TTL: time.Minute, Reenter: true}
+	again := &node.Acquire{Shape: node.Reentrant, Key: "k", Token: "a", TTL: time.Minute, Reenter: true}
 
-	require.True(t, callOne(n, &node.ReentrantAcquire{Key: "k", Token: "a", TTL: time.Minute}).OK)
+	require.True(t, callOne(n, &node.Acquire{Shape: node.Reentrant, Key: "k", Token: "a", TTL: time.Minute}).OK)
 	h.set(1, func() { server.Del("k") })
 	rep := callOne(n, again)
 	require.NoError(t, rep.Err)
@@ -142,7 +142,7 @@ func TestTransactionRetriesOnChange(t *testing.T) {
 	assert.False(t, server.Exists("k"), "and the key is not re-created")
 	assert.Zero(t, h.left())
 
-	require.True(t, callOne(n, &node.ReentrantAcquire{Key: "k", Token: "a", TTL: time.Minute}).OK)
+	require.True(t, callOne(n, &node.Acquire{Shape: node.Reentrant, Key: "k", Token: "a", TTL: time.Minute}).OK)
 	h.set(1<<20, func() { server.HSet("k", "a", "1") })
 	ch := make(chan node.Reply, 1)
 	n.Do(context.Background(), time.Now().Add(50*time.Millisecond), again, func(r node.Reply) { ch <- r })
@@ -257,9 +257,9 @@ func TestPlainGrantCarriesItsOwnClock(t *testing.T) {
 	// Read, write (without fencing) and permit grants answer with the
 	// node's time too, with no TIME beside them.
 	for _, op := range []node.Op{
-		&node.ReadAcquire{Key: "r", Token: "a", TTL: ttl},
-		&node.WriteAcquire{Key: "w", Token: "a", TTL: ttl, Intent: node.IntentKey("w"), Writer: "wr"},
-		&node.SemAcquire{Key: "s", Token: "a", TTL: ttl, Permits: 2},
+		&node.Acquire{Shape: node.Read, Key: "r", Token: "a", TTL: ttl},
+		&node.Acquire{Shape: node.Write, Key: "w", Token: "a", TTL: ttl, Intent: node.IntentKey("w"), Writer: "wr"},
+		&node.Acquire{Shape: node.Semaphore, Key: "s", Token: "a", TTL: ttl, Permits: 2},
 	} {
 		times.n.Store(0)
 		rep = callOne(n, op)

@@ -19,8 +19,8 @@ func fenced(k, token string) *node.Acquire {
 	return &node.Acquire{Key: k, Token: token, TTL: ttl, FenceKey: node.FenceKey(k)}
 }
 
-func reentrant(k, owner string, reenter bool) *node.ReentrantAcquire {
-	return &node.ReentrantAcquire{Key: k, Token: owner, TTL: ttl, Reenter: reenter}
+func reentrant(k, owner string, reenter bool) *node.Acquire {
+	return &node.Acquire{Shape: node.Reentrant, Key: k, Token: owner, TTL: ttl, Reenter: reenter}
 }
 
 func unlock(k, token string) *node.Release {
@@ -331,8 +331,8 @@ func lockCases() []Case {
 
 // Multi-name locks: k and the names beside it.
 
-func multi(k, token string, also ...string) *node.MultiAcquire {
-	return &node.MultiAcquire{Key: k, Token: token, TTL: ttl, Also: also}
+func multi(k, token string, also ...string) *node.Acquire {
+	return &node.Acquire{Shape: node.Multi, Key: k, Token: token, TTL: ttl, Also: also}
 }
 
 func multiExtend(k, token string, also ...string) *node.Extend {
@@ -369,7 +369,7 @@ func multiCases() []Case {
 			k2 := k + ":2"
 			return []step{
 				{listen: true},
-				{op: &node.MultiAcquire{Key: k, Also: []string{k2}, Token: "a", TTL: time.Second}, want: granted},
+				{op: &node.Acquire{Shape: node.Multi, Key: k, Also: []string{k2}, Token: "a", TTL: time.Second}, want: granted},
 				{op: undo(k2, "a"), want: granted},
 				{op: multiExtend(k, "a", k2), want: refused}, // extends none
 				wait(2 * time.Second),

@@ -9,11 +9,11 @@ import (
 // The cases of a counting semaphore, of a reader-writer lock, and of a
 // Mutex, a Semaphore and readers that use one name (see Cases).
 
-func sem(k, token string, permits int) *node.SemAcquire {
-	return &node.SemAcquire{Key: k, Token: token, TTL: ttl, Permits: permits}
+func sem(k, token string, permits int) *node.Acquire {
+	return &node.Acquire{Shape: node.Semaphore, Key: k, Token: token, TTL: ttl, Permits: permits}
 }
 
-func semShort(k, token string, permits int) *node.SemAcquire {
+func semShort(k, token string, permits int) *node.Acquire {
 	s := sem(k, token, permits)
 	s.TTL = time.Second
 	return s
@@ -100,8 +100,8 @@ func semCases() []Case {
 
 // A reader-writer lock: readers, and the writer (an Acquire with Intent).
 
-func read(k, token string) *node.ReadAcquire {
-	return &node.ReadAcquire{Key: k, Token: token, TTL: ttl}
+func read(k, token string) *node.Acquire {
+	return &node.Acquire{Shape: node.Read, Key: k, Token: token, TTL: ttl}
 }
 
 func readExtend(k, token string) *node.Extend {
@@ -113,8 +113,8 @@ func readRelease(k, token string) *node.Release {
 }
 
 // write is writer w's attempt with token.
-func write(k, w, token string) *node.WriteAcquire {
-	return &node.WriteAcquire{Key: k, Token: token, TTL: ttl, Intent: node.IntentKey(k), Writer: w, IntentTTL: ttl}
+func write(k, w, token string) *node.Acquire {
+	return &node.Acquire{Shape: node.Write, Key: k, Token: token, TTL: ttl, Intent: node.IntentKey(k), Writer: w, IntentTTL: ttl}
 }
 
 func writeRelease(k, w, token string) *node.Release {

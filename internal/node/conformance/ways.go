@@ -80,14 +80,6 @@ func kindOf(op node.Op) Capability {
 	case node.Multi:
 		return MultiName
 	}
-	switch op.(type) {
-	case *node.SemAcquire:
-		return Semaphore
-	case *node.ReadAcquire, *node.WriteAcquire:
-		return ReadersWriters
-	case *node.MultiAcquire:
-		return MultiName
-	}
 	return ""
 }
 

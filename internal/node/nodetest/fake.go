@@ -366,7 +366,7 @@ func (n *Fake) apply1(op node.Op) node.Reply {
 	case node.Clock:
 		return node.Reply{OK: true}
 	}
-	return n.answerSemaphore(op)
+	return node.Reply{Err: fmt.Errorf("fake: unknown operation %T", op)}
 }
 
 func (n *Fake) reply(ok bool, err error) node.Reply { return node.Reply{OK: ok, Err: err} }

@@ -7,17 +7,17 @@ import (
 	"github.com/redlock-go/redlock/internal/node"
 )
 
-// A lock's operations, one per kind as in package node, as
+// A lock's operations, by their shape as in package node, as
 // acquire_plain.lua, acquire.lua, acquire_reentrant.lua,
 // write_acquire.lua, fence.lua, extend*.lua and release*.lua answer them.
-// Multi-name locks are in multi.go.
+// Multi-name locks are in multi.go, the readers in rw.go, the semaphore
+// in semaphore.go, the operator's forced release in ops.go.
 
 // lockOp applies one lock operation; ok is false when op is none.
 func (n *Fake) lockOp(op node.Op) (rep node.Reply, ok bool) {
-	if rep, ok := n.acquireOp(op); ok {
-		return rep, true
-	}
 	switch o := op.(type) {
+	case *node.Acquire:
+		return n.acquireOp(o), true
 	case *node.Fence:
 		return n.acked(o.Ack, n.reply(n.fence(o.Key, o.Token, o.FenceKey, o.Fence, o.Reentrant))), true
 	case *node.Extend:
@@ -28,31 +28,26 @@ func (n *Fake) lockOp(op node.Op) (rep node.Reply, ok bool) {
 	return node.Reply{}, false
 }
 
-// acquireOp applies one acquisition of a lock; ok is false when op is
-// none.
-func (n *Fake) acquireOp(op node.Op) (rep node.Reply, ok bool) {
+// acquireOp applies an acquisition, as its shape's script does it.
+func (n *Fake) acquireOp(o *node.Acquire) node.Reply {
+	fenceKey := o.FenceKey
 	var grant func() (bool, string, error)
-	var fenceKey string
-	var minUptime int64
-	var ack node.Ack
-	switch o := op.(type) {
-	case *node.Acquire:
+	switch o.Shape {
+	case node.Read:
+		return n.readAcquire(o)
+	case node.Semaphore:
+		return n.semAcquire(o)
+	case node.Reentrant:
+		grant = func() (bool, string, error) { return n.grantReentrant(o) }
+	case node.Multi:
+		grant, fenceKey = func() (bool, string, error) { return n.grantAll(o) }, ""
+	case node.Write:
+		grant = func() (bool, string, error) { return n.grantWriter(o) }
+	default:
 		rearm := o.FenceKey == "" && o.MinUptime == 0
 		grant = func() (bool, string, error) { return n.grantPlain(o.Key, o.Token, o.TTL, rearm) }
-		fenceKey, minUptime, ack = o.FenceKey, o.MinUptime, o.Ack
-	case *node.ReentrantAcquire:
-		grant = func() (bool, string, error) { return n.grantReentrant(o) }
-		fenceKey, minUptime, ack = o.FenceKey, o.MinUptime, o.Ack
-	case *node.MultiAcquire:
-		grant = func() (bool, string, error) { return n.grantAll(o) }
-		minUptime, ack = o.MinUptime, o.Ack
-	case *node.WriteAcquire:
-		grant = func() (bool, string, error) { return n.grantWriter(o) }
-		fenceKey, minUptime, ack = o.FenceKey, o.MinUptime, o.Ack
-	default:
-		return node.Reply{}, false
 	}
-	return n.acked(ack, n.acquire(op.(node.Laned).Lane(), fenceKey, minUptime, grant)), true
+	return n.acked(o.Ack, n.acquire(o.Key, fenceKey, o.MinUptime, grant))
 }
 
 // extendOp applies an extension, as its shape's script does it.
@@ -153,7 +148,7 @@ func (n *Fake) grantPlain(key, token string, ttl time.Duration, rearm bool) (boo
 }
 
 // grantReentrant is acquire_reentrant.lua.
-func (n *Fake) grantReentrant(r *node.ReentrantAcquire) (bool, string, error) {
+func (n *Fake) grantReentrant(r *node.Acquire) (bool, string, error) {
 	switch k := n.kind(r.Key); k {
 	case kindNone:
 		if r.Reenter {
@@ -180,7 +175,7 @@ func (n *Fake) grantReentrant(r *node.ReentrantAcquire) (bool, string, error) {
 // lock's writer, which marks itself waiting at its Intent unless another
 // writer's mark is there; a free name is the writer's, and its own mark
 // goes. A held name answers as acquire.lua does.
-func (n *Fake) grantWriter(r *node.WriteAcquire) (bool, string, error) {
+func (n *Fake) grantWriter(r *node.Acquire) (bool, string, error) {
 	mark := n.beside(r.Key, r.Intent)
 	switch n.kind(r.Key) {
 	case kindNone:

@@ -6,13 +6,13 @@ import (
 	"github.com/redlock-go/redlock/internal/node"
 )
 
-// Multi-name locks: a MultiAcquire, MultiExtend or MultiRelease takes,
+// Multi-name locks (node.Multi): an Acquire, Extend or Release takes,
 // extends or releases every name or none (acquire_multi.lua,
 // extend_multi.lua, release_multi.lua). The extension is in extend.
 
 // grantAll is acquire_multi.lua: the first name held by another (or of
 // another kind) refuses, and nothing is set. Called with n.mu held.
-func (n *Fake) grantAll(r *node.MultiAcquire) (bool, string, error) {
+func (n *Fake) grantAll(r *node.Acquire) (bool, string, error) {
 	keys := append([]string{r.Key}, r.Also...)
 	for _, k := range keys {
 		switch kind := n.kind(k); kind {

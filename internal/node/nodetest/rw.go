@@ -1,7 +1,6 @@
 package nodetest
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -10,15 +9,6 @@ import (
 // A reader-writer lock's readers, as read_acquire.lua, read_extend.lua and
 // read_release.lua answer them (see rw.lua). Its writer is an Acquire with
 // Intent (grantWriter) and a Release with Intent (dropMark).
-
-// answerReaders answers the readers' operations.
-func (n *Fake) answerReaders(op node.Op) node.Reply {
-	switch o := op.(type) {
-	case *node.ReadAcquire:
-		return n.readAcquire(o)
-	}
-	return node.Reply{Err: fmt.Errorf("fake: unknown operation %T", op)}
-}
 
 // readers is rw.lua's readers(): whether key is free (kindNone), held by
 // readers (kindReaders) or by a lock (a writer, a Mutex: kindString), or
@@ -34,7 +24,7 @@ func (n *Fake) readers(key string) (string, error) {
 	}
 }
 
-func (n *Fake) readAcquire(r *node.ReadAcquire) node.Reply {
+func (n *Fake) readAcquire(r *node.Acquire) node.Reply {
 	waits := false
 	ok, err := n.script("read acquire", r.Key, func() (bool, error) {
 		if err := n.recovering(r.MinUptime); err != nil {

@@ -20,15 +20,6 @@ type wrongTypeError string
 func (e wrongTypeError) Error() string { return string(e) }
 func (wrongTypeError) RedisError()     {}
 
-// answerSemaphore answers the semaphore's operations.
-func (n *Fake) answerSemaphore(op node.Op) node.Reply {
-	switch o := op.(type) {
-	case *node.SemAcquire:
-		return n.semAcquire(o)
-	}
-	return n.answerReaders(op)
-}
-
 // Holders returns the tokens holding a live permit of semaphore key.
 func (n *Fake) Holders(key string) []string {
 	n.mu.Lock()
@@ -54,7 +45,7 @@ func (n *Fake) sem(key string) (*Sem, error) {
 	return n.liveSem(key), nil
 }
 
-func (n *Fake) semAcquire(r *node.SemAcquire) node.Reply {
+func (n *Fake) semAcquire(r *node.Acquire) node.Reply {
 	var held int
 	var refusal error
 	ok, err := n.apply("sem acquire", r.Key, func() bool {

@@ -66,8 +66,8 @@ func TestTallyIgnoresSecondAnswer(t *testing.T) {
 
 func TestMustUndo(t *testing.T) {
 	timeout := fmt.Errorf("%w", node.ErrNodeTimeout)
-	first := &node.ReentrantAcquire{Key: "k", Token: "t"}
-	again := &node.ReentrantAcquire{Key: "k", Token: "t", Reenter: true}
+	first := &node.Acquire{Shape: node.Reentrant, Key: "k", Token: "t"}
+	again := &node.Acquire{Shape: node.Reentrant, Key: "k", Token: "t", Reenter: true}
 	for _, c := range []struct {
 		name string
 		rep  node.Reply
