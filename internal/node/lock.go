@@ -31,17 +31,16 @@ func GrantOf(rep Reply) Grant {
 }
 
 // Acquire takes a lock of Shape for Token, for the TTL. A node answers OK
-// when Token holds it now, including when an earlier try of the same
-// command, resent by the client, had taken it (or a release handed the lock
-// over to Token: its expiry is then re-armed); otherwise it says, where it
-// can, why not:
+// when Token holds it now, and otherwise says, where it can, why not:
 //
-//   - Plain sets Key to Token if Key does not exist; a refusal names the
-//     value that holds Key. Its Value is a Grant when there is a holder or
-//     a counter to report.
+//   - Plain sets Key to Token if Key does not exist. OK when Key now holds
+//     Token, including when an earlier try of the same command, resent by
+//     the client, had set it (or a release handed the lock over to
+//     Token); a refusal names the value that holds Key. Its Value is a
+//     Grant when there is a holder or a counter to report.
 //   - Reentrant takes the first hold when Key does not exist, one more
-//     when Token owns it (Reenter: only then); each re-arms the TTL. It
-//     answers as Plain does, but never names a refusal's holder (a hash
+//     when Token owns it (only that when Reenter); each re-arms the TTL.
+//     It answers as Plain does, but never names a refusal's holder (a hash
 //     has no one value).
 //   - Multi takes Key and the names Also, all or none, as Plain takes
 //     one: the first name held by another refuses, naming its holder
@@ -50,10 +49,11 @@ func GrantOf(rep Reply) Grant {
 //     it, and a refused writer marks itself waiting at Intent (see
 //     IntentKey) so that no new reader gets in; otherwise it answers as
 //     Plain does.
-//   - Read takes a read hold of the reader-writer lock Key. A refusal's
-//     Value is a ReadRefusal.
-//   - Semaphore takes one of Permits permits of the semaphore Key. Its
-//     Value is a SemGrant.
+//   - Read takes a read hold of the reader-writer lock Key, and Semaphore
+//     one of Permits permits of the semaphore Key. OK when Token holds
+//     one now, including when an earlier try of the same command, resent
+//     by the client, had taken it (its expiry is then re-armed). A
+//     refusal's Value is a ReadRefusal, a permit's reply's a SemGrant.
 type Acquire struct {
 	Key, Token string
 	TTL        time.Duration
@@ -110,8 +110,7 @@ func HoldsAgain(op Op) bool {
 
 // Encode implements Op.
 func (o *Acquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(l, func() []any { return o.args(l) })
-	return o.Ack.encode(ctx, append(cmds, shared(ctx, args)))
+	return o.Ack.encode(ctx, append(cmds, shared(ctx, o.enc.args(l, o.args))))
 }
 
 // args is the script of o's Shape, with its keys and arguments for a node
@@ -286,25 +285,24 @@ func (o *Extend) Concurrent() (string, bool) { return holder(o.Shape, o.Token) }
 
 // Encode implements Op.
 func (o *Extend) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	args := o.enc.args(l, func() []any { return o.args(l) })
-	return o.Ack.encode(ctx, append(cmds, shared(ctx, args)))
+	return o.Ack.encode(ctx, append(cmds, shared(ctx, o.enc.args(l, o.args))))
 }
 
-// args is the script of o's Shape, with its keys and arguments for a node
-// laid out as l.
+// args is the script of o's Shape, with its keys, for a node laid out as
+// l: every shape's arguments are the token and the TTL.
 func (o *Extend) args(l Layout) []any {
-	ttl := o.TTL.Milliseconds()
+	s, keys := scripts.Extend, []string{o.Key}
 	switch o.Shape {
 	case Reentrant:
-		return evalArgs(scripts.ExtendReentrant, []string{o.Key}, o.Token, ttl)
+		s = scripts.ExtendReentrant
 	case Multi:
-		return evalArgs(scripts.ExtendMulti, allKeys(o.Key, o.Also), o.Token, ttl)
+		s, keys = scripts.ExtendMulti, allKeys(o.Key, o.Also)
 	case Read:
-		return evalArgs(scripts.ReadExtend, []string{o.Key}, o.Token, ttl)
+		s = scripts.ReadExtend
 	case Semaphore:
-		return evalArgs(scripts.SemExtend, l.keys(o.Key, PermitsKey(o.Key)), o.Token, ttl)
+		s, keys = scripts.SemExtend, l.keys(o.Key, PermitsKey(o.Key))
 	}
-	return evalArgs(scripts.Extend, []string{o.Key}, o.Token, ttl)
+	return evalArgs(s, keys, o.Token, o.TTL.Milliseconds())
 }
 
 // Decode implements Op: every shape's script answers 1 when it extended.

@@ -150,7 +150,7 @@ func (o *Acquire) rearmByScript(ctx context.Context, t *Tx) Reply {
 }
 
 func (o *Extend) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
-	if o.Shape != Plain || !s.setsIfEq() {
+	if !shapes[o.Shape].native || !s.setsIfEq() {
 		return cmds, false
 	}
 	args := o.nenc.at(0, func() []any { return []any{"set", o.Key, o.Token, "ifeq", o.Token, "px", o.TTL.Milliseconds()} })
@@ -174,7 +174,7 @@ func (o *Extend) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, 
 }
 
 func (o *Release) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
-	if o.Shape != Plain || !s.deletes() {
+	if !shapes[o.Shape].native || !s.deletes() {
 		return cmds, false
 	}
 	var del []any

@@ -126,11 +126,11 @@ func decodeForced(cmds []redis.Cmder) Reply {
 		return Reply{Err: err}
 	}
 	status, _ := r[0].(int64)
+	if status == 0 {
+		return Reply{} // nothing held the name
+	}
 	holder, _ := r[1].(string)
 	kind, _ := r[2].(string)
-	if status == 0 {
-		return Reply{}
-	}
 	v := status - 1 // 2 × the clients the announcement reached, + 1 if it named a waiter
 	return Reply{OK: true, Value: Forced{Holder: holder, Reentrant: kind == "hash", Released: Released{Heard: int(v / 2), Named: v%2 == 1}}}
 }

@@ -106,7 +106,7 @@ func (o *Release) Concurrent() (string, bool) { return holder(o.Shape, o.Token) 
 
 // Encode implements Op.
 func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return append(cmds, shared(ctx, o.enc.args(l, func() []any { return o.args(l) })))
+	return append(cmds, shared(ctx, o.enc.args(l, o.args)))
 }
 
 // args is the script of o's Shape, with its keys and arguments for a node

@@ -132,7 +132,9 @@ func kind(l Layout) int {
 
 // args returns the arguments kept for layout l, building them with build
 // the first time (a race builds twice and keeps one).
-func (e *encoding) args(l Layout, build func() []any) []any { return e.at(kind(l), build) }
+func (e *encoding) args(l Layout, build func(Layout) []any) []any {
+	return e.at(kind(l), func() []any { return build(l) })
+}
 
 // at returns the arguments kept in slot i (0 or 1), building them with
 // build the first time.

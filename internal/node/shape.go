@@ -54,11 +54,15 @@ type shapeRule struct {
 	// needing scripts for scripted, or, when "", for the operation itself.
 	transacts bool
 	scripted  string
+	// native: the shape's operations have the server's own commands,
+	// batched in the node's pipeline as scripts are (see native.go); a
+	// grant's only when neither fenced nor restart-delayed.
+	native bool
 }
 
 // shapes are the rules of each shape.
 var shapes = [...]shapeRule{
-	Plain:     {acquire: "acquire", extend: "extend", release: "release", transacts: true},
+	Plain:     {acquire: "acquire", extend: "extend", release: "release", transacts: true, native: true},
 	Reentrant: {acquire: "reentrant acquire", extend: "reentrant extend", release: "reentrant release", transacts: true},
 	Multi:     {acquire: "multi acquire", extend: "multi extend", release: "multi release", scripted: "a multi-name lock"},
 	Write:     {acquire: "write acquire", release: "write release", scripted: "a reader-writer lock"},

@@ -6,7 +6,8 @@ import (
 	"github.com/redlock-go/redlock/internal/node"
 )
 
-// The operator's operations, Inspect and the forced Release (Shape Any), on each kind of name (see Cases).
+// The operator's operations, Inspect and the forced Release (Shape Any),
+// on each kind of name (see Cases).
 
 func inspect(k string) *node.Inspect { return &node.Inspect{Key: k} }
 
