@@ -345,7 +345,7 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	if err := r.e.Track(0); err != nil { // counts nothing: only ErrClosed
 		return nil, err
 	}
-	return &Semaphore{sh: newShared(r.e, name, cfg, q, permitsOf(permits))}, nil
+	return &Semaphore{sh: newShared(r.e, name, cfg, q, newPermits(permits))}, nil
 }
 
 // NewRWMutex returns a reader-writer lock called name. The name is the
@@ -384,6 +384,6 @@ func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
 	}
 	rcfg := cfg
 	rcfg.Fencing, rcfg.Ack = false, node.Ack{}
-	rw.rd = newShared(r.e, name, rcfg, quorum.Majority(r.e.Pool.Size()), reading{})
+	rw.rd = newShared(r.e, name, rcfg, quorum.Majority(r.e.Pool.Size()), newReading())
 	return rw, nil
 }

@@ -161,26 +161,36 @@ func minUptime(d time.Duration) int64 {
 	return int64((d+time.Second-1)/time.Second) + 1
 }
 
-// permitsOf is a counting semaphore's sharing: one of permits permits.
-type permitsOf int
+// holds are the lease operations of a shared hold of one node.Shape: a
+// permit's and a read hold's differ in nothing else. Its release
+// announces itself to the name's waiters; its undo announces nothing.
+type holds node.Shape
 
-func (p permitsOf) acquire(name, token string, cfg *engine.Settings) node.Op {
-	return &node.Acquire{Shape: node.Semaphore, Key: name, Token: token, TTL: cfg.TTL, Permits: int(p), MinUptime: minUptime(cfg.Restart)}
+func (s holds) Release(name string, l *lease.Lease) node.Op {
+	return &node.Release{Shape: node.Shape(s), Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
 }
 
-func (permitsOf) Release(name string, l *lease.Lease) node.Op {
-	return &node.Release{Shape: node.Semaphore, Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
+func (s holds) Undo(name, token string) node.Op {
+	return &node.Release{Shape: node.Shape(s), Key: name, Token: token}
+}
+
+func (s holds) Extend(name, token string, cfg *engine.Settings) node.Op {
+	return &node.Extend{Shape: node.Shape(s), Key: name, Token: token, TTL: cfg.TTL}
+}
+
+// permitsOf is a counting semaphore's sharing: one of n permits.
+type permitsOf struct {
+	holds
+	n int
+}
+
+func newPermits(n int) permitsOf { return permitsOf{holds(node.Semaphore), n} }
+
+func (p permitsOf) acquire(name, token string, cfg *engine.Settings) node.Op {
+	return &node.Acquire{Shape: node.Semaphore, Key: name, Token: token, TTL: cfg.TTL, Permits: p.n, MinUptime: minUptime(cfg.Restart)}
 }
 
 func (permitsOf) waits() turn.Kind { return turn.Permit }
-
-func (permitsOf) Undo(name, token string) node.Op {
-	return &node.Release{Shape: node.Semaphore, Key: name, Token: token}
-}
-
-func (permitsOf) Extend(name, token string, cfg *engine.Settings) node.Op {
-	return &node.Extend{Shape: node.Semaphore, Key: name, Token: token, TTL: cfg.TTL}
-}
 
 // The refusals of a permit and of a read lock, in their own words.
 var (
@@ -193,7 +203,7 @@ func (p permitsOf) refused(n, q int, chosen bool) (string, error) {
 		return fmt.Sprintf("quorum %d set by WithQuorum", q), errPermitNotAcquired
 	}
 	return fmt.Sprintf("a %d-permit semaphore on %d nodes needs %d of them (N·K/(K+1)+1, so that no K+1 holders "+
-		"can each have a quorum; WithQuorum sets another)", int(p), n, q), errPermitNotAcquired
+		"can each have a quorum; WithQuorum sets another)", p.n, n, q), errPermitNotAcquired
 }
 
 func (permitsOf) held() string { return "" }
@@ -203,25 +213,15 @@ func (permitsOf) kinds() [4]OpKind {
 }
 
 // reading is a reader-writer lock's read holds.
-type reading struct{}
+type reading struct{ holds }
+
+func newReading() reading { return reading{holds(node.Read)} }
 
 func (reading) acquire(name, token string, cfg *engine.Settings) node.Op {
 	return &node.Acquire{Shape: node.Read, Key: name, Token: token, TTL: cfg.TTL, MinUptime: minUptime(cfg.Restart)}
 }
 
-func (reading) Release(name string, l *lease.Lease) node.Op {
-	return &node.Release{Shape: node.Read, Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name)}
-}
-
 func (reading) waits() turn.Kind { return turn.Reader }
-
-func (reading) Undo(name, token string) node.Op {
-	return &node.Release{Shape: node.Read, Key: name, Token: token}
-}
-
-func (reading) Extend(name, token string, cfg *engine.Settings) node.Op {
-	return &node.Extend{Shape: node.Read, Key: name, Token: token, TTL: cfg.TTL}
-}
 
 func (reading) refused(int, int, bool) (string, error) {
 	return "a read lock needs a majority", errReadNotAcquired
