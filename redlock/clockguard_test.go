@@ -451,3 +451,30 @@ func (r *recorder) clockJumps() map[int]int {
 	}
 	return out
 }
+
+// A node whose clock the guard refuses grants the lock, but its grant is
+// no vote: the lease records nothing for it. Its release's resend finds
+// the key gone (the first try deleted it) and a node that held the token
+// is down: whether a quorum held it is unknown, and Unlock says so with
+// ErrClockJump, not ErrNotHeld (the simulator's seed 144099 said not held
+// of a lock that nodes 0 and 2 held).
+func TestReleaseOnSkewedNodeIsUnconfirmed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		ctx := t.Context()
+		warm := newFakeMutex(t, r, "warm")
+		require.NoError(t, warm.TryLock(ctx), "the guard has just read every node")
+		require.NoError(t, warm.Unlock(ctx))
+		fs[2].Jump(2 * time.Second)
+		holder := newFakeMutex(t, r, "k", WithTTL(5*time.Second))
+		require.NoError(t, holder.TryLock(ctx), "nodes 0 and 1 vote")
+		synctest.Wait()
+		heldEverywhere(t, fs, "k")
+		fs[1].Faults(func(n *nodetest.Fake) { n.Err = errors.New("down") })
+		fs[2].Faults(func(n *nodetest.Fake) { n.Resend = true })
+		err := holder.Unlock(ctx)
+		require.ErrorIs(t, err, quorum.ErrClockJump)
+		assert.NotErrorIs(t, err, ErrNotHeld)
+		assert.Contains(t, err.Error(), "node 2 found the token absent, with a clock the guard refuses")
+	})
+}

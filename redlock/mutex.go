@@ -213,7 +213,8 @@ func (m *Mutex) live() *lease.Lease {
 //     because nodes failed (too few said the token was gone for it to be
 //     not held);
 //   - [ErrClockJump] instead, when it is unconfirmed because nodes whose
-//     clocks jumped ahead found the key without the token (it may have
+//     clocks jumped ahead, or whose clocks the guard refuses (their grants
+//     counted for nothing), found the key without the token (it may have
 //     expired there early);
 //   - neither ("release not confirmed"), when it is unconfirmed because
 //     nodes found the key without the token on a server not known to be

@@ -69,9 +69,10 @@ type Lapse struct {
 // (go-redis retries a command whose reply timed out); whoever holds the
 // key now took it after that try (a waiter it woke or handed it over to).
 // A node whose clock jumped ahead since it confirmed may have expired the
-// key early: when such nodes would make up the quorum, the release is
-// neither confirmed nor refuted, and the error wraps ErrClockJump, not
-// ErrNotHeld.
+// key early, and a node that confirmed nothing because the clock guard
+// refuses its clock may have granted all the same: when such nodes would
+// make up the quorum, the release is neither confirmed nor refuted, and
+// the error wraps ErrClockJump, not ErrNotHeld.
 // The lease's own validity is no bound for a node: a node that missed the
 // last extension expires the key at its own earlier time, and another
 // client may have held the lock there since. A reentrant Unlock that drops
@@ -83,7 +84,7 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 	}
 	defer e.WG.Done()
 	rd := e.releaseRound(ctx, c.Settings, c.Report).Needs(c.Quorum)
-	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, confirmed: c.Confirmed}
+	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, confirmed: c.Confirmed, guard: e.Guard}
 	rd.Grants = rule
 	if announced {
 		rule.heard.Watch(e.Waiters, name)
@@ -121,13 +122,20 @@ var errUnconfirmed = errors.New("redlock: release not confirmed")
 // ended is ctx's error as the release was decided.
 func (e *Engine) unfreed(ctx context.Context, ended error, rule *releaseRule, t *quorum.Tally) error {
 	reason := counted("token found on", t)
-	if unknown := len(rule.jumped) + len(rule.late); unknown > 0 && t.Yes+unknown >= t.Majority {
+	if unknown := len(rule.jumped) + len(rule.late) + len(rule.skewed); unknown > 0 && t.Yes+unknown >= t.Majority {
 		// Those nodes may have held the token until this release's
 		// earlier try deleted it, or lost it early (a clock jump, a
 		// restart): not known to be held, nor known not to be.
 		sentinel := errUnconfirmed
 		if len(rule.jumped) > 0 {
 			reason = "release not confirmed: " + reason + fmt.Sprintf("; %s found the token absent before the expiry confirmed there, but the clock jumped ahead since", nodeList(rule.jumped))
+			sentinel = quorum.ErrClockJump
+		}
+		if len(rule.skewed) > 0 {
+			if sentinel == errUnconfirmed {
+				reason = "release not confirmed: " + reason
+			}
+			reason += fmt.Sprintf("; %s found the token absent, with a clock the guard refuses: a grant there counted for nothing, and the key may have expired early", nodeList(rule.skewed))
 			sentinel = quorum.ErrClockJump
 		}
 		if len(rule.late) > 0 {
@@ -168,15 +176,22 @@ type releaseRule struct {
 	ids       *identity.Registry
 	since     time.Time
 	confirmed Confirmed
-	heard     waitq.Release // whether waiters heard it, when announced
+	guard     *quorum.ClockGuard // nil: no clock guard
+	heard     waitq.Release      // whether waiters heard it, when announced
 	// jumped and late are the nodes that found the token absent before
 	// the expiry they confirmed, but whose clocks jumped ahead since
 	// (jumped), or whose server is not known to be the one they were
 	// since the lease began (late: a restart or a failover before the
 	// lease that this process did not learn of in time, or one since;
 	// a server that keeps its keys across a restart, or a user refused
-	// INFO): whether they held it is unknown (see Free).
-	jumped, late []int
+	// INFO): whether they held it is unknown (see Free). skewed are the
+	// nodes that confirmed nothing and whose clock the guard refuses now:
+	// a grant there was refused as a vote (quorum.Pool.clocked), so the
+	// key may hold the token that this release's earlier try deleted, or
+	// may have expired early (the simulator's seed 144099: a node 2 s
+	// ahead granted, its release's resend found the key gone, and Unlock
+	// said ErrNotHeld of a lock that a quorum held).
+	jumped, late, skewed []int
 }
 
 // Grants is the release rule for one node's reply: it held the token, or
@@ -193,6 +208,9 @@ func (rr *releaseRule) Grants(i int, rep node.Reply) bool {
 	}
 	until, jumped := rr.confirmed.Confirmed(i)
 	switch {
+	case until.IsZero() && rr.guard != nil && rr.guard.Refused(i) != nil:
+		rr.skewed = addNode(rr.skewed, i)
+		return false
 	case !rr.now().Before(until):
 		return false
 	case !rr.ids.Same(i, rel.Server, rr.since):
