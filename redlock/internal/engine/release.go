@@ -127,16 +127,16 @@ func (e *Engine) unfreed(ctx context.Context, ended error, rule *releaseRule, t 
 		// earlier try deleted it, or lost it early (a clock jump, a
 		// restart): not known to be held, nor known not to be.
 		sentinel := errUnconfirmed
-		if len(rule.jumped) > 0 {
-			reason = "release not confirmed: " + reason + fmt.Sprintf("; %s found the token absent before the expiry confirmed there, but the clock jumped ahead since", nodeList(rule.jumped))
+		if len(rule.jumped)+len(rule.skewed) > 0 {
+			// Headed as errUnconfirmed heads the other case.
+			reason = "release not confirmed: " + reason
 			sentinel = quorum.ErrClockJump
 		}
+		if len(rule.jumped) > 0 {
+			reason += fmt.Sprintf("; %s found the token absent before the expiry confirmed there, but the clock jumped ahead since", nodeList(rule.jumped))
+		}
 		if len(rule.skewed) > 0 {
-			if sentinel == errUnconfirmed {
-				reason = "release not confirmed: " + reason
-			}
 			reason += fmt.Sprintf("; %s found the token absent, with a clock the guard refuses: a grant there counted for nothing, and the key may have expired early", nodeList(rule.skewed))
-			sentinel = quorum.ErrClockJump
 		}
 		if len(rule.late) > 0 {
 			reason += fmt.Sprintf("; %s found the token absent before the expiry confirmed there, on a server not known to be the one the lock was taken on (a restart or a failover may have lost the key, or this release's earlier try deleted it)", nodeList(rule.late))
