@@ -142,15 +142,17 @@ func (p *Pool) Send(ctx context.Context, i int, timeout time.Duration, op node.O
 		// Apart from the reported one below, so that its closure holds no
 		// more than without a report.
 		p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-			done.receive(p.clocked(i, now, op, p.received(i, now, op, rep)))
+			at := p.now()
+			done.receive(p.clocked(i, now, at, op, p.received(i, now, at, op, rep)))
 			p.WG.Done()
 		})
 		return
 	}
 	w := watchAfter(ctx, &p.WG, p, i, now, timeout, report)
 	p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
-		rep = p.clocked(i, now, op, p.received(i, now, op, rep))
-		w.replied(rep, p.now().After(sendBy))
+		at := p.now()
+		rep = p.clocked(i, now, at, op, p.received(i, now, at, op, rep))
+		w.replied(rep, at.After(sendBy))
 		done.receive(rep)
 		p.WG.Done()
 	})
@@ -191,14 +193,15 @@ func (p *Pool) noticeSilence(i int, now time.Time, timeout time.Duration) bool {
 	return false
 }
 
-// received learns from a reply that came in from node i to a request sent
-// at sent, and returns it with its error as operations see it.
-func (p *Pool) received(i int, sent time.Time, op node.Op, rep node.Reply) node.Reply {
+// received learns from a reply that came in from node i at at, to a
+// request sent at sent, and returns it with its error as operations see
+// it.
+func (p *Pool) received(i int, sent, at time.Time, op node.Op, rep node.Reply) node.Reply {
 	s := p.states[i]
 	s.mu.Lock()
 	s.inflight--
 	if rep.Err == nil {
-		s.trip(p.now().Sub(sent))
+		s.trip(at.Sub(sent))
 	}
 	s.mu.Unlock()
 	p.observe(i, rep.Err)
@@ -471,15 +474,16 @@ func (p *Pool) Caps(i int) node.Caps {
 	return node.Caps{}
 }
 
-// clocked passes node i's reply to op, a request sent at sent, through
-// the guard: a vote from a node that may not vote becomes an error
+// clocked passes node i's reply to op, a request sent at sent and
+// answered at at, through the guard: a vote from a node that may not vote
+// becomes an error
 // wrapping ErrClockJump (the node may hold the token: an attempt undoes it
 // there). A vote that carries no time (a node that answered without it:
 // one laid out as a Cluster or a Ring, a user refused TIME, a batch whose
 // TIME failed) tells the guard nothing, but it does not count from a node
 // the guard refuses: that node may have expired keys early, whatever this
 // reply says (the simulator's seed 200412, two writers at once).
-func (p *Pool) clocked(i int, sent time.Time, op node.Op, rep node.Reply) node.Reply {
+func (p *Pool) clocked(i int, sent, at time.Time, op node.Op, rep node.Reply) node.Reply {
 	if p.Guard == nil || rep.Err != nil {
 		return rep
 	}
@@ -491,7 +495,7 @@ func (p *Pool) clocked(i int, sent time.Time, op node.Op, rep node.Reply) node.R
 		}
 		return rep
 	}
-	if why := p.Guard.Check(i, sent, p.now(), rep.Time); why != nil && rep.OK {
+	if why := p.Guard.Check(i, sent, at, rep.Time); why != nil && rep.OK {
 		return node.Reply{Err: why, Value: rep.Value, Time: rep.Time}
 	}
 	return rep
