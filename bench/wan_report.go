@@ -28,8 +28,8 @@ in-process proxy that delivers every chunk that long after it read it, both ways
 and node. Every client is at go-redis' default options, each library at its defaults (redlock-go:
 WithTTL(%v); redsync: WithExpiry(%v)). %d Go threads on %d cores.
 
-Renewal: from every site at once, a redlock-go Do with a 2 s TTL whose function holds the lock for
--wan.hold (the extensions must each reach a quorum in time, across the sites).
+Renewal: from every site at once, a redlock-go Do with a %v TTL whose function holds the lock for
+%v (-wan.hold; the extensions must each reach a quorum in time, across the sites).
 
 Floors: a Lock or an Unlock from site S needs a majority's replies, so it takes at least the
 majority-th smallest round trip from S. A hand-over from a holder in X to a waiter in Y (the
@@ -37,13 +37,13 @@ holder's Unlock called to the waiter's Lock returning) needs the release to reac
 tell the waiter, on a majority of nodes: at least the majority-th smallest d(X,k) + d(k,Y).
 
 Uncontended: %d lock+unlock pairs on distinct names per site, one after another, after five that
-dial the connections (not counted). Contended: one
-contender per process (its own lock client and node clients), sites as listed, looping Lock
-(bounded by %v), a %v hold, Unlock on one name, %v per run, %d interleaved runs per library.
-A Lock that reached its bound is a failed Lock. No two holds overlapped in any run (checked).
+dial the connections (not counted). Contended: one contender per process (its own lock client and
+node clients), sites as listed, looping Lock (bounded by %v), a %v hold, Unlock on one name, %v per
+run, %d interleaved runs per library. A Lock that reached its bound is a failed Lock. No two holds
+overlapped in any run (checked).
 
 `, wanDelay[0][1], wanDelay[0][2], wanDelay[1][2], ttl, ttl, runtime.GOMAXPROCS(0), runtime.NumCPU(),
-		wanPairs, wanLockWait, wanHold, *duration, *rounds)
+		renewTTL, *renewHold, wanPairs, wanLockWait, wanHold, *duration, *rounds)
 }
 
 // table is the placement's section of WAN.md.
