@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/node"
 )
 
 // The clock guard. Redis expires a key by its own wall clock: a node whose
@@ -224,4 +226,31 @@ func (g *ClockGuard) ProcessSkew() (time.Duration, bool) {
 		return 0, false
 	}
 	return offsets[len(offsets)/2], true
+}
+
+// clocked passes node i's reply to op, a request sent at sent and
+// answered at at, through the guard: a vote from a node that may not vote
+// becomes an error wrapping ErrClockJump (the node may hold the token: an
+// attempt undoes it there). A vote that carries no time (a node that
+// answered without it: one laid out as a Cluster or a Ring, a user refused
+// TIME, a batch whose TIME failed) tells the guard nothing, but it does
+// not count from a node the guard refuses: that node may have expired keys
+// early, whatever this reply says (the simulator's seed 200412, two
+// writers at once).
+func (p *Pool) clocked(i int, sent, at time.Time, op node.Op, rep node.Reply) node.Reply {
+	if p.Guard == nil || rep.Err != nil {
+		return rep
+	}
+	if rep.Time.IsZero() {
+		if _, vote := op.(node.Timed); vote && rep.OK {
+			if why := p.Guard.Refused(i); why != nil {
+				return node.Reply{Err: why, Value: rep.Value}
+			}
+		}
+		return rep
+	}
+	if why := p.Guard.Check(i, sent, at, rep.Time); why != nil && rep.OK {
+		return node.Reply{Err: why, Value: rep.Value, Time: rep.Time}
+	}
+	return rep
 }
