@@ -16,6 +16,8 @@ BIN := $(CURDIR)/bin
 ## run as processes on loopback.
 test: unit integration
 
+# scripts/test-summary.sh ends a failing run with what failed (each failing
+# test's last lines, panics, races), so a log read from its tail names it.
 # integration/ and bench/ are modules of their own (the harness's and the
 # competitors' dependencies stay out of the library's go.mod): each is
 # vetted from inside it.
@@ -23,9 +25,9 @@ unit:
 	$(GO) vet ./...
 	cd integration && $(GO) vet ./...
 	cd bench && $(GO) vet ./...
-	$(GO) test -race -count=1 ./redlock/... ./redlockotel/... $$($(GO) list ./internal/... | grep -v /internal/sim) ./cmd/...
-	$(GO) test -race -count=1 ./internal/sim -sim.time=15s
-	$(GO) test -count=1 -run 'TestSimulation|TestReplay' ./internal/sim -sim.time=60s -v
+	scripts/test-summary.sh $(GO) test -race -count=1 ./redlock/... ./redlockotel/... $$($(GO) list ./internal/... | grep -v /internal/sim) ./cmd/...
+	scripts/test-summary.sh $(GO) test -race -count=1 ./internal/sim -sim.time=15s
+	scripts/test-summary.sh $(GO) test -count=1 -run 'TestSimulation|TestReplay' ./internal/sim -sim.time=60s -v
 
 # scripts/fetch-servers.sh fetches the matrix's servers from Debian's
 # archive into .servers/ (REDLOCK_SERVERS_DIR), about 20 s the first time
@@ -33,7 +35,7 @@ unit:
 # tests read from REDLOCK_SERVERS: without it TestServerMatrix fails.
 integration:
 	servers=$$(scripts/fetch-servers.sh) && \
-	cd integration && REDLOCK_SERVERS="$$servers" ../scripts/with-redis-env.sh $(GO) test -race -count=1 -timeout 20m -v ./...
+	cd integration && REDLOCK_SERVERS="$$servers" ../scripts/test-summary.sh ../scripts/with-redis-env.sh $(GO) test -race -count=1 -timeout 20m -v ./...
 
 ## soak: about a minute (REDLOCK_SOAK_DURATION) of five clients contending
 ## for one fenced lock under random faults, one at a time (latency,
