@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // aclLine is the README's least-privilege ACL for user on keys starting
@@ -51,13 +52,13 @@ var aclTiers = []struct {
 	off  string // the feature every node reports off, "" for none
 }{
 	{"core and options", nil, ""},
-	{"no queue", []string{"zadd", "zrem", "zpopmin"}, redlock.FeatureQueue},
+	{"no queue", []string{"zadd", "zrem", "zpopmin"}, report.FeatureQueue},
 	{"no zpopmin", []string{"zpopmin"}, ""},
-	{"no info", []string{"info"}, redlock.FeatureIdentify},
-	{"no time", []string{"time"}, redlock.FeatureClock},
+	{"no info", []string{"info"}, report.FeatureIdentify},
+	{"no time", []string{"time"}, report.FeatureClock},
 	{"no channels", []string{"channels"}, ""},
 	{"no numsub", []string{"pubsub|numsub"}, ""}, // releases name the waiter instead of handing over
-	{"core only", []string{"zadd", "zrem", "zpopmin", "info", "channels", "publish", "subscribe", "unsubscribe", "pubsub|numsub"}, redlock.FeatureQueue},
+	{"core only", []string{"zadd", "zrem", "zpopmin", "info", "channels", "publish", "subscribe", "unsubscribe", "pubsub|numsub"}, report.FeatureQueue},
 }
 
 // TestACLTiers runs the lock as users with the least-privilege line minus
@@ -135,7 +136,7 @@ func TestACLTiers(t *testing.T) {
 		require.ErrorIs(t, err, redlock.ErrMisconfigured)
 		assert.NotErrorIs(t, err, redlock.ErrNotHeld)
 		assert.NotErrorIs(t, err, redlock.ErrLockLost)
-		assert.GreaterOrEqual(t, len(redlock.NodeErrors(err)), 2, "each node's own error: %v", err)
+		assert.GreaterOrEqual(t, len(report.NodeErrors(err)), 2, "each node's own error: %v", err)
 		assert.Contains(t, err.Error(), "can't run this command", "Redis' words for a command a script may not run")
 		require.NoError(t, m.Unlock(ctx))
 	})
@@ -236,7 +237,7 @@ func TestACLFullLine(t *testing.T) {
 		require.NoError(t, m.Err(), "renewal")
 		s, err := rl.Inspect(ctx, "locks:fenced")
 		require.NoError(t, err)
-		assert.Equal(t, redlock.KindLock, s.Kind)
+		assert.Equal(t, report.KindLock, s.Kind)
 		assert.True(t, s.Locked())
 		w := newMutex(t, other, "locks:fenced", redlock.WithFencing())
 		waiter := lockInBackground(ctx, w)
@@ -282,7 +283,7 @@ func TestACLFullLine(t *testing.T) {
 		require.NoError(t, r1.Extend(ctx))
 		s, err := rl.Inspect(ctx, "locks:rw")
 		require.NoError(t, err)
-		assert.Equal(t, redlock.KindReaders, s.Kind)
+		assert.Equal(t, report.KindReaders, s.Kind)
 		w, err := other.NewRWMutex("locks:rw", redlock.WithFencing())
 		require.NoError(t, err)
 		wrote := make(chan error, 1)
@@ -318,7 +319,7 @@ func TestACLFullLine(t *testing.T) {
 		assert.ErrorIs(t, sems[2].TryAcquire(ctx), redlock.ErrNotAcquired)
 		s, err := rl.Inspect(ctx, "locks:sem")
 		require.NoError(t, err)
-		assert.Equal(t, redlock.KindSemaphore, s.Kind)
+		assert.Equal(t, report.KindSemaphore, s.Kind)
 		require.NotNil(t, s.Semaphore)
 		assert.Len(t, s.Semaphore.Holders, 2)
 		require.NoError(t, sems[0].Release(ctx))
@@ -356,7 +357,7 @@ func TestACLFullLine(t *testing.T) {
 	for _, h := range append(rl.Health(), other.Health()...) {
 		assert.Empty(t, h.Off, "node %d: no feature off", h.Index)
 	}
-	noFailureBut(t, obs, len(admin), since, redlock.ErrNodeRecovering) // the restart delay's refusals
+	noFailureBut(t, obs, len(admin), since, report.ErrNodeRecovering) // the restart delay's refusals
 }
 
 // noFailureBut fails t for each failure obs heard from one of nodes since
@@ -377,7 +378,7 @@ func noFailureBut(t *testing.T, obs *failures, nodes int, since time.Time, excep
 }
 
 // assertForced checks that ForceUnlock freed the name on every node.
-func assertForced(t *testing.T, forced []redlock.ForcedRelease) {
+func assertForced(t *testing.T, forced []report.ForcedRelease) {
 	t.Helper()
 	for _, f := range forced {
 		assert.NoError(t, f.Err)
@@ -387,7 +388,7 @@ func assertForced(t *testing.T, forced []redlock.ForcedRelease) {
 // slow reports whether a node failure is a node too slow to answer (the
 // machine was loaded), which says nothing about permissions.
 func slow(err error) bool {
-	return errors.Is(err, redlock.ErrNodeTimeout) || errors.Is(err, redlock.ErrNodeDown)
+	return errors.Is(err, report.ErrNodeTimeout) || errors.Is(err, report.ErrNodeDown)
 }
 
 // TestACLWrongPasswords runs the lock on five nodes whose clients, for two
@@ -425,7 +426,7 @@ func TestACLWrongPasswords(t *testing.T) {
 	t.Logf("Lock after %v: %v", took, err)
 	requireMisconfigured(t, err, took, 3*time.Second)
 	assert.ErrorContains(t, err, "misconfigured nodes: 3")
-	for _, ne := range redlock.NodeErrors(err) {
+	for _, ne := range report.NodeErrors(err) {
 		want := map[int]string{0: "WRONGPASS", 1: "WRONGPASS", 2: "NOAUTH"}[ne.Index]
 		require.NotEmpty(t, want, "node %d did not fail: %v", ne.Index, ne)
 		assert.ErrorIs(t, ne, redlock.ErrMisconfigured)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // The audit against servers configured each way: each finding where it
@@ -29,10 +30,10 @@ var synced = []string{"--appendonly", "yes", "--appendfsync", "always", "--dir",
 func with(more ...string) []string { return append(append([]string(nil), synced...), more...) }
 
 // findings are a node's findings above info, as "severity code".
-func findings(a *redlock.NodeAudit) []string {
+func findings(a *report.NodeAudit) []string {
 	var out []string
 	for _, f := range a.Findings {
-		if f.Severity > redlock.SeverityInfo {
+		if f.Severity > report.SeverityInfo {
 			out = append(out, f.Severity.String()+" "+f.Code)
 		}
 	}
@@ -58,7 +59,7 @@ func clientsOf(t *testing.T, opts *redis.Options, addrs ...string) []redis.Unive
 }
 
 // auditOf audits clients with opts and returns what it found.
-func auditOf(t *testing.T, clients []redis.UniversalClient, opts ...redlock.Option) []redlock.NodeAudit {
+func auditOf(t *testing.T, clients []redis.UniversalClient, opts ...redlock.Option) []report.NodeAudit {
 	t.Helper()
 	rl, err := redlock.New(clients, opts...)
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // The lock as users deploy it: Sentinel-managed masters, a Redis Cluster as
@@ -178,7 +179,7 @@ func TestDeploySentinel(t *testing.T) {
 		}
 		err := newMutex(t, rl, name+":errors").TryLock(ctx)
 		require.ErrorIs(t, err, redlock.ErrNotAcquired)
-		errs := redlock.NodeErrors(err)
+		errs := report.NodeErrors(err)
 		require.NotEmpty(t, errs, "%v", err)
 		for _, e := range errs {
 			assert.NotContains(t, e.Addr, "FailoverClient", "node %d", e.Index)
@@ -355,8 +356,8 @@ func TestDeployTLS(t *testing.T) {
 	t.Logf("TryLock: %v", err)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	assert.ErrorIs(t, err, redlock.ErrMisconfigured)
-	require.Len(t, redlock.NodeErrors(err), len(tn))
-	for _, ne := range redlock.NodeErrors(err) {
+	require.Len(t, report.NodeErrors(err), len(tn))
+	for _, ne := range report.NodeErrors(err) {
 		assert.ErrorIs(t, ne, redlock.ErrMisconfigured, "node %d", ne.Index)
 		assert.ErrorContains(t, ne, "x509: certificate signed by unknown authority")
 	}
@@ -423,7 +424,7 @@ func TestDeployACL(t *testing.T) {
 		took := time.Since(start)
 		requireMisconfigured(t, err, took, time.Second)
 		var noperm bool
-		for _, e := range redlock.NodeErrors(err) {
+		for _, e := range report.NodeErrors(err) {
 			noperm = noperm || strings.Contains(e.Error(), "NOPERM")
 		}
 		assert.True(t, noperm, "a node error says NOPERM: %v", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // TestFairHandoffBound checks the bound docs/ALGORITHM.md states for the
@@ -109,7 +110,7 @@ func contend(t *testing.T, c *Cluster, notify bool) ([]time.Duration, []int) {
 					// timeout: the release still lands (or the key
 					// expires), and the overlap check stays. Any other
 					// error fails the test.
-					if !errors.Is(err, redlock.ErrNodeTimeout) {
+					if !errors.Is(err, report.ErrNodeTimeout) {
 						t.Errorf("contender %d: %v", i, err)
 						return
 					}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // TestFaultMajorityPausedBeyondTTL: three of five nodes freeze for longer
@@ -439,8 +440,8 @@ func TestFaultHolderPausedPastValidity(t *testing.T) {
 // recoveringNode reports whether err says node i refused as recovering
 // from a restart.
 func recoveringNode(err error, i int) bool {
-	for _, ne := range redlock.NodeErrors(err) {
-		if ne.Index == i && errors.Is(ne, redlock.ErrNodeRecovering) {
+	for _, ne := range report.NodeErrors(err) {
+		if ne.Index == i && errors.Is(ne, report.ErrNodeRecovering) {
 			return true
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redlock-go/redlock/integration/clientnet"
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // Fault scenarios: each simulated client is a separate "process" with its
@@ -191,7 +192,7 @@ func (r *rig) contendBoth(t *testing.T, a *simClient, ma *redlock.Mutex, b *simC
 // driftOf is the library's drift allowance at its default factor: TTL ×
 // factor, rounded up, plus 2ms.
 func driftOf(ttl time.Duration) time.Duration {
-	return time.Duration(math.Ceil(float64(ttl)*redlock.DefaultDriftFactor)) + 2*time.Millisecond
+	return time.Duration(math.Ceil(float64(ttl)*0.01)) + 2*time.Millisecond
 }
 
 // TestFaultLatency: two slow nodes (+50ms per round trip) do not slow the
@@ -344,7 +345,7 @@ func TestFaultRepliesLost(t *testing.T) {
 	require.NoError(t, a.net.DropReplies(2))
 	err := mf.TryLock(ctx)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	failedNodes := indexes(redlock.NodeErrors(err))
+	failedNodes := indexes(report.NodeErrors(err))
 	assert.Subset(t, failedNodes, []int{1, 2, 3})
 	got := r.values(t, name2)
 	assert.NotEmpty(t, got[1], "node 1 did not apply the SET whose reply it lost")

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 func TestMain(m *testing.M) {
@@ -115,16 +116,16 @@ func values(t *testing.T, nodes []*redis.Client, key string) []string {
 func requireTimedOut(t *testing.T, err error, took, nodeTimeout time.Duration, silent ...int) {
 	t.Helper()
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	errs := redlock.NodeErrors(err)
+	errs := report.NodeErrors(err)
 	assert.ElementsMatch(t, silent, indexes(errs))
 	for _, e := range errs {
-		assert.ErrorIs(t, e, redlock.ErrNodeTimeout)
+		assert.ErrorIs(t, e, report.ErrNodeTimeout)
 	}
 	assert.GreaterOrEqual(t, took, nodeTimeout)
 	assert.Less(t, took, 2*nodeTimeout, "took %v: more than about one node timeout", took)
 }
 
-func indexes(errs []*redlock.NodeError) []int {
+func indexes(errs []*report.NodeError) []int {
 	out := make([]int, len(errs))
 	for i, e := range errs {
 		out[i] = e.Index

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // The server matrix's suites that have no test of their own elsewhere:
@@ -62,7 +63,7 @@ func matrixLock(t *testing.T, s *Servers) {
 	require.ErrorIs(t, newMutex(t, other, name).TryLock(ctx), redlock.ErrNotAcquired, "held by another")
 	st, err := other.Inspect(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, redlock.KindLock, st.Kind)
+	assert.Equal(t, report.KindLock, st.Kind)
 	assert.Equal(t, token, st.Holder)
 	assert.Equal(t, []int{matrixNodes, matrixNodes/2 + 1}, []int{st.Held, st.Quorum}, "Inspect: held on every node, and the quorum")
 
@@ -153,11 +154,11 @@ func requireSpokenWithoutScripts(ctx context.Context, t *testing.T, rl *redlock.
 	require.NoError(t, m.Unlock(ctx))
 	// Lock, Extend and Unlock return at a quorum: the last node may
 	// refuse its first script, and switch, after them.
-	requireOffEverywhere(t, rl, redlock.FeatureScripts)
+	requireOffEverywhere(t, rl, report.FeatureScripts)
 	for _, h := range rl.Health() {
 		assert.Equal(t, row.withoutScripts, h.Way, "node %d: the way without scripts (the table's)", h.Index)
-		require.Contains(t, h.Off, redlock.FeatureScripts, "node %d", h.Index)
-		assert.ErrorContains(t, h.Off[redlock.FeatureScripts], cause, "node %d", h.Index)
+		require.Contains(t, h.Off, report.FeatureScripts, "node %d", h.Index)
+		assert.ErrorContains(t, h.Off[report.FeatureScripts], cause, "node %d", h.Index)
 	}
 }
 
@@ -215,7 +216,7 @@ func matrixClock(t *testing.T, s *Servers) {
 			require.NoError(t, m.Unlock(ctx))
 			for _, h := range rl.Health() {
 				assert.NoError(t, h.Clock, "node %d votes", h.Index)
-				assert.NotContains(t, h.Off, redlock.FeatureClock, "node %d: its TIME is read", h.Index)
+				assert.NotContains(t, h.Off, report.FeatureClock, "node %d: its TIME is read", h.Index)
 			}
 			audits, err := rl.Audit(ctx)
 			require.NoError(t, err)
@@ -237,7 +238,7 @@ func matrixClock(t *testing.T, s *Servers) {
 		require.NoError(t, m.Lock(ctx))
 		// Lock returns at a quorum: the last node's TIME may be refused
 		// after it, or only when the watch reads it (every second).
-		requireOffEverywhere(t, rl, redlock.FeatureClock)
+		requireOffEverywhere(t, rl, report.FeatureClock)
 		require.NoError(t, m.Unlock(ctx))
 	})
 }

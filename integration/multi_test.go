@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // Multi-name locks against plain locks on their names, from separate
@@ -146,7 +147,7 @@ func TestMultiMutexRestartDelay(t *testing.T) {
 	require.NoError(t, err)
 	err = m.TryLock(t.Context())
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	assert.ErrorIs(t, err, redlock.ErrNodeRecovering, "every node has been up for seconds, not an hour")
+	assert.ErrorIs(t, err, report.ErrNodeRecovering, "every node has been up for seconds, not an hour")
 	assert.Equal(t, []string{"", "", ""}, values(t, inspector(t, c), "{delay}:a"))
 }
 

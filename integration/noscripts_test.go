@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // noScriptsUser creates, on every node, the user an operator who denies
@@ -96,8 +97,8 @@ func TestWithoutScriptsWorkload(t *testing.T) {
 	}
 	for _, h := range rls[0].Health()[:3] {
 		assert.Equal(t, "transactions", h.Way, "node %d", h.Index)
-		require.Contains(t, h.Off, redlock.FeatureScripts, "node %d", h.Index)
-		assert.ErrorContains(t, h.Off[redlock.FeatureScripts], "NOPERM")
+		require.Contains(t, h.Off, report.FeatureScripts, "node %d", h.Index)
+		assert.ErrorContains(t, h.Off[report.FeatureScripts], "NOPERM")
 	}
 
 	t.Run("reentrant and renewal", func(t *testing.T) {
@@ -216,7 +217,7 @@ func TestWithoutScriptsACLLine(t *testing.T) {
 	// follows, or finds the holder's release still on its way there
 	// (without scripts a release takes two round trips) and is refused.
 	var (
-		st  *redlock.LockState
+		st  *report.LockState
 		err error
 	)
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -241,7 +242,7 @@ func TestWithoutScriptsACLLine(t *testing.T) {
 	for _, h := range rl.Health() {
 		assert.Equal(t, "transactions", h.Way)
 		for f := range h.Off {
-			assert.Equal(t, redlock.FeatureScripts, f, "node %d: %v", h.Index, h.Off[f])
+			assert.Equal(t, report.FeatureScripts, f, "node %d: %v", h.Index, h.Off[f])
 		}
 	}
 }

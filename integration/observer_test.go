@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // failures is an Observer that records when each node failure reached it.
@@ -21,13 +22,13 @@ type failures struct {
 
 type failure struct {
 	at time.Time
-	e  *redlock.NodeError
+	e  *report.NodeError
 }
 
-func (f *failures) OpStart(ctx context.Context, _ redlock.Op) context.Context { return ctx }
-func (*failures) OpEnd(context.Context, redlock.Op, redlock.OpResult)         {}
-func (*failures) HoldEnd(redlock.Hold)                                        {}
-func (f *failures) NodeFailed(_ context.Context, e *redlock.NodeError) {
+func (f *failures) OpStart(ctx context.Context, _ report.Op) context.Context { return ctx }
+func (*failures) OpEnd(context.Context, report.Op, report.OpResult)          {}
+func (*failures) HoldEnd(report.Hold)                                        {}
+func (f *failures) NodeFailed(_ context.Context, e *report.NodeError) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.got = append(f.got, failure{at: time.Now(), e: e})
@@ -74,13 +75,13 @@ func TestNodeFailureSeenAtTimeout(t *testing.T) {
 			"node %d's failure never reported", node)
 		first := obs.of(node, start)[0]
 		assert.Less(t, first.at.Sub(start), within, "reported %v after the call started", first.at.Sub(start))
-		assert.ErrorIs(t, first.e, redlock.ErrNodeTimeout)
+		assert.ErrorIs(t, first.e, report.ErrNodeTimeout)
 		assert.False(t, first.e.Late)
 		require.NoError(t, m.Unlock(ctx)) // skips the node, now down
 		time.Sleep(4 * time.Second)       // go-redis gives up on the first call
 		counted := 0
 		for _, f := range obs.of(node, start) {
-			if !f.e.Late && !errors.Is(f.e, redlock.ErrNodeDown) { // not the calls skipped since
+			if !f.e.Late && !errors.Is(f.e, report.ErrNodeDown) { // not the calls skipped since
 				counted++
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // Replicated masters: nodes 0-2 of a six-node cluster are masters, and
@@ -125,7 +126,7 @@ func TestReplicaAckStoppedReplica(t *testing.T) {
 	// then the one after the EVAL), each of them the full 1.5 s.
 	require.Eventually(t, func() bool { return len(obs.of(0, since)) > 0 }, 5*time.Second, 10*time.Millisecond)
 	f := obs.of(0, since)[0]
-	assert.ErrorIs(t, f.e, redlock.ErrNotReplicated, "the node it did without, reported: %v", f.e)
+	assert.ErrorIs(t, f.e, report.ErrNotReplicated, "the node it did without, reported: %v", f.e)
 	assert.Contains(t, f.e.Error(), "0 of 1 replicas acknowledged within 1.5s")
 	assert.Equal(t, c.Addr(0), f.e.Addr)
 
@@ -135,14 +136,14 @@ func TestReplicaAckStoppedReplica(t *testing.T) {
 	t.Cleanup(func() { _ = c.Unpause(context.Background(), 4) })
 	err = m.Extend(ctx)
 	require.ErrorIs(t, err, redlock.ErrNotHeld, "one acknowledged extension of three")
-	assert.ErrorIs(t, err, redlock.ErrNotReplicated)
+	assert.ErrorIs(t, err, report.ErrNotReplicated)
 
 	failed := newMutex(t, rl, "replica:two-stopped")
 	err = failed.TryLock(ctx)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	var named []int
-	for _, e := range redlock.NodeErrors(err) {
-		assert.ErrorIs(t, e, redlock.ErrNotReplicated)
+	for _, e := range report.NodeErrors(err) {
+		assert.ErrorIs(t, e, report.ErrNotReplicated)
 		named = append(named, e.Index)
 	}
 	assert.ElementsMatch(t, []int{0, 1}, named, "each node named with its cause: %v", err)

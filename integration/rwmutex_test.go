@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // A reader-writer lock on five real nodes: readers, writers and a plain
@@ -215,7 +216,7 @@ func TestRWMutexRestartDelay(t *testing.T) {
 	for _, take := range []func(context.Context) error{rw.TryRLock, rw.TryLock} {
 		err = take(t.Context())
 		require.ErrorIs(t, err, redlock.ErrNotAcquired)
-		assert.ErrorIs(t, err, redlock.ErrNodeRecovering, "every node has been up for seconds, not an hour")
+		assert.ErrorIs(t, err, report.ErrNodeRecovering, "every node has been up for seconds, not an hour")
 	}
 	for _, n := range inspector(t, c) {
 		assert.Zero(t, n.Exists(t.Context(), "rw:delay", "rw:delay:redlock:writer").Val())

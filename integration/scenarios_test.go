@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // String shows a window in milliseconds from the first start of a run.
@@ -152,7 +153,7 @@ func TestMajorityDown(t *testing.T) {
 	err := m.TryLock(ctx)
 	took := time.Since(start)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	errs := redlock.NodeErrors(err)
+	errs := report.NodeErrors(err)
 	assert.ElementsMatch(t, []int{1, 2, 4}, indexes(errs))
 	for _, e := range errs {
 		assert.Equal(t, c.Addr(e.Index), e.Addr)
@@ -264,7 +265,7 @@ func TestFailedAcquisitionLeavesNoToken(t *testing.T) {
 	err := m.TryLock(ctx)
 	took := time.Since(start)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	assert.Empty(t, redlock.NodeErrors(err), "three refusals decide before node 4 times out")
+	assert.Empty(t, report.NodeErrors(err), "three refusals decide before node 4 times out")
 	assert.Less(t, took, 200*time.Millisecond, "took %v", took)
 	// Node 3's grant and the third refusal race: a grant in before the
 	// outcome was decided is released before TryLock returns, one that

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 func TestReplicaAckOptions(t *testing.T) {
@@ -46,10 +47,10 @@ func TestReplicaAckCounts(t *testing.T) {
 	m := newFakeMutex(t, r, "k", WithFencing())
 	err := m.TryLock(t.Context())
 	require.ErrorIs(t, err, ErrNotAcquired)
-	ne := NodeErrors(err)
+	ne := report.NodeErrors(err)
 	require.Len(t, ne, 2)
 	for _, e := range ne {
-		assert.ErrorIs(t, e, ErrNotReplicated)
+		assert.ErrorIs(t, e, report.ErrNotReplicated)
 		assert.Contains(t, e.Error(), "0 of 1 replicas acknowledged within 20ms")
 	}
 	require.Eventually(t, func() bool {
@@ -78,6 +79,6 @@ func TestReplicaAckCounts(t *testing.T) {
 	err = m.Extend(t.Context())
 	require.ErrorIs(t, err, ErrNotHeld, "one acknowledged extension of three")
 	assert.NotErrorIs(t, err, ErrLockLost)
-	assert.ErrorIs(t, err, ErrNotReplicated)
+	assert.ErrorIs(t, err, report.ErrNotReplicated)
 	require.NoError(t, m.Unlock(t.Context()), "releases need no acknowledgement")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
@@ -22,124 +23,8 @@ import (
 // off. The audit reads each node's settings and its user's rights
 // (node.Facts) and judges them against the Redlock's options: once in the
 // background a second after the first attempt to acquire, and whenever [Redlock.Audit] is
-// called. Each finding is kept for [NodeHealth.Audit] and told once to the
+// called. Each finding is kept for [report.NodeHealth.Audit] and told once to the
 // Observer.
-
-// Severity says how much a [Finding] matters.
-type Severity uint8
-
-// The severities, least first.
-const (
-	// SeverityInfo is a fact worth knowing that costs nothing (the server's
-	// version, a setting that could not be read).
-	SeverityInfo Severity = iota + 1
-	// SeverityDegraded is a feature that falls back (a right missing: the
-	// lock works without it), or a node that does not take part (it cannot
-	// be reached, refuses this client, or does not vote for its clock):
-	// the lock tolerates it as a failed node.
-	SeverityDegraded
-	// SeverityUnsafe is a setting under which the node can lose a lock it
-	// granted while it is held (eviction, no persistence, replicas not
-	// waited for): another client can then take it.
-	SeverityUnsafe
-)
-
-// String returns "info", "degraded" or "unsafe"; "ok" for zero.
-func (s Severity) String() string {
-	switch s {
-	case SeverityInfo:
-		return "info"
-	case SeverityDegraded:
-		return "degraded"
-	case SeverityUnsafe:
-		return "unsafe"
-	}
-	return "ok"
-}
-
-// Finding is one thing an audit found on a node (see [NodeAudit]).
-type Finding struct {
-	Severity Severity
-	// Code names what was found: "eviction", "persistence", "replication",
-	// "clock" (unsafe or degraded); "scripts", "queue", "channels",
-	// "time", "info" (a right missing: degraded), "commands" (a right the
-	// lock needs: unsafe, every lock fails there), "unreachable",
-	// "refused" (degraded); "server", "config", "rights" (info).
-	// docs/DEPLOYMENTS.md says what each means and how to fix it.
-	Code string
-	// Message says what was found, what it risks, and how to fix it.
-	Message string
-}
-
-// String returns the finding as "severity code: message".
-func (f Finding) String() string { return f.Severity.String() + " " + f.Code + ": " + f.Message }
-
-// NodeAudit is what an audit found on one node (see [Redlock.Audit]).
-type NodeAudit struct {
-	// Index is the node's position in the clients given to [New].
-	Index int
-	// Addr is the node's address as its client reports it.
-	Addr string
-	// At is when the audit ended.
-	At time.Time
-	// Err is why the node could not be read, a [*NodeError]: it could not
-	// be reached, or refused this client (a wrong password: it wraps
-	// [ErrMisconfigured]). The fields below are then zero but Findings.
-	Err error
-	// Server is "redis" or "valkey", and Version its version; "" when
-	// INFO was refused.
-	Server, Version string
-	// Role is "master" or "replica" (INFO's "slave"), and Replicas how
-	// many replicas are attached.
-	Role     string
-	Replicas int
-	// MaxMemory is maxmemory in bytes (0: no limit), and Policy
-	// maxmemory-policy.
-	MaxMemory int64
-	Policy    string
-	// AppendOnly says whether the append-only file is on, and AppendFsync
-	// its fsync policy ("" when CONFIG GET was refused).
-	AppendOnly  bool
-	AppendFsync string
-	// ClockOffset is the node's clock minus this process's, read by TIME
-	// with a round trip of RoundTrip; both zero when TIME was refused.
-	ClockOffset, RoundTrip time.Duration
-	// User is the connection's ACL user ("" when ACL WHOAMI was refused).
-	User string
-	// Ways are the ways the node can be spoken to (see [NodeHealth.Way]):
-	// "scripts" unless scripting is refused, "native" when the server has
-	// a compare-and-set of its own (see Caps), and "transactions".
-	Ways []string
-	// Caps is what the server is and which of its own compare-and-set
-	// commands the user may run (see [NodeHealth.Caps]).
-	Caps NodeCaps
-	// Missing are the commands the user may not run, of those the library
-	// sends, sorted; nil when none (or they could not be checked: see the
-	// finding "rights").
-	Missing []string
-	// Findings are what was found, most severe first.
-	Findings []Finding
-}
-
-// Verdict returns the severity of the most severe finding; 0 when none.
-func (a *NodeAudit) Verdict() Severity {
-	var v Severity
-	for _, f := range a.Findings {
-		v = max(v, f.Severity)
-	}
-	return v
-}
-
-// AuditObserver is an [Observer] that also hears what audits find (see
-// [Redlock.Audit]). Give it to [New] with [WithObserver].
-type AuditObserver interface {
-	Observer
-	// Found is called once per node and [Finding.Code] above
-	// [SeverityInfo], the first time an audit finds it, on the goroutine
-	// of the audit (the background's, or Audit's caller's): index and
-	// addr name the node as [NodeAudit] does.
-	Found(index int, addr string, f Finding)
-}
 
 // auditTimeout bounds one node's audit (a dozen round trips).
 const auditTimeout = 5 * time.Second
@@ -152,7 +37,7 @@ type auditor struct {
 	restart   time.Duration
 	replicas  int
 	tolerance time.Duration
-	observer  AuditObserver // nil: none
+	observer  report.AuditObserver // nil: none
 
 	gate      bool          // WithSafeQuorum
 	once      sync.Once     // the first audit starts once
@@ -161,23 +46,23 @@ type auditor struct {
 
 	mu      sync.Mutex
 	running bool // an audit started in the background runs
-	last    []*NodeAudit
+	last    []*report.NodeAudit
 	told    []map[string]bool // per node: the finding codes told
 }
 
 func newAuditor(e *engine.Engine, n int, tolerance time.Duration) *auditor {
-	return &auditor{e: e, tolerance: tolerance, first: make(chan struct{}), last: make([]*NodeAudit, n), told: make([]map[string]bool, n)}
+	return &auditor{e: e, tolerance: tolerance, first: make(chan struct{}), last: make([]*report.NodeAudit, n), told: make([]map[string]bool, n)}
 }
 
 // judgeBy sets the options findings are judged against, New's, and the
 // Observer told of them.
 func (a *auditor) judgeBy(cfg config) {
 	a.restart, a.replicas, a.gate = cfg.Restart, cfg.Ack.Replicas, cfg.SafeQuorum
-	a.observer, _ = cfg.events().(AuditObserver)
+	a.observer, _ = cfg.events().(report.AuditObserver)
 }
 
 // of returns node i's last audit, nil before the first ended.
-func (a *auditor) of(i int) *NodeAudit {
+func (a *auditor) of(i int) *report.NodeAudit {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.last[i] == nil {
@@ -261,7 +146,7 @@ func (au *auditor) safe() (safe int, why []string, last time.Time) {
 			continue
 		case a.Err != nil:
 			why = append(why, fmt.Sprintf("node %d could not be audited", i))
-		case a.Verdict() >= SeverityUnsafe:
+		case a.Verdict() >= report.SeverityUnsafe:
 			why = append(why, fmt.Sprintf("node %d unsafe (%s)", i, a.Findings[0].Code))
 		default:
 			safe++
@@ -309,14 +194,14 @@ func (au *auditor) Admit(ctx context.Context, q int) error {
 
 // audit audits every node at once, records and tells what it found, and
 // returns it once every node's audit ended, or ctx did.
-func (au *auditor) audit(ctx context.Context) []NodeAudit {
+func (au *auditor) audit(ctx context.Context) []report.NodeAudit {
 	e := au.e
 	n := e.Pool.Size()
-	out := make([]NodeAudit, n)
+	out := make([]report.NodeAudit, n)
 	ends := make(chan int, n)
 	for i := range n {
-		out[i] = NodeAudit{Index: i, Addr: e.Pool.Addr(i)}
-		res := make(chan NodeAudit, 1)
+		out[i] = report.NodeAudit{Index: i, Addr: e.Pool.Addr(i)}
+		res := make(chan report.NodeAudit, 1)
 		e.Pool.WG.Go(func() { // counted as a node call: Close waits for it, within bounds
 			actx, cancel := context.WithTimeout(ctx, auditTimeout)
 			defer cancel()
@@ -340,12 +225,12 @@ func (au *auditor) audit(ctx context.Context) []NodeAudit {
 }
 
 // auditNode reads node i and judges what it read.
-func (au *auditor) auditNode(ctx context.Context, i int) NodeAudit {
+func (au *auditor) auditNode(ctx context.Context, i int) report.NodeAudit {
 	e := au.e
-	a := NodeAudit{Index: i, Addr: e.Pool.Addr(i)}
+	a := report.NodeAudit{Index: i, Addr: e.Pool.Addr(i)}
 	reader, ok := e.Pool.Nodes[i].(node.Auditor)
 	if !ok {
-		a.Findings = []Finding{{SeverityInfo, "rights", "this node cannot be audited"}}
+		a.Findings = []report.Finding{{Severity: report.SeverityInfo, Code: "rights", Message: "this node cannot be audited"}}
 		a.At = e.Now()
 		return a
 	}
@@ -358,7 +243,7 @@ func (au *auditor) auditNode(ctx context.Context, i int) NodeAudit {
 		if errors.Is(err, ErrMisconfigured) {
 			code, msg = "refused", "the node refuses this client (check its password, user and TLS settings): it takes no part in locks until it accepts it"
 		}
-		a.Findings = []Finding{{SeverityDegraded, code, msg + ": " + err.Error()}}
+		a.Findings = []report.Finding{{Severity: report.SeverityDegraded, Code: code, Message: msg + ": " + err.Error()}}
 		return a
 	}
 	au.judge(&a, f)
@@ -366,8 +251,8 @@ func (au *auditor) auditNode(ctx context.Context, i int) NodeAudit {
 }
 
 // recordAudit keeps a as its node's last audit, and tells the
-// AuditObserver of each finding above info not told before for that node.
-func (au *auditor) recordAudit(a *NodeAudit) {
+// report.AuditObserver of each finding above info not told before for that node.
+func (au *auditor) recordAudit(a *report.NodeAudit) {
 	au.mu.Lock()
 	if a.Err == nil || au.last[a.Index] == nil || au.last[a.Index].Err != nil {
 		// A cancelled audit keeps what the last one read.
@@ -377,9 +262,9 @@ func (au *auditor) recordAudit(a *NodeAudit) {
 	if au.told[a.Index] == nil {
 		au.told[a.Index] = map[string]bool{}
 	}
-	var tell []Finding
+	var tell []report.Finding
 	for _, f := range a.Findings {
-		if au.observer != nil && f.Severity >= SeverityDegraded && !au.told[a.Index][f.Code] {
+		if au.observer != nil && f.Severity >= report.SeverityDegraded && !au.told[a.Index][f.Code] {
 			au.told[a.Index][f.Code] = true
 			tell = append(tell, f)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"github.com/redlock-go/redlock/internal/node"
 )
@@ -17,7 +18,7 @@ import (
 // lock on it (see audit.go, which reads the facts).
 
 // judge fills a from the facts f and judges them.
-func (au *auditor) judge(a *NodeAudit, f node.Facts) {
+func (au *auditor) judge(a *report.NodeAudit, f node.Facts) {
 	info := f.Info
 	a.Server, a.Version = "redis", info["redis_version"]
 	if v := info["valkey_version"]; v != "" {
@@ -48,28 +49,28 @@ func (au *auditor) judge(a *NodeAudit, f node.Facts) {
 	if f.Rights["evalsha"] == nil {
 		a.Ways = append(a.Ways, "scripts")
 	}
-	a.Caps = NodeCaps(f.Caps)
+	a.Caps = report.NodeCaps(f.Caps)
 	if f.Caps.Native() {
 		a.Ways = append(a.Ways, "native")
 	}
 	a.Ways = append(a.Ways, "transactions")
 
-	var fs []Finding
-	add := func(s Severity, code, format string, args ...any) { // an addFunc
-		fs = append(fs, Finding{s, code, fmt.Sprintf(format, args...)})
+	var fs []report.Finding
+	add := func(s report.Severity, code, format string, args ...any) { // an addFunc
+		fs = append(fs, report.Finding{Severity: s, Code: code, Message: fmt.Sprintf(format, args...)})
 	}
 	if info != nil {
-		add(SeverityInfo, "server", "%s %s, %s with %d replicas", a.Server, a.Version, a.Role, a.Replicas)
+		add(report.SeverityInfo, "server", "%s %s, %s with %d replicas", a.Server, a.Version, a.Role, a.Replicas)
 	}
 	au.judgeKeeping(a, f, add)
 	au.judgeRights(a, f, add)
-	slices.SortStableFunc(fs, func(x, y Finding) int { return int(y.Severity) - int(x.Severity) })
+	slices.SortStableFunc(fs, func(x, y report.Finding) int { return int(y.Severity) - int(x.Severity) })
 	a.Findings = fs
 }
 
 // judgeKeeping judges whether the node keeps a key for its TTL: eviction,
 // persistence, replication, its clock.
-func (au *auditor) judgeKeeping(a *NodeAudit, f node.Facts, add addFunc) {
+func (au *auditor) judgeKeeping(a *report.NodeAudit, f node.Facts, add addFunc) {
 	judgeEviction(a, add)
 	if f.Info != nil || f.Config != nil {
 		au.judgePersistence(a, add)
@@ -81,66 +82,66 @@ func (au *auditor) judgeKeeping(a *NodeAudit, f node.Facts, add addFunc) {
 }
 
 // addFunc adds a finding.
-type addFunc func(s Severity, code, format string, args ...any)
+type addFunc func(s report.Severity, code, format string, args ...any)
 
-func judgeEviction(a *NodeAudit, add addFunc) {
+func judgeEviction(a *report.NodeAudit, add addFunc) {
 	switch {
 	case a.Policy == "" || a.Policy == "noeviction":
 	case a.MaxMemory == 0:
-		add(SeverityInfo, "eviction", "maxmemory-policy %s has no effect while maxmemory is 0 (no limit); set noeviction before setting a limit", a.Policy)
+		add(report.SeverityInfo, "eviction", "maxmemory-policy %s has no effect while maxmemory is 0 (no limit); set noeviction before setting a limit", a.Policy)
 	case strings.HasPrefix(a.Policy, "volatile-"):
-		add(SeverityUnsafe, "eviction", "maxmemory %d with maxmemory-policy %s: under memory pressure the node evicts keys that have a TTL, "+
+		add(report.SeverityUnsafe, "eviction", "maxmemory %d with maxmemory-policy %s: under memory pressure the node evicts keys that have a TTL, "+
 			"and every lock key has one: a held lock can vanish and be taken by another client; set maxmemory-policy noeviction", a.MaxMemory, a.Policy)
 	default:
-		add(SeverityUnsafe, "eviction", "maxmemory %d with maxmemory-policy %s: under memory pressure the node evicts keys, "+
+		add(report.SeverityUnsafe, "eviction", "maxmemory %d with maxmemory-policy %s: under memory pressure the node evicts keys, "+
 			"lock keys included: a held lock can vanish and be taken by another client; set maxmemory-policy noeviction", a.MaxMemory, a.Policy)
 	}
 }
 
-func (au *auditor) judgePersistence(a *NodeAudit, add addFunc) {
+func (au *auditor) judgePersistence(a *report.NodeAudit, add addFunc) {
 	var lose string
 	switch {
 	case !a.AppendOnly:
 		lose = "appendonly no: a restarted node has forgotten the locks it granted"
 	case a.AppendFsync == "":
-		add(SeverityInfo, "config", "CONFIG GET refused: appendfsync unknown (always is needed to keep every grant across a crash)")
+		add(report.SeverityInfo, "config", "CONFIG GET refused: appendfsync unknown (always is needed to keep every grant across a crash)")
 	case a.AppendFsync != "always":
 		lose = "appendfsync " + a.AppendFsync + ": a crash loses the last grants, which a restarted node has then forgotten"
 	}
 	switch {
 	case lose == "":
 	case au.restart > 0:
-		add(SeverityInfo, "persistence", "%s; the restart delay (%v) covers it", lose, au.restart)
+		add(report.SeverityInfo, "persistence", "%s; the restart delay (%v) covers it", lose, au.restart)
 	default:
-		add(SeverityUnsafe, "persistence", "%s, and another client can take them; set appendonly yes and appendfsync always, or use WithRestartDelay", lose)
+		add(report.SeverityUnsafe, "persistence", "%s, and another client can take them; set appendonly yes and appendfsync always, or use WithRestartDelay", lose)
 	}
 }
 
-func (au *auditor) judgeReplication(a *NodeAudit, add addFunc) {
+func (au *auditor) judgeReplication(a *report.NodeAudit, add addFunc) {
 	switch {
 	case a.Role == "replica":
-		add(SeverityDegraded, "replication", "the node is a replica: it refuses writes; give the library its master")
+		add(report.SeverityDegraded, "replication", "the node is a replica: it refuses writes; give the library its master")
 	case a.Replicas > 0 && au.replicas == 0:
-		add(SeverityUnsafe, "replication", "%d replicas attached and no WithReplicaAck: a failover to a replica that had not received "+
+		add(report.SeverityUnsafe, "replication", "%d replicas attached and no WithReplicaAck: a failover to a replica that had not received "+
 			"a fresh grant loses it; use WithReplicaAck", a.Replicas)
 	case au.replicas > a.Replicas:
-		add(SeverityDegraded, "replication", "WithReplicaAck waits for %d replicas and %d are attached: every grant fails there", au.replicas, a.Replicas)
+		add(report.SeverityDegraded, "replication", "WithReplicaAck waits for %d replicas and %d are attached: every grant fails there", au.replicas, a.Replicas)
 	}
 }
 
-func (au *auditor) judgeClock(a *NodeAudit, add addFunc) {
+func (au *auditor) judgeClock(a *report.NodeAudit, add addFunc) {
 	off := a.ClockOffset.Round(time.Millisecond)
 	switch {
 	case au.tolerance > 0 && a.ClockOffset.Abs() > au.tolerance+a.RoundTrip/2:
-		add(SeverityDegraded, "clock", "the node's clock is %v from this process's: the clock guard does not count its votes; synchronise its clock (NTP)", off)
+		add(report.SeverityDegraded, "clock", "the node's clock is %v from this process's: the clock guard does not count its votes; synchronise its clock (NTP)", off)
 	case au.tolerance == 0 && a.ClockOffset.Abs() > quorum.DefaultClockTolerance:
-		add(SeverityUnsafe, "clock", "the node's clock is %v from this process's and the clock guard is off: its keys expire early or late; "+
+		add(report.SeverityUnsafe, "clock", "the node's clock is %v from this process's and the clock guard is off: its keys expire early or late; "+
 			"synchronise its clock (NTP)", off)
 	}
 }
 
 // judgeRights judges the rights the user lacks.
-func (au *auditor) judgeRights(a *NodeAudit, f node.Facts, add addFunc) {
+func (au *auditor) judgeRights(a *report.NodeAudit, f node.Facts, add addFunc) {
 	missing := func(cmds ...string) []string {
 		var out []string
 		for _, c := range cmds {
@@ -151,7 +152,7 @@ func (au *auditor) judgeRights(a *NodeAudit, f node.Facts, add addFunc) {
 		return out
 	}
 	if m := missing("set", "del", "pexpire", "pttl"); len(m) > 0 {
-		add(SeverityUnsafe, "commands", "%s refused: every lock fails on this node; grant them (docs/DEPLOYMENTS.md has the ACL line)", strings.Join(m, ", "))
+		add(report.SeverityUnsafe, "commands", "%s refused: every lock fails on this node; grant them (docs/DEPLOYMENTS.md has the ACL line)", strings.Join(m, ", "))
 	}
 	for _, r := range []struct {
 		code string
@@ -165,10 +166,10 @@ func (au *auditor) judgeRights(a *NodeAudit, f node.Facts, add addFunc) {
 		{"info", []string{"info"}, "the node is not checked for being the same server as another, and cannot be audited in full"},
 	} {
 		if m := missing(r.cmds...); len(m) > 0 {
-			add(SeverityDegraded, r.code, "%s refused: %s", strings.Join(m, ", "), r.what)
+			add(report.SeverityDegraded, r.code, "%s refused: %s", strings.Join(m, ", "), r.what)
 		}
 	}
 	if !f.DryRun {
-		add(SeverityInfo, "rights", "ACL DRYRUN refused: each command was tried in a form that changes nothing; SUBSCRIBE was not checked")
+		add(report.SeverityInfo, "rights", "ACL DRYRUN refused: each command was tried in a form that changes nothing; SUBSCRIBE was not checked")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -30,10 +31,10 @@ func safeFacts() node.Facts {
 }
 
 // codes are a's findings above info, as "severity code".
-func codes(a *NodeAudit) []string {
+func codes(a *report.NodeAudit) []string {
 	var out []string
 	for _, f := range a.Findings {
-		if f.Severity > SeverityInfo {
+		if f.Severity > report.SeverityInfo {
 			out = append(out, f.Severity.String()+" "+f.Code)
 		}
 	}
@@ -78,7 +79,7 @@ func TestAuditJudge(t *testing.T) {
 			c.change(&f)
 			au := newAuditor(nil, 1, c.cfg.ClockTolerance)
 			au.judgeBy(c.cfg)
-			var a NodeAudit
+			var a report.NodeAudit
 			au.judge(&a, f)
 			assert.Equal(t, c.want, codes(&a), "%v", a.Findings)
 		})
@@ -93,7 +94,7 @@ func TestAuditFields(t *testing.T) {
 	f.Offset, f.Caps = 3*time.Millisecond, node.Caps{Known: true, DelEx: true}
 	f.Rights["zadd"] = errors.New("NOPERM")
 	au := newAuditor(nil, 1, time.Second)
-	var a NodeAudit
+	var a report.NodeAudit
 	au.judge(&a, f)
 	assert.Equal(t, "valkey", a.Server)
 	assert.Equal(t, "8.0.1", a.Version)
@@ -105,18 +106,18 @@ func TestAuditFields(t *testing.T) {
 	assert.Equal(t, 3*time.Millisecond, a.ClockOffset)
 	assert.Equal(t, []string{"scripts", "native", "transactions"}, a.Ways)
 	assert.Equal(t, []string{"zadd"}, a.Missing)
-	assert.Equal(t, SeverityUnsafe, a.Verdict())
-	assert.Equal(t, SeverityUnsafe, a.Findings[0].Severity, "most severe first")
+	assert.Equal(t, report.SeverityUnsafe, a.Verdict())
+	assert.Equal(t, report.SeverityUnsafe, a.Findings[0].Severity, "most severe first")
 }
 
-// finder is an AuditObserver that records what it is told.
+// finder is an report.AuditObserver that records what it is told.
 type finder struct {
 	recorder
 	fmu   sync.Mutex
 	found []string
 }
 
-func (f *finder) Found(i int, _ string, fd Finding) {
+func (f *finder) Found(i int, _ string, fd report.Finding) {
 	f.fmu.Lock()
 	defer f.fmu.Unlock()
 	f.found = append(f.found, fmt.Sprintf("%d %s", i, fd.Code))
@@ -130,7 +131,7 @@ func (f *finder) told() []string {
 
 // The first acquisition audits every node in the background: Health shows
 // each node's audit, a node that refused this client included, and the
-// AuditObserver hears each finding once, however many audits find it.
+// report.AuditObserver hears each finding once, however many audits find it.
 func TestAuditAtFirstAcquisition(t *testing.T) {
 	o := &finder{}
 	r, fs := newFakeRedlock(t, 3, WithObserver(o))
@@ -154,8 +155,8 @@ func TestAuditAtFirstAcquisition(t *testing.T) {
 		return true
 	}, 5*time.Second, time.Millisecond)
 	h := r.Health()
-	assert.Equal(t, SeverityInfo, h[0].Audit.Verdict(), "the server's version only")
-	assert.Equal(t, SeverityUnsafe, h[1].Audit.Verdict())
+	assert.Equal(t, report.SeverityInfo, h[0].Audit.Verdict(), "the server's version only")
+	assert.Equal(t, report.SeverityUnsafe, h[1].Audit.Verdict())
 	require.Error(t, h[2].Audit.Err)
 	assert.ErrorIs(t, h[2].Audit.Err, ErrMisconfigured, "a wrong password shows from the first contact")
 	assert.Equal(t, []string{"degraded refused"}, codes(h[2].Audit))

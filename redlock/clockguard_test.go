@@ -111,7 +111,7 @@ func TestClockJumpOnBareQuorum(t *testing.T) {
 	// timeouts; one that reached a node after its fault was lifted would
 	// grant it, and the first holder would then truly hold a quorum
 	// without node 2 (its late grant counts).
-	time.Sleep(5 * DefaultNodeTimeout)
+	time.Sleep(5 * defaultNodeTimeout)
 	for _, f := range fs[3:] {
 		f.Faults(func(n *nodetest.Fake) { n.Err = nil })
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // A failed extension or release counts what the nodes did, not what the
@@ -46,7 +47,7 @@ func TestFailedLapseCountsEveryNode(t *testing.T) {
 				err := m.Extend(t.Context())
 				require.ErrorIs(t, err, ErrNotHeld)
 				assert.ErrorContains(t, err, "lock not held: "+c.extended)
-				assert.Len(t, NodeErrors(err), 2, "the failed nodes, named")
+				assert.Len(t, report.NodeErrors(err), 2, "the failed nodes, named")
 
 				err = m.Unlock(t.Context())
 				require.ErrorIs(t, err, ErrNotHeld)
@@ -80,7 +81,7 @@ func TestDownSinceFirstFailureSeen(t *testing.T) {
 		require.NoError(t, err)
 		h := r.Health()[2]
 		require.True(t, h.Down)
-		assert.Equal(t, DefaultNodeTimeout, h.Since.Sub(start), "down since its request went unanswered")
+		assert.Equal(t, defaultNodeTimeout, h.Since.Sub(start), "down since its request went unanswered")
 		err = newFakeMutex(t, r, "third").TryLock(t.Context())
 		require.NoError(t, err)
 		require.NoError(t, m.Unlock(t.Context()))

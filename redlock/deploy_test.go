@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"context"
 	"crypto/tls"
@@ -227,16 +228,16 @@ func TestTimeoutKeepsLastCause(t *testing.T) {
 		p := r.e.Pool
 		refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 		sent := time.Now()
-		assert.Equal(t, ErrNodeTimeout, p.TimeoutErr(0, sent), "nothing known")
+		assert.Equal(t, report.ErrNodeTimeout, p.TimeoutErr(0, sent), "nothing known")
 		p.MarkDown(0, refused)
 		err := p.TimeoutErr(0, sent)
-		require.ErrorIs(t, err, ErrNodeTimeout)
+		require.ErrorIs(t, err, report.ErrNodeTimeout)
 		require.ErrorIs(t, err, syscall.ECONNREFUSED)
 		assert.ErrorContains(t, err, "connection refused")
 
 		time.Sleep(time.Millisecond)
 		p.Answered(0)
-		assert.Equal(t, ErrNodeTimeout, p.TimeoutErr(0, time.Now()), "the node answered since")
+		assert.Equal(t, report.ErrNodeTimeout, p.TimeoutErr(0, time.Now()), "the node answered since")
 
 		bad := &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}
 		p.MarkDown(0, bad)

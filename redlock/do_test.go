@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 
@@ -68,12 +69,12 @@ func TestDoCancelsWorkBeforeValidityEnds(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, 1, strings.Count(err.Error(), "lock lost"), "said once: %v", err)
 		assert.ErrorContains(t, err, `redlock: lock lost while do "job" ran: validity ran out`)
-		assert.NotEmpty(t, NodeErrors(err), "the nodes that failed are named")
+		assert.NotEmpty(t, report.NodeErrors(err), "the nodes that failed are named")
 		assert.False(t, cancelledAt.IsZero())
 		// The key on the healthy node expires a full TTL after the last
 		// extension; the validity ended TTL/20 + drift earlier than that,
 		// and the work was cancelled before the validity ended.
-		assert.True(t, cancelledAt.Before(until.Add(-quorum.Drift(time.Second, DefaultDriftFactor))), "cancelled at %v, key expiry %v", cancelledAt, until)
+		assert.True(t, cancelledAt.Before(until.Add(-quorum.Drift(time.Second, defaultDriftFactor))), "cancelled at %v, key expiry %v", cancelledAt, until)
 	})
 }
 
@@ -135,7 +136,7 @@ func TestDoKeepsFnErrorWithTheLoss(t *testing.T) {
 				assert.ErrorIs(t, err, ErrLockLost)
 				assert.Equal(t, 1, strings.Count(err.Error(), "lock lost"), "said once: %q", err)
 				assert.ErrorContains(t, err, `lock lost while do "job" ran`)
-				assert.Len(t, NodeErrors(err), len(NodeErrors(cause)), "node errors counted once")
+				assert.Len(t, report.NodeErrors(err), len(report.NodeErrors(cause)), "node errors counted once")
 			})
 		})
 	}

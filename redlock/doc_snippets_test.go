@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // TestDocSnippets keeps the documentation's Go code compiling: every ```go
@@ -148,11 +149,11 @@ func TestQuickStartExtends(t *testing.T) {
 // extendCounter counts extensions and lost acquisitions.
 type extendCounter struct{ extended, failed, lost atomic.Int64 }
 
-func (c *extendCounter) OpStart(ctx context.Context, _ redlock.Op) context.Context { return ctx }
+func (c *extendCounter) OpStart(ctx context.Context, _ report.Op) context.Context { return ctx }
 
-func (c *extendCounter) OpEnd(_ context.Context, op redlock.Op, res redlock.OpResult) {
+func (c *extendCounter) OpEnd(_ context.Context, op report.Op, res report.OpResult) {
 	switch {
-	case op.Kind != redlock.OpExtend:
+	case op.Kind != report.OpExtend:
 	case res.Err == nil:
 		c.extended.Add(1)
 	default:
@@ -160,10 +161,10 @@ func (c *extendCounter) OpEnd(_ context.Context, op redlock.Op, res redlock.OpRe
 	}
 }
 
-func (c *extendCounter) HoldEnd(h redlock.Hold) {
+func (c *extendCounter) HoldEnd(h report.Hold) {
 	if h.Lost {
 		c.lost.Add(1)
 	}
 }
 
-func (c *extendCounter) NodeFailed(context.Context, *redlock.NodeError) {}
+func (c *extendCounter) NodeFailed(context.Context, *report.NodeError) {}

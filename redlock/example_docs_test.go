@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // The README's lock taken by hand: five nodes, one lock, steps that extend
@@ -60,7 +61,7 @@ func processInvoice(ctx context.Context, rl *redlock.Redlock, steps []func()) (e
 	// extensions below run under ctx.
 	if err := mu.LockWithin(ctx, 5*time.Second); err != nil {
 		// errors.Is(err, redlock.ErrNotAcquired), and context.DeadlineExceeded
-		// once the 5 s ran out; redlock.NodeErrors(err) lists the nodes that failed.
+		// once the 5 s ran out; report.NodeErrors(err) lists the nodes that failed.
 		return err
 	}
 	defer func() {
@@ -282,20 +283,20 @@ func Example_fencing() {
 type lostCounter struct{ lost atomic.Int64 }
 
 // OpStart: Lock, TryLock, Unlock, Extend (renewal's too) start.
-func (c *lostCounter) OpStart(ctx context.Context, op redlock.Op) context.Context { return ctx }
+func (c *lostCounter) OpStart(ctx context.Context, op report.Op) context.Context { return ctx }
 
 // OpEnd: ... and return (res.Err, res.Canceled, res.Attempts).
-func (c *lostCounter) OpEnd(ctx context.Context, op redlock.Op, res redlock.OpResult) {}
+func (c *lostCounter) OpEnd(ctx context.Context, op report.Op, res report.OpResult) {}
 
 // HoldEnd: an acquisition ended, unlocked or lost (before Done closes).
-func (c *lostCounter) HoldEnd(h redlock.Hold) {
+func (c *lostCounter) HoldEnd(h report.Hold) {
 	if h.Lost {
 		c.lost.Add(1)
 	}
 }
 
 // NodeFailed: a node call failed, even after its operation returned.
-func (c *lostCounter) NodeFailed(ctx context.Context, e *redlock.NodeError) {}
+func (c *lostCounter) NodeFailed(ctx context.Context, e *report.NodeError) {}
 
 func ExampleWithObserver() {
 	addrs, stop := servers(3)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // servers starts n in-process Redis stand-ins for the examples; real code
@@ -120,7 +121,7 @@ func ExampleNodeErrors() {
 
 	err := mu.TryLock(context.Background())
 	fmt.Println(errors.Is(err, redlock.ErrNotAcquired))
-	for _, ne := range redlock.NodeErrors(err) {
+	for _, ne := range report.NodeErrors(err) {
 		fmt.Println("node", ne.Index, "failed")
 	}
 	// Unordered output:

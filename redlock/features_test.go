@@ -9,7 +9,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/redlock-go/redlock/redlock/internal/engine"
-	"github.com/redlock-go/redlock/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // A release or an extension that nodes refuse for good (a missing ACL
@@ -39,7 +39,7 @@ func TestRefusedLapseIsMisconfigured(t *testing.T) {
 	err = m.Unlock(t.Context())
 	require.ErrorIs(t, err, ErrMisconfigured)
 	assert.NotErrorIs(t, err, ErrNotHeld)
-	assert.Len(t, NodeErrors(err), 2, "each node's own error")
+	assert.Len(t, report.NodeErrors(err), 2, "each node's own error")
 
 	// One refusing node of three is a failed minority, as before.
 	fs[1].Faults(func(n *nodetest.Fake) { n.Err = nil })
@@ -66,8 +66,8 @@ func TestQueueOffOnceInHealthAndObserver(t *testing.T) {
 		require.NoError(t, waiter.Unlock(t.Context()))
 	}
 	h := r.Health()
-	require.Contains(t, h[2].Off, FeatureQueue)
-	assert.ErrorIs(t, h[2].Off[FeatureQueue], ErrMisconfigured)
+	require.Contains(t, h[2].Off, report.FeatureQueue)
+	assert.ErrorIs(t, h[2].Off[report.FeatureQueue], ErrMisconfigured)
 	assert.Nil(t, h[0].Off)
 	_, _, _, nodes := rec.snapshot()
 	var reports []string
@@ -81,9 +81,8 @@ func TestQueueOffOnceInHealthAndObserver(t *testing.T) {
 // The facade's constants spell out their values (go doc shows them), and
 // are the internal packages' own.
 func TestFacadeConstantsAreTheEngines(t *testing.T) {
-	assert.Equal(t, engine.FeatureQueue, FeatureQueue)
-	assert.Equal(t, engine.FeatureIdentify, FeatureIdentify)
-	assert.Equal(t, engine.FeatureScripts, FeatureScripts)
-	assert.Equal(t, engine.FeatureClock, FeatureClock)
-	assert.Equal(t, quorum.DefaultClockTolerance, DefaultClockTolerance)
+	assert.Equal(t, engine.FeatureQueue, report.FeatureQueue)
+	assert.Equal(t, engine.FeatureIdentify, report.FeatureIdentify)
+	assert.Equal(t, engine.FeatureScripts, report.FeatureScripts)
+	assert.Equal(t, engine.FeatureClock, report.FeatureClock)
 }

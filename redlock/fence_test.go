@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 
@@ -333,9 +334,9 @@ func TestRestartDelayRefusesRecentNodes(t *testing.T) {
 		}
 		err := b.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired, "the restarted nodes forgot A's lock but must not vote")
-		assert.ErrorIs(t, err, ErrNodeRecovering)
+		assert.ErrorIs(t, err, report.ErrNodeRecovering)
 		var nodeErrs []int
-		for _, e := range NodeErrors(err) {
+		for _, e := range report.NodeErrors(err) {
 			nodeErrs = append(nodeErrs, e.Index)
 		}
 		assert.ElementsMatch(t, []int{0, 1}, nodeErrs)
@@ -356,14 +357,14 @@ func TestRestartDelayRefusesRecentNodes(t *testing.T) {
 			f.Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		}
 		err = c.TryLock(t.Context())
-		require.ErrorIs(t, err, ErrNodeRecovering, "2 s is less than the 2.5 s delay")
+		require.ErrorIs(t, err, report.ErrNodeRecovering, "2 s is less than the 2.5 s delay")
 		time.Sleep(time.Second)
 		err = c.TryLock(t.Context())
-		require.ErrorIs(t, err, ErrNodeRecovering, "3 s: the delay rounded up, plus the second Redis' uptime may run ahead")
+		require.ErrorIs(t, err, report.ErrNodeRecovering, "3 s: the delay rounded up, plus the second Redis' uptime may run ahead")
 		time.Sleep(time.Second)
 		require.NoError(t, c.TryLock(t.Context()), "votes again once up 4 s")
 		require.NoError(t, c.Unlock(t.Context()))
-		assert.True(t, errors.Is(err, ErrNodeRecovering))
+		assert.True(t, errors.Is(err, report.ErrNodeRecovering))
 	})
 }
 

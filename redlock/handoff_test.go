@@ -53,8 +53,8 @@ func TestHandoffValidityCountsFromRegistration(t *testing.T) {
 		// 5 for the holder's attempt, 5 for the waiter's first; an attempt
 		// after the handoff would be 5 more.
 		assert.Equal(t, 10, acquires(fs), "no attempt after the handoff")
-		assert.True(t, w.Until().Before(unlocked.Add(DefaultTTL-time.Second/2)), "validity from the registration, a second before the release: %v", w.Until().Sub(unlocked))
-		assert.True(t, w.Until().After(unlocked.Add(DefaultTTL-2*time.Second)), "%v", w.Until().Sub(unlocked))
+		assert.True(t, w.Until().Before(unlocked.Add(defaultTTL-time.Second/2)), "validity from the registration, a second before the release: %v", w.Until().Sub(unlocked))
+		assert.True(t, w.Until().After(unlocked.Add(defaultTTL-2*time.Second)), "%v", w.Until().Sub(unlocked))
 		// The quorum that handed it over holds the waiter's token. A node
 		// whose release came after the quorum either handed the lock over
 		// too or, when the winner's exit from its queue came first, left
@@ -78,10 +78,10 @@ func TestHandoffValidityCountsFromRegistration(t *testing.T) {
 func TestHandoffAfterLongWaitAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, fs := newFakeRedlock(t, 5)
-		unlocked, w, err := handedOver(t.Context(), t, r, DefaultTTL*3/5, WithRetryDelay(time.Hour, time.Hour))
+		unlocked, w, err := handedOver(t.Context(), t, r, defaultTTL*3/5, WithRetryDelay(time.Hour, time.Hour))
 		require.NoError(t, err)
 		assert.Equal(t, 15, acquires(fs), "an attempt on every node after the handoff")
-		assert.False(t, w.Until().Before(unlocked.Add(DefaultTTL-time.Second)), "validity from the attempt: %v", w.Until().Sub(unlocked))
+		assert.False(t, w.Until().Before(unlocked.Add(defaultTTL-time.Second)), "validity from the attempt: %v", w.Until().Sub(unlocked))
 		require.NoError(t, w.Unlock(t.Context()))
 	})
 }
@@ -184,10 +184,10 @@ func TestOrphanReleaseOwedToADownNode(t *testing.T) {
 		fs[0].Set("k", "handed", time.Minute) // handed over to a wait that has ended
 		fs[0].Faults(func(n *nodetest.Fake) { n.Hang = make(chan struct{}) })
 		require.NoError(t, newFakeMutex(t, r, "a").TryLock(t.Context()), "nodes 1 and 2")
-		time.Sleep(2 * DefaultNodeTimeout)
+		time.Sleep(2 * defaultNodeTimeout)
 		require.NoError(t, newFakeMutex(t, r, "b").TryLock(t.Context()), "nodes 1 and 2")
 		require.True(t, r.Health()[0].Down, "node 0 is down to this process")
-		r.e.Orphans([]int{0}, "k", "handed", time.Minute, DefaultNodeTimeout)
+		r.e.Orphans([]int{0}, "k", "handed", time.Minute, defaultNodeTimeout)
 		fs[0].Unhang()
 		fs[0].Faults(func(n *nodetest.Fake) { n.Hang = nil })
 		require.Eventually(t, func() bool {

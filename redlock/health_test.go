@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"errors"
 	"net"
@@ -36,15 +37,15 @@ func TestDownNodeSkippedUntilProbeAnswers(t *testing.T) {
 		assert.Equal(t, 51*time.Millisecond, time.Since(start), "the first attempt waits one node timeout, and undoes its grants")
 		h := r.Health()
 		require.True(t, h[0].Down)
-		assert.ErrorIs(t, h[0].Err, ErrNodeTimeout)
+		assert.ErrorIs(t, h[0].Err, report.ErrNodeTimeout)
 		calls := fs[0].Count("acquire")
 
 		start = time.Now()
 		err := m.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired)
 		assert.Zero(t, time.Since(start), "a down node is not waited for")
-		require.NotEmpty(t, NodeErrors(err))
-		assert.ErrorIs(t, NodeErrors(err)[0], ErrNodeDown)
+		require.NotEmpty(t, report.NodeErrors(err))
+		assert.ErrorIs(t, report.NodeErrors(err)[0], report.ErrNodeDown)
 		assert.Equal(t, calls, fs[0].Count("acquire"), "nothing is sent to a down node")
 
 		close(hang) // the node answers again: the next probe brings it back

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
@@ -22,176 +23,29 @@ import (
 // Neither takes part in the algorithm: each sends one request to every node
 // at once and reports every node's answer, not a quorum's.
 
-// LockState is what the nodes held for one lock name when
-// [Redlock.Inspect] read them. Each node is read at its own moment: the
-// state may have changed by the time it is returned, and a lock held on a
-// quorum here may have been released since (or taken, if free).
-type LockState struct {
-	// Name is the lock's name.
-	Name string
-	// Nodes has one entry per node, in the order of the clients given to
-	// [New].
-	Nodes []NodeLockState
-	// Holder is the token (for a reentrant lock, with its hold count) that holds
-	// the lock on the most nodes; "" when no node holds it.
-	Holder string
-	// Held is how many nodes Holder holds the lock on.
-	Held int
-	// Quorum is how many nodes a holder needs: N/2+1.
-	Quorum int
-	// Kind is what the name is on the nodes: [KindLock] (a Mutex, or an
-	// RWMutex's writer), [KindSemaphore], [KindReaders], or "" when no
-	// node that answered holds anything under it. When nodes
-	// differ (a rare, passing state: each kind refuses the other), it is the
-	// kind found on the most nodes, a lock on a tie.
-	Kind string
-	// Semaphore describes the semaphore when Kind is [KindSemaphore]; nil
-	// otherwise. For a semaphore, Holder and Held are "" and 0 (so Locked
-	// is false): its holders are in Semaphore.Holders.
-	Semaphore *SemaphoreState
-	// Readers describes an [RWMutex]'s readers when Kind is [KindReaders]
-	// (Permits is 0, Quorum the majority); nil otherwise.
-	Readers *SemaphoreState
-}
-
-// The kinds of name [Redlock.Inspect] tells apart, in [LockState.Kind] and
-// [NodeLockState.Kind]. Other primitives may add kinds: callers should
-// treat a kind they do not know as neither.
-const (
-	// KindLock is a [Mutex]'s lock, plain or reentrant.
-	KindLock = "lock"
-	// KindSemaphore is a [Semaphore]'s set of permits.
-	KindSemaphore = "semaphore"
-	// KindReaders is an [RWMutex]'s readers (its writer is a KindLock).
-	KindReaders = "readers"
-)
-
-// SemaphoreState is what the nodes held for a semaphore (see
-// [LockState.Semaphore]).
-type SemaphoreState struct {
-	// Permits is the permit count the nodes keep for the name (the count
-	// found on the most nodes); 0 when none keeps one.
-	Permits int
-	// Quorum is how many nodes a holder needs at the default quorum for
-	// Permits, N·Permits/(Permits+1)+1 (see [Semaphore.Quorum]); a
-	// Semaphore given [WithQuorum] counts with its own. 0 when Permits is.
-	Quorum int
-	// Holders has every token admitted on at least one node that answered,
-	// most nodes first (then by token).
-	Holders []PermitHolder
-}
-
-// Held returns how many holders were admitted on at least Quorum nodes:
-// those that hold a permit.
-func (s *SemaphoreState) Held() int {
-	n := 0
-	for _, h := range s.Holders {
-		if s.Quorum > 0 && h.Nodes >= s.Quorum {
-			n++
-		}
-	}
-	return n
-}
-
-// PermitHolder is one holder of a semaphore across the nodes (see
-// [SemaphoreState.Holders]).
-type PermitHolder struct {
-	// Token is the holder's token (a secret of sorts, as
-	// [NodeLockState.Holder] is).
-	Token string
-	// Nodes is how many nodes admitted it.
-	Nodes int
-}
-
-// NodePermit is one live permit of a semaphore on one node (see
-// [NodeLockState.Permits]).
-type NodePermit struct {
-	// Token is the holder's token.
-	Token string
-	// TTL is how long the node was to keep the permit when it answered, by
-	// its own clock.
-	TTL time.Duration
-}
-
-// Locked reports whether one holder held the lock on a quorum of nodes.
-func (s *LockState) Locked() bool { return s.Held >= s.Quorum }
-
-// Reachable returns how many nodes answered.
-func (s *LockState) Reachable() int {
-	n := 0
-	for _, ns := range s.Nodes {
-		if ns.Err == nil {
-			n++
-		}
-	}
-	return n
-}
-
-// NodeLockState is what one node held for a lock name (see [LockState]).
-type NodeLockState struct {
-	// Index is the node's position in the clients given to [New].
-	Index int
-	// Addr is the node's address as its client reports it.
-	Addr string
-	// Err is why the node could not be read, a [*NodeError]: the node did
-	// not answer within the node timeout, could not be reached, is down
-	// (see [Redlock.Health]), or holds something at the lock's name that is
-	// neither a lock nor a semaphore ([ErrMisconfigured]). The fields below
-	// are then zero.
-	Err error
-	// Held is set when the node holds the lock.
-	Held bool
-	// TTL is how long the node was to keep the lock when it answered (its
-	// PTTL); 0 when free.
-	TTL time.Duration
-	// Holder is the holder's token (a reentrant lock's too: see
-	// [WithReentrant]); "" when free. Tokens are secrets of
-	// sorts: whoever knows one can release or extend that acquisition.
-	Holder string
-	// Reentrant is set when the lock is a reentrant one.
-	Reentrant bool
-	// Holds is the owner's hold count of a reentrant lock, 1 for a plain
-	// lock, 0 when free.
-	Holds int
-	// Fence is the name's fencing counter on the node (see [WithFencing]),
-	// 0 when it has none: the last fencing token recorded there, whether
-	// or not the lock is held.
-	Fence uint64
-	// Kind is what the node holds under the name: [KindLock],
-	// [KindSemaphore], [KindReaders], or "" when nothing (or Err is set).
-	Kind string
-	// PermitCount is a semaphore's permit count as the node keeps it; 0
-	// for a lock, when free, or when the node keeps none.
-	PermitCount int
-	// Permits are a semaphore's live permits on the node, soonest to
-	// expire first; nil for a lock or when free. A semaphore leaves the
-	// lock fields above (Held to Holds) zero.
-	Permits []NodePermit
-}
-
 // Inspect reads what every node holds for the lock called name: whether it
 // is held and by which token, for how long, and the name's fencing counter.
 // It sends one read-only request to every node at once and returns once
 // every node answered, the node timeout passed, or ctx ended. A node that
-// failed has its error in [NodeLockState.Err]; a down node (see
+// failed has its error in [report.NodeLockState.Err]; a down node (see
 // [Redlock.Health]) is not asked. It takes and changes nothing; it is the
 // library's side of `redlock status`.
 //
-// When name is a [Semaphore], it says so in [LockState.Kind] and reads its
+// When name is a [Semaphore], it says so in [report.LockState.Kind] and reads its
 // permit count and live permits instead: each node's in
-// [NodeLockState.Permits], with the time each has left by that node's
-// clock, and across the nodes in [LockState.Semaphore].
+// [report.NodeLockState.Permits], with the time each has left by that node's
+// clock, and across the nodes in [report.LockState.Semaphore].
 //
 // It returns an error wrapping [ErrInvalidArgument] for a nil context or an
 // empty name, [ErrClosed] after [Redlock.Close], and, when ctx ended before
 // every node answered, the state read so far (the silent nodes with ctx's
 // error) and an error wrapping ctx.Err().
-func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) {
+func (r *Redlock) Inspect(ctx context.Context, name string) (*report.LockState, error) {
 	replies, err := survey(ctx, r.e, name, &node.Inspect{Key: name}, r.cfg.NodeTimeout)
 	if replies == nil {
 		return nil, err
 	}
-	s := &LockState{Name: name, Nodes: make([]NodeLockState, len(replies)), Quorum: r.Quorum()}
+	s := &report.LockState{Name: name, Nodes: make([]report.NodeLockState, len(replies)), Quorum: r.Quorum()}
 	count := map[string]int{}
 	for i, rep := range replies {
 		ns := nodeState(r.e, i, rep)
@@ -205,12 +59,12 @@ func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) 
 	}
 	s.Kind = kindOf(s.Nodes)
 	switch s.Kind {
-	case KindSemaphore:
+	case report.KindSemaphore:
 		s.Holder, s.Held = "", 0 // a lock on a minority of nodes is not this name's holder
-		s.Semaphore = semaphoreState(s.Nodes, KindSemaphore)
-	case KindReaders:
+		s.Semaphore = semaphoreState(s.Nodes, report.KindSemaphore)
+	case report.KindReaders:
 		s.Holder, s.Held = "", 0
-		s.Readers = semaphoreState(s.Nodes, KindReaders)
+		s.Readers = semaphoreState(s.Nodes, report.KindReaders)
 		s.Readers.Quorum = s.Quorum
 	}
 	if err != nil {
@@ -220,22 +74,22 @@ func (r *Redlock) Inspect(ctx context.Context, name string) (*LockState, error) 
 }
 
 // nodeState is node i's state, from its reply rep to an Inspect.
-func nodeState(e *engine.Engine, i int, rep node.Reply) NodeLockState {
-	ns := NodeLockState{Index: i, Addr: e.Pool.Addr(i)}
+func nodeState(e *engine.Engine, i int, rep node.Reply) report.NodeLockState {
+	ns := report.NodeLockState{Index: i, Addr: e.Pool.Addr(i)}
 	st, _ := rep.Value.(node.KeyState)
 	switch {
 	case rep.Err != nil:
-		ns.Err = &NodeError{Index: i, Addr: ns.Addr, Err: rep.Err}
+		ns.Err = &report.NodeError{Index: i, Addr: ns.Addr, Err: rep.Err}
 	case st.Semaphore || st.Readers:
-		ns.Kind, ns.PermitCount, ns.Fence = KindSemaphore, st.Permits, st.Counter
+		ns.Kind, ns.PermitCount, ns.Fence = report.KindSemaphore, st.Permits, st.Counter
 		if st.Readers {
-			ns.Kind = KindReaders
+			ns.Kind = report.KindReaders
 		}
 		for _, p := range st.Holders {
-			ns.Permits = append(ns.Permits, NodePermit(p))
+			ns.Permits = append(ns.Permits, report.NodePermit(p))
 		}
 	case st.Held:
-		ns.Kind = KindLock
+		ns.Kind = report.KindLock
 		ns.Held, ns.TTL, ns.Holder, ns.Reentrant, ns.Holds, ns.Fence = true, st.TTL, st.Holder, st.Reentrant, st.Holds, st.Counter
 	default:
 		ns.Fence = st.Counter
@@ -245,13 +99,13 @@ func nodeState(e *engine.Engine, i int, rep node.Reply) NodeLockState {
 
 // kindOf is the kind found on the most nodes, a lock on a tie; "" when no
 // node holds anything.
-func kindOf(nodes []NodeLockState) string {
+func kindOf(nodes []report.NodeLockState) string {
 	count := map[string]int{}
 	for _, ns := range nodes {
 		count[ns.Kind]++
 	}
 	kind, most := "", 0
-	for _, k := range []string{KindLock, KindSemaphore, KindReaders} { // a lock first: it wins a tie
+	for _, k := range []string{report.KindLock, report.KindSemaphore, report.KindReaders} { // a lock first: it wins a tie
 		if count[k] > most {
 			kind, most = k, count[k]
 		}
@@ -261,7 +115,7 @@ func kindOf(nodes []NodeLockState) string {
 
 // semaphoreState gathers the semaphore's permit count and holders (or the
 // readers) from every node that holds the name as kind.
-func semaphoreState(nodes []NodeLockState, kind string) *SemaphoreState {
+func semaphoreState(nodes []report.NodeLockState, kind string) *report.SemaphoreState {
 	counts, admitted := map[int]int{}, map[string]int{}
 	for _, ns := range nodes {
 		if ns.Kind != kind {
@@ -274,7 +128,7 @@ func semaphoreState(nodes []NodeLockState, kind string) *SemaphoreState {
 			admitted[p.Token]++
 		}
 	}
-	s := &SemaphoreState{}
+	s := &report.SemaphoreState{}
 	for k, n := range counts {
 		if n > counts[s.Permits] || n == counts[s.Permits] && k < s.Permits {
 			s.Permits = k
@@ -284,31 +138,12 @@ func semaphoreState(nodes []NodeLockState, kind string) *SemaphoreState {
 		s.Quorum = quorum.Permits(len(nodes), s.Permits)
 	}
 	for token, n := range admitted {
-		s.Holders = append(s.Holders, PermitHolder{Token: token, Nodes: n})
+		s.Holders = append(s.Holders, report.PermitHolder{Token: token, Nodes: n})
 	}
-	slices.SortFunc(s.Holders, func(a, b PermitHolder) int {
+	slices.SortFunc(s.Holders, func(a, b report.PermitHolder) int {
 		return cmp.Or(cmp.Compare(b.Nodes, a.Nodes), strings.Compare(a.Token, b.Token))
 	})
 	return s
-}
-
-// ForcedRelease is one node's outcome of [Redlock.ForceUnlock].
-type ForcedRelease struct {
-	// Index is the node's position in the clients given to [New].
-	Index int
-	// Addr is the node's address as its client reports it.
-	Addr string
-	// Err is why the node could not be asked, a [*NodeError] (as in
-	// [NodeLockState.Err]); the lock may then still be held there until its
-	// TTL passes. The fields below are then zero.
-	Err error
-	// Deleted is set when the node held the lock and deleted it.
-	Deleted bool
-	// Holder is the token (for a reentrant lock, with its hold count) of the lock
-	// deleted; "" when the node did not hold it.
-	Holder string
-	// Reentrant is set when the lock deleted was a reentrant one.
-	Reentrant bool
 }
 
 // ForceUnlock deletes the lock called name on every node that holds it,
@@ -322,7 +157,7 @@ type ForcedRelease struct {
 //
 // It sends one request to every node at once and returns once every node
 // answered, the node timeout passed, or ctx ended, with one entry per node:
-// a node that failed has its error in [ForcedRelease.Err] and may still
+// a node that failed has its error in [report.ForcedRelease.Err] and may still
 // hold the lock until its TTL passes; a down node (see [Redlock.Health]) is
 // not asked. A request still in flight when it returns carries on in the
 // background ([Redlock.Close] waits for it).
@@ -338,17 +173,17 @@ type ForcedRelease struct {
 // It returns an error wrapping [ErrInvalidArgument] for a nil context or an
 // empty name, [ErrClosed] after [Redlock.Close], and, when ctx ended before
 // every node answered, the outcomes so far and an error wrapping ctx.Err().
-func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]ForcedRelease, error) {
+func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]report.ForcedRelease, error) {
 	replies, err := survey(ctx, r.e, name, &node.Release{Shape: node.Any, Key: name, Notice: uuid.NewString()}, r.cfg.NodeTimeout)
 	if replies == nil {
 		return nil, err
 	}
-	out := make([]ForcedRelease, len(replies))
+	out := make([]report.ForcedRelease, len(replies))
 	for i, rep := range replies {
-		fr := ForcedRelease{Index: i, Addr: r.e.Pool.Addr(i)}
+		fr := report.ForcedRelease{Index: i, Addr: r.e.Pool.Addr(i)}
 		switch f, _ := rep.Value.(node.Forced); {
 		case rep.Err != nil:
-			fr.Err = &NodeError{Index: i, Addr: fr.Addr, Err: rep.Err}
+			fr.Err = &report.NodeError{Index: i, Addr: fr.Addr, Err: rep.Err}
 		case rep.OK:
 			fr.Deleted, fr.Holder, fr.Reentrant = true, f.Holder, f.Reentrant
 		}
@@ -363,7 +198,7 @@ func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]ForcedRelease
 // survey checks the arguments of an operator's call on name, sends op to
 // every node at once and returns every node's reply, in node order, once
 // all answered or the node timeout passed: a node still silent then gets
-// ErrNodeTimeout (and may be put down, as after any timeout). When ctx
+// report.ErrNodeTimeout (and may be put down, as after any timeout). When ctx
 // ends first, the silent nodes get ctx's error, which survey returns too.
 // It returns no replies and ErrClosed after Close.
 func survey(ctx context.Context, e *engine.Engine, name string, op node.Op, timeout time.Duration) ([]node.Reply, error) {
@@ -379,4 +214,43 @@ func survey(ctx context.Context, e *engine.Engine, name string, op node.Op, time
 	defer e.WG.Done()
 	rd := quorum.NewRound(ctx, e.Pool, timeout, e.Report, e.Pool.Size()).KeepReplies().SendAll(op, nil, nil)
 	return rd.Replies, rd.Gather(ctx)
+}
+
+// Audit reads every node's settings and its user's rights now, judges
+// them (see [report.NodeAudit] and [report.Finding]) and returns them, one per node in
+// the order of the clients given to [New]: for a service's readiness
+// check, or `redlock doctor`. It sends only commands that change nothing
+// (INFO, CONFIG GET, TIME, ACL WHOAMI and ACL DRYRUN, or where ACL DRYRUN
+// is refused each command in a form that changes nothing: EVALSHA of a
+// script no node has, SET and ZADD with XX on a key that does not exist,
+// PUBLISH to a channel no one hears; and SET ... IFEQ, DELIFEQ and DELEX
+// ... IFEQ on the key "redlock:probe", which holds nothing, for
+// [report.NodeAudit.Caps]: a user whose key patterns leave it out shows none),
+// every node at once, down nodes included, and returns once every node
+// was read or ctx ended (each node is given at most five seconds). A node
+// that could not be read has its error in [report.NodeAudit.Err]. It records what
+// it found for [report.NodeHealth.Audit], and tells a [report.AuditObserver] of each
+// finding above [report.SeverityInfo] not told before for that node.
+//
+// Findings are judged against the options given to New: the restart
+// delay, replica acknowledgement and clock tolerance (a Mutex given other
+// values is not judged apart).
+//
+// It returns an error wrapping [ErrInvalidArgument] for a nil context,
+// [ErrClosed] after [Redlock.Close], and, when ctx ended before every node
+// was read, the audits so far (the others with ctx's error) and an error
+// wrapping ctx.Err().
+func (r *Redlock) Audit(ctx context.Context) ([]report.NodeAudit, error) {
+	if ctx == nil {
+		return nil, engine.Invalid("nil context")
+	}
+	if err := r.e.Track(1); err != nil {
+		return nil, err
+	}
+	defer r.e.WG.Done()
+	out := r.audits.audit(ctx)
+	if err := ctx.Err(); err != nil {
+		return out, fmt.Errorf("redlock: audit: %w", err)
+	}
+	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 func TestInspectHeldAndFree(t *testing.T) {
@@ -34,7 +35,7 @@ func TestInspectHeldAndFree(t *testing.T) {
 			assert.Equal(t, i, ns.Index)
 			assert.Equal(t, fs[i].Name, ns.Addr)
 			if i == 3 {
-				var nodeErr *NodeError
+				var nodeErr *report.NodeError
 				require.ErrorAs(t, ns.Err, &nodeErr)
 				assert.Equal(t, 3, nodeErr.Index)
 				assert.ErrorIs(t, ns.Err, errBoom)
@@ -109,7 +110,7 @@ func TestInspectSilentNodeTimesOut(t *testing.T) {
 		s, err := r.Inspect(t.Context(), "k")
 		require.NoError(t, err)
 		assert.Equal(t, 50*time.Millisecond, time.Since(start), "one node timeout, not the silent node's delay")
-		assert.ErrorIs(t, s.Nodes[1].Err, ErrNodeTimeout)
+		assert.ErrorIs(t, s.Nodes[1].Err, report.ErrNodeTimeout)
 		assert.Equal(t, 2, s.Reachable())
 		fs[1].Faults(func(n *nodetest.Fake) { n.Delay = 0 })
 		// Close waits for a node call only as long as the library could
@@ -313,15 +314,15 @@ func TestInspectSemaphoreKinds(t *testing.T) {
 
 		st, err := r.Inspect(t.Context(), "sem")
 		require.NoError(t, err)
-		assert.Equal(t, KindSemaphore, st.Kind)
+		assert.Equal(t, report.KindSemaphore, st.Kind)
 		assert.Empty(t, st.Holder)
 		assert.Zero(t, st.Held)
 		require.NotNil(t, st.Semaphore)
 		assert.Equal(t, 3, st.Semaphore.Permits)
 		assert.Equal(t, 4, st.Semaphore.Quorum, "5·3/4+1")
-		assert.Equal(t, []PermitHolder{{Token: permitOf(s), Nodes: 4}, {Token: "short", Nodes: 1}}, st.Semaphore.Holders)
+		assert.Equal(t, []report.PermitHolder{{Token: permitOf(s), Nodes: 4}, {Token: "short", Nodes: 1}}, st.Semaphore.Holders)
 		assert.Equal(t, 1, st.Semaphore.Held())
-		assert.Equal(t, []NodePermit{{Token: permitOf(s), TTL: 10 * time.Second}, {Token: "short", TTL: time.Minute}}, st.Nodes[0].Permits)
+		assert.Equal(t, []report.NodePermit{{Token: permitOf(s), TTL: 10 * time.Second}, {Token: "short", TTL: time.Minute}}, st.Nodes[0].Permits)
 		assert.ErrorIs(t, st.Nodes[4].Err, errBoom)
 		assert.Empty(t, st.Nodes[4].Kind)
 
@@ -333,10 +334,10 @@ func TestInspectSemaphoreKinds(t *testing.T) {
 		}
 		st, err = r.Inspect(t.Context(), "mixed")
 		require.NoError(t, err)
-		assert.Equal(t, KindLock, st.Kind)
+		assert.Equal(t, report.KindLock, st.Kind)
 		assert.Nil(t, st.Semaphore)
 		assert.Equal(t, "tok", st.Holder)
-		assert.Equal(t, KindSemaphore, st.Nodes[2].Kind)
+		assert.Equal(t, report.KindSemaphore, st.Nodes[2].Kind)
 		assert.Equal(t, 2, st.Nodes[2].PermitCount)
 
 		// One more semaphore node: now the semaphore's, and no lock holder.
@@ -344,10 +345,10 @@ func TestInspectSemaphoreKinds(t *testing.T) {
 		fs[4].Sems["mixed"] = &nodetest.Sem{Permits: 2, Holders: map[string]time.Time{"p": time.Now().Add(time.Minute)}}
 		st, err = r.Inspect(t.Context(), "mixed")
 		require.NoError(t, err)
-		assert.Equal(t, KindSemaphore, st.Kind)
+		assert.Equal(t, report.KindSemaphore, st.Kind)
 		assert.Empty(t, st.Holder)
 		assert.Zero(t, st.Held)
-		assert.Equal(t, []PermitHolder{{Token: "p", Nodes: 3}}, st.Semaphore.Holders)
-		assert.Equal(t, KindLock, st.Nodes[0].Kind, "each node still says what it holds")
+		assert.Equal(t, []report.PermitHolder{{Token: "p", Nodes: 3}}, st.Semaphore.Holders)
+		assert.Equal(t, report.KindLock, st.Nodes[0].Kind, "each node still says what it holds")
 	})
 }

@@ -22,10 +22,10 @@ var (
 	layers = [][]string{
 		// What the facade hands the engine and takes back: errors, the
 		// Observer, options, features, capabilities, the audit, fencing.
-		{"errors.go", "observer.go", "logger.go", "options.go", "features.go", "caps.go", "audit.go", "audit_judge.go", "fence.go"},
+		{"errors.go", "quorum.go", "clock.go", "observer.go", "logger.go", "options.go", "audit.go", "audit_judge.go", "fence.go"},
 		// The primitives and the public API.
 		{"lockkind.go", "mutex.go", "shared.go", "rwmutex.go", "semaphore.go", "multi.go", "do.go", "locker.go",
-			"wait.go", "redlock.go", "health.go", "inspect.go", "doc.go"},
+			"wait.go", "redlock.go", "pool.go", "inspect.go", "doc.go"},
 	}
 )
 

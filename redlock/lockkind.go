@@ -10,6 +10,7 @@ import (
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
 	"github.com/redlock-go/redlock/redlock/internal/lease"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/redlock/internal/turn"
@@ -56,7 +57,7 @@ type lockBase struct{}
 var errHeldByMutex = &wordsError{"redlock: lock not acquired: held by this Mutex, no node was asked", ErrHeld}
 
 // lockOps names a lock's calls for the Observer, whatever its kind.
-var lockOps = [4]OpKind{OpLock, OpTryLock, OpUnlock, OpExtend}
+var lockOps = [4]report.OpKind{report.OpLock, report.OpTryLock, report.OpUnlock, report.OpExtend}
 
 // token returns the token of a new acquisition and the notice that
 // announces its release (unique to the acquisition).

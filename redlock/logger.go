@@ -4,11 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // Logging. The library logs nothing unless given a logger: then it says,
 // one line each, what a program would otherwise hear only by polling
-// Health and Audit or by implementing an AuditObserver. The logger is an
+// Health and Audit or by implementing an report.AuditObserver. The logger is an
 // Observer among others (logged), and hears the pool's changes of node
 // state (see quorum.Pool.Watch); nothing per operation.
 
@@ -21,9 +23,9 @@ import (
 //     answer; attributes node (its index), addr, err (the cause);
 //   - the node coming back (Info, "redlock: node back"): node, addr, and
 //     down (for how long);
-//   - each audit finding above [SeverityInfo] (see [Redlock.Audit]), the
-//     first time it is found for a node (Warn for [SeverityDegraded], Error
-//     for [SeverityUnsafe], "redlock: audit finding"): node, addr,
+//   - each audit finding above [report.SeverityInfo] (see [Redlock.Audit]), the
+//     first time it is found for a node (Warn for [report.SeverityDegraded], Error
+//     for [report.SeverityUnsafe], "redlock: audit finding"): node, addr,
 //     severity, code, and msg, what it risks and how to fix it; a wrong
 //     password, an address that refuses connections and an evicting node
 //     are found by the first audit, a second after the first acquisition;
@@ -47,7 +49,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // events is the Observer every holder and the audit tell: the one given
 // with WithObserver, and the logger's when there is one.
-func (c *config) events() Observer {
+func (c *config) events() report.Observer {
 	if c.logger == nil {
 		return c.observer
 	}
@@ -58,23 +60,23 @@ func (c *config) events() Observer {
 // none).
 type logged struct {
 	l    *slog.Logger
-	next Observer
+	next report.Observer
 }
 
-func (o *logged) OpStart(ctx context.Context, op Op) context.Context {
+func (o *logged) OpStart(ctx context.Context, op report.Op) context.Context {
 	if o.next == nil {
 		return ctx
 	}
 	return o.next.OpStart(ctx, op)
 }
 
-func (o *logged) OpEnd(ctx context.Context, op Op, res OpResult) {
+func (o *logged) OpEnd(ctx context.Context, op report.Op, res report.OpResult) {
 	if o.next != nil {
 		o.next.OpEnd(ctx, op, res)
 	}
 }
 
-func (o *logged) HoldEnd(h Hold) {
+func (o *logged) HoldEnd(h report.Hold) {
 	if h.Lost {
 		o.l.LogAttrs(context.Background(), slog.LevelError, "redlock: lock lost",
 			slog.String("name", h.Name), slog.Any("err", h.Err), slog.Duration("held", time.Since(h.Acquired)))
@@ -84,21 +86,21 @@ func (o *logged) HoldEnd(h Hold) {
 	}
 }
 
-func (o *logged) NodeFailed(ctx context.Context, e *NodeError) {
+func (o *logged) NodeFailed(ctx context.Context, e *report.NodeError) {
 	if o.next != nil {
 		o.next.NodeFailed(ctx, e)
 	}
 }
 
-// Found implements AuditObserver.
-func (o *logged) Found(index int, addr string, f Finding) {
+// Found implements report.AuditObserver.
+func (o *logged) Found(index int, addr string, f report.Finding) {
 	level := slog.LevelWarn
-	if f.Severity >= SeverityUnsafe {
+	if f.Severity >= report.SeverityUnsafe {
 		level = slog.LevelError
 	}
 	o.l.LogAttrs(context.Background(), level, "redlock: audit finding", slog.Int("node", index), slog.String("addr", addr),
 		slog.String("severity", f.Severity.String()), slog.String("code", f.Code), slog.String("msg", f.Message))
-	if a, ok := o.next.(AuditObserver); ok {
+	if a, ok := o.next.(report.AuditObserver); ok {
 		a.Found(index, addr, f)
 	}
 }

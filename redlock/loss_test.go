@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // A lease ended by another client's delete (an operator's ForceUnlock)
@@ -33,5 +34,5 @@ func TestLostLeaseNamesTheNodesWithoutToken(t *testing.T) {
 	err = m.Extend(ctx)
 	require.ErrorIs(t, err, redlock.ErrLockLost)
 	assert.Regexp(t, `extended on 0 of 3 nodes, quorum 2; the token is gone from nodes 0, 1 and 2: its key expired there, or another client deleted it \(a forced unlock\)`, err.Error())
-	assert.Empty(t, redlock.NodeErrors(err), "the nodes answered")
+	assert.Empty(t, report.NodeErrors(err), "the nodes answered")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -65,17 +66,17 @@ func testNodeTimeout(t *testing.T, contextTimeout bool) {
 	err = m.TryLock(t.Context())
 	took := time.Since(start)
 	require.ErrorIs(t, err, ErrNotAcquired)
-	assert.ErrorIs(t, err, ErrNodeTimeout)
+	assert.ErrorIs(t, err, report.ErrNodeTimeout)
 	assert.Less(t, took, time.Second, "TryLock waited for the client's 3s read timeout")
-	assert.Len(t, NodeErrors(err), 3)
+	assert.Len(t, report.NodeErrors(err), 3)
 	assert.False(t, servers[0].Exists("k"), "the failed attempt was released on a responsive node")
 
 	start = time.Now()
 	err = m.TryLock(t.Context())
 	require.ErrorIs(t, err, ErrNotAcquired)
 	assert.Less(t, time.Since(start), 50*time.Millisecond, "down nodes are skipped, not waited for")
-	for _, ne := range NodeErrors(err) {
-		assert.ErrorIs(t, ne, ErrNodeDown)
+	for _, ne := range report.NodeErrors(err) {
+		assert.ErrorIs(t, ne, report.ErrNodeDown)
 	}
 	health := r.Health()
 	for i, h := range health {
@@ -127,13 +128,13 @@ func TestLockStopsOnWrongPasswords(t *testing.T) {
 	for _, f := range failures {
 		assert.NotContains(t, f.err.Error(), "unexpected", "node %d", f.err.Index)
 	}
-	for _, ne := range NodeErrors(err) {
+	for _, ne := range report.NodeErrors(err) {
 		want := map[int]string{0: "WRONGPASS", 1: "WRONGPASS", 2: "NOAUTH"}[ne.Index]
 		require.NotEmpty(t, want, "node %d did not fail: %v", ne.Index, ne)
 		assert.ErrorIs(t, ne, ErrMisconfigured)
 		assert.ErrorContains(t, ne, want)
 	}
-	assert.Len(t, NodeErrors(err), 3)
+	assert.Len(t, report.NodeErrors(err), 3)
 	// Health says so as Lock returns, before any audit: the nodes answer
 	// (none is down), and refuse.
 	for _, h := range r.Health() {
@@ -150,8 +151,8 @@ func TestLockStopsOnWrongPasswords(t *testing.T) {
 	require.Eventually(t, func() bool { return len(r.e.IDs.Reg.Missing()) == 0 }, 5*time.Second, time.Millisecond,
 		"every node was asked who it is")
 	for _, h := range r.Health() {
-		assert.NotContains(t, h.Off, FeatureClock, "node %d: a wrong password refuses the client, not TIME", h.Index)
-		assert.NotContains(t, h.Off, FeatureIdentify, "node %d: nor INFO", h.Index)
+		assert.NotContains(t, h.Off, report.FeatureClock, "node %d: a wrong password refuses the client, not TIME", h.Index)
+		assert.NotContains(t, h.Off, report.FeatureIdentify, "node %d: nor INFO", h.Index)
 	}
 }
 
@@ -186,9 +187,9 @@ func TestTimeoutNamesDialFailure(t *testing.T) {
 		require.Len(t, ends, 1)
 		assert.Equal(t, 1, ends[0].Attempts, "refused at the first attempt")
 		t.Log(err)
-		require.Len(t, NodeErrors(err), 3)
-		for _, ne := range NodeErrors(err) {
-			assert.ErrorIs(t, ne, ErrNodeTimeout, "node %d", ne.Index)
+		require.Len(t, report.NodeErrors(err), 3)
+		for _, ne := range report.NodeErrors(err) {
+			assert.ErrorIs(t, ne, report.ErrNodeTimeout, "node %d", ne.Index)
 			assert.ErrorIs(t, ne, ErrMisconfigured, "node %d", ne.Index)
 			assert.ErrorContains(t, ne, "last dial")
 			assert.ErrorContains(t, ne, "x509: certificate signed by unknown authority")
@@ -213,10 +214,10 @@ func TestTimeoutNamesDialFailure(t *testing.T) {
 		assert.NotErrorIs(t, err, ErrMisconfigured, "a refused connection may be a node restarting")
 		assert.Less(t, took, nodeTimeout, "the refusals end the attempt")
 		t.Log(err)
-		require.Len(t, NodeErrors(err), 3)
-		for _, ne := range NodeErrors(err) {
+		require.Len(t, report.NodeErrors(err), 3)
+		for _, ne := range report.NodeErrors(err) {
 			assert.GreaterOrEqual(t, ne.Index, 2)
-			assert.NotErrorIs(t, ne, ErrNodeTimeout, "node %d: a refusal is no timeout", ne.Index)
+			assert.NotErrorIs(t, ne, report.ErrNodeTimeout, "node %d: a refusal is no timeout", ne.Index)
 			assert.ErrorContains(t, ne, "connection refused")
 			assert.NotErrorIs(t, ne, context.DeadlineExceeded)
 			assert.NotErrorIs(t, ne, context.Canceled)
@@ -274,7 +275,7 @@ func TestInspectSemaphoreOnMiniredis(t *testing.T) {
 
 	s, err := r.Inspect(t.Context(), "jobs")
 	require.NoError(t, err)
-	assert.Equal(t, KindSemaphore, s.Kind)
+	assert.Equal(t, report.KindSemaphore, s.Kind)
 	assert.Empty(t, s.Holder, "a semaphore has no lock holder")
 	assert.Zero(t, s.Held)
 	assert.False(t, s.Locked())
@@ -285,10 +286,10 @@ func TestInspectSemaphoreOnMiniredis(t *testing.T) {
 	assert.Equal(t, 2, s.Semaphore.Held())
 	tokA, tokB := permitOf(a), permitOf(b)
 	first, second := min(tokA, tokB), max(tokA, tokB)
-	assert.Equal(t, []PermitHolder{{Token: first, Nodes: 3}, {Token: second, Nodes: 3}, {Token: "stray", Nodes: 1}}, s.Semaphore.Holders)
+	assert.Equal(t, []report.PermitHolder{{Token: first, Nodes: 3}, {Token: second, Nodes: 3}, {Token: "stray", Nodes: 1}}, s.Semaphore.Holders)
 	for i, ns := range s.Nodes {
 		require.NoError(t, ns.Err, "node %d", i)
-		assert.Equal(t, KindSemaphore, ns.Kind)
+		assert.Equal(t, report.KindSemaphore, ns.Kind)
 		assert.Equal(t, 2, ns.PermitCount)
 		assert.False(t, ns.Held)
 		want := 2
@@ -319,9 +320,9 @@ func TestInspectSemaphoreOnMiniredis(t *testing.T) {
 	require.NoError(t, m.Lock(t.Context()))
 	s, err = r.Inspect(t.Context(), "plain")
 	require.NoError(t, err)
-	assert.Equal(t, KindLock, s.Kind)
+	assert.Equal(t, report.KindLock, s.Kind)
 	assert.Nil(t, s.Semaphore)
-	assert.Equal(t, KindLock, s.Nodes[0].Kind)
+	assert.Equal(t, report.KindLock, s.Nodes[0].Kind)
 	assert.Nil(t, s.Nodes[0].Permits)
 	_, err = clients[1].ZAdd(t.Context(), "forever", redis.Z{Score: 1, Member: "x"}).Result()
 	require.NoError(t, err)

@@ -59,7 +59,7 @@ func (m *Mutex) Name() string { return m.h.Name }
 // package documentation).
 //
 // On failure it returns an error wrapping [ErrNotAcquired] and the last
-// attempt's causes (one [*NodeError] per failed node); when ctx ended, the
+// attempt's causes (one [*report.NodeError] per failed node); when ctx ended, the
 // error also wraps ctx.Err(). It returns at once, without retrying, when so
 // many nodes failed with [ErrMisconfigured] (a missing permission, a key of
 // another type, an untrusted certificate) that no quorum is left to grant,
@@ -113,7 +113,7 @@ func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 // On failure it returns an error wrapping [ErrNotAcquired] and, where the
 // attempt can tell, what refused it: [ErrHeld] (another holds the lock, or
 // this Mutex does: no node is then asked), [ErrSplit] or
-// [ErrNodesFailed]; one [*NodeError] per failed node, and ctx's error if
+// [ErrNodesFailed]; one [*report.NodeError] per failed node, and ctx's error if
 // ctx ended. Before returning it
 // releases the lock on every node that had granted it when the outcome was
 // decided; nodes that failed or had not answered, and all of them when ctx
@@ -204,7 +204,7 @@ func (m *Mutex) live() *lease.Lease {
 // before the expiry that node itself last confirmed (a node that missed an
 // extension expires the key earlier than [Mutex.Until]) and only when the
 // same server answers (its run id: a restart or a failover lost the key).
-// Otherwise its error wraps one [*NodeError] per failed node, and:
+// Otherwise its error wraps one [*report.NodeError] per failed node, and:
 //   - [ErrNotHeld] when no quorum confirmed: another client may have held
 //     the lock (without I/O when the mutex holds nothing);
 //   - [ErrMisconfigured] instead when nodes that refused the release for a
@@ -246,7 +246,7 @@ var errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
 //
 // On failure it returns an error wrapping [ErrNotHeld] ([ErrMisconfigured]
 // instead when nodes that refused the extension for a reason no retry
-// changes left no quorum), one [*NodeError] per failed node, and ctx's
+// changes left no quorum), one [*report.NodeError] per failed node, and ctx's
 // error if ctx ended; the validity window is then
 // left as it was (the lock may still be held until [Mutex.Until]). When so
 // many nodes answered that they no longer hold the token that no quorum can

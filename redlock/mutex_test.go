@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"context"
 	"errors"
@@ -82,7 +83,7 @@ func TestTryLockMajorityHeldElsewhere(t *testing.T) {
 		}
 		err := m.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired)
-		assert.Empty(t, NodeErrors(err), "refusals are not node errors")
+		assert.Empty(t, report.NodeErrors(err), "refusals are not node errors")
 		assert.True(t, m.Until().IsZero())
 		// Released where it was granted; the other holder's keys untouched.
 		for _, f := range fs[:3] {
@@ -107,7 +108,7 @@ func TestTryLockMajorityFailingReportsEachNode(t *testing.T) {
 		err := m.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired)
 		require.ErrorIs(t, err, errBoom)
-		got := NodeErrors(err)
+		got := report.NodeErrors(err)
 		require.Len(t, got, 3)
 		idx := []int{got[0].Index, got[1].Index, got[2].Index}
 		assert.ElementsMatch(t, []int{0, 2, 4}, idx)
@@ -169,10 +170,10 @@ func TestTryLockNodeTimeout(t *testing.T) {
 		err := m.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired)
 		assert.Equal(t, 50*time.Millisecond, time.Since(start), "one node timeout, not more")
-		got := NodeErrors(err)
+		got := report.NodeErrors(err)
 		require.Len(t, got, 3)
 		for _, ne := range got {
-			assert.ErrorIs(t, ne, ErrNodeTimeout)
+			assert.ErrorIs(t, ne, report.ErrNodeTimeout)
 			assert.GreaterOrEqual(t, ne.Index, 2)
 		}
 		assert.NotErrorIs(t, err, context.DeadlineExceeded, "a node timeout is not the caller's deadline")
@@ -201,7 +202,7 @@ func TestTryLockNodeTimeoutIsNotTheCallersDeadline(t *testing.T) {
 		}
 		err := m.TryLock(t.Context())
 		require.ErrorIs(t, err, ErrNotAcquired)
-		assert.Len(t, NodeErrors(err), 2)
+		assert.Len(t, report.NodeErrors(err), 2)
 		assert.NotErrorIs(t, err, context.DeadlineExceeded, "only the caller's own deadline may surface as DeadlineExceeded")
 		assert.Contains(t, err.Error(), "deadline exceeded", "the original cause stays in the message")
 	})
@@ -281,7 +282,7 @@ func TestLockRetriesUntilReleased(t *testing.T) {
 		require.NoError(t, waiter.Lock(t.Context()))
 		waited := time.Since(start)
 		assert.GreaterOrEqual(t, waited, time.Second)
-		assert.Less(t, waited, time.Second+DefaultRetryDelayMax+time.Millisecond, "back-off is bounded by the max delay")
+		assert.Less(t, waited, time.Second+defaultRetryDelayMax+time.Millisecond, "back-off is bounded by the max delay")
 		attempts := fs[0].Count("acquire") - 1
 		// Exponential: 10, ≤20, ≤40, ≤80, ≤160, then ≤200ms apart: at least 1s/200ms attempts.
 		assert.GreaterOrEqual(t, attempts, 5)

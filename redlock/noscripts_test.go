@@ -15,6 +15,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // Nodes whose user is refused scripts, over miniredis (whose clients
@@ -64,10 +65,10 @@ func TestMutexWithoutScripts(t *testing.T) {
 
 	for _, h := range r.Health() {
 		assert.Equal(t, "native", h.Way, "miniredis answers DELEX: node %d", h.Index)
-		assert.Equal(t, NodeCaps{Known: true, DelEx: true}, h.Caps, "found once: no INFO server, no SET IFEQ, no DELIFEQ in miniredis")
+		assert.Equal(t, report.NodeCaps{Known: true, DelEx: true}, h.Caps, "found once: no INFO server, no SET IFEQ, no DELIFEQ in miniredis")
 		assert.Equal(t, "server ?: DELEX IFEQ", h.Caps.String())
-		require.Contains(t, h.Off, FeatureScripts)
-		assert.ErrorContains(t, h.Off[FeatureScripts], "'evalsha'")
+		require.Contains(t, h.Off, report.FeatureScripts)
+		assert.ErrorContains(t, h.Off[report.FeatureScripts], "'evalsha'")
 	}
 	told := 0
 	obs.mu.Lock()
@@ -111,7 +112,7 @@ func TestNeedsScriptsRefusedAtOnce(t *testing.T) {
 		// "native" once the node was asked whether it has DELEX: an
 		// attempt that was hopeless may have ended before a node's turn.
 		assert.Contains(t, []string{"native", "transactions"}, h.Way)
-		assert.NotContains(t, h.Off, FeatureScripts, "told up front: no refusal was seen")
+		assert.NotContains(t, h.Off, report.FeatureScripts, "told up front: no refusal was seen")
 	}
 }
 

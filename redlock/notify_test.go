@@ -63,7 +63,7 @@ func TestLostNotificationsFallBackToPolling(t *testing.T) {
 		}
 		d := handoff(t, r, fs)
 		assert.Greater(t, d, time.Duration(0))
-		assert.LessOrEqual(t, d, DefaultRetryDelayMax, "bounded by the back-off")
+		assert.LessOrEqual(t, d, defaultRetryDelayMax, "bounded by the back-off")
 		synctest.Wait()
 		// The first release named its waiter (no one subscribes there, so
 		// nothing was handed over); the second, with no one queued, was a

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // recorder is an Observer that records what it is told. OpStart returns a
@@ -23,20 +24,20 @@ type recorder struct {
 	mu    sync.Mutex
 	ops   int
 	calls []string // in order, as "start Lock k", "end Lock #1", "hold k", "node 2"
-	ends  []OpResult
-	holds []Hold
+	ends  []report.OpResult
+	holds []report.Hold
 	nodes []nodeFailure
 }
 
 type nodeFailure struct {
-	err   *NodeError
+	err   *report.NodeError
 	op    string // the mark of the context it came with: "" when none
 	after bool   // reported after the operation it belongs to had ended
 }
 
 type markKey struct{}
 
-func (r *recorder) OpStart(ctx context.Context, op Op) context.Context {
+func (r *recorder) OpStart(ctx context.Context, op report.Op) context.Context {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ops++
@@ -51,21 +52,21 @@ func (r *recorder) OpStart(ctx context.Context, op Op) context.Context {
 	return context.WithValue(ctx, markKey{}, mark)
 }
 
-func (r *recorder) OpEnd(ctx context.Context, _ Op, res OpResult) {
+func (r *recorder) OpEnd(ctx context.Context, _ report.Op, res report.OpResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "end "+mark(ctx))
 	r.ends = append(r.ends, res)
 }
 
-func (r *recorder) HoldEnd(h Hold) {
+func (r *recorder) HoldEnd(h report.Hold) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "hold "+h.Name)
 	r.holds = append(r.holds, h)
 }
 
-func (r *recorder) NodeFailed(ctx context.Context, e *NodeError) {
+func (r *recorder) NodeFailed(ctx context.Context, e *report.NodeError) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := mark(ctx)
@@ -83,11 +84,11 @@ func mark(ctx context.Context) string {
 }
 
 // snapshot returns copies of what r recorded.
-func (r *recorder) snapshot() (calls []string, ends []OpResult, holds []Hold, nodes []nodeFailure) {
+func (r *recorder) snapshot() (calls []string, ends []report.OpResult, holds []report.Hold, nodes []nodeFailure) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]string(nil), r.calls...), append([]OpResult(nil), r.ends...),
-		append([]Hold(nil), r.holds...), append([]nodeFailure(nil), r.nodes...)
+	return append([]string(nil), r.calls...), append([]report.OpResult(nil), r.ends...),
+		append([]report.Hold(nil), r.holds...), append([]nodeFailure(nil), r.nodes...)
 }
 
 func TestObserverAcquiredAndUnlocked(t *testing.T) {
@@ -103,7 +104,7 @@ func TestObserverAcquiredAndUnlocked(t *testing.T) {
 
 		calls, ends, holds, nodes := rec.snapshot()
 		assert.Equal(t, []string{"start Lock #1", "end Lock #1", "start Unlock #2", "hold k", "end Unlock #2"}, calls)
-		assert.Equal(t, []OpResult{{Attempts: 1}, {}}, ends)
+		assert.Equal(t, []report.OpResult{{Attempts: 1}, {}}, ends)
 		require.Len(t, holds, 1)
 		assert.Equal(t, "k", holds[0].Name)
 		assert.False(t, holds[0].Lost)
@@ -258,7 +259,7 @@ func TestObserverNodeFailures(t *testing.T) {
 		require.Contains(t, late, 3)
 		require.Contains(t, late, 4)
 		for _, f := range late {
-			assert.ErrorIs(t, f.err, ErrNodeTimeout, "reported when the node timeout passed")
+			assert.ErrorIs(t, f.err, report.ErrNodeTimeout, "reported when the node timeout passed")
 			assert.False(t, f.err.Late)
 			assert.Equal(t, "TryLock #1", f.op)
 			assert.True(t, f.after, "reported after TryLock returned")
@@ -290,7 +291,7 @@ func TestObserverNodeFailures(t *testing.T) {
 			if f.err.Index == 5 {
 				five = append(five, f.op)
 				if f.op == "TryLock #3" {
-					assert.ErrorIs(t, f.err, ErrNodeDown)
+					assert.ErrorIs(t, f.err, report.ErrNodeDown)
 				} else {
 					assert.ErrorIs(t, f.err, errRefused)
 				}

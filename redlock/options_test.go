@@ -88,7 +88,7 @@ func TestOptionsApply(t *testing.T) {
 	}, m.h.Settings)
 	d, err := r.NewMutex("j")
 	require.NoError(t, err)
-	assert.Equal(t, DefaultNodeTimeout, d.h.Settings.NodeTimeout, "NewMutex options do not leak into the Redlock's defaults")
+	assert.Equal(t, defaultNodeTimeout, d.h.Settings.NodeTimeout, "NewMutex options do not leak into the Redlock's defaults")
 	assert.Equal(t, "j", d.Name())
 }
 

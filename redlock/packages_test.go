@@ -30,7 +30,7 @@ var mayImport = map[string][]string{
 	// The node protocol's cases: what every way and the fake are held to.
 	"internal/node/conformance": {"internal/node"},
 	"internal/waitq":            {"internal/node", "internal/jitter"},
-	"internal/sim":              {"redlock", "internal/jitter"},
+	"internal/sim":              {"redlock", "redlock/report", "internal/jitter"},
 
 	"redlock/internal/quorum": {"internal/node", "internal/jitter"},
 	"redlock/internal/engine": {"internal/node", "internal/waitq", "internal/identity", "internal/scripts", "internal/jitter", "redlock/internal/quorum"},

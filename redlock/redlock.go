@@ -2,16 +2,12 @@ package redlock
 
 import (
 	"context"
-	"reflect"
 	"strings"
-	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/engine"
 	"github.com/redlock-go/redlock/redlock/internal/lease"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/node"
 )
@@ -27,88 +23,6 @@ type Redlock struct {
 	e      *engine.Engine
 	audits *auditor // each node's last audit (see audit.go)
 	cfg    config   // defaults for every primitive
-}
-
-// New returns a Redlock over the given clients, one per independent Redis
-// master. The lock's key is the same on every node, so each client must
-// address a different server (a cluster client counts as one node).
-//
-// Any N ≥ 1 works; a lock needs N/2+1 nodes, so N nodes tolerate
-// (N-1)/2 failed ones: 1 → 0, 2 → 0, 3 → 1, 4 → 1, 5 → 2, 7 → 3. An even N
-// tolerates no more failures than N-1 and costs one more round trip.
-//
-// The options set the defaults of every mutex created from this Redlock.
-// New does no I/O. It returns an error wrapping [ErrInvalidArgument] for no
-// clients, a nil client, a client given twice (or two clients with the same
-// address), or an invalid option.
-//
-// New adds a dial hook to each *redis.Client, once per client however many
-// Redlocks share it, and the hook stays with the client after Close. It
-// sends no command and logs nothing: it keeps the client's last failed
-// dial, which a node timeout names as its cause (go-redis retries a failed
-// dial long past the node timeout), and for a Sentinel-managed client the
-// master its last connection reached; a dial the host refuses puts the
-// node of a client of one server down at once (see [NodeHealth]).
-func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
-	if len(clients) == 0 {
-		return nil, engine.Invalid("no clients")
-	}
-	nodes := make([]node.Node, len(clients))
-	seen := make(map[string]int, len(clients))
-	for i, c := range clients {
-		if isNil(c) {
-			return nil, engine.Invalid("client %d is nil", i)
-		}
-		for j := range i {
-			if sameClient(clients[j], c) {
-				return nil, engine.Invalid("clients %d and %d are the same client", j, i)
-			}
-		}
-		if err := node.CheckAddr(c); err != nil {
-			return nil, engine.Invalid("client %d: %v", i, err)
-		}
-		addr := node.ClientAddr(c)
-		if j, dup := seen[addr]; dup {
-			return nil, engine.Invalid("clients %d and %d both address %s", j, i, addr)
-		}
-		if addr != node.FailoverAddr { // the master comes from the sentinels: see internal/engine/identify.go
-			seen[addr] = i
-		}
-		nodes[i] = node.NewRedis(c)
-	}
-	return newRedlock(nodes, opts...)
-}
-
-// newRedlock builds a Redlock over any nodes; tests pass fakes.
-func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
-	cfg := defaultConfig()
-	if err := cfg.apply(opts); err != nil {
-		return nil, err
-	}
-	if cfg.Quorum != 0 {
-		return nil, errQuorumOption
-	}
-	if cfg.NoScripts {
-		for _, n := range nodes {
-			if a, ok := n.(interface{ AvoidScripts() }); ok {
-				a.AvoidScripts()
-			}
-		}
-	}
-	nodeErr := func(i int, err error) error { return nodeError(nodes, i, err) }
-	r := &Redlock{e: engine.NewEngine(nodes, cfg.ClockTolerance, reporter(cfg.observer, nodes), nodeErr), cfg: cfg}
-	r.audits = newAuditor(r.e, len(nodes), cfg.ClockTolerance)
-	r.audits.judgeBy(cfg)
-	r.e.Admit = r.audits
-	if l, ok := cfg.events().(*logged); ok {
-		r.e.Pool.Watch = func(i int, down bool, since time.Time, cause error) {
-			l.nodeChanged(i, r.e.Pool.Addr(i), down, since, cause)
-		}
-	}
-	if err := r.checkAck(cfg); err != nil {
-		return nil, err
-	}
-	return r, nil
 }
 
 // NewMutex returns a mutex for the lock called name. The name is the key
@@ -179,9 +93,6 @@ func (r *Redlock) newOnly(cfg config) error {
 // given to anything but New.
 var errNewOnlyOption = engine.Invalid("WithoutScripts, WithClockTolerance, WithSafeQuorum and WithLogger apply to New only: how a node is spoken to, whether its clock is trusted, whether it is safe, and who hears of it, are the node's, not one lock's")
 
-// errQuorumOption is the error of WithQuorum given to New or NewMutex.
-var errQuorumOption = engine.Invalid("WithQuorum applies to semaphores only: a lock's quorum is a majority")
-
 // Quorum returns how many nodes must agree for a lock to be held: N/2+1.
 func (r *Redlock) Quorum() int { return quorum.Majority(r.e.Pool.Size()) }
 
@@ -217,32 +128,6 @@ func (r *Redlock) Close(ctx context.Context) error {
 		return engine.Invalid("nil context")
 	}
 	return r.e.Close(ctx)
-}
-
-func isNil(c redis.UniversalClient) bool {
-	if c == nil {
-		return true
-	}
-	v := reflect.ValueOf(c)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
-}
-
-func sameClient(a, b redis.UniversalClient) bool {
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	return ta == tb && ta.Comparable() && a == b
-}
-
-// checkAck refuses replica acknowledgement when a node is a Redis Cluster
-// or Ring: a WAIT after the write cannot follow the key to its server.
-func (r *Redlock) checkAck(cfg config) error {
-	if cfg.Ack.Replicas > 0 && r.e.Sharded {
-		return engine.Invalid("replica acknowledgement (WithReplicaAck) is not supported for Redis Cluster or Ring nodes")
-	}
-	return nil
 }
 
 // NewMultiMutex returns a Mutex that holds every one of names or none: one

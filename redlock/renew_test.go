@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"context"
 	"testing"
@@ -129,7 +130,7 @@ func TestRenewalFailsWhenMajorityStalls(t *testing.T) {
 		assert.ErrorIs(t, m.Err(), ErrLockLost)
 		assert.ErrorContains(t, m.Err(), "redlock: lock lost: validity ran out\nthe last extension failed: redlock: lock not held: extended on")
 		var failed []int
-		for _, ne := range NodeErrors(m.Err()) {
+		for _, ne := range report.NodeErrors(m.Err()) {
 			failed = append(failed, ne.Index)
 		}
 		assert.ElementsMatch(t, []int{0, 1, 2}, failed, "the nodes that failed are named: %v", m.Err())

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // newRW returns a Redlock on three miniredis servers (real scripts) and a
@@ -276,20 +277,20 @@ func TestInspectRWMutex(t *testing.T) {
 	a, b := newRWMutex(t, r, "doc"), newRWMutex(t, r, "doc")
 	require.NoError(t, a.RLock(ctx))
 	require.NoError(t, b.RLock(ctx))
-	var st *LockState
+	var st *report.LockState
 	require.Eventually(t, func() bool {
 		var err error
 		st, err = r.Inspect(ctx, "doc")
 		require.NoError(t, err)
 		return st.Readers != nil && len(st.Readers.Holders) == 2 && st.Readers.Holders[1].Nodes == 3
 	}, time.Second, time.Millisecond, "both readers on every node")
-	assert.Equal(t, KindReaders, st.Kind)
+	assert.Equal(t, report.KindReaders, st.Kind)
 	assert.Nil(t, st.Semaphore)
 	assert.False(t, st.Locked())
 	assert.Equal(t, 2, st.Readers.Quorum)
 	assert.ElementsMatch(t, []string{tokenOfLease(&a.rd), tokenOfLease(&b.rd)}, []string{st.Readers.Holders[0].Token, st.Readers.Holders[1].Token})
 	for _, n := range st.Nodes {
-		assert.Equal(t, KindReaders, n.Kind)
+		assert.Equal(t, report.KindReaders, n.Kind)
 		assert.Len(t, n.Permits, 2)
 	}
 	require.NoError(t, a.RUnlock(ctx))
@@ -298,7 +299,7 @@ func TestInspectRWMutex(t *testing.T) {
 	require.NoError(t, a.Lock(ctx))
 	st, err := r.Inspect(ctx, "doc")
 	require.NoError(t, err)
-	assert.Equal(t, KindLock, st.Kind, "a writer is a lock")
+	assert.Equal(t, report.KindLock, st.Kind, "a writer is a lock")
 	assert.True(t, st.Locked())
 	assert.Nil(t, st.Readers)
 }

@@ -98,7 +98,7 @@ func TestRWMutexLockGivenUpDropsMark(t *testing.T) {
 // so no reader gets in once it waits.
 func TestRWMutexShortTTLWriterNotStarved(t *testing.T) {
 	const ttl = 150 * time.Millisecond
-	r, servers, _ := newRW(t, WithTTL(ttl), WithRetryDelay(DefaultRetryDelayMin, DefaultRetryDelayMax))
+	r, servers, _ := newRW(t, WithTTL(ttl), WithRetryDelay(defaultRetryDelayMin, defaultRetryDelayMax))
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	var clock sync.WaitGroup
 	defer clock.Wait()

@@ -48,7 +48,7 @@ func (s *Semaphore) Quorum() int { return s.sh.h.Quorum }
 // On failure it returns an error wrapping [ErrNotAcquired] (and [ErrHeld]
 // when the nodes with no permit free leave no quorum, or this Semaphore
 // holds one; [ErrNodesFailed] when failed nodes made the difference), one
-// [*NodeError] per failed node, and ctx's error if ctx ended. Before
+// [*report.NodeError] per failed node, and ctx's error if ctx ended. Before
 // returning it gives the permit back on every node that had admitted the
 // token when the outcome was decided; nodes that failed or had not
 // answered, and all of them when ctx has ended, are released in the
@@ -74,7 +74,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context) error { return s.sh.tryOnce(
 // permit is released.
 //
 // On failure it returns an error wrapping [ErrNotAcquired] and the last
-// attempt's causes (one [*NodeError] per failed node); when ctx ended, the
+// attempt's causes (one [*report.NodeError] per failed node); when ctx ended, the
 // error also wraps ctx.Err(). It returns at once, without retrying, when so
 // many nodes failed with [ErrMisconfigured] (a key of another type, a
 // different permit count, a missing permission) that no quorum is left to
@@ -95,7 +95,7 @@ func (s *Semaphore) Acquire(ctx context.Context) error { return s.sh.wait(ctx) }
 // confirmed and when the same Redis server answered, as for
 // [Mutex.Unlock] (an earlier try of this release, resent by the client,
 // dropped it).
-// Otherwise it returns an error wrapping [ErrNotHeld] and one [*NodeError]
+// Otherwise it returns an error wrapping [ErrNotHeld] and one [*report.NodeError]
 // per failed node; nodes that kept the token free it when its TTL passes.
 // Release on a semaphore that holds no permit returns ErrNotHeld without
 // I/O. A done ctx does not stop the release, and an unconfirmed one then
@@ -111,7 +111,7 @@ func (s *Semaphore) Release(ctx context.Context) error { return s.sh.release(ctx
 // the token again where its permit expired or was dropped, and it makes no
 // attempt once the current validity has run out.
 //
-// On failure it returns an error wrapping [ErrNotHeld], one [*NodeError]
+// On failure it returns an error wrapping [ErrNotHeld], one [*report.NodeError]
 // per failed node, and ctx's error if ctx ended; the validity window is
 // then left as it was. When so many nodes answered that they no longer
 // hold the token that no quorum can, the permit is lost for good: the

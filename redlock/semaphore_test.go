@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -270,7 +271,7 @@ func TestSemaphoreExtendAndReleaseNeedItsQuorum(t *testing.T) {
 		}
 		err = s.Release(t.Context())
 		require.ErrorIs(t, err, ErrNotHeld, "held on 3 of 5, quorum 4")
-		assert.Len(t, NodeErrors(err), 2)
+		assert.Len(t, report.NodeErrors(err), 2)
 	})
 }
 
@@ -429,7 +430,7 @@ func TestSemaphoreObserved(t *testing.T) {
 		calls = slices.DeleteFunc(calls, func(c string) bool { return c == "node 0" }) // before or after the quorum
 		assert.Equal(t, []string{"start Acquire #1", "end Acquire #1", "start ExtendPermit #2", "end ExtendPermit #2",
 			"start Release #3", "hold sem", "end Release #3", "start TryAcquire #4", "end TryAcquire #4", "hold sem"}, calls)
-		assert.Equal(t, []OpResult{{Attempts: 1}, {}, {}, {Attempts: 1}}, ends)
+		assert.Equal(t, []report.OpResult{{Attempts: 1}, {}, {}, {Attempts: 1}}, ends)
 		require.Len(t, holds, 2)
 		assert.False(t, holds[0].Lost)
 		assert.True(t, holds[1].Lost)

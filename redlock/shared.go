@@ -9,6 +9,7 @@ import (
 	"github.com/redlock-go/redlock/redlock/internal/engine"
 	"github.com/redlock-go/redlock/redlock/internal/lease"
 	"github.com/redlock-go/redlock/redlock/internal/turn"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"github.com/redlock-go/redlock/internal/node"
 )
@@ -34,7 +35,7 @@ type sharing interface {
 	held() string
 	// kinds names, for the Observer, the wait, the single attempt, the
 	// release and the extension.
-	kinds() [4]OpKind
+	kinds() [4]report.OpKind
 	// waits is the kind of its wait.
 	waits() turn.Kind
 }
@@ -208,8 +209,8 @@ func (p permitsOf) refused(n, q int, chosen bool) (string, error) {
 
 func (permitsOf) held() string { return "" }
 
-func (permitsOf) kinds() [4]OpKind {
-	return [4]OpKind{OpAcquire, OpTryAcquire, OpRelease, OpExtendPermit}
+func (permitsOf) kinds() [4]report.OpKind {
+	return [4]report.OpKind{report.OpAcquire, report.OpTryAcquire, report.OpRelease, report.OpExtendPermit}
 }
 
 // reading is a reader-writer lock's read holds.
@@ -231,4 +232,6 @@ func (reading) refused(int, int, bool) (string, error) {
 // or by a writer's waiting mark, which may stand while nothing holds it.
 func (reading) held() string { return "held by a writer, or one waits" }
 
-func (reading) kinds() [4]OpKind { return [4]OpKind{OpRLock, OpTryRLock, OpRUnlock, OpExtendRead} }
+func (reading) kinds() [4]report.OpKind {
+	return [4]report.OpKind{report.OpRLock, report.OpTryRLock, report.OpRUnlock, report.OpExtendRead}
+}

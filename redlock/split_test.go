@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // What a refused acquisition says (ErrHeld, ErrSplit, ErrNodesFailed),
@@ -41,7 +42,7 @@ func TestTryLockSettlesSplit(t *testing.T) {
 		m := newFakeMutex(t, r, "k")
 		start := time.Now()
 		require.NoError(t, m.TryLock(t.Context()))
-		assert.Less(t, time.Since(start), DefaultNodeTimeout, "settled within the node timeout")
+		assert.Less(t, time.Since(start), defaultNodeTimeout, "settled within the node timeout")
 		assert.Greater(t, fs[1].Count("acquire"), 1, "tried again")
 		assert.GreaterOrEqual(t, holders(fs, "k", tokenOf(m)), 2)
 	})
@@ -60,10 +61,10 @@ func TestTryLockSplitUnsettled(t *testing.T) {
 		assert.ErrorIs(t, err, ErrNotAcquired)
 		assert.NotErrorIs(t, err, ErrHeld)
 		assert.NotErrorIs(t, err, ErrNodesFailed)
-		assert.Empty(t, NodeErrors(err))
+		assert.Empty(t, report.NodeErrors(err))
 		assert.Contains(t, err.Error(), "redlock: lock not acquired: split: no one holds a quorum: ")
-		assert.GreaterOrEqual(t, took, DefaultNodeTimeout, "tried for a node timeout")
-		assert.Less(t, took, 2*DefaultNodeTimeout, "bounded by about a node timeout")
+		assert.GreaterOrEqual(t, took, defaultNodeTimeout, "tried for a node timeout")
+		assert.Less(t, took, 2*defaultNodeTimeout, "bounded by about a node timeout")
 		time.Sleep(time.Millisecond) // the releases, in the background
 		_, held := fs[1].Get("k")
 		assert.False(t, held, "the last attempt's grant was released")
@@ -106,7 +107,7 @@ func TestTryLockNodesFailed(t *testing.T) {
 		assert.ErrorIs(t, err, ErrNotAcquired)
 		assert.NotErrorIs(t, err, ErrHeld)
 		assert.NotErrorIs(t, err, ErrSplit)
-		assert.NotEmpty(t, NodeErrors(err))
+		assert.NotEmpty(t, report.NodeErrors(err))
 	})
 }
 

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/redlock/report"
 
 	"context"
 	"errors"
@@ -176,7 +177,7 @@ func TestUnlockMinorityFailing(t *testing.T) {
 		fs[2].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		err := m.Unlock(t.Context())
 		require.ErrorIs(t, err, ErrNotHeld)
-		assert.Len(t, NodeErrors(err), 3)
+		assert.Len(t, report.NodeErrors(err), 3)
 	})
 }
 
@@ -362,11 +363,11 @@ func TestUnlockDoneContext(t *testing.T) {
 			}
 			start := time.Now()
 			err := m.Unlock(canceled(t))
-			assert.Equal(t, DefaultNodeTimeout, time.Since(start), "waited for the nodes, at most the node timeout")
+			assert.Equal(t, defaultNodeTimeout, time.Since(start), "waited for the nodes, at most the node timeout")
 			require.ErrorIs(t, err, context.Canceled)
 			assert.NotErrorIs(t, err, ErrNotHeld, "the lock was held: %v", err)
 			assert.ErrorContains(t, err, "release not confirmed")
-			assert.ElementsMatch(t, []int{1, 2}, nodeIndexes(NodeErrors(err)))
+			assert.ElementsMatch(t, []int{1, 2}, nodeIndexes(report.NodeErrors(err)))
 		})
 	})
 	t.Run("taken by another", func(t *testing.T) {
@@ -402,7 +403,7 @@ func TestUnlockDoneContext(t *testing.T) {
 	})
 }
 
-func nodeIndexes(errs []*NodeError) []int {
+func nodeIndexes(errs []*report.NodeError) []int {
 	out := make([]int, len(errs))
 	for i, e := range errs {
 		out[i] = e.Index

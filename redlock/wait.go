@@ -26,7 +26,7 @@ import (
 //
 // It returns nil once the lock is acquired. Otherwise it returns Lock's
 // error: an error wrapping [ErrNotAcquired] and the last attempt's causes
-// (one [*NodeError] per failed node); when wait passed first it also wraps
+// (one [*report.NodeError] per failed node); when wait passed first it also wraps
 // [context.DeadlineExceeded] and says how long it waited, and when ctx
 // ended first, ctx.Err(). An attempt under way when the wait ends is
 // abandoned like any attempt whose context ended: its grants are released

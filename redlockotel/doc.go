@@ -1,5 +1,5 @@
 // Package redlockotel reports what a [redlock.Redlock] does as
-// OpenTelemetry metrics and spans: a [redlock.Observer] built on the
+// OpenTelemetry metrics and spans: a [report.Observer] built on the
 // OpenTelemetry API, given to redlock.New or NewMutex with
 // [redlock.WithObserver].
 //

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // ScopeName is the instrumentation scope of the meter and the tracer.
@@ -57,7 +58,7 @@ const (
 	notHeld     = "not_held"
 )
 
-// Observer is a [redlock.Observer] that records OpenTelemetry metrics and
+// Observer is a [report.Observer] that records OpenTelemetry metrics and
 // spans (see the package documentation). Create it with [NewObserver]; one
 // Observer may serve any number of Redlocks and mutexes, from any number
 // of goroutines.
@@ -79,7 +80,7 @@ type Observer struct {
 	none     metric.MeasurementOption
 }
 
-var _ redlock.Observer = (*Observer)(nil)
+var _ report.Observer = (*Observer)(nil)
 
 // NewObserver returns an Observer recording to the providers the options
 // name, the global ones by default. It returns an error when an instrument
@@ -148,7 +149,7 @@ type startedKey struct{}
 
 // OpStart starts the call's span, a child of the span in ctx, and notes
 // the time. Lock and TryLock count as active until OpEnd.
-func (o *Observer) OpStart(ctx context.Context, op redlock.Op) context.Context {
+func (o *Observer) OpStart(ctx context.Context, op report.Op) context.Context {
 	attrs := []attribute.KeyValue{LockNameKey.String(op.Name)}
 	if op.Renewal {
 		attrs = append(attrs, RenewalKey.Bool(true))
@@ -162,7 +163,7 @@ func (o *Observer) OpStart(ctx context.Context, op redlock.Op) context.Context {
 
 // OpEnd records the call's duration and attempts (Lock and TryLock), and
 // ends its span.
-func (o *Observer) OpEnd(ctx context.Context, op redlock.Op, res redlock.OpResult) {
+func (o *Observer) OpEnd(ctx context.Context, op report.Op, res report.OpResult) {
 	s, ok := ctx.Value(startedKey{}).(started)
 	if !ok {
 		return // not a context of OpStart's
@@ -187,7 +188,7 @@ func (o *Observer) OpEnd(ctx context.Context, op redlock.Op, res redlock.OpResul
 
 // HoldEnd records how long the acquisition held the lock, and counts it
 // when it was lost.
-func (o *Observer) HoldEnd(h redlock.Hold) {
+func (o *Observer) HoldEnd(h report.Hold) {
 	end := Unlocked
 	if h.Lost {
 		end = Lost
@@ -202,7 +203,7 @@ func (o *Observer) HoldEnd(h redlock.Hold) {
 // NodeFailed counts the failure (a late report of a call already counted
 // when it timed out is not counted again), and adds an event to the
 // operation's span while it lasts.
-func (o *Observer) NodeFailed(ctx context.Context, e *redlock.NodeError) {
+func (o *Observer) NodeFailed(ctx context.Context, e *report.NodeError) {
 	kind := ErrorType(e.Err)
 	addr := ServerAddressKey.String(e.Addr)
 	if !e.Late { // the call was counted when it timed out
@@ -223,12 +224,12 @@ func (o *Observer) nameOr(name string, set metric.MeasurementOption, kvs ...attr
 	return metric.WithAttributes(append(kvs, LockNameKey.String(name))...)
 }
 
-func acquisition(k redlock.OpKind) bool {
-	return k == redlock.OpLock || k == redlock.OpTryLock || k == redlock.OpAcquire || k == redlock.OpTryAcquire ||
-		k == redlock.OpRLock || k == redlock.OpTryRLock
+func acquisition(k report.OpKind) bool {
+	return k == report.OpLock || k == report.OpTryLock || k == report.OpAcquire || k == report.OpTryAcquire ||
+		k == report.OpRLock || k == report.OpTryRLock
 }
 
-func acquireOutcome(res redlock.OpResult) string {
+func acquireOutcome(res report.OpResult) string {
 	switch {
 	case res.Err == nil:
 		return Acquired
@@ -238,9 +239,9 @@ func acquireOutcome(res redlock.OpResult) string {
 	return NotAcquired
 }
 
-func releaseOutcome(k redlock.OpKind, res redlock.OpResult) string {
+func releaseOutcome(k report.OpKind, res report.OpResult) string {
 	switch {
-	case res.Err == nil && (k == redlock.OpUnlock || k == redlock.OpRelease):
+	case res.Err == nil && (k == report.OpUnlock || k == report.OpRelease):
 		return Unlocked
 	case res.Err == nil:
 		return extended
@@ -263,13 +264,13 @@ func ErrorType(err error) string {
 	var netErr net.Error
 	var redisErr redis.Error
 	switch {
-	case errors.Is(err, redlock.ErrNodeDown): // wraps why it went down: first
+	case errors.Is(err, report.ErrNodeDown): // wraps why it went down: first
 		return "node_down"
-	case errors.Is(err, redlock.ErrNodeRecovering):
+	case errors.Is(err, report.ErrNodeRecovering):
 		return "recovering"
 	case errors.Is(err, redlock.ErrMisconfigured):
 		return "misconfigured"
-	case errors.Is(err, redlock.ErrNodeTimeout), errors.As(err, &netErr) && netErr.Timeout():
+	case errors.Is(err, report.ErrNodeTimeout), errors.As(err, &netErr) && netErr.Timeout():
 		return "timeout"
 	case netErr != nil, errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
 		return "network"

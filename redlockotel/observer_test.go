@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 	"github.com/redlock-go/redlock/redlockotel"
 )
 
@@ -204,8 +205,8 @@ func TestObserverNodeErrors(t *testing.T) {
 // with is counted once.
 func TestObserverNodeErrorsLateCountedOnce(t *testing.T) {
 	s := newSetup(t, 3)
-	s.obs.NodeFailed(t.Context(), &redlock.NodeError{Index: 1, Addr: "n1", Err: redlock.ErrNodeTimeout})
-	s.obs.NodeFailed(t.Context(), &redlock.NodeError{Index: 1, Addr: "n1", Err: errors.New("dial refused"), Late: true})
+	s.obs.NodeFailed(t.Context(), &report.NodeError{Index: 1, Addr: "n1", Err: report.ErrNodeTimeout})
+	s.obs.NodeFailed(t.Context(), &report.NodeError{Index: 1, Addr: "n1", Err: errors.New("dial refused"), Late: true})
 	var total int64
 	for _, p := range sums(t, s.collect(t)["redlock.node.errors"]) {
 		total += p.Value
@@ -316,10 +317,10 @@ func TestObserveHealth(t *testing.T) {
 
 func TestErrorType(t *testing.T) {
 	for want, err := range map[string]error{
-		"timeout":       redlock.ErrNodeTimeout,
-		"node_down":     errors.Join(redlock.ErrNodeDown, redlock.ErrNodeTimeout),
+		"timeout":       report.ErrNodeTimeout,
+		"node_down":     errors.Join(report.ErrNodeDown, report.ErrNodeTimeout),
 		"misconfigured": redlock.ErrMisconfigured,
-		"recovering":    redlock.ErrNodeRecovering,
+		"recovering":    report.ErrNodeRecovering,
 		"LOADING":       replyError("LOADING Redis is loading the dataset in memory"),
 		"ERR":           replyError("ERR user_script:1: boom"),
 		"not_sent":      errors.New("redlock: request not sent: the node timeout passed in the queue"),

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 const nodes = "redis://127.0.0.1:6379,rediss://user:secret@127.0.0.1:6380/2"
@@ -196,10 +197,10 @@ func TestExitStatus(t *testing.T) {
 // TestNodeNumbering: the command numbers nodes as the library does, from 0
 // in the order of the list, in its messages about URLs and node errors.
 func TestNodeNumbering(t *testing.T) {
-	ne := &redlock.NodeError{Index: 2, Addr: "c:6379", Err: redlock.ErrNodeTimeout}
+	ne := &report.NodeError{Index: 2, Addr: "c:6379", Err: report.ErrNodeTimeout}
 	var out strings.Builder
 	describeNodeErrors(&out, fmt.Errorf("%w: %w", redlock.ErrNotAcquired, ne))
-	assert.Equal(t, "  node 2 (c:6379): "+redlock.ErrNodeTimeout.Error()+"\n", out.String())
+	assert.Equal(t, "  node 2 (c:6379): "+report.ErrNodeTimeout.Error()+"\n", out.String())
 	assert.Contains(t, ne.Error(), "node 2 (c:6379)", "the library's own words")
 
 	_, _, err := parseNode("", 2)

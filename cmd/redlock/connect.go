@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // closeWithin bounds how long redlock waits, before it exits, for calls
@@ -66,7 +67,7 @@ func nodeTimeout(ttl time.Duration) time.Duration {
 
 // describeNodeErrors lists, one per line, the nodes that failed in err.
 func describeNodeErrors(w io.Writer, err error) {
-	for _, ne := range redlock.NodeErrors(err) {
+	for _, ne := range report.NodeErrors(err) {
 		fmt.Fprintf(w, "  node %d (%s): %v\n", ne.Index, ne.Addr, ne.Err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // exitUnsafe is doctor's status when a node is unsafe or could not be read:
@@ -92,9 +93,9 @@ func doctor(inv *invocation, stdout, stderr io.Writer) int {
 }
 
 // auditToJSON is a as doctor prints it.
-func auditToJSON(a *redlock.NodeAudit) auditJSON {
+func auditToJSON(a *report.NodeAudit) auditJSON {
 	verdict := a.Verdict()
-	if verdict == redlock.SeverityInfo {
+	if verdict == report.SeverityInfo {
 		verdict = 0 // nothing to fix: "ok"
 	}
 	j := auditJSON{Addr: a.Addr, Verdict: verdict.String(), Server: a.Server, Version: a.Version, Role: a.Role,
@@ -119,7 +120,7 @@ func auditToJSON(a *redlock.NodeAudit) auditJSON {
 
 // native lists the server's own compare-and-set commands that c says the
 // user may run.
-func native(c redlock.NodeCaps) []string {
+func native(c report.NodeCaps) []string {
 	var out []string
 	for _, n := range []struct {
 		has  bool

@@ -14,14 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // refusal tells a lock held elsewhere (75) from nodes failing (69) and
 // nodes refusing this client for good (78), by the node errors alone.
 func TestRefusal(t *testing.T) {
-	down := func(i int) error { return &redlock.NodeError{Index: i, Err: redlock.ErrNodeDown} }
+	down := func(i int) error { return &report.NodeError{Index: i, Err: report.ErrNodeDown} }
 	wrongPass := func(i int) error {
-		return &redlock.NodeError{Index: i, Err: fmt.Errorf("%w: WRONGPASS invalid username-password pair", redlock.ErrMisconfigured)}
+		return &report.NodeError{Index: i, Err: fmt.Errorf("%w: WRONGPASS invalid username-password pair", redlock.ErrMisconfigured)}
 	}
 	notAcquired := func(nodeErrs ...error) error {
 		return errors.Join(append([]error{fmt.Errorf("%w: 0 of 3 nodes granted", redlock.ErrNotAcquired)}, nodeErrs...)...)

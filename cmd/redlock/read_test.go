@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // `redlock run --read`: commands under read locks run together; a writer
@@ -49,7 +50,7 @@ func TestRunRead(t *testing.T) {
 	require.Equal(t, exitOK, cli([]string{"status", "--nodes", urls, "--json", "catalog"}, env(nil), &stdout, &stderr))
 	var st statusJSON
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &st))
-	assert.Equal(t, redlock.KindReaders, st.Kind)
+	assert.Equal(t, report.KindReaders, st.Kind)
 	assert.Equal(t, 2, st.PermitQuorum)
 	assert.Len(t, st.Holders, 2)
 	stdout.Reset()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // forwarded are the signals redlock handles: during the wait for the lock
@@ -196,7 +197,7 @@ func notAcquired(stderr io.Writer, inv *invocation, h held, err error) int {
 // hides a busy lock and nothing else; the one place to change once the
 // library tells "held by another" apart itself.
 func refusal(err error, n, quorum int) (status, failed, refused int) {
-	nodeErrs := redlock.NodeErrors(err)
+	nodeErrs := report.NodeErrors(err)
 	for _, ne := range nodeErrs {
 		if errors.Is(ne, redlock.ErrMisconfigured) {
 			refused++

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // `redlock run --permits` and `redlock status` of a semaphore, in this
@@ -158,7 +159,7 @@ func TestStatusSemaphore(t *testing.T) {
 	require.Equal(t, exitOK, cli([]string{"status", "--json", "--nodes", urls, "jobs"}, env(nil), &stdout, &stderr))
 	var got statusJSON
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &got))
-	assert.Equal(t, redlock.KindSemaphore, got.Kind)
+	assert.Equal(t, report.KindSemaphore, got.Kind)
 	assert.Equal(t, 2, got.Permits)
 	assert.Equal(t, 3, got.PermitQuorum)
 	assert.False(t, got.Locked)
@@ -170,7 +171,7 @@ func TestStatusSemaphore(t *testing.T) {
 	}
 	for _, n := range got.Nodes {
 		assert.Equal(t, "held", n.State)
-		assert.Equal(t, redlock.KindSemaphore, n.Kind)
+		assert.Equal(t, report.KindSemaphore, n.Kind)
 		assert.Equal(t, 2, n.Permits)
 		require.Len(t, n.Holders, 2)
 		assert.InDelta(t, time.Minute.Milliseconds(), n.Holders[0].TTLMillis, 5000)

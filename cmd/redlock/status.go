@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // opTimeout bounds status and unlock as a whole; each node is bounded by
@@ -97,7 +98,7 @@ func status(inv *invocation, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if out.Kind == redlock.KindSemaphore || out.Kind == redlock.KindReaders {
+	if out.Kind == report.KindSemaphore || out.Kind == report.KindReaders {
 		printSemaphore(stdout, inv.name, out)
 	} else {
 		printStatus(stdout, inv.name, out)
@@ -109,7 +110,7 @@ func status(inv *invocation, stdout, stderr io.Writer) int {
 }
 
 // toJSON is s as `redlock status --json` prints it.
-func toJSON(s *redlock.LockState) statusJSON {
+func toJSON(s *report.LockState) statusJSON {
 	out := statusJSON{Name: s.Name, Locked: s.Locked(), Holder: prefix(s.Holder), Held: s.Held, Quorum: s.Quorum, Kind: s.Kind}
 	for _, n := range s.Nodes {
 		nj := nodeJSON{Addr: n.Addr, State: "free", Fence: n.Fence, Kind: n.Kind}
@@ -176,7 +177,7 @@ func printSemaphore(stdout io.Writer, name string, out statusJSON) {
 		switch {
 		case n.State == "unreachable":
 			fmt.Fprintf(tw, "%s\tunreachable\t%s\n", n.Addr, n.Error)
-		case n.Kind == redlock.KindLock: // a lock where the others keep a semaphore
+		case n.Kind == report.KindLock: // a lock where the others keep a semaphore
 			fmt.Fprintf(tw, "%s\tlock\tttl %v\tholder %s\n", n.Addr, time.Duration(n.TTLMillis)*time.Millisecond, n.Holder)
 		case len(n.Holders) == 0:
 			fmt.Fprintf(tw, "%s\tfree\t\n", n.Addr)
@@ -186,7 +187,7 @@ func printSemaphore(stdout io.Writer, name string, out statusJSON) {
 				permits[i] = fmt.Sprintf("%s ttl %v", p.Holder, time.Duration(p.TTLMillis)*time.Millisecond)
 			}
 			count := fmt.Sprintf("%d of %d permits", len(n.Holders), n.Permits)
-			if out.Kind == redlock.KindReaders {
+			if out.Kind == report.KindReaders {
 				count = fmt.Sprintf("%d readers", len(n.Holders))
 			}
 			fmt.Fprintf(tw, "%s\theld\t%s\t%s\n", n.Addr, count, strings.Join(permits, ", "))
@@ -202,7 +203,7 @@ func printSemaphore(stdout io.Writer, name string, out statusJSON) {
 			holders[i] += " (too few)"
 		}
 	}
-	if out.Kind == redlock.KindReaders {
+	if out.Kind == report.KindReaders {
 		fmt.Fprintf(stdout, "%s: read-locked by %d readers (quorum %d of %d nodes): %s\n",
 			name, held, out.PermitQuorum, len(out.Nodes), strings.Join(holders, ", "))
 		return
@@ -253,7 +254,7 @@ func unlock(inv *invocation, stdout, stderr io.Writer) int {
 // nodeCause is a node error's cause, without the "node i (addr)" prefix
 // the line already shows.
 func nodeCause(err error) string {
-	if ne, ok := err.(*redlock.NodeError); ok { //nolint:errorlint // the library sets it directly
+	if ne, ok := err.(*report.NodeError); ok { //nolint:errorlint // the library sets it directly
 		return ne.Err.Error()
 	}
 	return err.Error()

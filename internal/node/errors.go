@@ -14,8 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The causes a node's failure is reported with. The facade exports them
-// under the same names (redlock.ErrNodeTimeout, ...); they are declared
+// The causes a node's failure is reported with. The public packages export
+// them under the same names (redlock.ErrMisconfigured, report.ErrNodeTimeout,
+// ...); they are declared
 // here, at the bottom of the stack, so that every layer can classify
 // without reaching up.
 var (

@@ -52,7 +52,7 @@ func TestSimulation(t *testing.T) {
 		c.acquisitions += res.Acquisitions
 		c.violations += len(res.Violations)
 		c.stalled += len(res.Stalled)
-		report(t, res)
+		reportFailures(t, res)
 	}
 	t.Logf("%s%d %d %d %d", countsMark, c.schedules, c.acquisitions, c.violations, c.stalled)
 	t.Log(c.line(time.Since(start), fmt.Sprintf("seeds from %d, every %d", *simStart, *simStride)))
@@ -127,11 +127,11 @@ func replay(t *testing.T) {
 			break
 		}
 	}
-	if len(res.Violations) == 0 && len(res.Stalled) == 0 { // report prints it otherwise
+	if len(res.Violations) == 0 && len(res.Stalled) == 0 { // reportFailures prints it otherwise
 		t.Logf("schedule:\n  %s", strings.Join(res.Events, "\n  "))
 	}
 	t.Logf("%d acquisitions; the run's digest: %s", res.Acquisitions, res.Digest)
-	report(t, res)
+	reportFailures(t, res)
 }
 
 // runSeed runs one seed in its bubble, with every random draw of the
@@ -152,9 +152,9 @@ func runSeed(t *testing.T, seed uint64, keep bool) Result {
 	return res
 }
 
-// report fails the test on res's violations and on workers that got no
+// reportFailures fails the test on res's violations and on workers that got no
 // turn once the faults healed, with the command that replays the seed.
-func report(t *testing.T, res Result) {
+func reportFailures(t *testing.T, res Result) {
 	t.Helper()
 	only := ""
 	if *simOnly != "" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // The workloads' side of the verdicts (verdicts_check.go says what each
@@ -103,7 +104,7 @@ func notHeld(v *verdict, err error, held, resent []bool) {
 	v.what, v.err = notHeldKind, err.Error()
 	v.clockJump = errors.Is(err, redlock.ErrClockJump)
 	answered := slices.Clone(held)
-	for _, ne := range redlock.NodeErrors(err) {
+	for _, ne := range report.NodeErrors(err) {
 		if ne.Index >= 0 && ne.Index < len(answered) {
 			answered[ne.Index] = false
 			v.failed++

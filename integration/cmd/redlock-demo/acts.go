@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // auditAct prints what the audit of each node finds (rl.Audit, what
@@ -42,7 +43,7 @@ func auditAct(ctx context.Context, cluster *nodes) error {
 		}
 		fmt.Printf("  node %d: %s %s, %s: %s\n", a.Index, a.Server, a.Version, a.Role, a.Verdict())
 		for _, f := range a.Findings {
-			if f.Severity > redlock.SeverityInfo {
+			if f.Severity > report.SeverityInfo {
 				if where[f.String()] == nil {
 					findings = append(findings, f.String())
 				}

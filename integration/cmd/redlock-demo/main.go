@@ -37,6 +37,7 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 func main() {
@@ -347,15 +348,15 @@ func (f failure) String() string { return f.what + f.failing }
 
 // classify names why err happened, counting its node errors by kind.
 func classify(err error) failure {
-	nodeErrs := redlock.NodeErrors(err)
+	nodeErrs := report.NodeErrors(err)
 	kinds := map[string]int{}
 	for _, ne := range nodeErrs {
 		switch {
-		case errors.Is(ne, redlock.ErrNodeDown):
+		case errors.Is(ne, report.ErrNodeDown):
 			kinds["node down, not asked"]++
 		case errors.Is(ne, syscall.ECONNREFUSED):
 			kinds["connection refused"]++
-		case errors.Is(ne, redlock.ErrNodeTimeout):
+		case errors.Is(ne, report.ErrNodeTimeout):
 			kinds["node timeout"]++
 		default:
 			kinds[ne.Err.Error()]++

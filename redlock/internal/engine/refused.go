@@ -10,7 +10,7 @@ import (
 )
 
 // The optional features a node may refuse without the lock failing (the
-// facade exports their names, redlock/features.go).
+// package report exports their names, redlock/report/node.go).
 const (
 	FeatureQueue    = "queue"
 	FeatureIdentify = "identify"

@@ -1,0 +1,220 @@
+package redlock
+
+import (
+	"reflect"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/redlock/internal/engine"
+	"github.com/redlock-go/redlock/redlock/report"
+)
+
+// The node pool: the clients a Redlock is made of, New's checks on them,
+// how each node is spoken to and waited for, and what the Redlock knows of
+// each node's health.
+
+// New returns a Redlock over the given clients, one per independent Redis
+// master. The lock's key is the same on every node, so each client must
+// address a different server (a cluster client counts as one node).
+//
+// Any N ≥ 1 works; a lock needs N/2+1 nodes, so N nodes tolerate
+// (N-1)/2 failed ones: 1 → 0, 2 → 0, 3 → 1, 4 → 1, 5 → 2, 7 → 3. An even N
+// tolerates no more failures than N-1 and costs one more round trip.
+//
+// The options set the defaults of every mutex created from this Redlock.
+// New does no I/O. It returns an error wrapping [ErrInvalidArgument] for no
+// clients, a nil client, a client given twice (or two clients with the same
+// address), or an invalid option.
+//
+// New adds a dial hook to each *redis.Client, once per client however many
+// Redlocks share it, and the hook stays with the client after Close. It
+// sends no command and logs nothing: it keeps the client's last failed
+// dial, which a node timeout names as its cause (go-redis retries a failed
+// dial long past the node timeout), and for a Sentinel-managed client the
+// master its last connection reached; a dial the host refuses puts the
+// node of a client of one server down at once (see [report.NodeHealth]).
+func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
+	if len(clients) == 0 {
+		return nil, engine.Invalid("no clients")
+	}
+	nodes := make([]node.Node, len(clients))
+	seen := make(map[string]int, len(clients))
+	for i, c := range clients {
+		if isNil(c) {
+			return nil, engine.Invalid("client %d is nil", i)
+		}
+		for j := range i {
+			if sameClient(clients[j], c) {
+				return nil, engine.Invalid("clients %d and %d are the same client", j, i)
+			}
+		}
+		if err := node.CheckAddr(c); err != nil {
+			return nil, engine.Invalid("client %d: %v", i, err)
+		}
+		addr := node.ClientAddr(c)
+		if j, dup := seen[addr]; dup {
+			return nil, engine.Invalid("clients %d and %d both address %s", j, i, addr)
+		}
+		if addr != node.FailoverAddr { // the master comes from the sentinels: see internal/engine/identify.go
+			seen[addr] = i
+		}
+		nodes[i] = node.NewRedis(c)
+	}
+	return newRedlock(nodes, opts...)
+}
+
+// newRedlock builds a Redlock over any nodes; tests pass fakes.
+func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
+	cfg := defaultConfig()
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	if cfg.Quorum != 0 {
+		return nil, errQuorumOption
+	}
+	if cfg.NoScripts {
+		for _, n := range nodes {
+			if a, ok := n.(interface{ AvoidScripts() }); ok {
+				a.AvoidScripts()
+			}
+		}
+	}
+	nodeErr := func(i int, err error) error { return nodeError(nodes, i, err) }
+	r := &Redlock{e: engine.NewEngine(nodes, cfg.ClockTolerance, reporter(cfg.observer, nodes), nodeErr), cfg: cfg}
+	r.audits = newAuditor(r.e, len(nodes), cfg.ClockTolerance)
+	r.audits.judgeBy(cfg)
+	r.e.Admit = r.audits
+	if l, ok := cfg.events().(*logged); ok {
+		r.e.Pool.Watch = func(i int, down bool, since time.Time, cause error) {
+			l.nodeChanged(i, r.e.Pool.Addr(i), down, since, cause)
+		}
+	}
+	if err := r.checkAck(cfg); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func isNil(c redis.UniversalClient) bool {
+	if c == nil {
+		return true
+	}
+	v := reflect.ValueOf(c)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
+}
+
+func sameClient(a, b redis.UniversalClient) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
+}
+
+// checkAck refuses replica acknowledgement when a node is a Redis Cluster
+// or Ring: a WAIT after the write cannot follow the key to its server.
+func (r *Redlock) checkAck(cfg config) error {
+	if cfg.Ack.Replicas > 0 && r.e.Sharded {
+		return engine.Invalid("replica acknowledgement (WithReplicaAck) is not supported for Redis Cluster or Ring nodes")
+	}
+	return nil
+}
+
+// WithNodeTimeout bounds each call to one node: a node that has not
+// answered by then counts as failed for that operation, whatever the
+// client's own read and write timeouts are (the library hands go-redis no
+// deadline: the call itself ends with the client's timeouts, in the
+// background). A node that did not answer in time is down, skipped by later
+// operations until it answers a background probe (see [Redlock.Health]). Keep it far below the
+// TTL: a few times the round trip to the farthest node. It must be positive
+// and shorter than the TTL. Default: 100ms.
+func WithNodeTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return engine.Invalid("node timeout must be positive, got %v", d)
+		}
+		c.NodeTimeout = d
+		return nil
+	})
+}
+
+// WithoutScripts makes every node speak without Lua scripts from the first
+// request on, for nodes whose ACL denies @scripting (EVAL, EVALSHA) or
+// whose provider disabled them: each node then carries a plain Mutex's
+// operations in the server's own commands where it has them (SET NX GET
+// PX; SET IFEQ PX on Valkey 8.1 and Redis 8.4; DELIFEQ on Valkey 9, DELEX
+// IFEQ on Redis 8.4), batched with its other requests as scripts are, and
+// optimistic transactions (WATCH, MULTI, EXEC) for the rest (see
+// [report.NodeCaps]). On a server that has them all the plain Mutex is faster so
+// than with scripts, but its release no longer hands the lock over to the
+// oldest queued waiter: every waiter wakes and they race (see
+// docs/DEPLOYMENTS.md, "Which operations need scripts"). Without this option a
+// node switches by itself at its first refusal of a script (the refused
+// requests go again without scripts, and the switch is reported once to
+// the Observer and in [report.NodeHealth]); the option only saves that first
+// round trip. A [Mutex] works in full without scripts; [Semaphore],
+// [RWMutex] and [NewMultiMutex] need them, and are refused on such nodes
+// with an error wrapping [ErrMisconfigured] that names scripting (see
+// docs/DEPLOYMENTS.md, "Nodes without scripts"). Only [New] accepts it:
+// how a node is spoken to is the node's, not one lock's.
+func WithoutScripts() Option {
+	return optionFunc(func(c *config) error {
+		c.NoScripts = true
+		return nil
+	})
+}
+
+// WithReplicaAck makes a node's grant, extension and fencing token count
+// only once replicas of its replicas acknowledged the write, within
+// timeout: the library sends WAIT replicas timeout right after the write,
+// on the same connection. A write acknowledged by fewer counts as a failed
+// node for that operation ([report.ErrNotReplicated]), and a failed acquisition is
+// undone on it as on any node. Releases are not acknowledged.
+//
+// It is for nodes that are masters with replicas behind Sentinel or a
+// managed failover: replication is asynchronous, and a master that grants
+// and dies before its replica has the key hands the lock to the next
+// client on the promoted replica. With the acknowledgement, a node counts
+// only when a replica has the key. It does not make the write durable on
+// disk (WAIT is about memory), and it cannot choose which replica a
+// failover promotes: with several replicas, ask for as many as a failover
+// may skip, plus one. Not for Redis Cluster or Ring nodes (a WAIT cannot
+// follow the key there): [New] refuses it for them.
+//
+// replicas must be at least 1 and timeout positive and shorter than the
+// node timeout (the WAIT runs inside it); the node timeout then bounds a
+// write and its acknowledgement together. Default: off.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if replicas < 1 {
+			return engine.Invalid("replica acknowledgement needs at least 1 replica, got %d", replicas)
+		}
+		if timeout <= 0 || timeout%time.Millisecond != 0 {
+			return engine.Invalid("replica acknowledgement timeout must be a positive whole number of milliseconds, got %v", timeout)
+		}
+		c.Ack = node.Ack{Replicas: replicas, Timeout: timeout}
+		return nil
+	})
+}
+
+// Health returns what the Redlock knows of each node's health, in the order
+// of the clients given to [New]. It does no I/O.
+func (r *Redlock) Health() []report.NodeHealth {
+	out := make([]report.NodeHealth, r.e.Pool.Size())
+	for i := range out {
+		h := report.NodeHealth{Index: i, Addr: r.e.Pool.Addr(i)}
+		h.Down, h.Since, h.Owed, h.Err = r.e.Pool.Health(i)
+		h.Refused = r.e.Pool.Refused(i)
+		h.Off = r.e.Features.Of(i)
+		h.Way = r.e.Pool.Way(i).String()
+		h.Caps = report.NodeCaps(r.e.Pool.Caps(i))
+		if r.e.Guard != nil {
+			h.Clock = r.e.Guard.Refused(i)
+		}
+		h.Audit = r.audits.of(i)
+		out[i] = h
+	}
+	return out
+}
