@@ -109,14 +109,14 @@ func (au *auditor) auditLater(after time.Duration) bool {
 		return false
 	}
 	go func() {
-		defer e.WG.Done()
+		defer e.Untrack()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			select {
-			case <-e.Done:
+			case <-e.Closing():
 				cancel()
 			case <-stop:
 			}

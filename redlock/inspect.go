@@ -211,7 +211,7 @@ func survey(ctx context.Context, e *engine.Engine, name string, op node.Op, time
 	if err := e.Track(1); err != nil {
 		return nil, err
 	}
-	defer e.WG.Done()
+	defer e.Untrack()
 	rd := quorum.NewRound(ctx, e.Pool, timeout, e.Report, e.Pool.Size()).KeepReplies().SendAll(op, nil, nil)
 	return rd.Replies, rd.Gather(ctx)
 }
@@ -247,7 +247,7 @@ func (r *Redlock) Audit(ctx context.Context) ([]report.NodeAudit, error) {
 	if err := r.e.Track(1); err != nil {
 		return nil, err
 	}
-	defer r.e.WG.Done()
+	defer r.e.Untrack()
 	out := r.audits.audit(ctx)
 	if err := ctx.Err(); err != nil {
 		return out, fmt.Errorf("redlock: audit: %w", err)

@@ -174,14 +174,7 @@ func (m *Mutex) spec(token string, reenter bool) engine.Spec {
 }
 
 // live returns the Mutex's live lease, nil when it holds none.
-func (m *Mutex) live() *lease.Lease {
-	m.h.Mu.Lock()
-	defer m.h.Mu.Unlock()
-	if m.h.Lease.Live() {
-		return m.h.Lease
-	}
-	return nil
-}
+func (m *Mutex) live() *lease.Lease { return m.h.Live() }
 
 // Unlock releases the lock: on every node at once, a script deletes the
 // key if it still holds this acquisition's token, and announces the
@@ -288,12 +281,10 @@ func (m *Mutex) Until() time.Time { return m.h.Until() }
 // the lock is not fenced; real tokens start at 1. A reentrant lock
 // keeps the token of its first hold.
 func (m *Mutex) Fence() uint64 {
-	m.h.Mu.Lock()
-	defer m.h.Mu.Unlock()
-	if !m.h.Lease.Live() {
-		return 0
+	if l := m.h.Live(); l != nil {
+		return l.Fence
 	}
-	return m.h.Lease.Fence
+	return 0
 }
 
 // Done returns a channel that is closed when the current acquisition ends:

@@ -80,16 +80,23 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 			}
 		}
 	}
-	nodeErr := func(i int, err error) error { return nodeError(nodes, i, err) }
-	r := &Redlock{e: engine.NewEngine(nodes, cfg.ClockTolerance, reporter(cfg.observer, nodes), nodeErr), cfg: cfg}
-	r.audits = newAuditor(r.e, len(nodes), cfg.ClockTolerance)
-	r.audits.judgeBy(cfg)
-	r.e.Admit = r.audits
+	r := &Redlock{cfg: cfg}
+	ec := engine.Config{
+		Tolerance: cfg.ClockTolerance,
+		Report:    reporter(cfg.observer, nodes),
+		NodeErr:   func(i int, err error) error { return nodeError(nodes, i, err) },
+		Admission: func(e *engine.Engine) engine.Admission {
+			r.audits = newAuditor(e, len(nodes), cfg.ClockTolerance)
+			r.audits.judgeBy(cfg)
+			return r.audits
+		},
+	}
 	if l, ok := cfg.events().(*logged); ok {
-		r.e.Pool.Watch = func(i int, down bool, since time.Time, cause error) {
-			l.nodeChanged(i, r.e.Pool.Addr(i), down, since, cause)
+		ec.Watch = func(i int, down bool, since time.Time, cause error) {
+			l.nodeChanged(i, nodes[i].Addr(), down, since, cause)
 		}
 	}
+	r.e = engine.NewEngine(nodes, ec)
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}

@@ -160,22 +160,27 @@ func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) 
 	if err := checkNames(names); err != nil {
 		return nil, err
 	}
-	m, err := r.NewMutex(names[0], opts...)
-	if err != nil || len(names) == 1 {
-		return m, err
+	if len(names) == 1 {
+		return r.NewMutex(names[0], opts...)
+	}
+	cfg := r.cfg
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
 	}
 	switch {
-	case m.h.Settings.Reentrant:
+	case cfg.Reentrant:
 		return nil, engine.Invalid("a multi-name lock cannot be reentrant")
-	case m.h.Settings.Fencing:
+	case cfg.Fencing:
 		return nil, engine.Invalid("a multi-name lock is not fenced: fence each resource with its own lock, or give the resources one name")
 	case r.e.Sharded && !node.SameSlot(names):
 		return nil, engine.Invalid("lock names %s hash to different Redis Cluster slots, and a node takes all of them in one script: "+
 			"give them one hash tag, such as %q and %q", quoteAll(names), "{"+names[0]+"}:a", "{"+names[0]+"}:b")
 	}
-	m.lock = &multiLock{also: append([]string(nil), names[1:]...)}
-	m.h.Kind = m.lock
-	m.h.Settings.Listen = false
+	cfg.Listen = false
+	m := new(Mutex)
+	if err := r.initMutex(m, names[0], cfg, &multiLock{also: append([]string(nil), names[1:]...)}); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 

@@ -107,25 +107,10 @@ func (s *shared) try(ctx context.Context, _ string) (engine.Refusal, error) {
 
 // begin marks an acquisition in flight, unless the value holds a live
 // lease or another acquisition is in flight.
-func (s *shared) begin() error {
-	s.h.Mu.Lock()
-	defer s.h.Mu.Unlock()
-	switch {
-	case s.h.Busy:
-		return errInFlight
-	case s.h.Lease.Live():
-		return errHeldHere
-	}
-	s.h.Busy = true
-	return nil
-}
+func (s *shared) begin() error { return s.h.Begin(errInFlight, errHeldHere) }
 
 // finish ends the acquisition begin marked.
-func (s *shared) finish() {
-	s.h.Mu.Lock()
-	s.h.Busy = false
-	s.h.Mu.Unlock()
-}
+func (s *shared) finish() { s.h.Finish() }
 
 // release is an observed release (Release, RUnlock).
 func (s *shared) release(ctx context.Context) error {

@@ -107,12 +107,12 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 	if err != nil {
 		return Grant{}, Refusal{}, err
 	}
-	defer e.WG.Done()
-	if e.Admit != nil {
+	defer e.wg.Done()
+	if e.admit != nil {
 		// The first attempts have the nodes to themselves; the audit
 		// follows.
-		defer e.Admit.Attempted()
-		if err := e.Admit.Admit(ctx, s.Quorum); err != nil {
+		defer e.admit.Attempted()
+		if err := e.admit.Admit(ctx, s.Quorum); err != nil {
 			return Grant{}, Refusal{Hopeless: true, Local: true}, err
 		}
 	}
@@ -235,7 +235,7 @@ func (e *Engine) enter() (*quorum.Round, error) {
 		return nil, err
 	}
 	if err := e.IDs.Reg.Err(); err != nil {
-		e.WG.Done()
+		e.wg.Done()
 		return nil, Invalid("%v", err)
 	}
 	return e.IDs.first(), nil

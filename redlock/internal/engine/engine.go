@@ -31,8 +31,8 @@ type Engine struct {
 
 	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
 	closed bool
-	Done   chan struct{}  // closed by close: renewal and identification stop
-	WG     sync.WaitGroup // operations, renewals, identification
+	done   chan struct{}  // closed by close: renewal and identification stop
+	wg     sync.WaitGroup // operations, renewals, identification
 	// leases are the leases held, each with its token: close ends them,
 	// and their loss timers with them. Guarded by leasesMu, taken under mu
 	// read-locked, so that close, which sets closed under mu, finds every
@@ -49,19 +49,34 @@ type Engine struct {
 
 	Features *features // the optional features each node refused (see refused.go)
 	// admit is what every acquisition passes first: the facade's audit
-	// (nil: none). Set before the first acquisition.
-	Admit Admission
+	// (nil: none).
+	admit Admission
 
 	Guard    *quorum.ClockGuard // the nodes' clocks (see quorum.ClockGuard); nil: no check
 	watching bool               // the clock watcher runs; guarded by leasesMu
 }
 
-// NewEngine returns the engine of nodes, reporting background node
-// failures through report (nil: none) and a node's failure in an
-// operation's error as nodeErr makes it.
-func NewEngine(nodes []node.Node, tolerance time.Duration, report quorum.ReportFunc, nodeErr func(i int, err error) error) *Engine {
-	e := &Engine{Now: time.Now, Done: make(chan struct{}), leases: map[Held]string{}, Report: report, nodeErr: nodeErr}
+// Config is what an engine is made with, whole at construction.
+type Config struct {
+	// Tolerance is the clock guard's (0: no guard).
+	Tolerance time.Duration
+	// Report tells of background node failures (nil: none).
+	Report quorum.ReportFunc
+	// NodeErr makes a node's failure in an operation's error.
+	NodeErr func(i int, err error) error
+	// Admission makes, given the engine, what every acquisition passes
+	// first (nil: none).
+	Admission func(*Engine) Admission
+	// Watch is told of each node going down or coming back (nil: none).
+	Watch func(i int, down bool, since time.Time, cause error)
+}
+
+// NewEngine returns the engine of nodes, made as c says.
+func NewEngine(nodes []node.Node, c Config) *Engine {
+	tolerance := c.Tolerance
+	e := &Engine{Now: time.Now, done: make(chan struct{}), leases: map[Held]string{}, Report: c.Report, nodeErr: c.NodeErr}
 	e.Pool = quorum.NewPool(nodes, e.Now)
+	e.Pool.Watch = c.Watch
 	e.Features = newFeatures(len(nodes))
 	e.IDs = newIdentifier(e.Pool, e.Now, e.featureOff)
 	e.Pool.Report, e.Pool.Back = e.Report, e.IDs.again
@@ -85,6 +100,9 @@ func NewEngine(nodes []node.Node, tolerance time.Duration, report quorum.ReportF
 		if s, ok := n.(interface{ OnNoClock(func(error)) }); ok && tolerance > 0 {
 			s.OnNoClock(func(why error) { e.featureOff(i, FeatureClock, why) })
 		}
+	}
+	if c.Admission != nil {
+		e.admit = c.Admission(e)
 	}
 	return e
 }
@@ -116,12 +134,19 @@ func (e *Engine) Track(n int) error {
 	if e.closed {
 		return ErrClosed
 	}
-	e.WG.Add(n)
+	e.wg.Add(n)
 	return nil
 }
 
+// Untrack ends one goroutine [Engine.Track] registered.
+func (e *Engine) Untrack() { e.wg.Done() }
+
+// Closing is closed once the engine is closing: renewal and
+// identification stop.
+func (e *Engine) Closing() <-chan struct{} { return e.done }
+
 // Sleep waits for d, or until close; it reports whether d passed.
-func (e *Engine) Sleep(d time.Duration) bool { return jitter.Sleep(d, e.Done) }
+func (e *Engine) Sleep(d time.Duration) bool { return jitter.Sleep(d, e.done) }
 
 // Held is a lease the engine keeps while it is held.
 type Held interface {
@@ -148,7 +173,7 @@ func (e *Engine) Record(h Held, token string) bool {
 	e.watching = e.watching || watch
 	e.leasesMu.Unlock()
 	if watch {
-		e.WG.Add(1) // under mu, not closed: see track
+		e.wg.Add(1) // under mu, not closed: see track
 		go e.watchClocks()
 	}
 	return true
@@ -183,7 +208,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.closed {
 		e.closed = true
-		close(e.Done)
+		close(e.done)
 	}
 	e.mu.Unlock()
 	e.leasesMu.Lock()
@@ -196,7 +221,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	// Each stops at once and waits until ctx ends: once it has, the
 	// next ones stop without waiting.
 	err := e.Waiters.Close(ctx)
-	err = cmp.Or(err, jitter.Wait(ctx, &e.WG))
+	err = cmp.Or(err, jitter.Wait(ctx, &e.wg))
 	err = cmp.Or(err, e.IDs.Close(ctx))
 	what, calls := "operations", ctx
 	if err == nil {

@@ -33,7 +33,7 @@ func newFakeEngine(t *testing.T, n int) (*engine.Engine, []*nodetest.Fake) {
 	t.Helper()
 	fs := nodetest.Fakes(n)
 	nodes := nodetest.Nodes(fs)
-	e := engine.NewEngine(nodes, quorum.DefaultClockTolerance, nil, func(i int, err error) error { return fmt.Errorf("node %d: %w", i, err) })
+	e := engine.NewEngine(nodes, engine.Config{Tolerance: quorum.DefaultClockTolerance, NodeErr: func(i int, err error) error { return fmt.Errorf("node %d: %w", i, err) }})
 	t.Cleanup(func() {
 		for _, f := range fs {
 			f.Unhang()

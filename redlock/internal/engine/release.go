@@ -82,7 +82,7 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 	if err := e.Track(1); err != nil {
 		return err
 	}
-	defer e.WG.Done()
+	defer e.wg.Done()
 	rd := e.releaseRound(ctx, c.Settings, c.Report).Needs(c.Quorum)
 	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, confirmed: c.Confirmed, guard: e.Guard}
 	rd.Grants = rule
@@ -279,7 +279,7 @@ func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) (granted []int
 	if err := e.Track(1); err != nil {
 		return nil, err
 	}
-	defer e.WG.Done()
+	defer e.wg.Done()
 	rd := quorum.NewRound(ctx, e.Pool, c.Settings.NodeTimeout, c.Report, e.Pool.Size()).Needs(c.Quorum)
 	var late *lateYes
 	if c.Late != nil {
@@ -390,7 +390,7 @@ func (e *Engine) Behind(op node.Op, nodes []int, timeout, owe time.Duration) {
 	}
 	rd := e.postQueue(ops, timeout, owe)
 	go func() {
-		defer e.WG.Done()
+		defer e.wg.Done()
 		_ = rd.Gather(context.Background())
 	}()
 }

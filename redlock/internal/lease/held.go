@@ -20,9 +20,9 @@ func (l *Lease) End(cause error) { l.holder.end(l, cause) }
 // whose clocks kept it, is lost, with a cause that names the clock.
 func (l *Lease) Jumped(i int, jumps []int) error {
 	h := l.holder
-	h.Mu.Lock()
+	h.mu.Lock()
 	kept, all := l.holding(jumps), l.holding(nil)
-	h.Mu.Unlock()
+	h.mu.Unlock()
 	if kept >= h.quorumOf() {
 		return nil
 	}

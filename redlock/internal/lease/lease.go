@@ -93,9 +93,9 @@ type Holder struct {
 	Quorum   int               // nodes that must hold a lease: 0 for a majority
 	Kind     Kind
 
-	Mu    sync.Mutex
-	Lease *Lease // the current lease; nil when none was taken or it was released
-	Busy  bool   // an acquisition is in flight (semaphores: one at a time)
+	mu    sync.Mutex
+	lease *Lease // the current lease; nil when none was taken or it was released
+	busy  bool   // an acquisition is in flight (semaphores: one at a time)
 }
 
 // errNotHeld is the error of a call on a holder that holds nothing.
@@ -103,17 +103,50 @@ func (h *Holder) errNotHeld() error { return fmt.Errorf("%w: not held", engine.E
 
 // Current returns the current lease, live or ended; nil when none.
 func (h *Holder) Current() *Lease {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
-	return h.Lease
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lease
+}
+
+// Live returns the holder's live lease, nil when it holds none.
+func (h *Holder) Live() *Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lease.Live() {
+		return h.lease
+	}
+	return nil
+}
+
+// Begin marks an acquisition in flight, one at a time: it returns
+// inFlight while another is, held while the holder holds a live lease,
+// and nil once marked; [Holder.Finish] ends the mark.
+func (h *Holder) Begin(inFlight, held error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.busy:
+		return inFlight
+	case h.lease.Live():
+		return held
+	}
+	h.busy = true
+	return nil
+}
+
+// Finish ends the mark [Holder.Begin] set.
+func (h *Holder) Finish() {
+	h.mu.Lock()
+	h.busy = false
+	h.mu.Unlock()
 }
 
 // Holding reports whether the holder holds a live lease, or an
 // acquisition is in flight.
 func (h *Holder) Holding() bool {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
-	return h.Busy || h.Lease.Live()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.busy || h.lease.Live()
 }
 
 // Take makes g, the acquisition of token, the holder's lease, ends the
@@ -127,11 +160,11 @@ func (h *Holder) Take(ctx context.Context, token, notice string, g engine.Grant)
 		l.nodes = make([]nodeHold, n)
 	}
 	l.confirm(g.Voters, g.Until, g.Jumps)
-	h.Mu.Lock()
-	old := h.Lease
-	h.Lease = l
+	h.mu.Lock()
+	old := h.lease
+	h.lease = l
 	l.loss = time.AfterFunc(h.untilLoss(l), func() { h.end(l, h.ranOut(l)) })
-	h.Mu.Unlock()
+	h.mu.Unlock()
 	if old != nil {
 		h.end(old, fmt.Errorf("%w: acquired again", engine.ErrLockLost))
 	}
@@ -147,10 +180,10 @@ func (h *Holder) Take(ctx context.Context, token, notice string, g engine.Grant)
 // Left records member, the queue member of the wait that took the current
 // lease, when it took one (see Lease.Queued).
 func (h *Holder) Left(member string) {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
-	if h.Lease.Live() {
-		h.Lease.Queued = member
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lease.Live() {
+		h.lease.Queued = member
 	}
 }
 
@@ -167,9 +200,9 @@ var errRanOut = errors.New("validity ran out")
 // ranOut is why lease l ended when its validity ran out: what stopped its
 // renewal, and the last extension's failure, with its node errors.
 func (h *Holder) ranOut(l *Lease) error {
-	h.Mu.Lock()
+	h.mu.Lock()
 	stopped, failed := l.stopped, l.failed
-	h.Mu.Unlock()
+	h.mu.Unlock()
 	msg := ""
 	if stopped != "" {
 		msg = " (" + stopped + ")"
@@ -185,9 +218,9 @@ func (h *Holder) ranOut(l *Lease) error {
 // validity now lasts until g's at least, and whose nodes g's voters
 // confirmed; false when l is no longer the holder's live lease.
 func (h *Holder) HoldAgain(l *Lease, g engine.Grant) bool {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
-	if h.Lease != l || l.Err != nil {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lease != l || l.Err != nil {
 		return false
 	}
 	l.Holds++
@@ -199,9 +232,9 @@ func (h *Holder) HoldAgain(l *Lease, g engine.Grant) bool {
 // DropHold counts one hold less on the live lease when it has more than
 // one, and returns it; nil, changing nothing, otherwise.
 func (h *Holder) DropHold() *Lease {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
-	l := h.Lease
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := h.lease
 	if !l.Live() || l.Holds < 2 {
 		return nil
 	}
@@ -222,14 +255,14 @@ func (h *Holder) moveUntil(l *Lease, until time.Time) {
 // hears of it before Done closes: whoever sees Done closed finds the end
 // observed.
 func (h *Holder) end(l *Lease, cause error) {
-	h.Mu.Lock()
+	h.mu.Lock()
 	if l.Err != nil {
-		h.Mu.Unlock()
+		h.mu.Unlock()
 		return
 	}
 	l.Err = cause
 	l.loss.Stop()
-	h.Mu.Unlock()
+	h.mu.Unlock()
 	h.Engine.Forget(l)
 	if h.Events != nil {
 		h.Events.HoldEnd(h.Name, l.start, errors.Is(cause, engine.ErrLockLost), cause)
@@ -241,13 +274,13 @@ func (h *Holder) end(l *Lease, cause error) {
 // node with op (see Redlock.free). It returns ErrNotHeld, without I/O,
 // when there is none.
 func (h *Holder) Release(ctx context.Context, cause error) error {
-	h.Mu.Lock()
-	l := h.Lease
+	h.mu.Lock()
+	l := h.lease
 	if l == nil {
-		h.Mu.Unlock()
+		h.mu.Unlock()
 		return h.errNotHeld()
 	}
-	h.Lease = nil
+	h.lease = nil
 	c := engine.Lapse{Settings: &h.Settings, Report: h.Report, Since: l.start, Quorum: h.Quorum}
 	// What each node confirmed holds whatever ended the lease, except
 	// when nodes answered that its token was gone (an extension's
@@ -260,7 +293,7 @@ func (h *Holder) Release(ctx context.Context, cause error) error {
 	if l.Err == nil || !errors.Is(l.Err, engine.ErrNotHeld) {
 		c.Confirmed = l
 	}
-	h.Mu.Unlock()
+	h.mu.Unlock()
 	h.end(l, cause)
 	return h.Engine.Free(ctx, h.Kind.Release(h.Name, l), h.Name, true, c)
 }
@@ -284,9 +317,9 @@ func unextendable(ended error, start, until time.Time) error {
 
 // extend extends lease l: see Mutex.Extend.
 func (h *Holder) extend(ctx context.Context, l *Lease) error {
-	h.Mu.Lock()
+	h.mu.Lock()
 	until, ended := l.until, l.Err
-	h.Mu.Unlock()
+	h.mu.Unlock()
 	start := h.Engine.Now()
 	if err := unextendable(ended, start, until); err != nil {
 		return err
@@ -295,17 +328,17 @@ func (h *Holder) extend(ctx context.Context, l *Lease) error {
 	next := quorum.ValidUntil(start, h.Settings.TTL, h.Settings.DriftFactor)
 	late := func(i int) { // re-armed as the voters were, after the round decided
 		jumps := h.jumps()
-		h.Mu.Lock()
+		h.mu.Lock()
 		l.confirm([]int{i}, next, jumps)
-		h.Mu.Unlock()
+		h.mu.Unlock()
 	}
 	granted, err := h.Engine.Extend(ctx, op, engine.Lapse{Settings: &h.Settings, Report: h.Report, Quorum: h.Quorum, Late: late})
 	if len(granted) > 0 {
 		// Each re-armed the key, whether or not a quorum did.
 		jumps := h.jumps()
-		h.Mu.Lock()
+		h.mu.Lock()
 		l.confirm(granted, next, jumps)
-		h.Mu.Unlock()
+		h.mu.Unlock()
 	}
 	if err != nil {
 		if errors.Is(err, engine.ErrLockLost) {
@@ -316,8 +349,8 @@ func (h *Holder) extend(ctx context.Context, l *Lease) error {
 	if !h.Engine.Now().Before(next) {
 		return fmt.Errorf("%w: extended, but no validity left of ttl %v", engine.ErrNotHeld, h.Settings.TTL)
 	}
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if l.Err != nil && errors.Is(l.Err, errRanOut) {
 		// Given up while the extension ran (the simulator's seed 2048):
 		// a quorum holds the token until next, but Done is closed.
@@ -343,12 +376,12 @@ func (h *Holder) ExtendCurrent(ctx context.Context) error {
 // Until returns the end of the current lease's validity; the zero Time
 // when none was taken (or it was released).
 func (h *Holder) Until() time.Time {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
-	if h.Lease == nil {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lease == nil {
 		return time.Time{}
 	}
-	return h.Lease.until
+	return h.lease.until
 }
 
 // closedChan is the Done channel of a holder that holds nothing.
@@ -360,12 +393,12 @@ var closedChan = func() chan struct{} {
 
 // Done returns the current lease's Done channel; a closed one when none.
 func (h *Holder) Done() <-chan struct{} {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
-	if h.Lease == nil {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lease == nil {
 		return closedChan
 	}
-	return h.Lease.done
+	return h.lease.done
 }
 
 // RenewalDone returns a channel closed once the current lease's renewal
@@ -374,22 +407,22 @@ func (h *Holder) Done() <-chan struct{} {
 // node timeout): whoever ended a lease can wait for it so that no renewal
 // outlives the hold (see Redlock.Do).
 func (h *Holder) RenewalDone() <-chan struct{} {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
-	if h.Lease == nil || h.Lease.renewDone == nil {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lease == nil || h.lease.renewDone == nil {
 		return closedChan
 	}
-	return h.Lease.renewDone
+	return h.lease.renewDone
 }
 
 // Err returns why the current lease ended, nil while it lasts.
 func (h *Holder) Err() error {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
-	if h.Lease == nil {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lease == nil {
 		return h.errNotHeld()
 	}
-	return h.Lease.Err
+	return h.lease.Err
 }
 
 // Observe runs one call of the holder, whose result run returns, between

@@ -56,9 +56,9 @@ func (l *Lease) node(i int) nodeHold {
 // gone early).
 func (l *Lease) Confirmed(i int) (time.Time, bool) {
 	h := l.holder
-	h.Mu.Lock()
+	h.mu.Lock()
 	nh := l.node(i)
-	h.Mu.Unlock()
+	h.mu.Unlock()
 	g := h.Engine.Guard
 	return nh.until, g != nil && g.Jumps(i) != nh.jumps
 }

@@ -29,11 +29,11 @@ func (h *Holder) renew(holdCtx context.Context, l *Lease) {
 		return // closed: the lease runs out by itself
 	}
 	stopped := make(chan struct{})
-	h.Mu.Lock()
+	h.mu.Lock()
 	l.renewDone = stopped
-	h.Mu.Unlock()
+	h.mu.Unlock()
 	go func() {
-		defer h.Engine.WG.Done()
+		defer h.Engine.Untrack()
 		defer close(stopped)
 		h.renewing(holdCtx, l)
 	}()
@@ -56,7 +56,7 @@ func (h *Holder) renewing(holdCtx context.Context, l *Lease) {
 		case <-holdCtx.Done():
 			h.renewal(l, "renewal stopped: the context it was acquired with ended", nil)
 			return
-		case <-h.Engine.Done:
+		case <-h.Engine.Closing():
 			return
 		case <-timer.C:
 		}
@@ -87,8 +87,8 @@ func (h *Holder) renewing(holdCtx context.Context, l *Lease) {
 // in (see holder.ranOut): why it stopped ("": it goes on), and its last
 // extension's failure (nil: it succeeded).
 func (h *Holder) renewal(l *Lease, stopped string, failed error) {
-	h.Mu.Lock()
-	defer h.Mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if stopped != "" {
 		l.stopped = stopped
 	}
