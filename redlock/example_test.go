@@ -102,7 +102,7 @@ func ExampleMutex_Extend() {
 	// step 2
 }
 
-func ExampleNodeErrors() {
+func Example_nodeErrors() {
 	addrs, ms := startServers(5)
 	defer ms[0].Close()
 	defer ms[2].Close()
