@@ -145,7 +145,7 @@ func (id *identifier) wait(idr *quorum.Round, start, deadline time.Time) error {
 	}
 	ctx, cancel := context.WithDeadline(id.life, deadline) // Close cuts the wait short
 	if idr.Collect(ctx, answeredRule{idr}) == nil {
-		idr.Linger(min(quorum.AsLongAgain(id.now().Sub(start)), time.Until(deadline)))
+		idr.Linger(min(quorum.AsLongAgain(id.now().Sub(start)), deadline.Sub(id.now())))
 	}
 	cancel()
 	id.record(idr)
@@ -169,7 +169,7 @@ func (id *identifier) settled(deadline time.Time) {
 		return
 	default:
 	}
-	timer := time.NewTimer(time.Until(deadline))
+	timer := time.NewTimer(deadline.Sub(id.now()))
 	defer timer.Stop()
 	select {
 	case <-id.Reg.Settled():

@@ -190,7 +190,7 @@ func (h *Holder) Left(member string) {
 // untilLoss is how long from now until l counts as lost. Called with h.mu
 // held.
 func (h *Holder) untilLoss(l *Lease) time.Duration {
-	return time.Until(l.until.Add(-lossMargin(h.Settings.TTL)))
+	return l.until.Add(-lossMargin(h.Settings.TTL)).Sub(h.Engine.Now())
 }
 
 // errRanOut marks a lease that ended lossMargin before its validity did

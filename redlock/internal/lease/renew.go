@@ -46,7 +46,7 @@ func (h *Holder) renewing(holdCtx context.Context, l *Lease) {
 	if cfg.MaxHold > 0 {
 		holdEnd = l.start.Add(cfg.MaxHold)
 	}
-	timer := time.NewTimer(time.Until(l.start.Add(renewEvery(cfg.TTL))))
+	timer := time.NewTimer(l.start.Add(renewEvery(cfg.TTL)).Sub(h.Engine.Now()))
 	defer timer.Stop()
 	failures := 0
 	for {
@@ -71,7 +71,7 @@ func (h *Holder) renewing(holdCtx context.Context, l *Lease) {
 		switch {
 		case err == nil:
 			failures = 0
-			timer.Reset(time.Until(now.Add(renewEvery(cfg.TTL))))
+			timer.Reset(now.Add(renewEvery(cfg.TTL)).Sub(h.Engine.Now()))
 		case errors.Is(err, engine.ErrLockLost) || holdCtx.Err() != nil:
 			return
 		default:
