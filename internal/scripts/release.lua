@@ -45,7 +45,7 @@
 -- and its process subscribes on this server; nil otherwise.
 --
 -- The waiter counts the handoff's announcement as this node's vote (see
--- redlock/turn.go), so the announcement must come only from the step that
+-- redlock/internal/turn/turn.go), so the announcement must come only from the step that
 -- set the key to its token. Whether the process listens is asked before
 -- the key is set, of this server alone (PUBSUB NUMSUB): a PUBLISH count
 -- cannot decide it after the fact, since on a Redis Cluster it counts the

@@ -12,7 +12,7 @@
 -- announcement to every waiter either: a waiter that is not queued here
 -- (its queueing is on its way, or this node refused it) has not missed a
 -- vote, only a wake; it tries again at the end of its back-off (see
--- redlock/turn.go). Everything else, waiters queued or not, goes on below.
+-- redlock/internal/turn/turn.go). Everything else, waiters queued or not, goes on below.
 if #KEYS < 3 and redis.pcall("GET", KEYS[1]) == ARGV[1] and
 	(ARGV[2] == "" or #KEYS == 2 and redis.pcall("EXISTS", KEYS[2]) == 0) then
 	redis.call("DEL", KEYS[1])

@@ -116,7 +116,7 @@ var (
 // and the run id when it held something else (-1 when ARGV[2] is ""), else
 // 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "3078c6478ec5974ec44b11443ebe16ab09b826b9"}
+var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "c7ccf21a20b49b0f97fd3b585a8542a4fc18f871"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: storedSource + extendSource, Hash: "416829412fe1535fe07396c35186546cb50691de"}
