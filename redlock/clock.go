@@ -17,11 +17,11 @@ import (
 
 // ErrClockJump marks a node that does not vote because its clock jumped,
 // or disagrees with this process's (see [WithClockTolerance]): in a
-// [report.NodeError], in [report.NodeHealth.Clock], with [ErrLockLost] in the cause
-// of a lease lost because nodes that granted it jumped ahead, and in the
-// error of a release those nodes left unconfirmed (see [ErrNotHeld]). A
-// clock stepped back keeps keys longer than their TTL: the node stops
-// voting for a while, but no lease is lost to it.
+// [report.NodeError], in [report.NodeHealth.Clock], with [ErrLockLost] in
+// the cause of a lease lost because nodes that granted it jumped ahead, and
+// in the error of a release those nodes left unconfirmed (see
+// [Mutex.Unlock]). A clock stepped back keeps keys longer than their TTL:
+// no lease is lost to it.
 var ErrClockJump = quorum.ErrClockJump
 
 // WithDriftFactor sets the clock drift allowance as a fraction of the TTL:
@@ -40,16 +40,12 @@ func WithDriftFactor(f float64) Option {
 
 // WithClockTolerance sets how far a node's clock may be from this
 // process's wall clock, or move against its monotonic clock between two
-// replies of the node, and the node still vote. Every grant and extension
-// arrives with the node's time (TIME, in the same round trip): a node
-// outside the tolerance does not vote, for grants or extensions, until it
-// has agreed again for the longest TTL in use; each such episode is
-// reported once to the Observer and shown in [report.NodeHealth.Clock], and a
-// lease that counted a node whose clock then jumped is lost when too few
-// of the nodes that granted it are left ([Mutex.Done] closes, the cause
-// wrapping [ErrClockJump]). While a lease is held, each node's clock is
-// read once a second. 0 turns the guard off. Only [New] accepts it.
-// Default: 1s; see docs/ALGORITHM.md.
+// replies of the node, and the node still vote. A node outside it does not
+// vote, for grants or extensions, until it has agreed again for the
+// longest TTL in use, and a lease left without a quorum of nodes whose
+// clocks did not jump is lost ([Mutex.Done] closes, the cause wrapping
+// [ErrClockJump]). 0 turns the guard off. Only [New] accepts it.
+// Default: 1s; see docs/ALGORITHM.md, "Clock guard".
 func WithClockTolerance(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
@@ -60,23 +56,14 @@ func WithClockTolerance(d time.Duration) Option {
 	})
 }
 
-// WithRestartDelay makes a node refuse acquisitions while it has been up for
-// less than d: a Redis node restarted without persistence has forgotten the
-// locks it granted, and until the longest TTL in use has passed since its
-// start, its grant could help a second holder to a quorum. This is the
-// "delayed restart" of the Redlock description, done by the acquisition
-// itself (a script checks the node's uptime_in_seconds), so operators need
-// not arrange it and no client has to witness the restart. A refusing node
-// counts as failed, with an error wrapping [report.ErrNodeRecovering].
-//
-// d must be at least the lock's TTL, and should be the longest TTL any
-// client uses on these nodes. Redis reports uptime in whole seconds that
-// can run up to one second ahead, so a node refuses for d rounded up to a
-// whole second, plus one second.
-// Cost: acquisitions run a script that reads INFO on each node instead of a
-// plain SET, and a restarted node does not help form a quorum for d. Nodes
-// with appendonly yes and appendfsync always keep their locks across a
-// restart and do not need it. Zero turns it off. Default: off.
+// WithRestartDelay makes a node refuse acquisitions while it has been up
+// for less than d, rounded up to a whole second, plus one second: a node
+// restarted without persistence has forgotten the locks it granted, and
+// its grant could help a second holder to a quorum until the longest TTL
+// in use has passed. A refusing node counts as failed, with an error
+// wrapping [report.ErrNodeRecovering]. d must be at least the lock's TTL,
+// and should be the longest TTL any client uses on these nodes. Zero turns
+// it off. Default: off. See docs/ALGORITHM.md, "Restart protection".
 func WithRestartDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {

@@ -11,33 +11,22 @@ import (
 )
 
 // Do runs fn while holding the lock called name: it acquires the lock as
-// [Mutex.Lock] does (waiting as the options say), keeps it alive while fn
-// runs (as [WithRenewal] does, which Do always turns on), and releases it
-// when fn returns. The options are those [Redlock.NewMutex] takes.
-//
-// fn gets a context derived from ctx that is also cancelled when the lock is
-// lost: when renewal finds it taken or expired, or cannot extend it before
-// its validity is about to run out (TTL/20 before the end, so fn has time to
-// stop before another holder can exist). Its cause, [context.Cause], then
-// wraps [ErrLockLost]. fn should watch that context and stop acting on the
-// protected resource once it is done.
-//
-// fn can reach the Mutex that Do holds with [MutexFrom], to read its
-// validity ([Mutex.Until]) before each step.
+// [Mutex.Lock] does, keeps it alive while fn runs (Do always turns on
+// [WithRenewal]), and releases it when fn returns. The options are those
+// [Redlock.NewMutex] takes. fn gets a context derived from ctx that is
+// also cancelled when the lock is lost (see [Mutex.Done]), its cause
+// ([context.Cause]) wrapping [ErrLockLost]: fn should watch it and stop
+// acting on the protected resource. fn reaches the Mutex with [MutexFrom].
 //
 // Do returns an error wrapping [ErrNotAcquired] when it could not acquire
 // the lock (fn did not run). Otherwise it returns fn's error, never
-// dropped (errors.Is finds all it wraps), joined with an error wrapping
-// [ErrLockLost] if the lock was lost before fn returned (the work may have
-// run unprotected past that point; when fn's error wraps its context's
-// cause, the loss is said once), or with the release's error if Unlock
-// failed although the lock was held throughout (the nodes then free the
-// lock when its TTL passes).
-//
-// If fn panics, Do releases the lock (waiting for the nodes at most the
-// node timeout, whatever ctx says) and stops its renewal, then lets the
-// panic go on: a program that recovers it does not keep the lock. Do
-// returns, or lets a panic go on, only once renewal has stopped.
+// dropped, joined with an error wrapping [ErrLockLost] if the lock was lost
+// before fn returned (the work may have run unprotected; said once when
+// fn's error wraps its context's cause), or with the release's error if
+// Unlock failed although the lock was held throughout. If fn panics, Do
+// releases the lock (waiting for the nodes at most the node timeout,
+// whatever ctx says), then lets the panic go on. Do returns, or lets a
+// panic go on, only once renewal has stopped.
 func (r *Redlock) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")

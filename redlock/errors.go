@@ -11,24 +11,18 @@ import (
 	"github.com/redlock-go/redlock/internal/node"
 )
 
-// ErrMisconfigured is the cause inside a [*report.NodeError] when a node refused a
-// request in a way that no retry can change, until someone changes the
-// deployment: the user lacks a permission (NOPERM), the password or user is
-// wrong (NOAUTH, WRONGPASS), a script's keys are in different cluster slots
-// (CROSSSLOT), the lock's key holds something that is not a lock (another
-// program uses the name), the node does not know a command the lock needs,
-// or the TLS handshake failed (an untrusted or mismatched certificate, TLS
-// spoken to a plain port). The error also wraps the node's own error.
+// ErrMisconfigured is the cause inside a [*report.NodeError] when a node
+// refused a request in a way that no retry can change until someone changes
+// the deployment (NOPERM, WRONGPASS, a failed TLS handshake, a key at the
+// lock's name that is not a lock...: see docs/DEPLOYMENTS.md, "Errors that
+// no retry changes"). The error also wraps the node's own error.
 //
-// [Mutex.Lock] stops at once, instead of waiting for its context to end,
-// when so many nodes fail this way that no quorum is left to grant the
-// lock: retrying would fail the same way. Fewer such nodes are tolerated
-// like any failed minority, and reported in the errors of operations.
+// [Mutex.Lock] stops at once, without retrying, when such nodes leave no
+// quorum to grant the lock; fewer are tolerated like any failed minority.
 // [Mutex.Unlock] and [Mutex.Extend] refused this way by so many nodes
-// return an error wrapping ErrMisconfigured itself, not [ErrNotHeld] or
-// [ErrLockLost]: the lock was refused, not found lost. A node that refuses
-// only an optional feature (the waiters' queue, INFO) fails nothing: see
-// [report.NodeHealth.Off].
+// return an error wrapping ErrMisconfigured, not [ErrNotHeld] or
+// [ErrLockLost]. A node that refuses only an optional feature (the
+// waiters' queue, INFO) fails nothing: see [report.NodeHealth.Off].
 var ErrMisconfigured = node.ErrMisconfigured
 
 // ErrStaleFence is returned by [SetFenced] when the resource already
@@ -43,10 +37,10 @@ var ErrStaleFence = engine.ErrStaleFence
 // a nil context or an empty name.
 var ErrInvalidArgument = engine.ErrInvalidArgument
 
-// ErrClosed is returned by every call on a [Redlock], and on its mutexes,
-// that would talk to the nodes after [Redlock.Close] ([Redlock.Inspect] and
-// [Redlock.ForceUnlock] included) (Unlock or Extend of a
-// mutex that holds nothing still return [ErrNotHeld] without I/O).
+// ErrClosed is returned by every call on a [Redlock] or its mutexes that
+// would talk to the nodes after [Redlock.Close], [Redlock.Inspect] and
+// [Redlock.ForceUnlock] included (Unlock or Extend of a mutex that holds
+// nothing still return [ErrNotHeld] without I/O).
 var ErrClosed = engine.ErrClosed
 
 // wordsError is a sentinel in the words of the primitive that returns it

@@ -11,21 +11,17 @@ import (
 )
 
 // SetFenced is the resource side of fencing, for a resource kept in Redis:
-// it sets key to value on c unless a write with a higher fencing token
-// (see [Mutex.Fence]) was accepted for key before, in one atomic script.
-// The highest token accepted is kept at key + ":fence". Equal tokens are
+// in one atomic script, it sets key to value on c unless a write with a
+// higher fencing token (see [Mutex.Fence]) was accepted for key before. The
+// highest token accepted is kept at key + ":fence"; equal tokens are
 // accepted, so one holder can write many times.
 //
-// It returns nil when the value was written, and an error wrapping
-// [ErrStaleFence] when it was refused: a later holder of the lock has
-// written, and this caller must stop acting as the holder. A token of 0
-// (not fenced, or not held) is refused with [ErrInvalidArgument].
-//
-// c is the resource's own Redis, not one of the lock's nodes; with a Redis
-// Cluster, give key a hash tag ("{account:7}") so that both keys share a
-// slot. Resources elsewhere apply the same rule: store the highest token
-// with the data, and in one transaction refuse a write whose token is
-// lower.
+// It returns nil when the value was written, an error wrapping
+// [ErrStaleFence] when it was refused (a later holder has written: stop
+// acting as the holder), and one wrapping [ErrInvalidArgument] for a token
+// of 0 (not fenced, or not held). c is the resource's own Redis, not one
+// of the lock's nodes; with a Redis Cluster, give key a hash tag
+// ("{account:7}") so that both keys share a slot.
 func SetFenced(ctx context.Context, c redis.Scripter, key, value string, fence uint64) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")

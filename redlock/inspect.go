@@ -24,17 +24,12 @@ import (
 // at once and reports every node's answer, not a quorum's.
 
 // Inspect reads what every node holds for the lock called name: whether it
-// is held and by which token, for how long, and the name's fencing counter.
-// It sends one read-only request to every node at once and returns once
-// every node answered, the node timeout passed, or ctx ended. A node that
-// failed has its error in [report.NodeLockState.Err]; a down node (see
-// [Redlock.Health]) is not asked. It takes and changes nothing; it is the
-// library's side of `redlock status`.
-//
-// When name is a [Semaphore], it says so in [report.LockState.Kind] and reads its
-// permit count and live permits instead: each node's in
-// [report.NodeLockState.Permits], with the time each has left by that node's
-// clock, and across the nodes in [report.LockState.Semaphore].
+// is held and by which token, for how long, and the name's fencing
+// counter; for a [Semaphore] (see [report.LockState.Kind]), its permit
+// count and live permits instead. It sends one read-only request to every
+// node at once, down nodes (see [Redlock.Health]) excepted, and returns
+// once every node answered, the node timeout passed, or ctx ended; a node
+// that failed has its error in [report.NodeLockState.Err].
 //
 // It returns an error wrapping [ErrInvalidArgument] for a nil context or an
 // empty name, [ErrClosed] after [Redlock.Close], and, when ctx ended before
@@ -147,32 +142,21 @@ func semaphoreState(nodes []report.NodeLockState, kind string) *report.Semaphore
 }
 
 // ForceUnlock deletes the lock called name on every node that holds it,
-// whoever holds it: the way out of a lock whose holder is stuck, or gone
-// with a long TTL. Each node that deletes it announces the release, as
-// [Mutex.Unlock] does, so that waiting Locks try at once. It never deletes
-// or lowers the name's fencing counter: the next holder's token is still
-// greater than the one the lock had. It does not refuse a key that holds
-// something other than a lock: that node reports an error wrapping
-// [ErrMisconfigured] and keeps the key.
+// whoever holds it, and announces the release as [Mutex.Unlock] does. It
+// never deletes or lowers the name's fencing counter, and keeps a key that
+// is not a lock (that node reports an error wrapping [ErrMisconfigured]).
+// It sends one request to every node at once, down nodes excepted, and
+// returns once every node answered, the node timeout passed, or ctx ended,
+// with one entry per node; a node that failed ([report.ForcedRelease.Err])
+// may still hold the lock until its TTL passes. A request still in flight
+// then carries on in the background ([Redlock.Close] waits for it).
 //
-// It sends one request to every node at once and returns once every node
-// answered, the node timeout passed, or ctx ended, with one entry per node:
-// a node that failed has its error in [report.ForcedRelease.Err] and may still
-// hold the lock until its TTL passes; a down node (see [Redlock.Health]) is
-// not asked. A request still in flight when it returns carries on in the
-// background ([Redlock.Close] waits for it).
-//
-// The holder is not told: its [Mutex] notices at its next extension (or
-// renewal), which finds the token gone and reports the lock lost. Until
-// then it may still act as the holder; protect the resource with fencing
-// tokens (see [WithFencing]) if that matters. Its [Mutex.Unlock], within
-// the lock's validity, cannot tell a forced unlock from its own release
-// resent by the client (a key gone on the server it was taken on), and
-// returns nil.
-//
-// It returns an error wrapping [ErrInvalidArgument] for a nil context or an
-// empty name, [ErrClosed] after [Redlock.Close], and, when ctx ended before
-// every node answered, the outcomes so far and an error wrapping ctx.Err().
+// The holder is not told: its next extension finds the token gone. Its
+// [Mutex.Unlock] within the lock's validity cannot tell a forced unlock
+// from its own resent release, and returns nil. ForceUnlock returns an
+// error wrapping [ErrInvalidArgument] for a nil context or an empty name,
+// [ErrClosed] after [Redlock.Close], and, when ctx ended before every node
+// answered, the outcomes so far and an error wrapping ctx.Err().
 func (r *Redlock) ForceUnlock(ctx context.Context, name string) ([]report.ForcedRelease, error) {
 	replies, err := survey(ctx, r.e, name, &node.Release{Shape: node.Any, Key: name, Notice: uuid.NewString()}, r.cfg.NodeTimeout)
 	if replies == nil {
@@ -216,25 +200,16 @@ func survey(ctx context.Context, e *engine.Engine, name string, op node.Op, time
 	return rd.Replies, rd.Gather(ctx)
 }
 
-// Audit reads every node's settings and its user's rights now, judges
-// them (see [report.NodeAudit] and [report.Finding]) and returns them, one per node in
-// the order of the clients given to [New]: for a service's readiness
-// check, or `redlock doctor`. It sends only commands that change nothing
-// (INFO, CONFIG GET, TIME, ACL WHOAMI and ACL DRYRUN, or where ACL DRYRUN
-// is refused each command in a form that changes nothing: EVALSHA of a
-// script no node has, SET and ZADD with XX on a key that does not exist,
-// PUBLISH to a channel no one hears; and SET ... IFEQ, DELIFEQ and DELEX
-// ... IFEQ on the key "redlock:probe", which holds nothing, for
-// [report.NodeAudit.Caps]: a user whose key patterns leave it out shows none),
-// every node at once, down nodes included, and returns once every node
-// was read or ctx ended (each node is given at most five seconds). A node
-// that could not be read has its error in [report.NodeAudit.Err]. It records what
-// it found for [report.NodeHealth.Audit], and tells a [report.AuditObserver] of each
+// Audit reads every node's settings and its user's rights now, with
+// commands that change nothing, judges them against the options given to
+// [New] (a Mutex given other values is not judged apart) and returns one
+// [report.NodeAudit] per node, in the order of the clients given to New:
+// for a readiness check, or `redlock doctor` (see docs/DEPLOYMENTS.md,
+// "What the audit finds"). It asks every node at once, down nodes
+// included, each for at most five seconds; a node that could not be read
+// has its error in [report.NodeAudit.Err]. It records what it found for
+// [report.NodeHealth.Audit], and tells a [report.AuditObserver] of each
 // finding above [report.SeverityInfo] not told before for that node.
-//
-// Findings are judged against the options given to New: the restart
-// delay, replica acknowledgement and clock tolerance (a Mutex given other
-// values is not judged apart).
 //
 // It returns an error wrapping [ErrInvalidArgument] for a nil context,
 // [ErrClosed] after [Redlock.Close], and, when ctx ended before every node

@@ -15,31 +15,16 @@ import (
 // state (see quorum.Pool.Watch); nothing per operation.
 
 // WithLogger makes the Redlock log, to l, one line per event a program
-// should hear of without asking, and nothing per operation:
-//
-//   - a node going down (level Warn, message "redlock: node down"): its
-//     calls failed or could not reach it (a refused connection puts it
-//     down at the first refusal), and it is skipped until a probe sees it
-//     answer; attributes node (its index), addr, err (the cause);
-//   - the node coming back (Info, "redlock: node back"): node, addr, and
-//     down (for how long);
-//   - each audit finding above [report.SeverityInfo] (see [Redlock.Audit]), the
-//     first time it is found for a node (Warn for [report.SeverityDegraded], Error
-//     for [report.SeverityUnsafe], "redlock: audit finding"): node, addr,
-//     severity, code, and msg, what it risks and how to fix it; a wrong
-//     password, an address that refuses connections and an evicting node
-//     are found by the first audit, a second after the first acquisition;
-//   - each acquisition of a lock, permit or read lock lost before its
-//     release (Error, "redlock: lock lost"): name, err (why, wrapping
-//     [ErrLockLost]), and held (since the acquisition).
-//
-// A node going down and back in between is told once each way; a node
-// that stays down is not told again. The lines are written on the
-// goroutine that found the event (a node's, renewal's, the audit's), so a
-// handler that blocks holds that goroutine up. It does not replace
-// [WithObserver]: both hear what they hear, and a Mutex given
-// WithObserver(nil) still logs. nil logs nothing. Only [New] accepts it.
-// Default: nil, no logging.
+// should hear of without asking, and nothing per operation: a node going
+// down (Warn, "redlock: node down") and coming back (Info, "redlock: node
+// back"), once each way; each audit finding above [report.SeverityInfo],
+// the first time it is found for a node (Warn, or Error when unsafe:
+// "redlock: audit finding"); and each acquisition of a lock, permit or read
+// lock lost before its release (Error, "redlock: lock lost"). Their
+// attributes are listed in docs/API.md. The lines are written on the
+// goroutine that found the event, so a handler that blocks holds it up. It
+// does not replace [WithObserver]: a Mutex given WithObserver(nil) still
+// logs. nil logs nothing. Only [New] accepts it. Default: nil, no logging.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		c.logger = l

@@ -93,16 +93,13 @@ func WithTries(n int) Option {
 	})
 }
 
-// WithRetryDelay sets the back-off between the attempts of [Mutex.Lock].
-// Before attempt k+1 (k ≥ 1) Lock sleeps a uniformly random duration in
-// [min, min(max, min×2^(k-1))]: randomised so that contenders do not retry
-// in lockstep, growing so that a long wait does not hammer the nodes. With
-// notification on (the default), a waiting Lock is queued and its turn is
-// announced: the back-off is then only the fallback for a lost
-// announcement, drawn from [max/2, max]. After an attempt that failed with
-// some grants (contenders split a free lock) and ranked first, the sleep is
-// at most two attempt durations, twice in a row at most.
-// Both must be positive and min ≤ max. Default: 10ms and 200ms.
+// WithRetryDelay sets the back-off between the attempts of [Mutex.Lock]:
+// before attempt k+1 (k ≥ 1) Lock sleeps a uniformly random duration in
+// [min, min(max, min×2^(k-1))]. With notification on, a queued Lock's
+// back-off is only the fallback for a lost announcement, drawn from
+// [max/2, max]; after a split vote it ranked first in, the sleep is at
+// most two attempt durations, twice in a row at most. Both must be
+// positive and min ≤ max. Default: 10ms and 200ms.
 func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if minDelay <= 0 || maxDelay < minDelay {
@@ -115,24 +112,15 @@ func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
 
 // WithNotification sets whether [Mutex.Lock] waits for releases to be
 // announced. When on, a waiting Lock joins the lock's queue of waiters on
-// every node (a sorted set, name + ":redlock:waiters", ordered by when each
-// started waiting) and subscribes to the lock's release channel
-// ("redlock:released:" + name) and to its Redlock's own channel
-// ("redlock:wake:" + a random id). A release pops the oldest waiter from
-// each node's queue and announces itself on that waiter's Redlock's channel
-// only: waiters take turns, in the order they came, instead of all trying
-// at once; with no one popped (a reader's turn, a writer's release), the
-// release channel tells every waiter, and a plain lock's release where no
-// one is queued tells no one. The back-off stays as the fallback for
-// announcements that are lost (a node down, a subscription reconnecting, a
-// waiter that died while queued, a release while the waiter's queueing was
-// on its way),
-// drawn from [max/2, max] of [WithRetryDelay] while queued. When off, Lock
-// only polls. The subscriptions are one pub/sub connection per node, opened
-// at the first wait and closed by [Redlock.Close]; a Lock leaves the queue
-// when it returns, and a name's subscription goes 5 seconds after its last
-// waiter. A multi-name lock ([Redlock.NewMultiMutex]) always polls: it turns
-// notification off, also when WithNotification(true) is given. Default: on.
+// every node (name + ":redlock:waiters") and subscribes to its release
+// channels, and a release announces itself to the oldest waiter's process:
+// waiters take turns, in the order they came. The back-off
+// ([WithRetryDelay]) stays the fallback for lost announcements. When off,
+// Lock only polls. The subscriptions are one pub/sub connection per node,
+// opened at the first wait and closed by [Redlock.Close]; a Lock leaves the
+// queue when it returns, and a name's subscription goes 5 seconds after
+// its last waiter. [Redlock.NewMultiMutex] always turns it off. Default:
+// on. See docs/API.md, "Waiting by notification, in turn".
 func WithNotification(on bool) Option {
 	return optionFunc(func(c *config) error {
 		c.Listen = on
@@ -142,13 +130,13 @@ func WithNotification(on bool) Option {
 
 // WithRenewal keeps an acquired lock alive while it is held: a goroutine
 // extends it every TTL/3 (see [Mutex.Extend]) until Unlock, the loss of the
-// lock, the end of the context given to Lock or TryLock, or the bound set
-// by [WithMaxHold]. A failed extension is retried after the retry back-off
-// until the validity is about to run out; the acquisition is then lost
-// ([Mutex.Done] closes, [Mutex.Err] wraps [ErrLockLost]). [Redlock.Do]
-// and [Redlock.DoRead] always renew. Given to [Redlock.NewRWMutex] it
-// renews read locks too, and given to [Redlock.NewSemaphore] permits (a
-// semaphore ignores it as a default of [New]). Default: off.
+// lock, the end of the context given to Lock or TryLock, or [WithMaxHold].
+// A failed extension is retried after the retry back-off; if none succeeds
+// in time, the lock is lost (see [Mutex.Done]). [Redlock.Do] and
+// [Redlock.DoRead] always renew. Given to [Redlock.NewRWMutex] it renews
+// read locks too, and given to [Redlock.NewSemaphore] permits, until
+// [Semaphore.Release], its loss, or the end of the context it was acquired
+// with. Default: off.
 func WithRenewal() Option {
 	return optionFunc(func(c *config) error {
 		c.Renew = true
@@ -171,15 +159,12 @@ func WithMaxHold(d time.Duration) Option {
 
 // WithReentrant makes the lock reentrant: Lock or TryLock on a Mutex that
 // holds it takes one more hold instead of waiting, and the lock is released
-// when Unlock has been called as many times. The owner is the Mutex value
-// (Go has no thread identity to use): every goroutine using that Mutex
-// shares its ownership, and another Mutex, even on the same Redlock and
-// name, is another owner and is refused. On each node the key is a hash
-// whose one field, the acquisition's token, counts its holds, as Redisson
-// stores them (there the field is the thread); each acquisition has a
-// token of its own, so that a hold an earlier one left on a node is
-// another's and ends with its TTL; a reentrant and a non-reentrant Mutex on the same name refuse each
-// other (the key of the other kind counts as held). Default: off (plain string keys).
+// when Unlock has been called as many times. The owner is the Mutex value:
+// every goroutine using it shares its ownership, and another Mutex, even on
+// the same Redlock and name, is another owner and is refused, as is a
+// non-reentrant Mutex of the name. On each node the key is a hash that
+// counts the acquisition's holds (see docs/API.md, "Reentrancy").
+// Default: off.
 func WithReentrant() Option {
 	return optionFunc(func(c *config) error {
 		c.Reentrant = true
@@ -188,22 +173,14 @@ func WithReentrant() Option {
 }
 
 // WithFencing gives every acquisition a fencing token, read with
-// [Mutex.Fence] (by work run by [Redlock.Do], through [MutexFrom]): an
-// integer greater than the token of every acquisition of the same name that
-// succeeded before this one began, to be passed to the protected resource,
-// which refuses writes with a lower token than one it has seen (see
-// [SetFenced]). A holder that lost the lock without knowing it (a long
-// pause, a partition) is then refused instead of overwriting its
-// successor's work.
-//
-// It costs a second round trip per acquisition: the first reads the name's
-// counter on every node in the same atomic step as the grant, the second
-// writes the maximum read plus one back to every node and counts where the
-// lock was still held; the acquisition succeeds only when a quorum did. The
-// counter is a key without expiry on every node, name + ":redlock:fence".
-// For why the tokens increase, and the data-loss cases where they may not,
-// see the package documentation. Reentrant locks keep one token for all
-// their holds. Default: off.
+// [Mutex.Fence]: an integer greater than the token of every acquisition of
+// the same name that succeeded before this one began, for the protected
+// resource to refuse writes with a lower token than one it has seen (see
+// [SetFenced]), so that a holder that lost the lock without knowing it is
+// refused. It costs a second round trip per acquisition and a key without
+// expiry on every node, name + ":redlock:fence". Reentrant locks keep one
+// token for all their holds. Default: off. See docs/ALGORITHM.md, "Fencing
+// tokens", for how tokens are made and when they may not increase.
 func WithFencing() Option {
 	return optionFunc(func(c *config) error {
 		c.Fencing = true

@@ -15,25 +15,18 @@ import (
 // each node's health.
 
 // New returns a Redlock over the given clients, one per independent Redis
-// master. The lock's key is the same on every node, so each client must
-// address a different server (a cluster client counts as one node).
+// master: each client must address a different server (a cluster client
+// counts as one node). Any N ≥ 1 works; a lock needs N/2+1 nodes, so N
+// nodes tolerate (N-1)/2 failed ones (see docs/API.md, "How many nodes may
+// fail").
 //
-// Any N ≥ 1 works; a lock needs N/2+1 nodes, so N nodes tolerate
-// (N-1)/2 failed ones: 1 → 0, 2 → 0, 3 → 1, 4 → 1, 5 → 2, 7 → 3. An even N
-// tolerates no more failures than N-1 and costs one more round trip.
-//
-// The options set the defaults of every mutex created from this Redlock.
-// New does no I/O. It returns an error wrapping [ErrInvalidArgument] for no
-// clients, a nil client, a client given twice (or two clients with the same
-// address), or an invalid option.
-//
-// New adds a dial hook to each *redis.Client, once per client however many
-// Redlocks share it, and the hook stays with the client after Close. It
-// sends no command and logs nothing: it keeps the client's last failed
-// dial, which a node timeout names as its cause (go-redis retries a failed
-// dial long past the node timeout), and for a Sentinel-managed client the
-// master its last connection reached; a dial the host refuses puts the
-// node of a client of one server down at once (see [report.NodeHealth]).
+// The options set the defaults of every value made from this Redlock. New
+// does no I/O. It returns an error wrapping [ErrInvalidArgument] for no
+// clients, a nil client, a client given twice (or two clients with the
+// same address), or an invalid option. It adds a dial hook to each
+// *redis.Client, once per client, which stays with the client after Close
+// and sends no command (see docs/DEPLOYMENTS.md, "Errors that no retry
+// changes").
 func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	if len(clients) == 0 {
 		return nil, engine.Invalid("no clients")
@@ -131,12 +124,11 @@ func (r *Redlock) checkAck(cfg config) error {
 
 // WithNodeTimeout bounds each call to one node: a node that has not
 // answered by then counts as failed for that operation, whatever the
-// client's own read and write timeouts are (the library hands go-redis no
-// deadline: the call itself ends with the client's timeouts, in the
-// background). A node that did not answer in time is down, skipped by later
-// operations until it answers a background probe (see [Redlock.Health]). Keep it far below the
-// TTL: a few times the round trip to the farthest node. It must be positive
-// and shorter than the TTL. Default: 100ms.
+// client's own timeouts (the call itself ends with them, in the
+// background). A node that did not answer in time is down, skipped until
+// it answers a background probe (see [Redlock.Health]). Keep it far below
+// the TTL: a few times the round trip to the farthest node. It must be
+// positive and shorter than the TTL. Default: 100ms.
 func WithNodeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
@@ -148,24 +140,16 @@ func WithNodeTimeout(d time.Duration) Option {
 }
 
 // WithoutScripts makes every node speak without Lua scripts from the first
-// request on, for nodes whose ACL denies @scripting (EVAL, EVALSHA) or
-// whose provider disabled them: each node then carries a plain Mutex's
-// operations in the server's own commands where it has them (SET NX GET
-// PX; SET IFEQ PX on Valkey 8.1 and Redis 8.4; DELIFEQ on Valkey 9, DELEX
-// IFEQ on Redis 8.4), batched with its other requests as scripts are, and
-// optimistic transactions (WATCH, MULTI, EXEC) for the rest (see
-// [report.NodeCaps]). On a server that has them all the plain Mutex is faster so
-// than with scripts, but its release no longer hands the lock over to the
-// oldest queued waiter: every waiter wakes and they race (see
-// docs/DEPLOYMENTS.md, "Which operations need scripts"). Without this option a
-// node switches by itself at its first refusal of a script (the refused
-// requests go again without scripts, and the switch is reported once to
-// the Observer and in [report.NodeHealth]); the option only saves that first
-// round trip. A [Mutex] works in full without scripts; [Semaphore],
-// [RWMutex] and [NewMultiMutex] need them, and are refused on such nodes
-// with an error wrapping [ErrMisconfigured] that names scripting (see
-// docs/DEPLOYMENTS.md, "Nodes without scripts"). Only [New] accepts it:
-// how a node is spoken to is the node's, not one lock's.
+// request on, for nodes whose ACL denies @scripting or whose provider
+// disabled scripts: a plain Mutex's operations then use the server's own
+// commands where it has them, and optimistic transactions (WATCH, MULTI,
+// EXEC) for the rest (see [report.NodeCaps]). Without it a node switches by
+// itself at its first refusal of a script; the option saves that round
+// trip. A [Mutex] works in full without scripts, though its release no
+// longer hands the lock over to the oldest queued waiter; [Semaphore],
+// [RWMutex] and [Redlock.NewMultiMutex] are refused on such nodes with an
+// error wrapping [ErrMisconfigured]. Only [New] accepts it. See
+// docs/DEPLOYMENTS.md, "Nodes without scripts".
 func WithoutScripts() Option {
 	return optionFunc(func(c *config) error {
 		c.NoScripts = true
@@ -174,25 +158,16 @@ func WithoutScripts() Option {
 }
 
 // WithReplicaAck makes a node's grant, extension and fencing token count
-// only once replicas of its replicas acknowledged the write, within
-// timeout: the library sends WAIT replicas timeout right after the write,
-// on the same connection. A write acknowledged by fewer counts as a failed
-// node for that operation ([report.ErrNotReplicated]), and a failed acquisition is
-// undone on it as on any node. Releases are not acknowledged.
-//
-// It is for nodes that are masters with replicas behind Sentinel or a
-// managed failover: replication is asynchronous, and a master that grants
-// and dies before its replica has the key hands the lock to the next
-// client on the promoted replica. With the acknowledgement, a node counts
-// only when a replica has the key. It does not make the write durable on
-// disk (WAIT is about memory), and it cannot choose which replica a
-// failover promotes: with several replicas, ask for as many as a failover
-// may skip, plus one. Not for Redis Cluster or Ring nodes (a WAIT cannot
-// follow the key there): [New] refuses it for them.
-//
-// replicas must be at least 1 and timeout positive and shorter than the
-// node timeout (the WAIT runs inside it); the node timeout then bounds a
-// write and its acknowledgement together. Default: off.
+// only once replicas of its replicas acknowledged the write within timeout
+// (WAIT, sent right after the write on the same connection), for nodes
+// that are masters with replicas behind Sentinel or a managed failover. A
+// write acknowledged by fewer counts as a failed node for that operation
+// ([report.ErrNotReplicated]). Releases are not acknowledged. It does not
+// make the write durable on disk, nor choose which replica a failover
+// promotes (see docs/DEPLOYMENTS.md, "Replicated masters"). [New] refuses
+// it for Redis Cluster and Ring nodes. replicas must be at least 1 and
+// timeout positive and shorter than the node timeout, which bounds a write
+// and its acknowledgement together. Default: off.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if replicas < 1 {

@@ -12,24 +12,21 @@ import "github.com/redlock-go/redlock/redlock/internal/engine"
 // ErrNotAcquired is returned by [Mutex.Lock], [Mutex.TryLock] and
 // [Mutex.LockWithin] (and by [Semaphore.Acquire] and [Semaphore.TryAcquire]
 // for a permit) when no quorum of nodes granted the lock within its
-// validity: the lock is held elsewhere, too many nodes failed, or the
-// nodes answered too slowly for any validity to remain. The returned error also wraps one [*report.NodeError] per
-// node that failed before the outcome was certain (a node still silent then
-// is not waited for, nor reported) and, when the caller's context ended, the
-// context's error. When the attempt can tell what refused it, the error
-// also wraps one of [ErrHeld], [ErrSplit] and [ErrNodesFailed], which
-// each wrap ErrNotAcquired; when it cannot (the context ended first, a
-// quorum granted too late), ErrNotAcquired alone.
+// validity: it is held elsewhere, too many nodes failed, or the nodes
+// answered too slowly. The error also wraps one [*report.NodeError] per
+// node that failed before the outcome was certain (a node still silent
+// then is not reported), the context's error when it ended, and, when the
+// attempt can tell what refused it, one of [ErrHeld], [ErrSplit] and
+// [ErrNodesFailed], which each wrap ErrNotAcquired.
 var ErrNotAcquired = engine.ErrNotAcquired
 
 // ErrHeld wraps [ErrNotAcquired]: the lock is held by another. A lock's
-// acquisition ([Mutex.Lock], [Mutex.TryLock], an [RWMutex]'s write lock)
-// returns it when one other holder holds the lock on a quorum of the
-// nodes that answered, or when this value holds it already (no node is
-// then asked). A permit's or a read lock's acquisition returns it when the
-// nodes that refused it (no permit free; a writer holds the lock or waits
-// for it) are so many that no quorum is left to admit it, or when this
-// value holds one. Skip the work another runs: errors.Is(err, ErrHeld).
+// acquisition returns it when one other holder holds the lock on a quorum
+// of the nodes that answered, or when this value holds it already (no node
+// is then asked); a permit's or a read lock's, when the nodes that refused
+// it (no permit free; a writer holds the lock or waits for it) leave no
+// quorum, or when this value holds one. Skip the work another runs:
+// errors.Is(err, ErrHeld).
 var ErrHeld = engine.ErrHeld
 
 // ErrSplit wraps [ErrNotAcquired]: contenders split the nodes between
@@ -47,43 +44,33 @@ var ErrSplit = engine.ErrSplit
 var ErrNodesFailed = engine.ErrNodesFailed
 
 // ErrNotHeld is returned by [Mutex.Unlock] and [Mutex.Extend] (and by
-// [Semaphore.Release] and [Semaphore.Extend] for a permit) when the
-// mutex does not hold the lock: it was never acquired, was already
-// unlocked, its validity ran out (Extend), or fewer than a quorum of nodes
-// still held this acquisition's token. The returned error wraps one
-// [*report.NodeError] per node that failed. Once the caller's context has ended,
-// Unlock (RUnlock, Release) returns it only when the nodes said the token
-// was gone; a release that failing nodes left unconfirmed returns instead
-// an error wrapping ctx.Err() (see [Mutex.Unlock]). A release that nodes
-// whose clocks jumped ahead left unconfirmed (the key absent there may
-// have expired early, or been deleted by the release's own earlier try)
-// returns an error wrapping [ErrClockJump], not ErrNotHeld; so does,
-// without ErrClockJump ("release not confirmed"), one that nodes answered
-// from a server not known to be the one the lock was taken on (a restart
-// or a failover may have lost the key, or one the process did not learn of
-// in time came before the lock, and the release's earlier try deleted it).
+// [Semaphore.Release] and [Semaphore.Extend] for a permit) when the mutex
+// does not hold the lock: it was never acquired, was already unlocked, its
+// validity ran out (Extend), or fewer than a quorum of nodes still held
+// this acquisition's token. The error wraps one [*report.NodeError] per
+// node that failed. A release left unconfirmed otherwise (by failed nodes
+// once ctx ended, by clocks that jumped, by a server not known to be the
+// one the lock was taken on) returns another error: see [Mutex.Unlock].
 var ErrNotHeld = engine.ErrNotHeld
 
-// ErrLockLost means an acquisition ended before Unlock: its validity ran
-// out without an extension, or so many nodes answered that they no longer
-// hold its token (the key expired or was taken) that no quorum can hold it
-// any more, which no extension can repair (the same for a [Semaphore]'s
-// permit). [Mutex.Err] returns it once [Mutex.Done] is closed, [Mutex.Extend]
-// wraps it when the loss is certain (and returns it without [ErrNotHeld]
-// between Done closing and [Mutex.Until]: given up, still held on the
-// nodes), and it is the cause
-// ([context.Cause]) of the context [Redlock.Do] gives its function.
+// ErrLockLost means an acquisition (or a [Semaphore]'s permit) ended before
+// Unlock: its validity ran out without an extension, or so many nodes
+// answered that they no longer hold its token that no quorum can hold it
+// any more. [Mutex.Err] returns it once [Mutex.Done] is closed,
+// [Mutex.Extend] wraps it when the loss is certain (and returns it without
+// [ErrNotHeld] between Done closing and [Mutex.Until]: given up, still held
+// on the nodes), and it is the cause ([context.Cause]) of the context
+// [Redlock.Do] gives its function.
 var ErrLockLost = engine.ErrLockLost
 
 // WithQuorum sets how many nodes must grant a [Semaphore]'s permit, for
 // callers who prefer availability to a strict bound: with q nodes, at most
-// N·permits/q holders (integer division) may hold a permit at once, more
-// than permits when q is below the default. The default, N·permits/(permits+1)+1
-// (integer division), is the least quorum that admits no more than permits
-// holders (see [Semaphore.Quorum]). q must be in [1, N]. Only
-// [Redlock.NewSemaphore] accepts it: [New] and [Redlock.NewMutex] return an
-// error wrapping [ErrInvalidArgument], since a lock's quorum is always a
-// majority. Default: N·permits/(permits+1)+1.
+// N·permits/q holders (integer division) may hold a permit at once. q must
+// be in [1, N]. Only [Redlock.NewSemaphore] accepts it: [New] and
+// [Redlock.NewMutex] return an error wrapping [ErrInvalidArgument], since a
+// lock's quorum is always a majority. Default: N·permits/(permits+1)+1
+// (integer division), the least quorum that admits no more than permits
+// holders (see [Semaphore.Quorum]).
 func WithQuorum(q int) Option {
 	return optionFunc(func(c *config) error {
 		if q < 1 {
@@ -96,13 +83,12 @@ func WithQuorum(q int) Option {
 
 // WithSafeQuorum makes every acquisition (a lock, a permit, a read lock)
 // refuse while fewer than its quorum of nodes were found safe by their
-// last audit (see [Redlock.Audit]): audited, and without an unsafe
-// finding (eviction, no persistence, replicas not waited for...). The
-// first acquisition waits for the first audit, at most until its context
-// ends; a refused one returns at once, with an error wrapping
-// [ErrNotAcquired] that names the nodes, and starts another audit (at
-// most every five seconds) so that nodes fixed meanwhile count again.
-// Only [New] accepts it. Default: off, the audit only reports.
+// last audit (see [Redlock.Audit]): audited, without an unsafe finding.
+// The first acquisition waits for the first audit, at most until its
+// context ends; a refused one returns at once, with an error wrapping
+// [ErrNotAcquired] that names the nodes, and starts another audit (at most
+// every five seconds). Only [New] accepts it. Default: off, the audit only
+// reports.
 func WithSafeQuorum() Option {
 	return optionFunc(func(c *config) error {
 		c.SafeQuorum = true

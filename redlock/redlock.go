@@ -98,31 +98,19 @@ func (r *Redlock) Quorum() int { return quorum.Majority(r.e.Pool.Size()) }
 
 // Close stops new operations and renewal, ends the acquisitions still
 // held, and waits until every goroutine the Redlock started has returned,
-// or until ctx ends.
+// or until ctx ends. Calls after Close return [ErrClosed]; Close itself
+// may be called again.
 //
 // Locks, permits and read locks still held are not released: their keys
-// stay on the nodes until their TTL. Their acquisitions end at Close:
-// Done closes and Err wraps [ErrLockLost] (nothing keeps or watches them
-// any more), the Observer hears of each end before Close returns, and no
-// timer of theirs fires after it. Probing of down nodes stops, and
-// releases still owed to them are dropped (see [Redlock.Health]).
-//
-// Operations return before all their node calls have: a call to a slow or
-// paused node, or the release that follows a failed acquisition, may run
-// on after Lock, Unlock or Extend returned. Close waits for such a call as
-// long as the library could still be waiting for it (the longest node
-// timeout in use, and a second more). A call that the node's client holds
-// longer than that (go-redis ignores the context of a socket read without
-// ContextTimeoutEnabled, and retries a failing dial for up to 25 s with
-// its default options, detached from any context) is left to the client:
-// Close stops the node's workers without waiting for it, and it ends at
-// the client's own timeout. So with go-redis' default options a silent or
-// misconfigured node costs Close about a second, not the client's
-// timeouts.
-//
-// When ctx ends first, Close still stops what it can and returns an error
-// wrapping ctx.Err() that says what was still running. Calls after Close
-// return [ErrClosed]; Close itself may be called again.
+// stay on the nodes until their TTL. Their acquisitions end: Done closes,
+// Err wraps [ErrLockLost], the Observer hears of each end before Close
+// returns, and no timer of theirs fires after it. Probing of down nodes
+// stops, and releases still owed to them are dropped. Close waits for a
+// node call still running (a slow node's, a failed acquisition's release)
+// at most until a second past the longest node timeout in use; a call the
+// client holds longer is left to the client (see docs/API.md,
+// "Concurrency"). When ctx ends first, Close still stops what it can and
+// returns an error wrapping ctx.Err() that says what was still running.
 func (r *Redlock) Close(ctx context.Context) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")
@@ -131,31 +119,21 @@ func (r *Redlock) Close(ctx context.Context) error {
 }
 
 // NewMultiMutex returns a Mutex that holds every one of names or none: one
-// lock over several resources. On each node one script takes all the
-// names or none of them (and extends and releases them together), so no
-// node ever keeps part of the lock. Two multi-name locks with names in
-// common cannot deadlock, whatever the order of their names: neither ever
-// holds some of its names on a node while it waits for the others there,
-// and across nodes they settle as two contenders for one name do (see the
-// package documentation on split votes). A plain Mutex on one of the names
-// is refused while the multi-name lock holds it, and the other way round.
+// lock over several resources. On each node one script takes, extends and
+// releases all the names together, so two multi-name locks with names in
+// common cannot deadlock, whatever their order. A plain Mutex on one of
+// the names is refused while the multi-name lock holds it, and the other
+// way round. Its methods behave as for one name; its [Mutex.Name] is
+// names[0], [Mutex.Names] all of them. [Redlock.Inspect] and
+// [Redlock.ForceUnlock] work on any one of them. One name alone gives a
+// plain Mutex.
 //
-// The Mutex's methods behave as for one name: Lock, TryLock, Unlock,
-// Extend, renewal, Done and Err. Its [Mutex.Name] is names[0], and
-// [Mutex.Names] all of them. [Redlock.Inspect] and [Redlock.ForceUnlock]
-// work on any one of the names; forcing one free leaves the lock lost at
-// its next extension, as it would a plain Mutex.
-//
-// The names must be distinct and not empty, and when a node is a Redis
-// Cluster they must share a hash slot: give them one hash tag
-// ("{orders}:7", "{orders}:8"). A multi-name lock is neither reentrant
-// ([WithReentrant]) nor fenced ([WithFencing]): each is refused with
-// [ErrInvalidArgument], as is bad input. A Lock that waits on a
-// multi-name lock tries again after each back-off ([WithRetryDelay]): it
-// is neither queued with the names' waiters nor woken by their releases
-// (notification is off, even when WithNotification(true) is given). Its own releases are announced on each
-// name's channel, which wakes the waiters of every name.
-// One name alone gives a plain Mutex.
+// The names must be distinct and not empty, and share a hash slot on a
+// Redis Cluster node (one hash tag: "{orders}:7", "{orders}:8").
+// [WithReentrant], [WithFencing] and bad input are refused with
+// [ErrInvalidArgument]. Notification is off, even when given: a waiting
+// Lock tries again after each back-off, unqueued; its releases wake the
+// waiters of every name.
 func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) {
 	if err := checkNames(names); err != nil {
 		return nil, err
@@ -185,21 +163,13 @@ func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) 
 }
 
 // NewSemaphore returns a counting semaphore called name with the given
-// number of permits. The name is the semaphore's key on every node (a
-// sorted set of holders), with its permit count beside it, name +
-// ":redlock:permits"; every Semaphore of a name must have the same
-// permits: a node that holds permits of another count refuses with
-// [ErrMisconfigured], naming both counts. A [Mutex] of the same name is
-// refused the same way, and so is a Semaphore where a Mutex holds the name.
-//
-// The options override, for this semaphore only, those given to [New].
-// [WithQuorum] sets its quorum. [WithRenewal] renews each permit (every
-// TTL/3, as a lock's) until [Semaphore.Release], its loss, or the end of
-// the context it was acquired with. [WithReentrant] and [WithFencing] are
-// not supported: given to NewSemaphore they are an error; given to New they
-// are defaults for mutexes, and a semaphore ignores them, as it ignores a
-// WithRenewal given to New.
-// NewSemaphore does no I/O; it returns an error wrapping
+// number of permits. The name is its key on every node (a sorted set of
+// holders), its permit count kept beside it, name + ":redlock:permits". A
+// Semaphore of the name with another count, or a Mutex of the name, is
+// refused with [ErrMisconfigured] (naming both counts), and so is a
+// Semaphore where a Mutex holds the name. The options override, for this
+// semaphore only, those given to [New] (see [Option] for those it refuses
+// or leaves out). NewSemaphore does no I/O; it returns an error wrapping
 // [ErrInvalidArgument] for an empty name, permits below 1, a quorum above
 // N or an invalid option, and [ErrClosed] after [Redlock.Close].
 func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semaphore, error) {
@@ -240,16 +210,14 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 
 // NewRWMutex returns a reader-writer lock called name. The name is the
 // lock's key on every node, as for a [Mutex]: a writer's token, or the
-// readers' hash (each reader's token and when it expires); a waiting
-// writer's mark is kept beside it, name + ":redlock:writer".
-//
-// The options override, for this lock only, those given to [New].
-// [WithFencing] gives each write acquisition a fencing token (see
-// [RWMutex.Fence]); read locks have none. [WithRenewal] renews both kinds
-// of hold. [WithReplicaAck] applies to the write lock only. [WithReentrant]
-// and [WithQuorum] are not supported. NewRWMutex does no I/O; it returns
-// an error wrapping [ErrInvalidArgument] for an empty name or an invalid
-// option, and [ErrClosed] after [Redlock.Close].
+// readers' hash; a waiting writer's mark is kept beside it, name +
+// ":redlock:writer". The options override, for this lock only, those given
+// to [New]: [WithFencing] fences the write acquisitions (see
+// [RWMutex.Fence]; read locks have none), [WithRenewal] renews both kinds
+// of hold, [WithReplicaAck] applies to the write lock only, and
+// [WithReentrant] and [WithQuorum] are refused. NewRWMutex does no I/O; it
+// returns an error wrapping [ErrInvalidArgument] for an empty name or an
+// invalid option, and [ErrClosed] after [Redlock.Close].
 func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
 	if name == "" {
 		return nil, engine.Invalid("empty lock name")

@@ -8,37 +8,20 @@ import (
 )
 
 // RWMutex is a handle on one named reader-writer lock of a [Redlock]: any
-// number of readers hold it at once, or one writer alone. Create it with
-// [Redlock.NewRWMutex].
-//
-// Readers and a writer each hold the lock on a majority of the nodes, as a
-// [Mutex] does; no node lets a writer in beside readers or another writer,
-// so a reader's majority and a writer's never overlap in time.
-//
-// Writers are not starved. A writer's attempt that finds readers on a node
-// leaves a mark there that it waits; while the mark stands, the node
-// admits no new reader. Readers already in keep their holds, and may
-// extend them; the writer gets the lock once the last of them released it
-// or let it expire. So a writer waits at most as long as the readers that
-// were in when it began to wait still hold: one TTL after their last
-// extension, or, for readers that renew (WithRenewal, DoRead), until they
-// release. The mark lives for the TTL (never less than twice the
-// longest retry delay plus the node timeout, so that it cannot lapse
-// between two attempts) after the writer's last attempt; the writer's
-// Unlock drops it, and so does a Lock that fails (in the background). A
-// refused TryLock leaves it for the writer's next try: a writer that
-// stops trying after a TryLock keeps new readers out that long at most.
-//
-// A Mutex and an RWMutex of the same name exclude each other: to an
-// RWMutex a Mutex is a writer, and to a Mutex the readers and the writer
-// are a holder.
+// number of readers hold it at once, or one writer alone, each on a
+// majority of the nodes. Create it with [Redlock.NewRWMutex]. A Mutex of
+// the same name is a writer to it. Writers are not starved: a waiting
+// writer's mark keeps new readers out, so it waits at most as long as the
+// readers that were in when it began to wait still hold (until they
+// release, for readers that renew); a refused TryLock leaves the mark for
+// the writer's next try (see docs/API.md, "Reader-writer lock").
 //
 // An RWMutex value is one holder: it holds the write lock, a read lock, or
 // nothing. Lock and TryLock fail at once, without I/O, while it holds a
-// read lock (a read lock is never upgraded: RUnlock first), and RLock and
-// TryRLock while it holds the write lock or a read lock already. For several readers in one
-// process, use several RWMutex values. Extend, Until, Done and Err act on
-// the lock it took last. Like a Mutex, it is safe for use by several
+// read lock (never upgraded: RUnlock first), and RLock and TryRLock while
+// it holds the write lock or a read lock already. For several readers in
+// one process, use several values. Extend, Until, Done and Err act on the
+// lock it took last. Like a Mutex, it is safe for use by several
 // goroutines.
 type RWMutex struct {
 	w  Mutex     // the write lock
