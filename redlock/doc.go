@@ -21,7 +21,7 @@
 // [Redlock.NewSemaphore] (K holders at once) and [Redlock.NewMultiMutex]
 // (several names as one) are the other primitives. What the library
 // reports (each node's health and audit, what the nodes hold for a name,
-// the calls an [Observer] sees) is in package
+// the calls a report.Observer sees) is in package
 // github.com/redlock-go/redlock/redlock/report.
 //
 // # The algorithm
