@@ -105,7 +105,7 @@ func (au *auditor) auditLater(after time.Duration) bool {
 	}
 	au.running = true
 	au.mu.Unlock()
-	if e.Track(1) != nil {
+	if e.Track() != nil {
 		return false
 	}
 	go func() {
@@ -202,7 +202,7 @@ func (au *auditor) audit(ctx context.Context) []report.NodeAudit {
 	for i := range n {
 		out[i] = report.NodeAudit{Index: i, Addr: e.Pool.Addr(i)}
 		res := make(chan report.NodeAudit, 1)
-		e.Pool.WG.Go(func() { // counted as a node call: Close waits for it, within bounds
+		e.Pool.Go(func() { // counted as a node call: Close waits for it, within bounds
 			actx, cancel := context.WithTimeout(ctx, auditTimeout)
 			defer cancel()
 			res <- au.auditNode(actx, i)

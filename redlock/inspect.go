@@ -192,7 +192,7 @@ func survey(ctx context.Context, e *engine.Engine, name string, op node.Op, time
 	if name == "" {
 		return nil, engine.Invalid("empty lock name")
 	}
-	if err := e.Track(1); err != nil {
+	if err := e.Track(); err != nil {
 		return nil, err
 	}
 	defer e.Untrack()
@@ -219,7 +219,7 @@ func (r *Redlock) Audit(ctx context.Context) ([]report.NodeAudit, error) {
 	if ctx == nil {
 		return nil, engine.Invalid("nil context")
 	}
-	if err := r.e.Track(1); err != nil {
+	if err := r.e.Track(); err != nil {
 		return nil, err
 	}
 	defer r.e.Untrack()

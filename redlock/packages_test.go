@@ -24,16 +24,17 @@ import (
 var mayImport = map[string][]string{
 	"internal/scripts":       {},
 	"internal/jitter":        {},
+	"internal/life":          {},
 	"internal/identity":      {},
-	"internal/node":          {"internal/scripts", "internal/jitter"},
+	"internal/node":          {"internal/scripts", "internal/jitter", "internal/life"},
 	"internal/node/nodetest": {"internal/node", "internal/scripts"},
 	// The node protocol's cases: what every way and the fake are held to.
 	"internal/node/conformance": {"internal/node"},
-	"internal/waitq":            {"internal/node", "internal/jitter"},
+	"internal/waitq":            {"internal/node", "internal/jitter", "internal/life"},
 	"internal/sim":              {"redlock", "redlock/report", "internal/jitter"},
 
-	"redlock/internal/quorum": {"internal/node", "internal/jitter"},
-	"redlock/internal/engine": {"internal/node", "internal/waitq", "internal/identity", "internal/scripts", "internal/jitter", "redlock/internal/quorum"},
+	"redlock/internal/quorum": {"internal/node", "internal/jitter", "internal/life"},
+	"redlock/internal/engine": {"internal/node", "internal/waitq", "internal/identity", "internal/scripts", "internal/jitter", "internal/life", "redlock/internal/quorum"},
 	"redlock/internal/lease":  {"internal/node", "redlock/internal/quorum", "redlock/internal/engine"},
 	"redlock/internal/turn":   {"internal/node", "internal/waitq", "internal/jitter", "redlock/internal/quorum", "redlock/internal/engine", "redlock/internal/lease"},
 }

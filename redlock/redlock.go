@@ -202,7 +202,7 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 		return nil, engine.Invalid("semaphore name %q has braces but no hash tag, so its permit count cannot share its Redis Cluster slot; "+
 			"give the name a hash tag, such as %q", name, "{"+strings.NewReplacer("{", "", "}", "").Replace(name)+"}")
 	}
-	if err := r.e.Track(0); err != nil { // counts nothing: only ErrClosed
+	if err := r.e.Open(); err != nil {
 		return nil, err
 	}
 	return &Semaphore{sh: newShared(r.e, name, cfg, q, newPermits(permits))}, nil

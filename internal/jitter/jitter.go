@@ -12,7 +12,6 @@
 package jitter
 
 import (
-	"context"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -48,26 +47,6 @@ func Sleep(d time.Duration, done <-chan struct{}) bool {
 	case <-done:
 		return false
 	}
-}
-
-// Wait waits for wg, or until ctx ends; it returns ctx's error when it
-// stopped waiting first. Every component's Close(ctx) waits this way for
-// what it runs: it stops starting work, then waits here, and a caller
-// whose ctx ended leaves the rest to finish by itself.
-func Wait(ctx context.Context, wg *sync.WaitGroup) error {
-	if ctx.Err() == nil {
-		done := make(chan struct{})
-		go func() {
-			wg.Wait()
-			close(done)
-		}()
-		select {
-		case <-done:
-			return nil
-		case <-ctx.Done():
-		}
-	}
-	return ctx.Err()
 }
 
 var (

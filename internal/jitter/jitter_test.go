@@ -1,10 +1,7 @@
 package jitter
 
 import (
-	"context"
-	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -37,29 +34,4 @@ func TestSleep(t *testing.T) {
 	start := time.Now()
 	assert.False(t, Sleep(time.Hour, done))
 	assert.Less(t, time.Since(start), time.Minute)
-}
-
-// Wait returns when the group is done, or at ctx's end with its error,
-// and at once for a ctx already ended.
-func TestWait(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var wg sync.WaitGroup
-		wg.Go(func() { time.Sleep(time.Second) })
-		start := time.Now()
-		require.NoError(t, Wait(t.Context(), &wg))
-		assert.Equal(t, time.Second, time.Since(start), "waited for the group")
-
-		release := make(chan struct{})
-		wg.Go(func() { <-release })
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		defer cancel()
-		start = time.Now()
-		require.ErrorIs(t, Wait(ctx, &wg), context.DeadlineExceeded)
-		assert.Equal(t, time.Minute, time.Since(start), "stopped waiting at ctx's end")
-		start = time.Now()
-		require.ErrorIs(t, Wait(ctx, &wg), context.DeadlineExceeded)
-		assert.Zero(t, time.Since(start), "no wait once ctx ended")
-		close(release)
-		wg.Wait()
-	})
 }

@@ -98,7 +98,7 @@ func (n *Redis) probeCaps(name string) {
 		go func() { // Close must not wait out a silent node's timeout
 			defer close(watched)
 			select {
-			case <-n.stop:
+			case <-n.life.Closing():
 				cancel()
 			case <-ctx.Done():
 			}

@@ -34,7 +34,7 @@ type Node interface {
 	// Close stops what the node runs in the background at once: requests
 	// still queued are answered with an error wrapping ErrUnsent. It
 	// then waits for the round trips in progress until ctx ends, and
-	// returns ctx's error if it stopped waiting first (see jitter.Wait).
+	// returns ctx's error if it stopped waiting first (see life.Group.Wait).
 	Close(ctx context.Context) error
 	// Addr names the node in errors.
 	Addr() string

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/jitter"
+	"github.com/redlock-go/redlock/internal/life"
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
@@ -41,13 +42,11 @@ type Redis struct {
 	ring *redis.Ring
 	// dials is what the client's dial hook learns (see dial.go); nil for
 	// a cluster or ring.
-	dials   *dials
-	start   sync.Once
-	stopped sync.Once
-	lanes   lanes
-	spread  atomic.Uint32 // picks the lane of an operation that has none
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	dials  *dials
+	start  sync.Once
+	lanes  lanes
+	spread atomic.Uint32 // picks the lane of an operation that has none
+	life   life.Group    // the workers, the Runners, the background loads
 
 	// way is how the node is spoken to (a Way); see way.go.
 	way     atomic.Uint32
@@ -113,7 +112,6 @@ var callPool = sync.Pool{New: func() any { return new(call) }}
 func NewRedis(c redis.UniversalClient) *Redis {
 	n := &Redis{
 		client: c, address: ClientAddr(c), layout: Layout{Sharded: isSharded(c)},
-		stop: make(chan struct{}),
 	}
 	n.lanes.init()
 	n.ring, _ = c.(*redis.Ring)
@@ -145,10 +143,10 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 		// and must not wait behind the workers' batches (the first
 		// acquisition waits for who the nodes are).
 		select {
-		case <-n.stop:
+		case <-n.life.Closing():
 			c.finish(Reply{Err: ErrClosed})
 		default:
-			n.wg.Go(func() { c.finish(n.runGuarded(ctx, r)) })
+			n.life.Go(func() { c.finish(n.runGuarded(ctx, r)) })
 		}
 		return
 	}
@@ -187,9 +185,9 @@ func (n *Redis) Ping(ctx context.Context) error {
 // down or restarts answers NOSCRIPT, and send falls back to EVAL, which
 // loads them).
 func (n *Redis) run(name string) {
-	n.wg.Go(func() { n.background(name) })
+	n.life.Go(func() { n.background(name) })
 	for range Workers {
-		n.wg.Go(n.work)
+		n.life.Go(n.work)
 	}
 }
 
@@ -203,15 +201,15 @@ func (n *Redis) loadScripts() {
 	if !n.loading.CompareAndSwap(false, true) {
 		return
 	}
-	n.wg.Go(func() {
+	n.life.Go(func() {
 		defer n.loading.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		// Close must not wait out a silent node's timeout. The watcher
 		// ends with the load (cancel) or the node's stop, and Close waits.
-		n.wg.Go(func() {
+		n.life.Go(func() {
 			select {
-			case <-n.stop:
+			case <-n.life.Closing():
 				cancel()
 			case <-ctx.Done():
 			}
@@ -441,13 +439,12 @@ func (c *call) finish(rep Reply) {
 // the calls still queued are answered ErrClosed. Closing again waits
 // again.
 func (n *Redis) Close(ctx context.Context) error {
-	n.stopped.Do(func() {
-		close(n.stop)
+	if n.life.Stop() {
 		for _, c := range n.lanes.stop() {
 			c.finish(Reply{Err: ErrClosed})
 		}
-	})
-	return jitter.Wait(ctx, &n.wg)
+	}
+	return n.life.Wait(ctx)
 }
 
 // Subscribe implements Node.

@@ -140,7 +140,7 @@ func (n *Redis) single() bool {
 // closed reports whether Close has stopped the node.
 func (n *Redis) closed() bool {
 	select {
-	case <-n.stop:
+	case <-n.life.Closing():
 		return true
 	default:
 		return false
@@ -186,7 +186,7 @@ func (n *Redis) background(name string) {
 			return // found down: Caps unknown, as when the probe fails; the scripts load at the first NOSCRIPT
 		}
 	}
-	n.wg.Go(func() { n.probeCaps(name) })
+	n.life.Go(func() { n.probeCaps(name) })
 	n.loadScripts()
 }
 
@@ -201,9 +201,9 @@ func (n *Redis) knock() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	done := make(chan struct{})
-	n.wg.Go(func() { // Close must not wait out a silent node's dial
+	n.life.Go(func() { // Close must not wait out a silent node's dial
 		select {
-		case <-n.stop:
+		case <-n.life.Closing():
 			cancel()
 		case <-done:
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/life"
 )
 
 // ringSubscription is a subscription to every shard of a go-redis Ring.
@@ -21,17 +22,15 @@ import (
 type ringSubscription struct {
 	ring *redis.Ring
 	out  chan *redis.Message
-	done chan struct{}
-	wg   sync.WaitGroup // the forwarders
+	life life.Group // the forwarders; closing: under mu
 
 	mu       sync.Mutex
-	closed   bool
 	shards   map[*redis.Client]*redis.PubSub
 	channels []string // subscribed, for shards that come up later
 }
 
 func newRingSubscription(r *redis.Ring) *ringSubscription {
-	return &ringSubscription{ring: r, out: make(chan *redis.Message, 100), done: make(chan struct{}),
+	return &ringSubscription{ring: r, out: make(chan *redis.Message, 100),
 		shards: map[*redis.Client]*redis.PubSub{}}
 }
 
@@ -41,7 +40,7 @@ func newRingSubscription(r *redis.Ring) *ringSubscription {
 func (s *ringSubscription) shard(c *redis.Client, channels []string) (*redis.PubSub, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.life.Closed() {
 		return nil, nil
 	}
 	if ps := s.shards[c]; ps != nil {
@@ -50,11 +49,11 @@ func (s *ringSubscription) shard(c *redis.Client, channels []string) (*redis.Pub
 	ps := c.Subscribe(context.Background()) // no channel: no I/O yet
 	s.shards[c] = ps
 	msgs := ps.Channel()
-	s.wg.Go(func() {
+	s.life.Go(func() {
 		for m := range msgs {
 			select {
 			case s.out <- m:
-			case <-s.done:
+			case <-s.life.Closing():
 				return
 			}
 		}
@@ -104,18 +103,16 @@ func (s *ringSubscription) Messages() <-chan *redis.Message { return s.out }
 // Close closes every shard's subscription and waits for the forwarders.
 func (s *ringSubscription) Close() error {
 	s.mu.Lock()
-	if s.closed {
+	if !s.life.Stop() {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
-	close(s.done)
 	shards := s.shards
 	s.mu.Unlock()
 	for _, ps := range shards {
 		_ = ps.Close()
 	}
-	s.wg.Wait()
+	_ = s.life.Wait(context.Background()) // the forwarders end with their shards' channels
 	close(s.out)
 	return nil
 }

@@ -51,6 +51,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/redlock-go/redlock/internal/jitter"
+	"github.com/redlock-go/redlock/internal/life"
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -84,12 +85,10 @@ type Queue struct {
 	nodes   []node.Node
 	deliver Deliver
 	off     Off
-	done    chan struct{}
-	wg      sync.WaitGroup
+	life    life.Group // the dispatchers, the sync and the sweep; closing: under mu
 	orphan  Orphan
 
 	mu       sync.Mutex
-	closed   bool
 	subs     []*nodeSub // one per node once started; nil before
 	names    map[string]*waitList
 	syncing  []bool // per node: its sync goroutine runs
@@ -127,7 +126,7 @@ type waitList struct {
 // changes, and off (nil: no one) is told of a node that refuses them. It
 // does no I/O.
 func New(nodes []node.Node, deliver Deliver, off Off) *Queue {
-	return &Queue{self: uuid.NewString(), nodes: nodes, deliver: deliver, off: off, done: make(chan struct{})}
+	return &Queue{self: uuid.NewString(), nodes: nodes, deliver: deliver, off: off}
 }
 
 // Waiter is one waiting caller.
@@ -244,9 +243,9 @@ func (w *Waiter) Leave(timeout time.Duration) {
 	}
 	if len(l.list) == 0 {
 		l.idle = time.Now()
-		if !q.sweeping && !q.closed {
+		if !q.sweeping && !q.life.Closed() {
 			q.sweeping = true
-			q.wg.Go(func() { q.sweep(timeout) })
+			q.life.Go(func() { q.sweep(timeout) })
 		}
 	}
 }
@@ -271,16 +270,13 @@ func (q *Queue) Waiting(name string) bool {
 // sync and the sweep, and waits for all of them until ctx ends.
 func (q *Queue) Close(ctx context.Context) error {
 	q.mu.Lock()
-	if !q.closed {
-		q.closed = true
-		close(q.done)
-	}
+	q.life.Stop()
 	subs := q.subs
 	q.mu.Unlock()
 	for _, ns := range subs {
 		_ = ns.s.Close()
 	}
-	return jitter.Wait(ctx, &q.wg)
+	return q.life.Wait(ctx)
 }
 
 // sweep drops the names no one has waited on for Linger, and their
@@ -295,7 +291,7 @@ func (q *Queue) sweep(timeout time.Duration) {
 			return
 		}
 		q.mu.Unlock()
-		if !jitter.Sleep(next, q.done) {
+		if !jitter.Sleep(next, q.life.Closing()) {
 			q.mu.Lock()
 			q.sweeping = false
 			q.mu.Unlock()
@@ -332,7 +328,7 @@ func (q *Queue) dropIdle(timeout time.Duration) time.Duration {
 // start opens one subscription per node and their dispatchers. Called with
 // q.mu held; false when the Queue is closed.
 func (q *Queue) start() bool {
-	if q.closed {
+	if q.life.Closed() {
 		return false
 	}
 	q.names = map[string]*waitList{}
@@ -343,7 +339,7 @@ func (q *Queue) start() bool {
 		s := n.Subscribe()
 		q.subs[i] = &nodeSub{s: s, have: map[string]bool{}, queued: map[string]*queued{}}
 		msgs := s.Messages()
-		q.wg.Go(func() {
+		q.life.Go(func() {
 			for m := range msgs {
 				n := node.ParseNotice(m.Channel, m.Payload)
 				if m.Channel == wake {
@@ -415,7 +411,7 @@ func (w *Waiter) signal(token string) {
 // brings its node to the waiters of now. Called with q.mu held.
 func (q *Queue) sync(timeout time.Duration) {
 	q.timeout = max(q.timeout, timeout)
-	if q.closed {
+	if q.life.Closed() {
 		return
 	}
 	for i := range q.subs {
@@ -425,7 +421,7 @@ func (q *Queue) sync(timeout time.Duration) {
 		if p := q.plan(i); !p.empty() {
 			q.syncing[i] = true
 			timeout := q.timeout
-			q.wg.Go(func() { q.syncLoop(i, p, timeout) })
+			q.life.Go(func() { q.syncLoop(i, p, timeout) })
 		}
 	}
 }
@@ -445,7 +441,7 @@ func (q *Queue) syncLoop(i int, plan *plan, timeout time.Duration) {
 		}
 		q.mu.Lock()
 		plan, timeout = q.plan(i), q.timeout
-		if plan.empty() || q.closed {
+		if plan.empty() || q.life.Closed() {
 			q.syncing[i] = false
 			q.mu.Unlock()
 			return

@@ -107,7 +107,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 	if err != nil {
 		return Grant{}, Refusal{}, err
 	}
-	defer e.wg.Done()
+	defer e.life.Done()
 	if e.admit != nil {
 		// The first attempts have the nodes to themselves; the audit
 		// follows.
@@ -231,11 +231,11 @@ func (e *Engine) skewed() string {
 // every node who it is when this is the Redlock's first acquisition (nil
 // otherwise).
 func (e *Engine) enter() (*quorum.Round, error) {
-	if err := e.Track(1); err != nil {
+	if err := e.Track(); err != nil {
 		return nil, err
 	}
 	if err := e.IDs.Reg.Err(); err != nil {
-		e.wg.Done()
+		e.life.Done()
 		return nil, Invalid("%v", err)
 	}
 	return e.IDs.first(), nil

@@ -13,7 +13,6 @@ import (
 // counted the node recompute) even when nothing else is sent. It stops
 // when no lease is held, or at close; record starts it again.
 func (e *Engine) watchClocks() {
-	defer e.wg.Done()
 	for e.Sleep(quorum.ClockWatchEvery) {
 		e.leasesMu.Lock()
 		if len(e.leases) == 0 {

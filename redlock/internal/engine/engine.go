@@ -11,6 +11,7 @@ import (
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/redlock-go/redlock/internal/jitter"
+	"github.com/redlock-go/redlock/internal/life"
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/waitq"
 )
@@ -29,14 +30,11 @@ type Engine struct {
 	// nodeErr is node i's failure with err, as the facade reports it.
 	nodeErr func(i int, err error) error
 
-	mu     sync.RWMutex // guards closed against wg.Add racing wg.Wait
-	closed bool
-	done   chan struct{}  // closed by close: renewal and identification stop
-	wg     sync.WaitGroup // operations, renewals, identification
+	life life.Group // operations, renewals, identification; closing stops renewal and identification
 	// leases are the leases held, each with its token: close ends them,
-	// and their loss timers with them. Guarded by leasesMu, taken under mu
-	// read-locked, so that close, which sets closed under mu, finds every
-	// lease recorded before.
+	// and their loss timers with them. Guarded by leasesMu, recorded only
+	// while life is open (life.While), so that close, which stops life
+	// first, finds every lease recorded before.
 	leasesMu sync.Mutex
 	leases   map[Held]string
 
@@ -74,7 +72,7 @@ type Config struct {
 // NewEngine returns the engine of nodes, made as c says.
 func NewEngine(nodes []node.Node, c Config) *Engine {
 	tolerance := c.Tolerance
-	e := &Engine{Now: time.Now, done: make(chan struct{}), leases: map[Held]string{}, Report: c.Report, nodeErr: c.NodeErr}
+	e := &Engine{Now: time.Now, leases: map[Held]string{}, Report: c.Report, nodeErr: c.NodeErr}
 	e.Pool = quorum.NewPool(nodes, e.Now)
 	e.Pool.Watch = c.Watch
 	e.Features = newFeatures(len(nodes))
@@ -118,35 +116,30 @@ type Admission interface {
 
 // Open returns ErrClosed once the engine is closed.
 func (e *Engine) Open() error {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.closed {
+	if e.life.Closed() {
 		return ErrClosed
 	}
 	return nil
 }
 
-// Track registers n goroutines about to start, unless the engine is
-// closed.
-func (e *Engine) Track(n int) error {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.closed {
+// Track registers a goroutine about to start (an operation, a renewal),
+// unless the engine is closed; it calls [Engine.Untrack] when it returns.
+func (e *Engine) Track() error {
+	if !e.life.Enter() {
 		return ErrClosed
 	}
-	e.wg.Add(n)
 	return nil
 }
 
 // Untrack ends one goroutine [Engine.Track] registered.
-func (e *Engine) Untrack() { e.wg.Done() }
+func (e *Engine) Untrack() { e.life.Done() }
 
 // Closing is closed once the engine is closing: renewal and
 // identification stop.
-func (e *Engine) Closing() <-chan struct{} { return e.done }
+func (e *Engine) Closing() <-chan struct{} { return e.life.Closing() }
 
 // Sleep waits for d, or until close; it reports whether d passed.
-func (e *Engine) Sleep(d time.Duration) bool { return jitter.Sleep(d, e.done) }
+func (e *Engine) Sleep(d time.Duration) bool { return jitter.Sleep(d, e.life.Closing()) }
 
 // Held is a lease the engine keeps while it is held.
 type Held interface {
@@ -162,21 +155,16 @@ type Held interface {
 // Record records lease h of token, and reports false, recording nothing,
 // once the engine is closed.
 func (e *Engine) Record(h Held, token string) bool {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.closed {
-		return false
-	}
-	e.leasesMu.Lock()
-	e.leases[h] = token
-	watch := e.Guard != nil && !e.watching
-	e.watching = e.watching || watch
-	e.leasesMu.Unlock()
-	if watch {
-		e.wg.Add(1) // under mu, not closed: see track
-		go e.watchClocks()
-	}
-	return true
+	return e.life.While(func() {
+		e.leasesMu.Lock()
+		e.leases[h] = token
+		watch := e.Guard != nil && !e.watching
+		e.watching = e.watching || watch
+		e.leasesMu.Unlock()
+		if watch {
+			e.life.Go(e.watchClocks)
+		}
+	})
 }
 
 // Forget forgets lease h.
@@ -203,14 +191,9 @@ var ErrRedlockClosed = fmt.Errorf("%w: the Redlock was closed", ErrLockLost)
 // the client: the nodes' workers are stopped without waiting for it, and
 // it ends at the client's own timeout. When ctx ends first, Close still
 // stops everything and returns ctx's error, saying what was still running
-// (see jitter.Wait: every component closes this way).
+// (see life.Group.Wait: every component closes this way).
 func (e *Engine) Close(ctx context.Context) error {
-	e.mu.Lock()
-	if !e.closed {
-		e.closed = true
-		close(e.done)
-	}
-	e.mu.Unlock()
+	e.life.Stop()
 	e.leasesMu.Lock()
 	leases := e.leases
 	e.leases = map[Held]string{}
@@ -221,7 +204,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	// Each stops at once and waits until ctx ends: once it has, the
 	// next ones stop without waiting.
 	err := e.Waiters.Close(ctx)
-	err = cmp.Or(err, jitter.Wait(ctx, &e.wg))
+	err = cmp.Or(err, e.life.Wait(ctx))
 	err = cmp.Or(err, e.IDs.Close(ctx))
 	what, calls := "operations", ctx
 	if err == nil {

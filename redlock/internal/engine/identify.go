@@ -3,13 +3,13 @@ package engine
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 
 	"github.com/redlock-go/redlock/internal/identity"
 	"github.com/redlock-go/redlock/internal/jitter"
+	"github.com/redlock-go/redlock/internal/life"
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -55,42 +55,32 @@ type identifier struct {
 	// off turns a feature off on a node that refused it for good.
 	off func(i int, feature string, err error)
 
-	mu     sync.Mutex // guards closed against wg.Add racing wg.Wait
-	closed bool
-	done   chan struct{}      // closed by Close
-	life   context.Context    //nolint:containedctx // the identifier's lifetime, not a call's
-	kill   context.CancelFunc // ends life
-	wg     sync.WaitGroup
+	group life.Group         // the goroutines that ask
+	life  context.Context    //nolint:containedctx // the identifier's lifetime, not a call's
+	kill  context.CancelFunc // ends life
 }
 
 func newIdentifier(p *quorum.Pool, now quorum.Clock, off func(int, string, error)) *identifier {
-	id := &identifier{pool: p, Reg: identity.New(p.Size()), now: now, off: off, done: make(chan struct{})}
+	id := &identifier{pool: p, Reg: identity.New(p.Size()), now: now, off: off}
 	id.life, id.kill = context.WithCancel(context.Background())
 	return id
 }
 
 // track counts one more background goroutine, unless closed.
 func (id *identifier) track() error {
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	if id.closed {
+	if !id.group.Enter() {
 		return ErrClosed
 	}
-	id.wg.Add(1)
 	return nil
 }
 
 // Close stops asking and waits, until ctx ends, for the goroutines that
 // ask; a question in flight ends at its probe timeout at the latest.
 func (id *identifier) Close(ctx context.Context) error {
-	id.mu.Lock()
-	if !id.closed {
-		id.closed = true
-		close(id.done)
+	if id.group.Stop() {
 		id.kill()
 	}
-	id.mu.Unlock()
-	return jitter.Wait(ctx, &id.wg)
+	return id.group.Wait(ctx)
 }
 
 // identifyMax bounds the interval between two tries to identify the
@@ -174,7 +164,7 @@ func (id *identifier) settled(deadline time.Time) {
 	select {
 	case <-id.Reg.Settled():
 	case <-timer.C:
-	case <-id.done:
+	case <-id.group.Closing():
 	}
 }
 
@@ -210,14 +200,14 @@ func (id *identifier) later(idr *quorum.Round) {
 		return
 	}
 	go func() {
-		defer id.wg.Done()
+		defer id.group.Done()
 		defer id.Reg.Settle()
 		backoff := jitter.Backoff{Lo: time.Second, Hi: identifyMax}
 		for try := 1; ; try++ {
 			id.gather(idr)
 			id.Reg.Settle()
 			missing := id.Reg.Missing()
-			if len(missing) == 0 || id.Reg.Err() != nil || !jitter.Sleep(backoff.Delay(try), id.done) {
+			if len(missing) == 0 || id.Reg.Err() != nil || !jitter.Sleep(backoff.Delay(try), id.group.Closing()) {
 				return
 			}
 			idr = id.ask(missing)
@@ -271,7 +261,7 @@ func (id *identifier) again(i int) {
 		return
 	}
 	go func() {
-		defer id.wg.Done()
+		defer id.group.Done()
 		id.gather(id.ask([]int{i}))
 	}()
 }

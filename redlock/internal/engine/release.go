@@ -79,10 +79,10 @@ type Lapse struct {
 // one hold never deletes the key, so its absence is no resend: it passes
 // no Confirmed.
 func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bool, c Lapse) error {
-	if err := e.Track(1); err != nil {
+	if err := e.Track(); err != nil {
 		return err
 	}
-	defer e.wg.Done()
+	defer e.life.Done()
 	rd := e.releaseRound(ctx, c.Settings, c.Report).Needs(c.Quorum)
 	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, confirmed: c.Confirmed, guard: e.Guard}
 	rd.Grants = rule
@@ -276,10 +276,10 @@ func addNode(nodes []int, i int) []int {
 // nodes that answered yes by then, whatever the outcome: each re-armed
 // the key for the TTL from the round's start at the earliest.
 func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) (granted []int, err error) {
-	if err := e.Track(1); err != nil {
+	if err := e.Track(); err != nil {
 		return nil, err
 	}
-	defer e.wg.Done()
+	defer e.life.Done()
 	rd := quorum.NewRound(ctx, e.Pool, c.Settings.NodeTimeout, c.Report, e.Pool.Size()).Needs(c.Quorum)
 	var late *lateYes
 	if c.Late != nil {
@@ -376,7 +376,7 @@ func (e *Engine) Orphans(nodes []int, name, token string, ttl, timeout time.Dura
 // op now is owed it for owe (0: dropped). Nothing is sent once the engine
 // is closed.
 func (e *Engine) Behind(op node.Op, nodes []int, timeout, owe time.Duration) {
-	if e.Track(1) != nil {
+	if e.Track() != nil {
 		return
 	}
 	ops := make([]node.Op, e.Pool.Size())
@@ -390,7 +390,7 @@ func (e *Engine) Behind(op node.Op, nodes []int, timeout, owe time.Duration) {
 	}
 	rd := e.postQueue(ops, timeout, owe)
 	go func() {
-		defer e.wg.Done()
+		defer e.life.Done()
 		_ = rd.Gather(context.Background())
 	}()
 }

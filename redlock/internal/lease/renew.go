@@ -25,7 +25,7 @@ func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
 
 // renew starts renewing lease l until it ends or holdCtx does.
 func (h *Holder) renew(holdCtx context.Context, l *Lease) {
-	if err := h.Engine.Track(1); err != nil {
+	if err := h.Engine.Track(); err != nil {
 		return // closed: the lease runs out by itself
 	}
 	stopped := make(chan struct{})

@@ -188,14 +188,10 @@ func (p *Pool) hearRefusals() {
 // told on the dialling goroutine (one of the client's, not counted in the
 // pool); nothing once the pool is closed.
 func (p *Pool) DialRefused(i int, err error) {
-	p.lifeMu.Lock()
-	if p.stopped {
-		p.lifeMu.Unlock()
+	if !p.life.Enter() {
 		return
 	}
-	p.WG.Add(1)
-	p.lifeMu.Unlock()
-	defer p.WG.Done()
+	defer p.life.Done()
 	p.MarkDown(i, node.Classify(err))
 }
 

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/jitter"
+	"github.com/redlock-go/redlock/internal/life"
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -75,18 +75,15 @@ type Pool struct {
 	// nanoseconds: how long close may still wait for a reply.
 	slowest atomic.Int64
 
-	done     chan struct{} // closed by stop: repairs stop
-	stopOnce sync.Once
-	WG       sync.WaitGroup
-	// stopped is set by Close, under lifeMu: a refused dial, told on a
-	// client's goroutine, counts itself in WG only before (see DialRefused).
-	lifeMu  sync.Mutex
-	stopped bool
+	// life counts the node calls in flight, the repairs and the timers;
+	// Close stops it (repairs stop, and a refused dial, told on a client's
+	// goroutine, counts itself only before: see DialRefused).
+	life life.Group
 }
 
 // NewPool returns the pool of nodes, healthy, with time read from now.
 func NewPool(nodes []node.Node, now Clock) *Pool {
-	p := &Pool{Nodes: nodes, states: make([]*nodeState, len(nodes)), now: now, done: make(chan struct{})}
+	p := &Pool{Nodes: nodes, states: make([]*nodeState, len(nodes)), now: now}
 	for i := range p.states {
 		p.states[i] = new(nodeState)
 	}
@@ -133,7 +130,7 @@ func (p *Pool) Send(ctx context.Context, i int, timeout time.Duration, op node.O
 		done.receive(node.Reply{Err: err})
 		return
 	}
-	p.WG.Add(1)
+	p.life.Add(1)
 	if int64(timeout) > p.slowest.Load() {
 		p.slowest.Store(int64(timeout)) // racing stores of different timeouts: a close waits a little less
 	}
@@ -144,17 +141,17 @@ func (p *Pool) Send(ctx context.Context, i int, timeout time.Duration, op node.O
 		p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
 			at := p.now()
 			done.receive(p.clocked(i, now, at, op, p.received(i, now, at, op, rep)))
-			p.WG.Done()
+			p.life.Done()
 		})
 		return
 	}
-	w := watchAfter(ctx, &p.WG, p, i, now, timeout, report)
+	w := watchAfter(ctx, &p.life, p, i, now, timeout, report)
 	p.Nodes[i].Do(ctx, sendBy, op, func(rep node.Reply) {
 		at := p.now()
 		rep = p.clocked(i, now, at, op, p.received(i, now, at, op, rep))
 		w.replied(rep, at.After(sendBy))
 		done.receive(rep)
-		p.WG.Done()
+		p.life.Done()
 	})
 }
 
@@ -172,11 +169,11 @@ func (f ReceiveFunc) receive(rep node.Reply) { f(rep) }
 // no node: for background questions (who the node is) whose answers, or
 // silence, say nothing of how the node serves locks.
 func (p *Pool) ask(ctx context.Context, i int, timeout time.Duration, op node.Op, done receiver) {
-	p.WG.Add(1)
+	p.life.Add(1)
 	p.Nodes[i].Do(ctx, p.now().Add(timeout), op, func(rep node.Reply) {
 		rep.Err = node.Classify(node.ClientErr(rep.Err))
 		done.receive(rep)
-		p.WG.Done()
+		p.life.Done()
 	})
 }
 
@@ -311,7 +308,7 @@ func (p *Pool) startRepair(i int) {
 		return
 	}
 	s.repairing = true
-	p.WG.Go(func() { p.repair(i) })
+	p.life.Go(func() { p.repair(i) })
 }
 
 // repair probes node i while it is down and delivers what is owed to it
@@ -335,7 +332,7 @@ func (p *Pool) repair(i int) {
 		}
 		s.mu.Unlock()
 		if down || failed > 0 {
-			if !jitter.Sleep(backoff.Delay(failed+1), p.done) {
+			if !jitter.Sleep(backoff.Delay(failed+1), p.life.Closing()) {
 				s.mu.Lock()
 				s.repairing = false
 				s.mu.Unlock()
@@ -366,7 +363,7 @@ func (p *Pool) probe(i int) bool {
 	s.probes++
 	s.mu.Unlock()
 	result := make(chan error, 1)
-	p.WG.Go(func() {
+	p.life.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ProbeTimeout)
 		err := p.Nodes[i].Ping(ctx)
 		cancel()
@@ -391,7 +388,7 @@ func (p *Pool) probe(i int) bool {
 		return err == nil
 	case <-timer.C:
 		return false
-	case <-p.done:
+	case <-p.life.Closing():
 		return false
 	}
 }
@@ -422,6 +419,10 @@ func (p *Pool) deliver(i int, owed []owedRelease) bool {
 	return all
 }
 
+// Go runs f as one of the pool's node calls: Close waits for it, within
+// its bounds.
+func (p *Pool) Go(f func()) { p.life.Go(f) }
+
 // Close stops the repairs (probing of down nodes ends, and releases still
 // owed are dropped), waits for every request in flight until ctx ends,
 // and closes the nodes. Called once no new operation can start. When ctx
@@ -429,11 +430,8 @@ func (p *Pool) deliver(i int, owed []owedRelease) bool {
 // their clients end by their own timeouts, and the error says how many
 // there were.
 func (p *Pool) Close(ctx context.Context) error {
-	p.lifeMu.Lock()
-	p.stopped = true
-	p.lifeMu.Unlock()
-	p.stopOnce.Do(func() { close(p.done) })
-	if err := jitter.Wait(ctx, &p.WG); err == nil {
+	p.life.Stop()
+	if err := p.life.Wait(ctx); err == nil {
 		for _, n := range p.Nodes {
 			_ = n.Close(ctx) // idle: its calls have returned
 		}

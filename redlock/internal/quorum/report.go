@@ -2,10 +2,10 @@ package quorum
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/life"
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -22,7 +22,7 @@ type ReportFunc func(ctx context.Context, i int, err error, late bool)
 // reply's error. An error that comes after the timeout was reported is
 // reported too, marked late, so that it is counted once.
 type watch struct {
-	wg       *sync.WaitGroup // the pool's, which Close waits on
+	wg       *life.Group // the pool's, which Close waits on
 	timeouts timeouts
 	ctx      context.Context //nolint:containedctx // the operation's values, for the report
 	i        int
@@ -40,7 +40,7 @@ type timeouts interface {
 
 // watchAfter starts watching a request to node i sent at sent, reported
 // through report, for timeout; wg counts the timer until it ran or stopped.
-func watchAfter(ctx context.Context, wg *sync.WaitGroup, t timeouts, i int, sent time.Time, timeout time.Duration, report ReportFunc) *watch {
+func watchAfter(ctx context.Context, wg *life.Group, t timeouts, i int, sent time.Time, timeout time.Duration, report ReportFunc) *watch {
 	w := &watch{wg: wg, timeouts: t, ctx: ctx, i: i, sent: sent, report: report}
 	wg.Add(1)
 	w.timer = time.AfterFunc(timeout, w.expire)
