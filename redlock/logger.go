@@ -12,7 +12,7 @@ import (
 // one line each, what a program would otherwise hear only by polling
 // Health and Audit or by implementing an report.AuditObserver. The logger is an
 // Observer among others (logged), and hears the pool's changes of node
-// state (see quorum.Pool.Watch); nothing per operation.
+// state (see quorum.PoolConfig.Watch); nothing per operation.
 
 // WithLogger makes the Redlock log, to l, one line per event a program
 // should hear of without asking, and nothing per operation: a node going
@@ -91,7 +91,7 @@ func (o *logged) Found(index int, addr string, f report.Finding) {
 }
 
 // nodeChanged logs node i, at addr, going down for cause at since, or
-// coming back (see quorum.Pool.Watch).
+// coming back (see quorum.PoolConfig.Watch).
 func (o *logged) nodeChanged(i int, addr string, down bool, since time.Time, cause error) {
 	if down {
 		o.l.LogAttrs(context.Background(), slog.LevelWarn, "redlock: node down", slog.Int("node", i), slog.String("addr", addr), slog.Any("err", cause))

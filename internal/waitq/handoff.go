@@ -41,14 +41,6 @@ type Handed struct {
 // release it calls for. It must not block.
 type Orphan func(i int, name, token string, ttl, timeout time.Duration)
 
-// OnOrphan sets what is told of orphan handoffs (nil: no one, the keys
-// stay until their TTL).
-func (q *Queue) OnOrphan(f Orphan) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.orphan = f
-}
-
 // JoinHandoff is Join for a waiter of a plain lock of ttl that takes the
 // lock handed over.
 func (q *Queue) JoinHandoff(name string, timeout, ttl time.Duration) *Waiter {

@@ -123,10 +123,11 @@ type waitList struct {
 }
 
 // New returns the queue of a process over nodes; deliver sends the queue
-// changes, and off (nil: no one) is told of a node that refuses them. It
-// does no I/O.
-func New(nodes []node.Node, deliver Deliver, off Off) *Queue {
-	return &Queue{self: uuid.NewString(), nodes: nodes, deliver: deliver, off: off}
+// changes, off (nil: no one) is told of a node that refuses them, and
+// orphan (nil: no one, the keys stay until their TTL) of the handoffs no
+// waiter takes. It does no I/O.
+func New(nodes []node.Node, deliver Deliver, off Off, orphan Orphan) *Queue {
+	return &Queue{self: uuid.NewString(), nodes: nodes, deliver: deliver, off: off, orphan: orphan}
 }
 
 // Waiter is one waiting caller.

@@ -73,23 +73,20 @@ type Config struct {
 func NewEngine(nodes []node.Node, c Config) *Engine {
 	tolerance := c.Tolerance
 	e := &Engine{Now: time.Now, leases: map[Held]string{}, Report: c.Report, nodeErr: c.NodeErr}
-	e.Pool = quorum.NewPool(nodes, e.Now)
-	e.Pool.Watch = c.Watch
-	e.Features = newFeatures(len(nodes))
-	e.IDs = newIdentifier(e.Pool, e.Now, e.featureOff)
-	e.Pool.Report, e.Pool.Back = e.Report, e.IDs.again
-	e.Waiters = waitq.New(nodes, e.sendQueue, func(i int, err error) { e.featureOff(i, FeatureQueue, err) })
-	e.Waiters.OnOrphan(e.orphan)
 	if tolerance > 0 {
-		e.Guard = quorum.NewClockGuard(len(nodes), tolerance)
-		e.Guard.Tell = func(i int, err error) {
+		e.Guard = quorum.NewClockGuard(len(nodes), tolerance, func(i int, err error) {
 			if e.Report != nil {
 				e.Report(context.Background(), i, fmt.Errorf("redlock: the node does not vote until its clock agrees again: %w", err), false)
 			}
-		}
-		e.Guard.Jumped = e.clockJumped
-		e.Pool.Guard = e.Guard
+		}, e.clockJumped)
 	}
+	e.Pool = quorum.NewPool(nodes, quorum.PoolConfig{
+		Now: e.Now, Report: e.Report, Guard: e.Guard, Watch: c.Watch,
+		Back: func(i int) { e.IDs.again(i) }, // e.IDs is made below, before any request
+	})
+	e.Features = newFeatures(len(nodes))
+	e.IDs = newIdentifier(e.Pool, e.Now, e.featureOff)
+	e.Waiters = waitq.New(nodes, e.sendQueue, func(i int, err error) { e.featureOff(i, FeatureQueue, err) }, e.orphan)
 	for i, n := range nodes {
 		e.Sharded = e.Sharded || n.Layout().Sharded
 		if s, ok := n.(interface{ OnWay(func(node.Way, error)) }); ok {

@@ -56,8 +56,10 @@ const ClockWatchEvery = time.Second
 type ClockGuard struct {
 	Tolerance time.Duration
 	longest   atomic.Int64 // the longest TTL in use, in nanoseconds
-	Tell      func(i int, err error)
-	Jumped    func(i int)
+	// tell is told why a node stops voting, once per episode; jumped, of
+	// a forward jump. Either may be nil.
+	tell   func(i int, err error)
+	jumped func(i int)
 
 	mu    sync.Mutex
 	nodes []nodeClock
@@ -81,9 +83,10 @@ type nodeClock struct {
 }
 
 // NewClockGuard returns the guard of n nodes, with clocks trusted within
-// tolerance.
-func NewClockGuard(n int, tolerance time.Duration) *ClockGuard {
-	return &ClockGuard{Tolerance: tolerance, nodes: make([]nodeClock, n)}
+// tolerance, telling tell why a node stops voting and jumped of a node
+// whose clock jumped ahead (either nil: no one).
+func NewClockGuard(n int, tolerance time.Duration, tell func(i int, err error), jumped func(i int)) *ClockGuard {
+	return &ClockGuard{Tolerance: tolerance, nodes: make([]nodeClock, n), tell: tell, jumped: jumped}
 }
 
 // InUse records that a lease of ttl may be held.
@@ -107,11 +110,11 @@ func (g *ClockGuard) Check(i int, sent, got, at time.Time) error {
 	why, jumped := nc.judge(g.Tolerance, mid, slack, at)
 	tell, why := nc.episode(why, mid, time.Duration(g.longest.Load()))
 	g.mu.Unlock()
-	if tell != nil && g.Tell != nil {
-		g.Tell(i, tell)
+	if tell != nil && g.tell != nil {
+		g.tell(i, tell)
 	}
-	if jumped && g.Jumped != nil {
-		g.Jumped(i)
+	if jumped && g.jumped != nil {
+		g.jumped(i)
 	}
 	return why
 }
@@ -238,18 +241,18 @@ func (g *ClockGuard) ProcessSkew() (time.Duration, bool) {
 // early, whatever this reply says (the simulator's seed 200412, two
 // writers at once).
 func (p *Pool) clocked(i int, sent, at time.Time, op node.Op, rep node.Reply) node.Reply {
-	if p.Guard == nil || rep.Err != nil {
+	if p.guard == nil || rep.Err != nil {
 		return rep
 	}
 	if rep.Time.IsZero() {
 		if _, vote := op.(node.Timed); vote && rep.OK {
-			if why := p.Guard.Refused(i); why != nil {
+			if why := p.guard.Refused(i); why != nil {
 				return node.Reply{Err: why, Value: rep.Value}
 			}
 		}
 		return rep
 	}
-	if why := p.Guard.Check(i, sent, at, rep.Time); why != nil && rep.OK {
+	if why := p.guard.Check(i, sent, at, rep.Time); why != nil && rep.OK {
 		return node.Reply{Err: why, Value: rep.Value, Time: rep.Time}
 	}
 	return rep

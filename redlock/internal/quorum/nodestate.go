@@ -156,7 +156,7 @@ func (p *Pool) Refused(i int) error {
 // whichever of its failures (a refused dial, a probe, a timeout) came
 // first. Called without the node's mu held: Watch may log.
 func (p *Pool) tell(i int) {
-	if p.Watch == nil {
+	if p.watch == nil {
 		return
 	}
 	s := p.states[i]
@@ -169,7 +169,7 @@ func (p *Pool) tell(i int) {
 		return
 	}
 	s.told = down
-	p.Watch(i, down, since, cause)
+	p.watch(i, down, since, cause)
 }
 
 // hearRefusals has each node whose client reports refused dials (see

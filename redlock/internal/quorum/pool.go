@@ -61,15 +61,10 @@ type Pool struct {
 	Nodes  []node.Node
 	states []*nodeState
 	now    Clock
-	// Report is where background calls (owed releases) report failures;
-	// back is called when a down node answers again. Both may be nil.
-	Report ReportFunc
-	Back   func(i int)
-	// Guard reads the clock evidence of every reply (nil: no check).
-	Guard *ClockGuard
-	// Watch is told of each node going down and coming back (see tell);
-	// nil: none. Set before the first request.
-	Watch func(i int, down bool, since time.Time, cause error)
+	report ReportFunc
+	back   func(i int)
+	guard  *ClockGuard
+	watch  func(i int, down bool, since time.Time, cause error)
 
 	// slowest is the longest node timeout a request was sent with, in
 	// nanoseconds: how long close may still wait for a reply.
@@ -81,9 +76,25 @@ type Pool struct {
 	life life.Group
 }
 
-// NewPool returns the pool of nodes, healthy, with time read from now.
-func NewPool(nodes []node.Node, now Clock) *Pool {
-	p := &Pool{Nodes: nodes, states: make([]*nodeState, len(nodes)), now: now}
+// PoolConfig is what a Pool is made with, whole at construction.
+type PoolConfig struct {
+	// Now is the clock.
+	Now Clock
+	// Report is where background calls (owed releases) report failures;
+	// Back is called when a down node answers again. Both may be nil.
+	Report ReportFunc
+	Back   func(i int)
+	// Guard reads the clock evidence of every reply (nil: no check).
+	Guard *ClockGuard
+	// Watch is told of each node going down and coming back (see tell);
+	// nil: none.
+	Watch func(i int, down bool, since time.Time, cause error)
+}
+
+// NewPool returns the pool of nodes, healthy, made as c says.
+func NewPool(nodes []node.Node, c PoolConfig) *Pool {
+	p := &Pool{Nodes: nodes, states: make([]*nodeState, len(nodes)), now: c.Now,
+		report: c.Report, back: c.Back, guard: c.Guard, watch: c.Watch}
 	for i := range p.states {
 		p.states[i] = new(nodeState)
 	}
@@ -282,8 +293,8 @@ func (p *Pool) Answered(i int) {
 	if back {
 		p.tell(i)
 	}
-	if back && p.Back != nil {
-		p.Back(i)
+	if back && p.back != nil {
+		p.back(i)
 	}
 }
 
@@ -400,7 +411,7 @@ func (p *Pool) deliver(i int, owed []owedRelease) bool {
 	s := p.states[i]
 	results := make(chan bool, len(owed))
 	for _, o := range owed {
-		p.Send(context.Background(), i, ProbeTimeout, o.op, p.Report, ReceiveFunc(func(rep node.Reply) {
+		p.Send(context.Background(), i, ProbeTimeout, o.op, p.report, ReceiveFunc(func(rep node.Reply) {
 			again := o.op.Owable(rep.Err)
 			if again {
 				s.mu.Lock()

@@ -33,7 +33,7 @@ func TestSlowestTrip(t *testing.T) {
 		for i, f := range fakes {
 			nodes[i] = f
 		}
-		p := NewPool(nodes, time.Now)
+		p := NewPool(nodes, PoolConfig{Now: time.Now})
 		defer func() { _ = p.Close(context.Background()) }()
 		assert.Zero(t, p.SlowestTrip(), "no reply yet")
 		ask := func() {
