@@ -23,8 +23,9 @@ import (
 // its attempt (with notification on, the Lock queues behind the waiters
 // instead, and waits for its turn).
 const (
-	courtesyMin = time.Millisecond
-	courtesyMax = 20 * time.Millisecond
+	courtesyTimes = 4 // the release's time, this many times over
+	courtesyMin   = time.Millisecond
+	courtesyMax   = 20 * time.Millisecond
 )
 
 // maxReleased bounds the names whose last release is kept: past that,
@@ -93,7 +94,7 @@ func (q *Queue) Courtesy(name string, now time.Time) time.Duration {
 	if !ok {
 		return 0
 	}
-	left := rel.at.Add(min(max(4*rel.took, courtesyMin), courtesyMax)).Sub(now)
+	left := rel.at.Add(min(max(courtesyTimes*rel.took, courtesyMin), courtesyMax)).Sub(now)
 	if left <= 0 {
 		delete(q.released, name)
 	}

@@ -53,6 +53,11 @@ import (
 // between sites 30-50 ms apart took 2-6 times their floor).
 const handoffWindow = 5 * time.Millisecond
 
+// handoffFresh bounds a handoff's age: a waiter takes the lock it was
+// handed only within TTL/handoffFresh of its registration, so that at
+// least that much validity is left when Lock returns.
+const handoffFresh = 2
+
 // handoffOf is what a waiting Lock has been handed with its current token.
 type handoffOf struct {
 	token      string
@@ -127,7 +132,7 @@ func (wt *Waiting) handed() (engine.Grant, bool) {
 	if ho == nil || ho.used || len(ho.votes) < quorum.Majority(e.Pool.Size()) {
 		return engine.Grant{}, false
 	}
-	if e.Now().After(ho.registered.Add(cfg.TTL / 2)) {
+	if e.Now().After(ho.registered.Add(cfg.TTL / handoffFresh)) {
 		return engine.Grant{}, false
 	}
 	if e.Distinct(e.Now().Add(cfg.NodeTimeout)) != nil {

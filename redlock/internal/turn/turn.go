@@ -71,8 +71,25 @@ import (
 //
 // The bound: queued behind k waiters, a Lock takes the lock within k holds
 // and k+1 handoffs, plus one queued back-off per lost wake. Contenders
-// that split the nodes try again within two attempt times, twice in a row
-// at most (delay).
+// that split the nodes try again within soonAttempts attempt times,
+// soonInARow times in a row at most (delay).
+//
+// Every constant of the turn, and where it is applied:
+//   - soonAttempts (2) and soonInARow (2), below: the retry after a split.
+//   - settleAttempts (10) and maxSettles (32), below: settling a split past
+//     the attempts bound (settles).
+//   - queuedShare (1/2), below: a queued waiter's fallback back-off is at
+//     least that share of the longest back-off (queued).
+//   - handoffWindow (5 ms, plus the slowest node's round trip) and
+//     handoffFresh (1/2 of the TTL), handoff.go: how long a handed-over
+//     waiter waits for the other nodes' handoffs, and how old a handoff may
+//     be and still be taken.
+//   - courtesyTimes (4), courtesyMin (1 ms), courtesyMax (20 ms),
+//     internal/waitq/courtesy.go: the courtesy after a release.
+//   - waitq.Linger (5 s) and queueTTL (1 min), internal/waitq/waitq.go: a
+//     name's subscription after its last waiter, a queue after its last
+//     registration.
+//   - The back-off itself is the Settings' (WithRetryDelay: 10-200 ms).
 
 // attemptFunc is one attempt of a waiting acquisition. released is the
 // token whose announced release woke it ("" when none did): nodes that
@@ -109,6 +126,17 @@ type Waiting struct {
 	splits   int    // consecutive short waits after split votes
 	settled  int    // attempts that settled a split past the bound (see settles)
 }
+
+// soonAttempts bounds, in attempt times, the retry after a split (soon);
+// soonInARow is how many such retries a wait makes in a row (delay).
+const (
+	soonAttempts = 2
+	soonInARow   = 2
+)
+
+// queuedShare is the least share of the longest back-off that a queued
+// waiter waits before it tries out of turn (queued).
+const queuedShare = 2 // 1/queuedShare
 
 // settleAttempts is how many attempt times a wait may spend settling a
 // split when that is longer than a node timeout (see settles).
@@ -291,7 +319,7 @@ func (wt *Waiting) pause(ctx context.Context, attempt int, failed engine.Refusal
 // announcement. A short one would try out of turn, and collide with the
 // waiter whose turn it is: at least half the longest back-off.
 func queued(rt jitter.Backoff, d time.Duration) time.Duration {
-	return max(d, rt.Hi/2+jitter.N(rt.Hi/2+1))
+	return max(d, rt.Hi/queuedShare+jitter.N(rt.Hi-rt.Hi/queuedShare+1))
 }
 
 // delay is the back-off after a failed attempt (see retrier). After a
@@ -313,7 +341,7 @@ func (wt *Waiting) delay(attempt int, failed engine.Refusal, woke bool) time.Dur
 	if wt.w != nil {
 		delay = queued(rt, delay)
 	}
-	if (wt.Kind >= Lock || woke) && failed.Granted > 0 && !failed.GaveWay && wt.splits < 2 {
+	if (wt.Kind >= Lock || woke) && failed.Granted > 0 && !failed.GaveWay && wt.splits < soonInARow {
 		wt.splits++
 		return min(delay, soon(failed))
 	}
@@ -343,7 +371,7 @@ func settleDelay(failed engine.Refusal, k int) time.Duration {
 // not try again together, and the one that ranked first, which asks the
 // others' nodes again as they give way, has completed its quorum by then
 // as a rule.
-func soon(failed engine.Refusal) time.Duration { return jitter.N(2*failed.Took + 1) }
+func soon(failed engine.Refusal) time.Duration { return jitter.N(soonAttempts*failed.Took + 1) }
 
 // join puts the wait in the queue of waiters, as a reader's when it is
 // one.
