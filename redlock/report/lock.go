@@ -29,7 +29,7 @@ type LockState struct {
 	// otherwise. For a semaphore, Holder and Held are "" and 0 (so Locked
 	// is false): its holders are in Semaphore.Holders.
 	Semaphore *SemaphoreState
-	// Readers describes an redlock.RWMutex's readers when Kind is [KindReaders]
+	// Readers describes a redlock.RWMutex's readers when Kind is [KindReaders]
 	// (Permits is 0, Quorum the majority); nil otherwise.
 	Readers *SemaphoreState
 }
@@ -42,7 +42,7 @@ const (
 	KindLock = "lock"
 	// KindSemaphore is a redlock.Semaphore's set of permits.
 	KindSemaphore = "semaphore"
-	// KindReaders is an redlock.RWMutex's readers (its writer is a KindLock).
+	// KindReaders is a redlock.RWMutex's readers (its writer is a KindLock).
 	KindReaders = "readers"
 )
 

@@ -77,7 +77,7 @@ const (
 
 // String returns the method's name: "Lock", "TryLock", "Unlock", "Extend",
 // for a redlock.Semaphore "Acquire", "TryAcquire", "Release", "ExtendPermit", and
-// for an redlock.RWMutex's read lock "RLock", "TryRLock", "RUnlock", "ExtendRead"
+// for a redlock.RWMutex's read lock "RLock", "TryRLock", "RUnlock", "ExtendRead"
 // (its write lock's calls are a Mutex's).
 func (k OpKind) String() string {
 	if k == 0 || int(k) >= len(opNames) {
