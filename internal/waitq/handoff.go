@@ -109,7 +109,7 @@ func (q *Queue) handOver(i int, n node.Notice) {
 	if !ok {
 		return
 	}
-	h := Handed{Node: i, Token: token, At: time.Now(), NodeTime: n.At}
+	h := Handed{Node: i, Token: token, At: q.now(), NodeTime: n.At}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if l := q.names[name]; l != nil {

@@ -86,6 +86,7 @@ type Queue struct {
 	deliver Deliver
 	off     Off
 	life    life.Group // the dispatchers, the sync and the sweep; closing: under mu
+	now     func() time.Time
 	orphan  Orphan
 
 	mu       sync.Mutex
@@ -122,12 +123,27 @@ type waitList struct {
 	idle time.Time // since when no one waits on the name; zero while one does
 }
 
-// New returns the queue of a process over nodes; deliver sends the queue
-// changes, off (nil: no one) is told of a node that refuses them, and
-// orphan (nil: no one, the keys stay until their TTL) of the handoffs no
-// waiter takes. It does no I/O.
-func New(nodes []node.Node, deliver Deliver, off Off, orphan Orphan) *Queue {
-	return &Queue{self: uuid.NewString(), nodes: nodes, deliver: deliver, off: off, orphan: orphan}
+// Config is what a Queue is made with, whole at construction.
+type Config struct {
+	// Deliver sends the queue changes.
+	Deliver Deliver
+	// Off (nil: no one) is told of a node that refuses them.
+	Off Off
+	// Orphan (nil: no one, the keys stay until their TTL) is told of the
+	// handoffs no waiter takes.
+	Orphan Orphan
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// New returns the queue of a process over nodes, made as c says. It does
+// no I/O.
+func New(nodes []node.Node, c Config) *Queue {
+	now := c.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Queue{self: uuid.NewString(), nodes: nodes, deliver: c.Deliver, off: c.Off, orphan: c.Orphan, now: now}
 }
 
 // Waiter is one waiting caller.
@@ -174,7 +190,7 @@ func (q *Queue) JoinReader(name string, timeout time.Duration) *Waiter {
 
 func (q *Queue) join(name string, timeout time.Duration, reader bool, ttl time.Duration) *Waiter {
 	id := node.WaiterMember(q.self, uuid.NewString(), reader)
-	w := &Waiter{q: q, name: name, id: id, reader: reader, since: time.Now().UnixMilli(),
+	w := &Waiter{q: q, name: name, id: id, reader: reader, since: q.now().UnixMilli(),
 		wake: make(chan string, 1), gen: 1}
 	if ttl > 0 {
 		w.ttl, w.handed = ttl, make(chan Handed, 2*len(q.nodes))
@@ -243,7 +259,7 @@ func (w *Waiter) Leave(timeout time.Duration) {
 		q.sync(timeout) // out of the nodes' queues
 	}
 	if len(l.list) == 0 {
-		l.idle = time.Now()
+		l.idle = q.now()
 		if !q.sweeping && !q.life.Closed() {
 			q.sweeping = true
 			q.life.Go(func() { q.sweep(timeout) })
@@ -304,7 +320,7 @@ func (q *Queue) sweep(timeout time.Duration) {
 // dropIdle drops the names idle for Linger and returns how long until the
 // next one is, 0 when none is idle. Called with q.mu held.
 func (q *Queue) dropIdle(timeout time.Duration) time.Duration {
-	now := time.Now()
+	now := q.now()
 	next := time.Duration(0)
 	dropped := false
 	for name, l := range q.names {

@@ -34,7 +34,7 @@ func woken(w *Waiter) bool {
 // TestWakeOrder: announcements wake the waiters of a name oldest first, one
 // per release, and copies of one release from other nodes wake no one.
 func TestWakeOrder(t *testing.T) {
-	ws := New(nodetest.Nodes(nodetest.Fakes(1)), func([]node.Op, time.Duration) []node.Reply { return nil }, nil, nil)
+	ws := New(nodetest.Nodes(nodetest.Fakes(1)), Config{Deliver: func([]node.Op, time.Duration) []node.Reply { return nil }})
 	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	w0 := ws.Join("k", time.Second)
 	w1 := ws.Join("k", time.Second)
@@ -63,7 +63,7 @@ func TestWakeOrder(t *testing.T) {
 // A reader's turn wakes every reader of the name, and no writer; a
 // writer's turn wakes that writer alone.
 func TestReadersWakeTogether(t *testing.T) {
-	ws := New(nodetest.Nodes(nodetest.Fakes(1)), func([]node.Op, time.Duration) []node.Reply { return nil }, nil, nil)
+	ws := New(nodetest.Nodes(nodetest.Fakes(1)), Config{Deliver: func([]node.Op, time.Duration) []node.Reply { return nil }})
 	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	r0 := ws.JoinReader("k", time.Second)
 	w := ws.Join("k", time.Second)
@@ -106,12 +106,12 @@ func TestQueueRefused(t *testing.T) {
 		}
 		return replies
 	}
-	ws := New(nodetest.Nodes(nodetest.Fakes(2)), deliver, func(i int, err error) {
+	ws := New(nodetest.Nodes(nodetest.Fakes(2)), Config{Deliver: deliver, Off: func(i int, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		off = append(off, i)
 		assert.ErrorIs(t, err, node.ErrMisconfigured)
-	}, nil)
+	}})
 	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	for range 5 {
 		w := ws.Join("k", time.Second)
@@ -150,12 +150,14 @@ func waitSynced(t *testing.T, q *Queue) {
 func TestHandoffReachesItsWaiterOrIsOrphaned(t *testing.T) {
 	var mu sync.Mutex
 	var orphans []string
-	ws := New(nodetest.Nodes(nodetest.Fakes(2)), func([]node.Op, time.Duration) []node.Reply { return nil }, nil,
-		func(i int, name, token string, _, _ time.Duration) {
+	ws := New(nodetest.Nodes(nodetest.Fakes(2)), Config{
+		Deliver: func([]node.Op, time.Duration) []node.Reply { return nil },
+		Orphan: func(i int, name, token string, _, _ time.Duration) {
 			mu.Lock()
 			defer mu.Unlock()
 			orphans = append(orphans, fmt.Sprint(i, " ", name, " ", token))
-		})
+		},
+	})
 	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	orphaned := func() []string {
 		mu.Lock()
@@ -199,7 +201,7 @@ func TestPoppedMemberIsNotRemoved(t *testing.T) {
 		}
 		return make([]node.Reply, len(ops))
 	}
-	ws := New(nodetest.Nodes(nodetest.Fakes(1)), deliver, nil, nil)
+	ws := New(nodetest.Nodes(nodetest.Fakes(1)), Config{Deliver: deliver})
 	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	w := ws.JoinHandoff("k", time.Second, 10*time.Second)
 	c := <-sent
@@ -236,11 +238,11 @@ func TestQueueNotRefusedByPassword(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var off []int
-	ws := New(nodetest.Nodes(nodetest.Fakes(2)), deliver, func(i int, _ error) {
+	ws := New(nodetest.Nodes(nodetest.Fakes(2)), Config{Deliver: deliver, Off: func(i int, _ error) {
 		mu.Lock()
 		defer mu.Unlock()
 		off = append(off, i)
-	}, nil)
+	}})
 	t.Cleanup(func() { _ = ws.Close(context.Background()) })
 	w := ws.Join("k", time.Second)
 	waitSynced(t, ws)
@@ -262,7 +264,7 @@ func TestCourtesyBounds(t *testing.T) {
 // it took, within its bounds, counted from its return; one that reached no
 // one owes nothing.
 func TestCourtesy(t *testing.T) {
-	q := New(make([]node.Node, 3), nil, nil, nil)
+	q := New(make([]node.Node, 3), Config{})
 	t0 := time.Unix(1000, 0)
 
 	var silent Release

@@ -86,7 +86,12 @@ func NewEngine(nodes []node.Node, c Config) *Engine {
 	})
 	e.Features = newFeatures(len(nodes))
 	e.IDs = newIdentifier(e.Pool, e.Now, e.featureOff)
-	e.Waiters = waitq.New(nodes, e.sendQueue, func(i int, err error) { e.featureOff(i, FeatureQueue, err) }, e.orphan)
+	e.Waiters = waitq.New(nodes, waitq.Config{
+		Deliver: e.sendQueue,
+		Off:     func(i int, err error) { e.featureOff(i, FeatureQueue, err) },
+		Orphan:  e.orphan,
+		Now:     e.Now,
+	})
 	for i, n := range nodes {
 		e.Sharded = e.Sharded || n.Layout().Sharded
 		if s, ok := n.(interface{ OnWay(func(node.Way, error)) }); ok {
