@@ -24,7 +24,7 @@ import (
 // Engine is shared by every primitive of one Redlock.
 type Engine struct {
 	Pool *quorum.Pool
-	Now  quorum.Clock
+	now  quorum.Clock
 	// report tells the Redlock's Observer of background node failures.
 	Report quorum.ReportFunc
 	// nodeErr is node i's failure with err, as the facade reports it.
@@ -67,12 +67,18 @@ type Config struct {
 	Admission func(*Engine) Admission
 	// Watch is told of each node going down or coming back (nil: none).
 	Watch func(i int, down bool, since time.Time, cause error)
+	// Now is the one clock every part of the engine reads (nil:
+	// time.Now).
+	Now quorum.Clock
 }
 
 // NewEngine returns the engine of nodes, made as c says.
 func NewEngine(nodes []node.Node, c Config) *Engine {
 	tolerance := c.Tolerance
-	e := &Engine{Now: time.Now, leases: map[Held]string{}, Report: c.Report, nodeErr: c.NodeErr}
+	e := &Engine{now: c.Now, leases: map[Held]string{}, Report: c.Report, nodeErr: c.NodeErr}
+	if e.now == nil {
+		e.now = time.Now
+	}
 	if tolerance > 0 {
 		e.Guard = quorum.NewClockGuard(len(nodes), tolerance, func(i int, err error) {
 			if e.Report != nil {
@@ -81,16 +87,16 @@ func NewEngine(nodes []node.Node, c Config) *Engine {
 		}, e.clockJumped)
 	}
 	e.Pool = quorum.NewPool(nodes, quorum.PoolConfig{
-		Now: e.Now, Report: e.Report, Guard: e.Guard, Watch: c.Watch,
+		Now: e.now, Report: e.Report, Guard: e.Guard, Watch: c.Watch,
 		Back: func(i int) { e.IDs.again(i) }, // e.IDs is made below, before any request
 	})
 	e.Features = newFeatures(len(nodes))
-	e.IDs = newIdentifier(e.Pool, e.Now, e.featureOff)
+	e.IDs = newIdentifier(e.Pool, e.now, e.featureOff)
 	e.Waiters = waitq.New(nodes, waitq.Config{
 		Deliver: e.sendQueue,
 		Off:     func(i int, err error) { e.featureOff(i, FeatureQueue, err) },
 		Orphan:  e.orphan,
-		Now:     e.Now,
+		Now:     e.now,
 	})
 	for i, n := range nodes {
 		e.Sharded = e.Sharded || n.Layout().Sharded
@@ -106,6 +112,9 @@ func NewEngine(nodes []node.Node, c Config) *Engine {
 	}
 	return e
 }
+
+// Now reads the engine's clock.
+func (e *Engine) Now() time.Time { return e.now() }
 
 // Admission is what every acquisition passes first.
 type Admission interface {

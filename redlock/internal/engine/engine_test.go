@@ -31,9 +31,16 @@ func settings() engine.Settings {
 // test ends.
 func newFakeEngine(t *testing.T, n int) (*engine.Engine, []*nodetest.Fake) {
 	t.Helper()
+	return newFakeEngineAt(t, n, nil)
+}
+
+// newFakeEngineAt is newFakeEngine reading the clock now (nil: time.Now).
+func newFakeEngineAt(t *testing.T, n int, now func() time.Time) (*engine.Engine, []*nodetest.Fake) {
+	t.Helper()
 	fs := nodetest.Fakes(n)
 	nodes := nodetest.Nodes(fs)
-	e := engine.NewEngine(nodes, engine.Config{Tolerance: quorum.DefaultClockTolerance, NodeErr: func(i int, err error) error { return fmt.Errorf("node %d: %w", i, err) }})
+	e := engine.NewEngine(nodes, engine.Config{Tolerance: quorum.DefaultClockTolerance, Now: now,
+		NodeErr: func(i int, err error) error { return fmt.Errorf("node %d: %w", i, err) }})
 	t.Cleanup(func() {
 		for _, f := range fs {
 			f.Unhang()
@@ -138,10 +145,9 @@ func TestEngineUndoFollowsTheReply(t *testing.T) {
 // A grant's validity runs from the votes' start, and no grant is made
 // once none of it is left; with the clock guard on, it records who voted.
 func TestEngineGrantedOnlyWithValidityLeft(t *testing.T) {
-	e, _ := newFakeEngine(t, 3)
-	cfg := settings()
 	now := time.Unix(1000, 0)
-	e.Now = func() time.Time { return now }
+	e, _ := newFakeEngineAt(t, 3, func() time.Time { return now })
+	cfg := settings()
 	voters := func() []int { return []int{0, 2} }
 	start := now.Add(-time.Second)
 	g, ok := e.Granted(start, &cfg, voters)

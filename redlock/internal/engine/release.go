@@ -84,7 +84,7 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 	}
 	defer e.life.Done()
 	rd := e.releaseRound(ctx, c.Settings, c.Report).Needs(c.Quorum)
-	rule := &releaseRule{now: e.Now, ids: e.IDs.Reg, since: c.Since, confirmed: c.Confirmed, guard: e.Guard}
+	rule := &releaseRule{now: e.now, ids: e.IDs.Reg, since: c.Since, confirmed: c.Confirmed, guard: e.Guard}
 	rd.Grants = rule
 	if announced {
 		rule.heard.Watch(e.Waiters, name)
