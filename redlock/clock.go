@@ -15,6 +15,10 @@ import (
 // the clock guard that stops a node whose clock jumped from voting, and the
 // delay a restarted node waits before it grants again.
 
+// clock is the library's one clock: the nodes, the engine and the logger
+// read it.
+var clock = time.Now
+
 // ErrClockJump marks a node that does not vote because its clock jumped,
 // or disagrees with this process's (see [WithClockTolerance]): in a
 // [report.NodeError], in [report.NodeHealth.Clock], with [ErrLockLost] in

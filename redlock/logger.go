@@ -64,7 +64,7 @@ func (o *logged) OpEnd(ctx context.Context, op report.Op, res report.OpResult) {
 func (o *logged) HoldEnd(h report.Hold) {
 	if h.Lost {
 		o.l.LogAttrs(context.Background(), slog.LevelError, "redlock: lock lost",
-			slog.String("name", h.Name), slog.Any("err", h.Err), slog.Duration("held", time.Since(h.Acquired)))
+			slog.String("name", h.Name), slog.Any("err", h.Err), slog.Duration("held", clock().Sub(h.Acquired)))
 	}
 	if o.next != nil {
 		o.next.HoldEnd(h)
@@ -98,5 +98,5 @@ func (o *logged) nodeChanged(i int, addr string, down bool, since time.Time, cau
 		return
 	}
 	o.l.LogAttrs(context.Background(), slog.LevelInfo, "redlock: node back", slog.Int("node", i), slog.String("addr", addr),
-		slog.Duration("down", time.Since(since).Round(time.Millisecond)))
+		slog.Duration("down", clock().Sub(since).Round(time.Millisecond)))
 }

@@ -52,7 +52,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 		if addr != node.FailoverAddr { // the master comes from the sentinels: see internal/engine/identify.go
 			seen[addr] = i
 		}
-		nodes[i] = node.NewRedis(c)
+		nodes[i] = node.NewRedisAt(c, clock)
 	}
 	return newRedlock(nodes, opts...)
 }
@@ -75,6 +75,7 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 	}
 	r := &Redlock{cfg: cfg}
 	ec := engine.Config{
+		Now:       clock,
 		Tolerance: cfg.ClockTolerance,
 		Report:    reporter(cfg.observer, nodes),
 		NodeErr:   func(i int, err error) error { return nodeError(nodes, i, err) },

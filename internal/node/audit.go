@@ -82,22 +82,22 @@ func (n *Redis) Audit(ctx context.Context) (Facts, error) {
 	if err := c.Ping(ctx).Err(); err != nil && (Unreachable(err) || AuthFailure(err)) {
 		return f, err
 	}
-	if err := f.readClock(ctx, c); err != nil {
+	if err := f.readClock(ctx, c, n.now); err != nil {
 		return f, err
 	}
 	if err := f.readSettings(ctx, c); err != nil {
 		return f, err
 	}
-	f.readRights(ctx, c)
+	f.readRights(ctx, c, n.now)
 	return f, nil
 }
 
 // readClock reads the node's clock with TIME, alone in its round trip; it
 // returns an error only when the node could not be reached.
-func (f *Facts) readClock(ctx context.Context, c redis.UniversalClient) error {
-	sent := time.Now()
+func (f *Facts) readClock(ctx context.Context, c redis.UniversalClient, now func() time.Time) error {
+	sent := now()
 	t, err := c.Time(ctx).Result()
-	got := time.Now()
+	got := now()
 	switch {
 	case err == nil:
 		f.Clocked, f.RoundTrip = true, got.Sub(sent)
@@ -162,8 +162,8 @@ func clientUser(info string) string {
 
 // readRights reads the user's rights, TIME's and INFO's as they were
 // answered.
-func (f *Facts) readRights(ctx context.Context, c redis.UniversalClient) {
-	f.Rights, f.DryRun = rights(ctx, c, f.User)
+func (f *Facts) readRights(ctx context.Context, c redis.UniversalClient, now func() time.Time) {
+	f.Rights, f.DryRun = rights(ctx, c, f.User, now)
 	if f.Info == nil && f.Rights["info"] == nil {
 		f.Rights["info"] = errors.New("INFO refused")
 	}
@@ -177,13 +177,13 @@ func (f *Facts) readRights(ctx context.Context, c redis.UniversalClient) {
 // rights checks the user's rights to AuditedCommands, in one round trip:
 // with ACL DRYRUN when the user may run it, else (one more) by running
 // each command in a form that changes nothing (see probes).
-func rights(ctx context.Context, c redis.UniversalClient, user string) (map[string]error, bool) {
+func rights(ctx context.Context, c redis.UniversalClient, user string, now func() time.Time) (map[string]error, bool) {
 	if user != "" {
 		if out, ok := dryRun(ctx, c, user); ok {
 			return out, true
 		}
 	}
-	key := "redlock:audit:" + strconv.FormatInt(time.Now().UnixNano(), 36) // no such key: nothing changes
+	key := "redlock:audit:" + strconv.FormatInt(now().UnixNano(), 36) // no such key: nothing changes
 	out := map[string]error{}
 	for cmd, rc := range pipelined(ctx, c, probes(key)) {
 		switch err := rc.Err(); {
@@ -293,7 +293,7 @@ func (n *Redis) QuietDial(ctx context.Context) error {
 	case refusedDial(err):
 		// A dial failure as any: LastDialFailure names it, before the
 		// calls it fails learn of it.
-		f := &DialFailure{Err: err, At: time.Now()}
+		f := &DialFailure{Err: err, At: n.now()}
 		n.dials.record(o.Addr, dialOutcome{n: num, failure: f})
 		n.dials.refused(num, f)
 	}

@@ -49,7 +49,8 @@ func (n *Redis) LastDialFailure() *DialFailure {
 // dials is what a client's dial hook learns, shared by every Redis over
 // that client. Safe for concurrent use.
 type dials struct {
-	mu sync.Mutex
+	now func() time.Time // the clock of the first Redlock that made them
+	mu  sync.Mutex
 	// last is, per address dialled, the outcome of the dial started last
 	// among those that ended: dials run side by side (an operation's, the
 	// capability probe's, the pool's own retries), and one that began
@@ -87,20 +88,20 @@ var watched sync.Map
 // the Redlock was built) are not watched: go-redis lists them only after
 // asking the cluster for its slots. nil for another kind of client. It
 // sends no command, so it needs no permission.
-func dialsOf(c redis.UniversalClient) *dials {
+func dialsOf(c redis.UniversalClient, now func() time.Time) *dials {
 	switch c := c.(type) {
 	case *redis.Client:
-		return watch(c, func(d *dials) {
+		return watch(c, now, func(d *dials) {
 			if ClientAddr(c) == FailoverAddr {
 				d.master = new(masterName)
 			}
 		}, func(h dialHook) { c.AddHook(h) })
 	case *redis.ClusterClient:
-		return watch(c, nil, func(h dialHook) {
+		return watch(c, now, nil, func(h dialHook) {
 			c.OnNewNode(func(shard *redis.Client) { shard.AddHook(h) })
 		})
 	case *redis.Ring:
-		return watch(c, nil, func(h dialHook) {
+		return watch(c, now, nil, func(h dialHook) {
 			c.OnNewNode(func(shard *redis.Client) { shard.AddHook(h) })
 			_ = c.ForEachShard(context.Background(), func(_ context.Context, shard *redis.Client) error {
 				shard.AddHook(h)
@@ -113,12 +114,12 @@ func dialsOf(c redis.UniversalClient) *dials {
 
 // watch returns c's dials, making them with init and hooking them to the
 // client with attach the first time.
-func watch[C any](c *C, init func(*dials), attach func(dialHook)) *dials {
+func watch[C any](c *C, now func() time.Time, init func(*dials), attach func(dialHook)) *dials {
 	key := weak.Make(c)
 	if v, ok := watched.Load(key); ok {
 		return v.(*dials)
 	}
-	d := &dials{last: map[string]dialOutcome{}}
+	d := &dials{last: map[string]dialOutcome{}, now: now}
 	if init != nil {
 		init(d)
 	}
@@ -144,7 +145,7 @@ func (d *dials) dialed(n uint64, addr string, conn net.Conn, err error) {
 			// the caller's context ending (see ClientErr).
 			err = errors.New(err.Error())
 		}
-		f := &DialFailure{Err: err, At: time.Now()}
+		f := &DialFailure{Err: err, At: d.now()}
 		d.record(addr, dialOutcome{n: n, failure: f})
 		if refusedDial(err) {
 			d.refused(n, f)
@@ -271,7 +272,7 @@ func (c *watchedConn) failed(err error) {
 	if errors.Is(err, io.EOF) {
 		err = errors.New("the node closed the connection before its first reply")
 	}
-	c.d.record(c.addr, dialOutcome{n: c.n, failure: &DialFailure{Err: err, At: time.Now()}})
+	c.d.record(c.addr, dialOutcome{n: c.n, failure: &DialFailure{Err: err, At: c.d.now()}})
 }
 
 func (dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }

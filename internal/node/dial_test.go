@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -47,7 +48,7 @@ func TestDialHookOncePerClient(t *testing.T) {
 // failure is kept per address until a dial to that address, started
 // later, connects and answers.
 func TestDialFailurePerAddress(t *testing.T) {
-	d := &dials{last: map[string]dialOutcome{}}
+	d := &dials{last: map[string]dialOutcome{}, now: time.Now}
 	refused := errors.New("connection refused")
 	d.dialed(1, "a:1", nil, refused)
 	answer(t, d, "b:1", 2, nil)

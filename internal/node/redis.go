@@ -47,6 +47,7 @@ type Redis struct {
 	lanes  lanes
 	spread atomic.Uint32 // picks the lane of an operation that has none
 	life   life.Group    // the workers, the Runners, the background loads
+	now    func() time.Time
 
 	// way is how the node is spoken to (a Way); see way.go.
 	way     atomic.Uint32
@@ -108,14 +109,17 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
 
-// NewRedis returns the Node of client c. It does no I/O.
-func NewRedis(c redis.UniversalClient) *Redis {
+// NewRedis is NewRedisAt(c, time.Now).
+func NewRedis(c redis.UniversalClient) *Redis { return NewRedisAt(c, time.Now) }
+
+// NewRedisAt returns the Node of client c, reading the clock now. No I/O.
+func NewRedisAt(c redis.UniversalClient, now func() time.Time) *Redis {
 	n := &Redis{
-		client: c, address: ClientAddr(c), layout: Layout{Sharded: isSharded(c)},
+		client: c, address: ClientAddr(c), layout: Layout{Sharded: isSharded(c)}, now: now,
 	}
 	n.lanes.init()
 	n.ring, _ = c.(*redis.Ring)
-	if n.dials = dialsOf(c); n.dials != nil {
+	if n.dials = dialsOf(c, now); n.dials != nil {
 		n.master = n.dials.master
 	}
 	return n
@@ -284,7 +288,7 @@ func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 		batch, rest = pipelinable(batch)
 		defer n.transactAll(rest)
 	}
-	now := time.Now()
+	now := n.now()
 	live := batch[:0]
 	cmds := 0
 	for _, c := range batch {
@@ -360,10 +364,10 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	// to a far node, on nearly every call.
 	ctx, unguard := n.guard(batch[0].ctx)
 	defer unguard()
-	start := time.Now()
+	start := n.now()
 	at := refusedAll(ctx, batch, n.exchange(ctx, pipe, batch, cmds))
 	if n.ring != nil {
-		if err := ringKept(n.ring, start); err != nil {
+		if err := ringKept(n.ring, start, n.now); err != nil {
 			for _, c := range batch {
 				c.finish(Reply{Err: err}) // applied perhaps, on a shard that may not hold the key
 			}

@@ -149,11 +149,11 @@ func ringWhole(r *redis.Ring) error {
 
 // ringKept returns an error unless every shard of r stayed up during a
 // round trip that started at start.
-func ringKept(r *redis.Ring, start time.Time) error {
+func ringKept(r *redis.Ring, start time.Time, now func() time.Time) error {
 	if err := ringWhole(r); err != nil {
 		return fmt.Errorf("during the call, %w", err)
 	}
-	if took, beat := time.Since(start), r.Options().HeartbeatFrequency; took >= beat {
+	if took, beat := now().Sub(start), r.Options().HeartbeatFrequency; took >= beat {
 		return fmt.Errorf("the call took %v, one ring heartbeat (%v) or more: a shard may have gone down and up again, moving keys", took.Round(time.Millisecond), beat)
 	}
 	return nil

@@ -44,6 +44,7 @@ type Tx struct {
 	// until is when an operation stops starting transactions again (its
 	// node timeout, sendBy).
 	until time.Time
+	now   func() time.Time
 }
 
 // Layout is how the node keeps the keys beside a name.
@@ -55,7 +56,7 @@ func (t *Tx) Native() bool { return t.way == Native }
 // tx is the node spoken to without scripts in way w, for an operation
 // whose node timeout passes at until.
 func (n *Redis) tx(w Way, until time.Time) *Tx {
-	return &Tx{c: n.client, layout: n.layout, speech: speech{way: w, caps: n.Caps()}, until: until}
+	return &Tx{c: n.client, layout: n.layout, speech: speech{way: w, caps: n.Caps()}, until: until, now: n.now}
 }
 
 // server returns the client of the one server that keeps key.
@@ -191,7 +192,7 @@ func (t *Tx) Watch(ctx context.Context, key string, try func(s *Step) (Reply, er
 		})
 		switch {
 		case errors.Is(err, errRetry):
-			if time.Now().Before(t.until) {
+			if t.now().Before(t.until) {
 				continue
 			}
 			return Reply{Err: ErrAborted}

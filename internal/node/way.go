@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -175,7 +174,7 @@ func (n *Redis) transactAll(batch []*call) {
 // transactEach runs calls without scripts, one after the other.
 func (n *Redis) transactEach(calls []*call, w Way) {
 	for _, c := range calls {
-		if time.Now().After(c.sendBy) {
+		if n.now().After(c.sendBy) {
 			c.finish(Reply{Err: fmt.Errorf("%w: the node timeout passed in the queue", ErrUnsent)})
 			continue
 		}
