@@ -145,6 +145,11 @@ func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) 
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
+	cfg.Listen = false
+	m := new(Mutex)
+	if err := r.initMutex(m, names[0], cfg, &multiLock{also: append([]string(nil), names[1:]...)}); err != nil {
+		return nil, err // a Mutex's own checks first, as for one name
+	}
 	switch {
 	case cfg.Reentrant:
 		return nil, engine.Invalid("a multi-name lock cannot be reentrant")
@@ -153,11 +158,6 @@ func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) 
 	case r.e.Sharded && !node.SameSlot(names):
 		return nil, engine.Invalid("lock names %s hash to different Redis Cluster slots, and a node takes all of them in one script: "+
 			"give them one hash tag, such as %q and %q", quoteAll(names), "{"+names[0]+"}:a", "{"+names[0]+"}:b")
-	}
-	cfg.Listen = false
-	m := new(Mutex)
-	if err := r.initMutex(m, names[0], cfg, &multiLock{also: append([]string(nil), names[1:]...)}); err != nil {
-		return nil, err
 	}
 	return m, nil
 }

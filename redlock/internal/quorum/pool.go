@@ -78,7 +78,7 @@ type Pool struct {
 
 // PoolConfig is what a Pool is made with, whole at construction.
 type PoolConfig struct {
-	// Now is the clock.
+	// Now is the clock (nil: time.Now).
 	Now Clock
 	// Report is where background calls (owed releases) report failures;
 	// Back is called when a down node answers again. Both may be nil.
@@ -93,6 +93,9 @@ type PoolConfig struct {
 
 // NewPool returns the pool of nodes, healthy, made as c says.
 func NewPool(nodes []node.Node, c PoolConfig) *Pool {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	p := &Pool{Nodes: nodes, states: make([]*nodeState, len(nodes)), now: c.Now,
 		report: c.Report, back: c.Back, guard: c.Guard, watch: c.Watch}
 	for i := range p.states {

@@ -319,7 +319,7 @@ func (wt *Waiting) pause(ctx context.Context, attempt int, failed engine.Refusal
 // announcement. A short one would try out of turn, and collide with the
 // waiter whose turn it is: at least half the longest back-off.
 func queued(rt jitter.Backoff, d time.Duration) time.Duration {
-	return max(d, rt.Hi/queuedShare+jitter.N(rt.Hi-rt.Hi/queuedShare+1))
+	return max(d, rt.Hi/queuedShare+jitter.N(rt.Hi/queuedShare+1))
 }
 
 // delay is the back-off after a failed attempt (see retrier). After a
