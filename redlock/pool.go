@@ -31,7 +31,6 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	if len(clients) == 0 {
 		return nil, engine.Invalid("no clients")
 	}
-	nodes := make([]node.Node, len(clients))
 	seen := make(map[string]int, len(clients))
 	for i, c := range clients {
 		if isNil(c) {
@@ -52,13 +51,21 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 		if addr != node.FailoverAddr { // the master comes from the sentinels: see internal/engine/identify.go
 			seen[addr] = i
 		}
-		nodes[i] = node.NewRedisAt(c, clock)
 	}
-	return newRedlock(nodes, opts...)
+	return build(len(clients), func(i int, c node.Config, cfg config) node.Node {
+		c.NoScripts = cfg.NoScripts
+		return node.NewRedisWith(clients[i], c)
+	}, opts)
 }
 
-// newRedlock builds a Redlock over any nodes; tests pass fakes.
+// newRedlock builds a Redlock over nodes already made; tests pass fakes.
 func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
+	return build(len(nodes), func(i int, _ node.Config, _ config) node.Node { return nodes[i] }, opts)
+}
+
+// build builds a Redlock over n nodes, node i made by mk with the engine's
+// hooks and the Redlock's settings.
+func build(n int, mk func(i int, hooks node.Config, cfg config) node.Node, opts []Option) (*Redlock, error) {
 	cfg := defaultConfig()
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
@@ -66,13 +73,7 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 	if cfg.Quorum != 0 {
 		return nil, errQuorumOption
 	}
-	if cfg.NoScripts {
-		for _, n := range nodes {
-			if a, ok := n.(interface{ AvoidScripts() }); ok {
-				a.AvoidScripts()
-			}
-		}
-	}
+	nodes := make([]node.Node, n) // made by NewEngine, before anything reads them
 	r := &Redlock{cfg: cfg}
 	ec := engine.Config{
 		Now:       clock,
@@ -80,7 +81,7 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 		Report:    reporter(cfg.observer, nodes),
 		NodeErr:   func(i int, err error) error { return nodeError(nodes, i, err) },
 		Admission: func(e *engine.Engine) engine.Admission {
-			r.audits = newAuditor(e, len(nodes), cfg.ClockTolerance)
+			r.audits = newAuditor(e, n, cfg.ClockTolerance)
 			r.audits.judgeBy(cfg)
 			return r.audits
 		},
@@ -90,7 +91,10 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 			l.nodeChanged(i, nodes[i].Addr(), down, since, cause)
 		}
 	}
-	r.e = engine.NewEngine(nodes, ec)
+	r.e = engine.NewEngine(n, func(i int, hooks node.Config) node.Node {
+		nodes[i] = mk(i, hooks, cfg)
+		return nodes[i]
+	}, ec)
 	if err := r.checkAck(cfg); err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func (n *Redis) clockFor(ctx context.Context, batch []*call) *redis.TimeCmd {
 // (an unfenced grant of a plain lock or a writer, a reader's, a permit's):
 // its Reply carries it without the batch's TIME,
 // once the node has answered one TIME (before that, the batch's TIME is
-// how a user without it is found out and reported, see OnNoClock). A
+// how a user without it is found out and reported, see Config.OnNoClock). A
 // refusal then carries no time, which is no loss: it is no vote.
 func ownsClock(op Op) bool {
 	a, ok := op.(*Acquire)
@@ -103,7 +103,7 @@ func isTimed(op Op) bool {
 }
 
 // readClock returns the time clock read, zero when none (or it failed:
-// a refusal for good is told once, see OnNoClock).
+// a refusal for good is told once, see Config.OnNoClock).
 func (n *Redis) readClock(clock *redis.TimeCmd) time.Time {
 	if clock == nil {
 		return time.Time{}
@@ -115,11 +115,6 @@ func (n *Redis) readClock(clock *redis.TimeCmd) time.Time {
 	}
 	return at
 }
-
-// OnNoClock sets what is told, once, when the node refuses TIME for good
-// (an ACL user without it): its votes then carry no clock, and the clock
-// guard cannot check it. Call it before the first Do.
-func (n *Redis) OnNoClock(f func(why error)) { n.onNoClock = f }
 
 // noClock tells, once, that the node refused TIME with err. A refusal of
 // the client as a whole (a wrong password) is no refusal of TIME: every

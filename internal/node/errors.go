@@ -95,7 +95,7 @@ func Misconfigured(err error) bool {
 
 // AuthFailure reports whether err is the node refusing this client as a
 // whole (NOAUTH, WRONGPASS: a missing or wrong password or user), not one
-// command: no optional feature is refused by it (see OnNoClock).
+// command: no optional feature is refused by it (see Config.OnNoClock).
 func AuthFailure(err error) bool {
 	var rerr redis.Error
 	if err == nil || !errors.As(err, &rerr) {

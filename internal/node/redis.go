@@ -13,7 +13,6 @@ import (
 
 	"github.com/redlock-go/redlock/internal/jitter"
 	"github.com/redlock-go/redlock/internal/life"
-	"github.com/redlock-go/redlock/internal/scripts"
 )
 
 // Redis is a Node over a go-redis client. It batches: a few worker
@@ -109,13 +108,30 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
 
-// NewRedis is NewRedisAt(c, time.Now).
-func NewRedis(c redis.UniversalClient) *Redis { return NewRedisAt(c, time.Now) }
+// NewRedis is NewRedisWith(c, Config{}).
+func NewRedis(c redis.UniversalClient) *Redis { return NewRedisWith(c, Config{}) }
 
-// NewRedisAt returns the Node of client c, reading the clock now. No I/O.
-func NewRedisAt(c redis.UniversalClient, now func() time.Time) *Redis {
+// Config is what a Redis node is made with, whole at construction.
+type Config struct {
+	Now       func() time.Time       // the clock (nil: time.Now)
+	NoScripts bool                   // speak without scripts from the first request (see Way)
+	OnWay     func(w Way, why error) // told once when the node stops speaking scripts because it refused them, with the refusal (nil: none)
+	OnNoClock func(why error)        // told once when the node refuses TIME for good (nil: none)
+}
+
+// NewRedisWith returns the Node of client c, made as cfg says. No I/O.
+// The hooks are called on the node's goroutines: they must not block.
+func NewRedisWith(c redis.UniversalClient, cfg Config) *Redis {
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
 	n := &Redis{
 		client: c, address: ClientAddr(c), layout: Layout{Sharded: isSharded(c)}, now: now,
+		onWay: cfg.OnWay, onNoClock: cfg.OnNoClock,
+	}
+	if cfg.NoScripts {
+		n.way.Store(uint32(Transactions)) // Native once the probe finds the server's own commands (see Caps)
 	}
 	n.lanes.init()
 	n.ring, _ = c.(*redis.Ring)
@@ -192,65 +208,6 @@ func (n *Redis) run(name string) {
 	n.life.Go(func() { n.background(name) })
 	for range Workers {
 		n.life.Go(n.work)
-	}
-}
-
-// loadScripts loads every script into the node's cache, on a goroutine
-// of its own, unless a load is under way; cached is set when it
-// succeeded. Until then a script may answer NOSCRIPT and run again as
-// EVAL after the batch it came in: a later call of the same name in that
-// batch would overtake it, so send spells such calls out as EVAL (see
-// evalAhead).
-func (n *Redis) loadScripts() {
-	if !n.loading.CompareAndSwap(false, true) {
-		return
-	}
-	n.life.Go(func() {
-		defer n.loading.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		// Close must not wait out a silent node's timeout. The watcher
-		// ends with the load (cancel) or the node's stop, and Close waits.
-		n.life.Go(func() {
-			select {
-			case <-n.life.Closing():
-				cancel()
-			case <-ctx.Done():
-			}
-		})
-		// One script per round trip: a server compiles each as it loads
-		// it, and other requests wait meanwhile. A Cluster's or a Ring's
-		// SCRIPT LOAD goes to every shard.
-		for _, s := range scripts.All {
-			if s.Load(ctx, n.client).Err() != nil {
-				return
-			}
-		}
-		n.cached.Store(true)
-	})
-}
-
-// evalAhead spells out as EVAL the scripts of every call of batch that a
-// later call of the same name follows (calls of a lane are side by side in
-// a batch, see lanes.take), while the node may lack scripts: an EVALSHA
-// answered NOSCRIPT runs again after its batch, once the later call was
-// applied, and a release would land after the re-lock that followed it
-// (the re-lock refused, then the key deleted). EVAL cannot be refused so.
-func evalAhead(ctx context.Context, batch []*call) {
-	for i, c := range batch[:max(len(batch)-1, 0)] {
-		if c.native {
-			continue
-		}
-		name := LaneOf(c.op)
-		for _, d := range batch[i+1:] {
-			if d.lane != c.lane {
-				break
-			}
-			if LaneOf(d.op) == name {
-				spellOut(ctx, c.cmds)
-				break
-			}
-		}
 	}
 }
 
@@ -395,30 +352,6 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	}
 	open.ask(ctx, n, at)
 	n.transactAll(again)
-}
-
-// checkScripts reads the replies of batch's scripts once their round trip
-// is over: a script the node lost (a restart) is sent again with EVAL,
-// which loads it; it reports whether the node refused scripts (and
-// switches it, see refuseScripts).
-func (n *Redis) checkScripts(ctx context.Context, batch []*call) bool {
-	refused := false
-	for _, c := range batch {
-		if c.native {
-			continue // no script: nothing to load, nothing refused
-		}
-		if reload(ctx, n.client, c.cmds) {
-			n.cached.Store(false)
-			n.loadScripts()
-		}
-		for _, cmd := range c.cmds {
-			if scriptsRefused(cmd.Err()) {
-				n.refuseScripts(cmd.Err())
-				refused = true
-			}
-		}
-	}
-	return refused
 }
 
 // timed gives rep, the reply to op, the node's time at, read at the end

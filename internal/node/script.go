@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -154,4 +155,87 @@ func (e *encoding) at(i int, build func() []any) []any {
 // operation to every node of a layout.
 func shared(ctx context.Context, args []any) *redis.Cmd {
 	return redis.NewCmd(ctx, args...)
+}
+
+// loadScripts loads every script into the node's cache, on a goroutine
+// of its own, unless a load is under way; cached is set when it
+// succeeded. Until then a script may answer NOSCRIPT and run again as
+// EVAL after the batch it came in: a later call of the same name in that
+// batch would overtake it, so send spells such calls out as EVAL (see
+// evalAhead).
+func (n *Redis) loadScripts() {
+	if !n.loading.CompareAndSwap(false, true) {
+		return
+	}
+	n.life.Go(func() {
+		defer n.loading.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		// Close must not wait out a silent node's timeout. The watcher
+		// ends with the load (cancel) or the node's stop, and Close waits.
+		n.life.Go(func() {
+			select {
+			case <-n.life.Closing():
+				cancel()
+			case <-ctx.Done():
+			}
+		})
+		// One script per round trip: a server compiles each as it loads
+		// it, and other requests wait meanwhile. A Cluster's or a Ring's
+		// SCRIPT LOAD goes to every shard.
+		for _, s := range scripts.All {
+			if s.Load(ctx, n.client).Err() != nil {
+				return
+			}
+		}
+		n.cached.Store(true)
+	})
+}
+
+// evalAhead spells out as EVAL the scripts of every call of batch that a
+// later call of the same name follows (calls of a lane are side by side in
+// a batch, see lanes.take), while the node may lack scripts: an EVALSHA
+// answered NOSCRIPT runs again after its batch, once the later call was
+// applied, and a release would land after the re-lock that followed it
+// (the re-lock refused, then the key deleted). EVAL cannot be refused so.
+func evalAhead(ctx context.Context, batch []*call) {
+	for i, c := range batch[:max(len(batch)-1, 0)] {
+		if c.native {
+			continue
+		}
+		name := LaneOf(c.op)
+		for _, d := range batch[i+1:] {
+			if d.lane != c.lane {
+				break
+			}
+			if LaneOf(d.op) == name {
+				spellOut(ctx, c.cmds)
+				break
+			}
+		}
+	}
+}
+
+// checkScripts reads the replies of batch's scripts once their round trip
+// is over: a script the node lost (a restart) is sent again with EVAL,
+// which loads it; it reports whether the node refused scripts (and
+// switches it, see refuseScripts).
+func (n *Redis) checkScripts(ctx context.Context, batch []*call) bool {
+	refused := false
+	for _, c := range batch {
+		if c.native {
+			continue // no script: nothing to load, nothing refused
+		}
+		if reload(ctx, n.client, c.cmds) {
+			n.cached.Store(false)
+			n.loadScripts()
+		}
+		for _, cmd := range c.cmds {
+			if scriptsRefused(cmd.Err()) {
+				n.refuseScripts(cmd.Err())
+				refused = true
+			}
+		}
+	}
+	return refused
 }

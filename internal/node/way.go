@@ -107,17 +107,6 @@ func (n *Redis) SetWay(w Way) {
 	n.way.Store(uint32(w))
 }
 
-// AvoidScripts makes the node speak without scripts from its first
-// request on, as if it had refused them: Native once the probe finds the
-// server's own commands (see Caps), Transactions otherwise.
-// Call it before the first Do.
-func (n *Redis) AvoidScripts() { n.way.Store(uint32(Transactions)) }
-
-// OnWay sets what is told when the node stops speaking scripts because it
-// refused them (once, on the node's goroutine: it must not block), with
-// the refusal. Call it before the first Do.
-func (n *Redis) OnWay(f func(w Way, why error)) { n.onWay = f }
-
 // Refusal returns the node's refusal of scripts, nil when none was seen.
 func (n *Redis) Refusal() error {
 	if p := n.refusal.Load(); p != nil {

@@ -46,9 +46,10 @@ func TestTransactionsRefuseWhatNeedsScripts(t *testing.T) {
 // scripts (none is lost or answered with the refusal), the switch is told
 // once, and the server's DELEX is found by asking it.
 func TestNodeSwitchesWhenScriptsRefused(t *testing.T) {
-	n := refusingNode(t, nodetest.RefuseScripts)
 	var told []string
-	n.OnWay(func(w node.Way, why error) { told = append(told, w.String()+": "+why.Error()) })
+	n := refusingNodeWith(t, nodetest.RefuseScripts, node.Config{
+		OnWay: func(w node.Way, why error) { told = append(told, w.String()+": "+why.Error()) },
+	})
 	require.Equal(t, node.Scripts, n.Way())
 
 	a := &node.Acquire{Key: "k", Token: "a", TTL: time.Minute, FenceKey: node.FenceKey("k")}
@@ -291,10 +292,16 @@ func TestNodeWithoutLuaEngine(t *testing.T) {
 // makes refuse scripts.
 func refusingNode(t *testing.T, refuse func(*redis.Client)) *node.Redis {
 	t.Helper()
+	return refusingNodeWith(t, refuse, node.Config{})
+}
+
+// refusingNodeWith is refusingNode made as cfg says.
+func refusingNodeWith(t *testing.T, refuse func(*redis.Client), cfg node.Config) *node.Redis {
+	t.Helper()
 	_, clients := nodetest.Miniredis(t, 1)
 	c := clients[0].(*redis.Client)
 	refuse(c)
-	n := node.NewRedis(c)
+	n := node.NewRedisWith(c, cfg)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	return n
 }

@@ -72,12 +72,30 @@ type Config struct {
 	Now quorum.Clock
 }
 
-// NewEngine returns the engine of nodes, made as c says.
-func NewEngine(nodes []node.Node, c Config) *Engine {
+// Maker makes node i of an engine, with the hooks through which the node
+// tells the engine what it finds.
+type Maker func(i int, hooks node.Config) node.Node
+
+// Made is the Maker of nodes already made, which tell nothing (fakes).
+func Made(nodes []node.Node) Maker {
+	return func(i int, _ node.Config) node.Node { return nodes[i] }
+}
+
+// NewEngine returns the engine of n nodes, each made by mk, the rest made
+// as c says.
+func NewEngine(n int, mk Maker, c Config) *Engine {
 	tolerance := c.Tolerance
 	e := &Engine{now: c.Now, leases: map[Held]string{}, Report: c.Report, nodeErr: c.NodeErr}
 	if e.now == nil {
 		e.now = time.Now
+	}
+	nodes := make([]node.Node, n)
+	for i := range nodes {
+		hooks := node.Config{Now: e.now, OnWay: func(w node.Way, why error) { e.scriptsOff(i, w, why) }}
+		if tolerance > 0 {
+			hooks.OnNoClock = func(why error) { e.featureOff(i, FeatureClock, why) }
+		}
+		nodes[i] = mk(i, hooks)
 	}
 	if tolerance > 0 {
 		e.Guard = quorum.NewClockGuard(len(nodes), tolerance, func(i int, err error) {
@@ -98,14 +116,8 @@ func NewEngine(nodes []node.Node, c Config) *Engine {
 		Orphan:  e.orphan,
 		Now:     e.now,
 	})
-	for i, n := range nodes {
+	for _, n := range nodes {
 		e.Sharded = e.Sharded || n.Layout().Sharded
-		if s, ok := n.(interface{ OnWay(func(node.Way, error)) }); ok {
-			s.OnWay(func(w node.Way, why error) { e.scriptsOff(i, w, why) })
-		}
-		if s, ok := n.(interface{ OnNoClock(func(error)) }); ok && tolerance > 0 {
-			s.OnNoClock(func(why error) { e.featureOff(i, FeatureClock, why) })
-		}
 	}
 	if c.Admission != nil {
 		e.admit = c.Admission(e)

@@ -39,7 +39,7 @@ func newFakeEngineAt(t *testing.T, n int, now func() time.Time) (*engine.Engine,
 	t.Helper()
 	fs := nodetest.Fakes(n)
 	nodes := nodetest.Nodes(fs)
-	e := engine.NewEngine(nodes, engine.Config{Tolerance: quorum.DefaultClockTolerance, Now: now,
+	e := engine.NewEngine(len(nodes), engine.Made(nodes), engine.Config{Tolerance: quorum.DefaultClockTolerance, Now: now,
 		NodeErr: func(i int, err error) error { return fmt.Errorf("node %d: %w", i, err) }})
 	t.Cleanup(func() {
 		for _, f := range fs {

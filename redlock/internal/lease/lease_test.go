@@ -60,7 +60,7 @@ func (e *ends) seen() []bool {
 func holding(t *testing.T, n int, ttl time.Duration) (*lease.Holder, []*nodetest.Fake, *ends) {
 	t.Helper()
 	fs := nodetest.Fakes(n)
-	e := engine.NewEngine(nodetest.Nodes(fs), engine.Config{Tolerance: quorum.DefaultClockTolerance, NodeErr: func(i int, err error) error { return fmt.Errorf("node %d: %w", i, err) }})
+	e := engine.NewEngine(len(fs), engine.Made(nodetest.Nodes(fs)), engine.Config{Tolerance: quorum.DefaultClockTolerance, NodeErr: func(i int, err error) error { return fmt.Errorf("node %d: %w", i, err) }})
 	t.Cleanup(func() { require.NoError(t, e.Close(context.Background())) })
 	cfg := engine.Settings{TTL: ttl, NodeTimeout: 100 * time.Millisecond, DriftFactor: 0.01, ClockTolerance: quorum.DefaultClockTolerance}
 	ev := &ends{}
