@@ -375,7 +375,7 @@ func TestDeployACL(t *testing.T) {
 	t.Run("least privilege", func(t *testing.T) {
 		setUser(t, ctx, admin, leastPrivilegeACL("locker", "pw", "locks:"))
 		rl := redlockOver(t, userClients(c, "locker", "pw"))
-		for _, opts := range [][]redlock.Option{nil, {redlock.WithFencing()}, {redlock.WithReentrant()}} {
+		for _, opts := range [][]redlock.LockOption{nil, {redlock.WithFencing()}, {redlock.WithReentrant()}} {
 			m := newMutex(t, rl, name, opts...)
 			require.NoError(t, m.Lock(ctx), "options %d", len(opts))
 			require.NoError(t, m.Unlock(ctx))
@@ -461,10 +461,10 @@ func TestDeployWrongType(t *testing.T) {
 		other := newRedlock(t, c)
 		for i, tc := range []struct {
 			kind        string
-			holder, try []redlock.Option
+			holder, try []redlock.LockOption
 		}{
-			{"reentrant holds, plain tries", []redlock.Option{redlock.WithReentrant()}, nil},
-			{"plain holds, reentrant tries", nil, []redlock.Option{redlock.WithReentrant()}},
+			{"reentrant holds, plain tries", []redlock.LockOption{redlock.WithReentrant()}, nil},
+			{"plain holds, reentrant tries", nil, []redlock.LockOption{redlock.WithReentrant()}},
 		} {
 			name := fmt.Sprintf("locks:kind:%d", i)
 			holder := newMutex(t, rl, name, tc.holder...)

@@ -138,7 +138,7 @@ func (r *rig) client(t *testing.T, id int, opts ...redlock.Option) *simClient {
 	return &simClient{id: id, net: net, clients: clients, rl: rl}
 }
 
-func (sc *simClient) mutex(t *testing.T, name string, opts ...redlock.Option) *redlock.Mutex {
+func (sc *simClient) mutex(t *testing.T, name string, opts ...redlock.LockOption) *redlock.Mutex {
 	t.Helper()
 	return newMutex(t, sc.rl, name, opts...)
 }
@@ -146,7 +146,7 @@ func (sc *simClient) mutex(t *testing.T, name string, opts ...redlock.Option) *r
 // warm takes and releases a lock with opts once, so that every script the
 // lock uses is in each node's cache: with replies dropped, a NOSCRIPT
 // answer would be lost too, and the EVAL fallback never sent.
-func (sc *simClient) warm(t *testing.T, opts ...redlock.Option) {
+func (sc *simClient) warm(t *testing.T, opts ...redlock.LockOption) {
 	t.Helper()
 	m := sc.mutex(t, fmt.Sprintf("warm:%s:%d", t.Name(), sc.id), opts...)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

@@ -67,7 +67,7 @@ func newRedlock(tb testing.TB, c nodeSet, opts ...redlock.Option) *redlock.Redlo
 	return rl
 }
 
-func newMutex(tb testing.TB, rl *redlock.Redlock, name string, opts ...redlock.Option) *redlock.Mutex {
+func newMutex(tb testing.TB, rl *redlock.Redlock, name string, opts ...redlock.LockOption) *redlock.Mutex {
 	tb.Helper()
 	m, err := rl.NewMutex(name, opts...)
 	require.NoError(tb, err)

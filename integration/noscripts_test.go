@@ -196,7 +196,7 @@ func TestWithoutScriptsACLLine(t *testing.T) {
 		require.NoError(t, a.Do(ctx, args...).Err(), "%s", line)
 	}
 	rl := redlockOver(t, userClients(c, "locker", "secret"))
-	for _, opts := range [][]redlock.Option{nil, {redlock.WithFencing()}, {redlock.WithReentrant()}, {redlock.WithRestartDelay(10 * time.Second)}} {
+	for _, opts := range [][]redlock.LockOption{nil, {redlock.WithFencing()}, {redlock.WithReentrant()}, {redlock.WithRestartDelay(10 * time.Second)}} {
 		m := newMutex(t, rl, "locks:job", append(opts, redlock.WithRenewal())...)
 		require.NoError(t, m.Lock(ctx), "options %d", len(opts))
 		require.NoError(t, m.Extend(ctx))

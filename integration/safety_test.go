@@ -38,7 +38,7 @@ const (
 // times (a reentrant lock twice) and leaves it as often.
 type lockKind struct {
 	name   string
-	opts   []redlock.Option
+	opts   []redlock.LockOption
 	holds  int
 	fenced bool
 }
@@ -48,11 +48,11 @@ var (
 	// the oldest waiter.
 	plainKind = lockKind{name: "plain", holds: 1}
 	// pollingKind is the plain lock with notification off: waiters poll.
-	pollingKind = lockKind{name: "polling", opts: []redlock.Option{redlock.WithNotification(false)}, holds: 1}
+	pollingKind = lockKind{name: "polling", opts: []redlock.LockOption{redlock.WithNotification(false)}, holds: 1}
 	lockKinds   = []lockKind{
 		plainKind,
-		{name: "fenced", opts: []redlock.Option{redlock.WithFencing()}, holds: 1, fenced: true},
-		{name: "reentrant", opts: []redlock.Option{redlock.WithReentrant()}, holds: 2},
+		{name: "fenced", opts: []redlock.LockOption{redlock.WithFencing()}, holds: 1, fenced: true},
+		{name: "reentrant", opts: []redlock.LockOption{redlock.WithReentrant()}, holds: 2},
 		pollingKind,
 	}
 )
@@ -89,7 +89,7 @@ func safetyWorkload(t *testing.T, nodes nodesOf, name string, kind lockKind, new
 	// A node that answers within a second is up: a loaded machine is not
 	// what this test is about, and a release that timed out on a majority
 	// would read as not held.
-	opts := append([]redlock.Option{redlock.WithTTL(5 * time.Second), redlock.WithNodeTimeout(time.Second)}, kind.opts...)
+	opts := append([]redlock.LockOption{redlock.WithTTL(5 * time.Second), redlock.WithNodeTimeout(time.Second)}, kind.opts...)
 	var workers []*safetyWorker
 	for i := range safetyRedlocks {
 		rl := redlockOver(t, nodes(i), newOpts...)
@@ -394,7 +394,7 @@ func TestSafetyReplicated(t *testing.T) {
 	masters := func(int) []redis.UniversalClient { return clientsOf(t, nil, c.Addr(0), c.Addr(1), c.Addr(2)) }
 	// A live replica acknowledges at once; the acknowledgement may wait
 	// 1.5 s (see TestReplicaAckStoppedReplica), within the node timeout.
-	acked := lockKind{name: "plain, acknowledged", opts: []redlock.Option{redlock.WithNodeTimeout(3 * time.Second)}, holds: 1}
+	acked := lockKind{name: "plain, acknowledged", opts: []redlock.LockOption{redlock.WithNodeTimeout(3 * time.Second)}, holds: 1}
 	safetyWorkload(t, masters, "safety:replicated", acked,
 		redlock.WithNodeTimeout(3*time.Second), redlock.WithReplicaAck(1, 1500*time.Millisecond))
 }

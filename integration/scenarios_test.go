@@ -338,7 +338,7 @@ func TestResentReleaseOnRealNodes(t *testing.T) {
 	rl := newRedlock(t, c)
 	for _, reentrant := range []bool{false, true} {
 		key := fmt.Sprintf("resent:%s:%v", t.Name(), reentrant)
-		var opts []redlock.Option
+		var opts []redlock.LockOption
 		if reentrant {
 			opts = append(opts, redlock.WithReentrant())
 		}

@@ -85,7 +85,7 @@ type semContender struct {
 	sem *redlock.Semaphore
 }
 
-func semContenders(t *testing.T, c nodeSet, name string, n int, opts ...redlock.Option) []*semContender {
+func semContenders(t *testing.T, c nodeSet, name string, n int, opts ...redlock.LockOption) []*semContender {
 	t.Helper()
 	out := make([]*semContender, n)
 	for i := range out {

@@ -233,10 +233,5 @@ func TestSafeQuorum(t *testing.T) {
 		require.NoError(t, m.Lock(t.Context()), "a quorum is safe again")
 		require.NoError(t, m.Unlock(t.Context()))
 
-		_, err = r.NewMutex("k", WithSafeQuorum())
-		assert.NoError(t, err, "the same value as New's")
-		r2, _ := newFakeRedlock(t, 3)
-		_, err = r2.NewMutex("k", WithSafeQuorum())
-		assert.ErrorIs(t, err, ErrInvalidArgument, "New only")
 	})
 }

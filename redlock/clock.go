@@ -32,7 +32,7 @@ var ErrClockJump = quorum.ErrClockJump
 // the validity of an acquisition is shortened by TTL × factor + 2ms, to
 // cover nodes whose clocks run faster than ours. It must be in [0, 0.5).
 // Default: 0.01.
-func WithDriftFactor(f float64) Option {
+func WithDriftFactor(f float64) LockOption {
 	return optionFunc(func(c *config) error {
 		if math.IsNaN(f) || f < 0 || f >= 0.5 {
 			return engine.Invalid("drift factor must be in [0, 0.5), got %v", f)
@@ -48,10 +48,10 @@ func WithDriftFactor(f float64) Option {
 // vote, for grants or extensions, until it has agreed again for the
 // longest TTL in use, and a lease left without a quorum of nodes whose
 // clocks did not jump is lost ([Mutex.Done] closes, the cause wrapping
-// [ErrClockJump]). 0 turns the guard off. Only [New] accepts it.
+// [ErrClockJump]). 0 turns the guard off.
 // Default: 1s; see docs/ALGORITHM.md, "Clock guard".
 func WithClockTolerance(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return redlockOption(func(c *config) error {
 		if d < 0 {
 			return engine.Invalid("clock tolerance must not be negative, got %v", d)
 		}
@@ -68,7 +68,7 @@ func WithClockTolerance(d time.Duration) Option {
 // wrapping [report.ErrNodeRecovering]. d must be at least the lock's TTL,
 // and should be the longest TTL any client uses on these nodes. Zero turns
 // it off. Default: off. See docs/ALGORITHM.md, "Restart protection".
-func WithRestartDelay(d time.Duration) Option {
+func WithRestartDelay(d time.Duration) LockOption {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
 			return engine.Invalid("restart delay must not be negative, got %v", d)

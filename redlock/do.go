@@ -27,7 +27,7 @@ import (
 // releases the lock (waiting for the nodes at most the node timeout,
 // whatever ctx says), then lets the panic go on. Do returns, or lets a
 // panic go on, only once renewal has stopped.
-func (r *Redlock) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
+func (r *Redlock) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...LockOption) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")
 	}
@@ -55,7 +55,7 @@ func (r *Redlock) do(ctx context.Context, m *Mutex, fn func(ctx context.Context)
 // always turns on), and releases it when fn returns. The options are those
 // [Redlock.NewRWMutex] takes. fn's context, and what DoRead returns, are
 // as for [Redlock.Do].
-func (r *Redlock) DoRead(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
+func (r *Redlock) DoRead(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...LockOption) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")
 	}
@@ -150,7 +150,7 @@ func MutexFrom(ctx context.Context) *Mutex {
 
 // DoMulti runs fn while holding every lock in names, as [Redlock.Do] does
 // for one (see [Redlock.NewMultiMutex]).
-func (r *Redlock) DoMulti(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...Option) error {
+func (r *Redlock) DoMulti(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...LockOption) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")
 	}

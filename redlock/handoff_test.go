@@ -25,7 +25,7 @@ func acquires(fs []*nodetest.Fake) (n int) {
 // handedOver runs a holder's Unlock to a waiter of its own process that
 // has waited for wait; it returns when the release was sent, the waiter's
 // Mutex and its Lock's error.
-func handedOver(ctx context.Context, t *testing.T, r *Redlock, wait time.Duration, opts ...Option) (time.Time, *Mutex, error) {
+func handedOver(ctx context.Context, t *testing.T, r *Redlock, wait time.Duration, opts ...LockOption) (time.Time, *Mutex, error) {
 	t.Helper()
 	holder := newFakeMutex(t, r, "k")
 	require.NoError(t, holder.Lock(t.Context()))

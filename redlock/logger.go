@@ -24,9 +24,9 @@ import (
 // attributes are listed in docs/API.md. The lines are written on the
 // goroutine that found the event, so a handler that blocks holds it up. It
 // does not replace [WithObserver]: a Mutex given WithObserver(nil) still
-// logs. nil logs nothing. Only [New] accepts it. Default: nil, no logging.
+// logs. nil logs nothing. Default: nil, no logging.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) error {
+	return redlockOption(func(c *config) error {
 		c.logger = l
 		return nil
 	})

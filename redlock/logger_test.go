@@ -193,16 +193,6 @@ func TestLoggerTellsChanges(t *testing.T) {
 	})
 }
 
-// WithLogger applies to New only: it is the Redlock's, as its nodes are.
-func TestWithLoggerNewOnly(t *testing.T) {
-	r, _ := newFakeRedlock(t, 1)
-	l, _ := newLogger()
-	_, err := r.NewMutex("k", WithLogger(l))
-	require.ErrorIs(t, err, ErrInvalidArgument)
-	_, err = r.NewSemaphore("s", 2, WithLogger(l))
-	require.ErrorIs(t, err, ErrInvalidArgument)
-}
-
 // goRedisLog is a go-redis logger that keeps the lines about one address.
 type goRedisLog struct {
 	addr  string

@@ -32,7 +32,7 @@ func newFakeRedlock(t *testing.T, n int, opts ...Option) (*Redlock, []*nodetest.
 	return r, fs
 }
 
-func newFakeMutex(t *testing.T, r *Redlock, name string, opts ...Option) *Mutex {
+func newFakeMutex(t *testing.T, r *Redlock, name string, opts ...LockOption) *Mutex {
 	t.Helper()
 	m, err := r.NewMutex(name, opts...)
 	require.NoError(t, err)

@@ -17,14 +17,14 @@ func TestMultiMutexBadInput(t *testing.T) {
 	r, _ := newFakeRedlock(t, 3)
 	for _, c := range []struct {
 		names []string
-		opts  []Option
+		opts  []LockOption
 		want  string
 	}{
 		{nil, nil, "no lock names"},
 		{[]string{"a", ""}, nil, "empty lock name at index 1"},
 		{[]string{"a", "b", "a"}, nil, `"a" given twice`},
-		{[]string{"a", "b"}, []Option{WithReentrant()}, "cannot be reentrant"},
-		{[]string{"a", "b"}, []Option{WithFencing()}, "not fenced"},
+		{[]string{"a", "b"}, []LockOption{WithReentrant()}, "cannot be reentrant"},
+		{[]string{"a", "b"}, []LockOption{WithFencing()}, "not fenced"},
 	} {
 		_, err := r.NewMultiMutex(c.names, c.opts...)
 		require.ErrorIs(t, err, ErrInvalidArgument, "%v", c.names)

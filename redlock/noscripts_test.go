@@ -122,8 +122,6 @@ func TestContendedWithoutScripts(t *testing.T) {
 	r, err := New(clients)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
-	_, err = r.NewMutex("x", WithoutScripts())
-	require.ErrorIs(t, err, ErrInvalidArgument, "an option of New only")
 	var (
 		mu      sync.Mutex
 		holders int

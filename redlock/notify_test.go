@@ -22,7 +22,7 @@ import (
 
 // handoff measures, in virtual time, how long after the holder's Unlock
 // returns a waiter's Lock returns.
-func handoff(t *testing.T, r *Redlock, fs []*nodetest.Fake, opts ...Option) time.Duration {
+func handoff(t *testing.T, r *Redlock, fs []*nodetest.Fake, opts ...LockOption) time.Duration {
 	t.Helper()
 	holder := newFakeMutex(t, r, "k")
 	waiter := newFakeMutex(t, r, "k", opts...)

@@ -13,7 +13,7 @@ import (
 // lets one Mutex opt out of the Observer given to [New]. Node calls made in
 // the background, not on behalf of one operation, report to the Observer
 // given to New. Default: none.
-func WithObserver(o report.Observer) Option {
+func WithObserver(o report.Observer) LockOption {
 	return optionFunc(func(c *config) error {
 		c.observer = o
 		return nil

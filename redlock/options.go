@@ -19,24 +19,43 @@ const (
 	defaultRetryDelayMax = 200 * time.Millisecond
 )
 
-// An Option configures a [Redlock] or one of its locks, reader-writer
-// locks or semaphores. Given to [New] it sets the default for every value
-// the Redlock makes; given to [Redlock.NewMutex], [Redlock.NewMultiMutex],
-// [Redlock.NewRWMutex] or [Redlock.NewSemaphore] it applies to that value
-// only. An invalid value makes the constructor return an error wrapping
-// [ErrInvalidArgument]. Not every option applies to every value: only
-// NewSemaphore accepts [WithQuorum]; NewMultiMutex refuses [WithReentrant]
-// and [WithFencing] and always turns notification off ([WithNotification]);
-// NewRWMutex refuses WithReentrant; NewSemaphore refuses WithReentrant and
-// WithFencing, and leaves out the WithReentrant, WithFencing and
-// WithRenewal given to New.
+// An Option configures a [Redlock]: [New] takes them. Four apply to the
+// Redlock as a whole, to how its nodes are spoken to, trusted and heard
+// of: [WithoutScripts], [WithClockTolerance], [WithSafeQuorum] and
+// [WithLogger]; they are Options only, and the compiler refuses them
+// anywhere else. Every other option is a [LockOption], which is an Option
+// too: given to New it sets the default of every value the Redlock makes.
+// An invalid value makes New return an error wrapping [ErrInvalidArgument].
 type Option interface {
+	applyRedlock(*config) error
+}
+
+// A LockOption configures one lock, reader-writer lock or semaphore:
+// given to [Redlock.NewMutex], [Redlock.NewMultiMutex],
+// [Redlock.NewRWMutex], [Redlock.NewSemaphore] or [Redlock.Do] and its
+// kin, it applies to that value only, over the defaults given to [New]. An
+// invalid value makes the constructor return an error wrapping
+// [ErrInvalidArgument]. Not every one applies to every value, which is
+// found when the value is made: only NewSemaphore accepts [WithQuorum];
+// NewMultiMutex refuses [WithReentrant] and [WithFencing] and always turns
+// notification off ([WithNotification]); NewRWMutex refuses WithReentrant;
+// NewSemaphore refuses WithReentrant and WithFencing, and leaves out the
+// WithReentrant, WithFencing and WithRenewal given to New.
+type LockOption interface {
+	Option
 	apply(*config) error
 }
 
+// optionFunc is a LockOption.
 type optionFunc func(*config) error
 
-func (f optionFunc) apply(c *config) error { return f(c) }
+func (f optionFunc) apply(c *config) error        { return f(c) }
+func (f optionFunc) applyRedlock(c *config) error { return f(c) }
+
+// redlockOption is an Option that is no LockOption.
+type redlockOption func(*config) error
+
+func (f redlockOption) applyRedlock(c *config) error { return f(c) }
 
 // config is the full set of settings one Mutex runs with: the engine's, and
 // the Observer.
@@ -63,7 +82,7 @@ func defaultConfig() config {
 // The validity a holder may rely on is shorter (see [Mutex.Until]). It must
 // be a positive whole number of milliseconds, longer than the node timeout
 // and than the drift allowance. Default: 10s.
-func WithTTL(ttl time.Duration) Option {
+func WithTTL(ttl time.Duration) LockOption {
 	return optionFunc(func(c *config) error {
 		if ttl <= 0 {
 			return engine.Invalid("ttl must be positive, got %v", ttl)
@@ -83,7 +102,7 @@ func WithTTL(ttl time.Duration) Option {
 // against the bound when it would be the last, as with [Mutex.TryLock]:
 // WithTries(1) gets a free lock as TryLock does. It must not be negative.
 // Default: 0.
-func WithTries(n int) Option {
+func WithTries(n int) LockOption {
 	return optionFunc(func(c *config) error {
 		if n < 0 {
 			return engine.Invalid("tries must not be negative, got %d", n)
@@ -100,7 +119,7 @@ func WithTries(n int) Option {
 // [max/2, max]; after a split vote it ranked first in, the sleep is at
 // most two attempt durations, twice in a row at most. Both must be
 // positive and min ≤ max. Default: 10ms and 200ms.
-func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
+func WithRetryDelay(minDelay, maxDelay time.Duration) LockOption {
 	return optionFunc(func(c *config) error {
 		if minDelay <= 0 || maxDelay < minDelay {
 			return engine.Invalid("retry delay needs 0 < min <= max, got min %v, max %v", minDelay, maxDelay)
@@ -121,7 +140,7 @@ func WithRetryDelay(minDelay, maxDelay time.Duration) Option {
 // queue when it returns, and a name's subscription goes 5 seconds after
 // its last waiter. [Redlock.NewMultiMutex] always turns it off. Default:
 // on. See docs/API.md, "Waiting by notification, in turn".
-func WithNotification(on bool) Option {
+func WithNotification(on bool) LockOption {
 	return optionFunc(func(c *config) error {
 		c.Listen = on
 		return nil
@@ -137,7 +156,7 @@ func WithNotification(on bool) Option {
 // read locks too, and given to [Redlock.NewSemaphore] permits, until
 // [Semaphore.Release], its loss, or the end of the context it was acquired
 // with. Default: off.
-func WithRenewal() Option {
+func WithRenewal() LockOption {
 	return optionFunc(func(c *config) error {
 		c.Renew = true
 		return nil
@@ -147,7 +166,7 @@ func WithRenewal() Option {
 // WithMaxHold bounds renewal: no extension starts d or more after the
 // acquisition, so a holder that never unlocks (a stuck process) keeps the
 // lock at most d plus one TTL. It must be positive. Default: no bound.
-func WithMaxHold(d time.Duration) Option {
+func WithMaxHold(d time.Duration) LockOption {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
 			return engine.Invalid("max hold must be positive, got %v", d)
@@ -165,7 +184,7 @@ func WithMaxHold(d time.Duration) Option {
 // non-reentrant Mutex of the name. On each node the key is a hash that
 // counts the acquisition's holds (see docs/API.md, "Reentrancy").
 // Default: off.
-func WithReentrant() Option {
+func WithReentrant() LockOption {
 	return optionFunc(func(c *config) error {
 		c.Reentrant = true
 		return nil
@@ -181,15 +200,16 @@ func WithReentrant() Option {
 // expiry on every node, name + ":redlock:fence". Reentrant locks keep one
 // token for all their holds. Default: off. See docs/ALGORITHM.md, "Fencing
 // tokens", for how tokens are made and when they may not increase.
-func WithFencing() Option {
+func WithFencing() LockOption {
 	return optionFunc(func(c *config) error {
 		c.Fencing = true
 		return nil
 	})
 }
 
-// apply applies opts in order, then checks the settings against each other.
-func (c *config) apply(opts []Option) error {
+// apply applies a value's opts in order, then checks the settings
+// against each other.
+func (c *config) apply(opts []LockOption) error {
 	for _, o := range opts {
 		if o == nil {
 			return engine.Invalid("nil option")
@@ -198,6 +218,24 @@ func (c *config) apply(opts []Option) error {
 			return err
 		}
 	}
+	return c.check()
+}
+
+// applyRedlock is apply for New's opts.
+func (c *config) applyRedlock(opts []Option) error {
+	for _, o := range opts {
+		if o == nil {
+			return engine.Invalid("nil option")
+		}
+		if err := o.applyRedlock(c); err != nil {
+			return err
+		}
+	}
+	return c.check()
+}
+
+// check checks the settings against each other.
+func (c *config) check() error {
 	if c.NodeTimeout >= c.TTL {
 		return engine.Invalid("node timeout %v must be shorter than the ttl %v", c.NodeTimeout, c.TTL)
 	}

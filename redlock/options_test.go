@@ -67,9 +67,18 @@ func TestOptionsValidated(t *testing.T) {
 			assert.ErrorIs(t, err, ErrInvalidArgument, "New")
 			assert.Nil(t, r)
 
+			var lockOpts []LockOption
+			for _, o := range opts {
+				if lo, ok := o.(LockOption); ok {
+					lockOpts = append(lockOpts, lo)
+				}
+			}
+			if len(lockOpts) < len(opts) {
+				return // New's only: the compiler refuses it to NewMutex
+			}
 			r, err = newRedlock(ns)
 			require.NoError(t, err)
-			m, err := r.NewMutex("k", opts...)
+			m, err := r.NewMutex("k", lockOpts...)
 			assert.ErrorIs(t, err, ErrInvalidArgument, "NewMutex")
 			assert.Nil(t, m)
 		})
@@ -110,4 +119,19 @@ func TestBadArguments(t *testing.T) {
 	} {
 		assert.ErrorIs(t, call(), ErrInvalidArgument, name)
 	}
+}
+
+// The options of the Redlock as a whole are no LockOption: the compiler
+// refuses them to NewMutex and its kin. Every other option is both.
+func TestRedlockOnlyOptions(t *testing.T) {
+	for name, o := range map[string]Option{
+		"WithoutScripts": WithoutScripts(), "WithClockTolerance": WithClockTolerance(time.Second),
+		"WithSafeQuorum": WithSafeQuorum(), "WithLogger": WithLogger(nil),
+	} {
+		_, ok := o.(LockOption)
+		assert.False(t, ok, "%s is New's only", name)
+	}
+	var lock Option = WithTTL(time.Second)
+	_, ok := lock.(LockOption)
+	assert.True(t, ok, "a lock's option is also New's")
 }

@@ -19,7 +19,7 @@ func TestRelockWaitsForOwnRelease(t *testing.T) {
 	for _, reentrant := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
 			r, fs := newFakeRedlock(t, 5)
-			var opts []Option
+			var opts []LockOption
 			if reentrant {
 				opts = append(opts, WithReentrant())
 			}

@@ -67,7 +67,7 @@ func newRedlock(nodes []node.Node, opts ...Option) (*Redlock, error) {
 // hooks and the Redlock's settings.
 func build(n int, mk func(i int, hooks node.Config, cfg config) node.Node, opts []Option) (*Redlock, error) {
 	cfg := defaultConfig()
-	if err := cfg.apply(opts); err != nil {
+	if err := cfg.applyRedlock(opts); err != nil {
 		return nil, err
 	}
 	if cfg.Quorum != 0 {
@@ -134,7 +134,7 @@ func (r *Redlock) checkAck(cfg config) error {
 // it answers a background probe (see [Redlock.Health]). Keep it far below
 // the TTL: a few times the round trip to the farthest node. It must be
 // positive and shorter than the TTL. Default: 100ms.
-func WithNodeTimeout(d time.Duration) Option {
+func WithNodeTimeout(d time.Duration) LockOption {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
 			return engine.Invalid("node timeout must be positive, got %v", d)
@@ -153,10 +153,10 @@ func WithNodeTimeout(d time.Duration) Option {
 // trip. A [Mutex] works in full without scripts, though its release no
 // longer hands the lock over to the oldest queued waiter; [Semaphore],
 // [RWMutex] and [Redlock.NewMultiMutex] are refused on such nodes with an
-// error wrapping [ErrMisconfigured]. Only [New] accepts it. See
+// error wrapping [ErrMisconfigured]. See
 // docs/DEPLOYMENTS.md, "Nodes without scripts".
 func WithoutScripts() Option {
-	return optionFunc(func(c *config) error {
+	return redlockOption(func(c *config) error {
 		c.NoScripts = true
 		return nil
 	})
@@ -173,7 +173,7 @@ func WithoutScripts() Option {
 // it for Redis Cluster and Ring nodes. replicas must be at least 1 and
 // timeout positive and shorter than the node timeout, which bounds a write
 // and its acknowledgement together. Default: off.
-func WithReplicaAck(replicas int, timeout time.Duration) Option {
+func WithReplicaAck(replicas int, timeout time.Duration) LockOption {
 	return optionFunc(func(c *config) error {
 		if replicas < 1 {
 			return engine.Invalid("replica acknowledgement needs at least 1 replica, got %d", replicas)

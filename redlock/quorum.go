@@ -71,7 +71,7 @@ var ErrLockLost = engine.ErrLockLost
 // lock's quorum is always a majority. Default: N·permits/(permits+1)+1
 // (integer division), the least quorum that admits no more than permits
 // holders (see [Semaphore.Quorum]).
-func WithQuorum(q int) Option {
+func WithQuorum(q int) LockOption {
 	return optionFunc(func(c *config) error {
 		if q < 1 {
 			return engine.Invalid("quorum must be at least 1, got %d", q)
@@ -87,10 +87,10 @@ func WithQuorum(q int) Option {
 // The first acquisition waits for the first audit, at most until its
 // context ends; a refused one returns at once, with an error wrapping
 // [ErrNotAcquired] that names the nodes, and starts another audit (at most
-// every five seconds). Only [New] accepts it. Default: off, the audit only
+// every five seconds). Default: off, the audit only
 // reports.
 func WithSafeQuorum() Option {
-	return optionFunc(func(c *config) error {
+	return redlockOption(func(c *config) error {
 		c.SafeQuorum = true
 		return nil
 	})

@@ -30,7 +30,7 @@ type Redlock struct {
 // override, for this mutex only, those given to [New]. NewMutex does no I/O;
 // it returns an error wrapping [ErrInvalidArgument] for an empty name or an
 // invalid option, and [ErrClosed] after [Redlock.Close].
-func (r *Redlock) NewMutex(name string, opts ...Option) (*Mutex, error) {
+func (r *Redlock) NewMutex(name string, opts ...LockOption) (*Mutex, error) {
 	if name == "" {
 		return nil, engine.Invalid("empty mutex name")
 	}
@@ -56,9 +56,6 @@ func (r *Redlock) initMutex(m *Mutex, name string, cfg config, kind lockKind) er
 	if err := r.checkAck(cfg); err != nil {
 		return err
 	}
-	if err := r.newOnly(cfg); err != nil {
-		return err
-	}
 	if cfg.Quorum != 0 {
 		return errQuorumOption
 	}
@@ -80,18 +77,6 @@ func (r *Redlock) initMutex(m *Mutex, name string, cfg config, kind lockKind) er
 	m.lock = kind
 	return nil
 }
-
-// newOnly refuses, in the options of a primitive, those only New takes.
-func (r *Redlock) newOnly(cfg config) error {
-	if cfg.NoScripts != r.cfg.NoScripts || cfg.ClockTolerance != r.cfg.ClockTolerance || cfg.SafeQuorum != r.cfg.SafeQuorum || cfg.logger != r.cfg.logger {
-		return errNewOnlyOption
-	}
-	return nil
-}
-
-// errNewOnlyOption is the error of WithoutScripts or WithClockTolerance
-// given to anything but New.
-var errNewOnlyOption = engine.Invalid("WithoutScripts, WithClockTolerance, WithSafeQuorum and WithLogger apply to New only: how a node is spoken to, whether its clock is trusted, whether it is safe, and who hears of it, are the node's, not one lock's")
 
 // Quorum returns how many nodes must agree for a lock to be held: N/2+1.
 func (r *Redlock) Quorum() int { return quorum.Majority(r.e.Pool.Size()) }
@@ -134,7 +119,7 @@ func (r *Redlock) Close(ctx context.Context) error {
 // [ErrInvalidArgument]. Notification is off, even when given: a waiting
 // Lock tries again after each back-off, unqueued; its releases wake the
 // waiters of every name.
-func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) {
+func (r *Redlock) NewMultiMutex(names []string, opts ...LockOption) (*Mutex, error) {
 	if err := checkNames(names); err != nil {
 		return nil, err
 	}
@@ -172,7 +157,7 @@ func (r *Redlock) NewMultiMutex(names []string, opts ...Option) (*Mutex, error) 
 // or leaves out). NewSemaphore does no I/O; it returns an error wrapping
 // [ErrInvalidArgument] for an empty name, permits below 1, a quorum above
 // N or an invalid option, and [ErrClosed] after [Redlock.Close].
-func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semaphore, error) {
+func (r *Redlock) NewSemaphore(name string, permits int, opts ...LockOption) (*Semaphore, error) {
 	if name == "" {
 		return nil, engine.Invalid("empty semaphore name")
 	}
@@ -182,9 +167,6 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 	cfg := r.cfg
 	cfg.Reentrant, cfg.Fencing, cfg.Renew = false, false, false // the mutexes' defaults
 	if err := cfg.apply(opts); err != nil {
-		return nil, err
-	}
-	if err := r.newOnly(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Reentrant || cfg.Fencing {
@@ -218,7 +200,7 @@ func (r *Redlock) NewSemaphore(name string, permits int, opts ...Option) (*Semap
 // [WithReentrant] and [WithQuorum] are refused. NewRWMutex does no I/O; it
 // returns an error wrapping [ErrInvalidArgument] for an empty name or an
 // invalid option, and [ErrClosed] after [Redlock.Close].
-func (r *Redlock) NewRWMutex(name string, opts ...Option) (*RWMutex, error) {
+func (r *Redlock) NewRWMutex(name string, opts ...LockOption) (*RWMutex, error) {
 	if name == "" {
 		return nil, engine.Invalid("empty lock name")
 	}

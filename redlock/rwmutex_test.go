@@ -36,7 +36,7 @@ func newRW(t *testing.T, opts ...Option) (*Redlock, []*miniredis.Miniredis, func
 	return r, servers, free
 }
 
-func newRWMutex(t *testing.T, r *Redlock, name string, opts ...Option) *RWMutex {
+func newRWMutex(t *testing.T, r *Redlock, name string, opts ...LockOption) *RWMutex {
 	t.Helper()
 	rw, err := r.NewRWMutex(name, opts...)
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
-func newFakeSemaphore(t *testing.T, r *Redlock, name string, permits int, opts ...Option) *Semaphore {
+func newFakeSemaphore(t *testing.T, r *Redlock, name string, permits int, opts ...LockOption) *Semaphore {
 	t.Helper()
 	s, err := r.NewSemaphore(name, permits, opts...)
 	require.NoError(t, err)
@@ -157,7 +157,7 @@ func TestSemaphoreNoOverAdmission(t *testing.T) {
 	for _, c := range []struct{ n, k int }{{3, 2}, {4, 3}, {5, 2}, {5, 3}, {6, 4}, {7, 2}, {7, 3}, {7, 5}} {
 		for _, tooSmall := range []bool{false, true} {
 			q := quorum.Permits(c.n, c.k)
-			var opts []Option
+			var opts []LockOption
 			if tooSmall {
 				q--
 				opts = append(opts, WithQuorum(q))

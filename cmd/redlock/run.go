@@ -87,7 +87,7 @@ func newHeld(rl *redlock.Redlock, inv *invocation) (held, error) {
 		}
 		return &permit{shared: reader{RWMutex: rw, quorum: rl.Quorum()}, ttl: inv.ttl}, nil
 	}
-	opts := []redlock.Option{redlock.WithRenewal()}
+	opts := []redlock.LockOption{redlock.WithRenewal()}
 	if inv.fencing {
 		opts = append(opts, redlock.WithFencing())
 	}

@@ -121,7 +121,7 @@ func unlockCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 5*time.Second)
 }
 
-func mutexLoop(name string, opts ...redlock.Option) workload {
+func mutexLoop(name string, opts ...redlock.LockOption) workload {
 	return func(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 		mu, err := c.rl.NewMutex(name, append(opts, redlock.WithTTL(s.cfg.TTL))...)
 		if err != nil {
@@ -182,7 +182,7 @@ func reentrantLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
 
 // multiLoop takes the names a and b together, or one of them alone.
 func multiLoop(ctx context.Context, s *Sim, c *client, rng *rand.Rand) {
-	opts := []redlock.Option{redlock.WithTTL(s.cfg.TTL)}
+	opts := []redlock.LockOption{redlock.WithTTL(s.cfg.TTL)}
 	both, err := c.rl.NewMultiMutex([]string{"{ab}a", "{ab}b"}, opts...)
 	if err != nil {
 		panic(err)
