@@ -57,20 +57,39 @@ func (m *Mutex) Lock(ctx context.Context) error {
 // lockHopeless is Lock; it also reports whether the last attempt found so
 // many nodes misconfigured that no quorum is left (see tally.hopeless).
 func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
-	err = m.h.Observe(ctx, m.h.Call(lease.StepWait), func(ctx context.Context) (int, error) {
-		wt := &turn.Waiting{Holder: &m.h, Kind: m.lock.waitAs(&m.h.Settings)}
-		attempts, failed, err := wt.Wait(ctx, func(ctx context.Context, released string) (engine.Refusal, error) {
-			if wt.Handed != nil {
-				return wt.TryHanded(ctx, func(ctx context.Context, token string) (engine.Refusal, error) {
-					return m.tryWith(ctx, token, token, released, quorum.MaxReasks)
-				})
-			}
-			return m.tryLock(ctx, released, quorum.MaxReasks)
-		})
-		hopeless = failed.Hopeless
-		return attempts, err
-	})
-	return hopeless, err
+	ctx, end := m.h.Observe(ctx, m.h.Call(lease.StepWait))
+	wt := &turn.Waiting{Holder: &m.h, Kind: m.lock.waitAs(&m.h.Settings)}
+	attempts, failed, err := waitTurn(ctx, wt, func(ctx context.Context) (engine.Refusal, error) { return m.attempt(ctx, wt) })
+	return failed.Hopeless, end(attempts, err)
+}
+
+// waitTurn makes the attempts of the wait wt, each with try, as the turn
+// says (see turn.Waiting), and returns how many it made and what the last
+// failed one said of itself.
+func waitTurn(ctx context.Context, wt *turn.Waiting, try func(context.Context) (engine.Refusal, error)) (int, engine.Refusal, error) {
+	defer wt.End()
+	if err := wt.Begin(ctx); err != nil {
+		return 0, engine.Refusal{}, err
+	}
+	for {
+		failed, err := try(ctx)
+		if done, err := wt.After(ctx, failed, err); done {
+			return wt.Attempts(), failed, err
+		}
+	}
+}
+
+// attempt is one attempt of the wait wt: with the token the lock was
+// handed with, when it was (see turn.Waiting.UseHanded).
+func (m *Mutex) attempt(ctx context.Context, wt *turn.Waiting) (engine.Refusal, error) {
+	if wt.Handed == nil {
+		return m.tryLock(ctx, wt.Released(), quorum.MaxReasks)
+	}
+	token, took, err := wt.UseHanded(ctx)
+	if took || err != nil {
+		return engine.Refusal{}, err
+	}
+	return m.tryWith(ctx, token, token, wt.Released(), quorum.MaxReasks)
 }
 
 // TryLock makes one attempt to acquire the lock, without waiting for a
@@ -90,13 +109,12 @@ func (m *Mutex) lockHopeless(ctx context.Context) (hopeless bool, err error) {
 // The failed attempt is released on every node that may hold its token,
 // some in the background. If ctx has already ended, it makes no attempt.
 func (m *Mutex) TryLock(ctx context.Context) error {
-	return m.h.Observe(ctx, m.h.Call(lease.StepTry), func(ctx context.Context) (int, error) {
-		wt := &turn.Waiting{Holder: &m.h, Kind: turn.Lock, Once: true}
-		attempts, _, err := wt.Wait(ctx, func(ctx context.Context, released string) (engine.Refusal, error) {
-			return m.tryLock(ctx, released, quorum.MaxReasks)
-		})
-		return attempts, err
+	ctx, end := m.h.Observe(ctx, m.h.Call(lease.StepTry))
+	wt := &turn.Waiting{Holder: &m.h, Kind: turn.Lock, Once: true}
+	attempts, _, err := waitTurn(ctx, wt, func(ctx context.Context) (engine.Refusal, error) {
+		return m.tryLock(ctx, wt.Released(), quorum.MaxReasks)
 	})
+	return end(attempts, err)
 }
 
 // tryLock is TryLock; on failure it also describes the failed attempt.
@@ -167,12 +185,11 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")
 	}
-	return m.h.Observe(ctx, m.h.Call(lease.StepRelease), func(ctx context.Context) (int, error) {
-		if dropped, err := m.lock.unlock(ctx, m); dropped {
-			return 0, err
-		}
-		return 0, m.h.Release(ctx, errUnlocked)
-	})
+	ctx, end := m.h.Observe(ctx, m.h.Call(lease.StepRelease))
+	if dropped, err := m.lock.unlock(ctx, m); dropped {
+		return end(0, err)
+	}
+	return end(0, m.h.Release(ctx, errUnlocked))
 }
 
 // errUnlocked is the error of a lease that Unlock ended.
@@ -198,9 +215,8 @@ func (m *Mutex) Extend(ctx context.Context) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")
 	}
-	return m.h.Observe(ctx, m.h.Call(lease.StepExtend), func(ctx context.Context) (int, error) {
-		return 0, m.h.ExtendCurrent(ctx)
-	})
+	ctx, end := m.h.Observe(ctx, m.h.Call(lease.StepExtend))
+	return end(0, m.h.ExtendCurrent(ctx))
 }
 
 // Until returns the end of the current acquisition's validity window:

@@ -61,25 +61,23 @@ var (
 
 // tryOnce is one observed attempt (TryAcquire, TryRLock).
 func (s *shared) tryOnce(ctx context.Context) error {
-	return s.h.Observe(ctx, s.h.Call(lease.StepTry), func(ctx context.Context) (int, error) {
-		_, err := s.try(ctx, "")
-		return 1, err
-	})
+	ctx, end := s.h.Observe(ctx, s.h.Call(lease.StepTry))
+	_, err := s.try(ctx)
+	return end(1, err)
 }
 
 // wait is an observed waiting acquisition (Acquire, RLock).
 func (s *shared) wait(ctx context.Context) error {
-	return s.h.Observe(ctx, s.h.Call(lease.StepWait), func(ctx context.Context) (int, error) {
-		if ctx == nil {
-			return 0, engine.Invalid("nil context")
-		}
-		attempts, _, err := (&turn.Waiting{Holder: &s.h, Kind: s.kind.waits()}).Wait(ctx, s.try)
-		return attempts, err
-	})
+	ctx, end := s.h.Observe(ctx, s.h.Call(lease.StepWait))
+	if ctx == nil {
+		return end(0, engine.Invalid("nil context"))
+	}
+	attempts, _, err := waitTurn(ctx, &turn.Waiting{Holder: &s.h, Kind: s.kind.waits()}, s.try)
+	return end(attempts, err)
 }
 
 // try is one attempt; on failure it also describes it.
-func (s *shared) try(ctx context.Context, _ string) (engine.Refusal, error) {
+func (s *shared) try(ctx context.Context) (engine.Refusal, error) {
 	if ctx == nil {
 		return engine.Refusal{}, engine.Invalid("nil context")
 	}
@@ -114,12 +112,11 @@ func (s *shared) finish() { s.h.Finish() }
 
 // release is an observed release (Release, RUnlock).
 func (s *shared) release(ctx context.Context) error {
-	return s.h.Observe(ctx, s.h.Call(lease.StepRelease), func(ctx context.Context) (int, error) {
-		if ctx == nil {
-			return 0, engine.Invalid("nil context")
-		}
-		return 0, s.h.Release(ctx, errReleased)
-	})
+	ctx, end := s.h.Observe(ctx, s.h.Call(lease.StepRelease))
+	if ctx == nil {
+		return end(0, engine.Invalid("nil context"))
+	}
+	return end(0, s.h.Release(ctx, errReleased))
 }
 
 // errReleased is the error of a shared hold that its release ended.
@@ -127,12 +124,11 @@ var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
 
 // extend is an observed extension (Extend).
 func (s *shared) extend(ctx context.Context) error {
-	return s.h.Observe(ctx, s.h.Call(lease.StepExtend), func(ctx context.Context) (int, error) {
-		if ctx == nil {
-			return 0, engine.Invalid("nil context")
-		}
-		return 0, s.h.ExtendCurrent(ctx)
-	})
+	ctx, end := s.h.Observe(ctx, s.h.Call(lease.StepExtend))
+	if ctx == nil {
+		return end(0, engine.Invalid("nil context"))
+	}
+	return end(0, s.h.ExtendCurrent(ctx))
 }
 
 // minUptime is the least uptime, in whole seconds, at which a node may

@@ -425,17 +425,19 @@ func (h *Holder) Err() error {
 	return h.lease.Err
 }
 
-// Observe runs one call of the holder, whose result run returns, between
-// its Observer's OpStart and OpEnd (directly when it has none). The
-// context that bounds an acquisition's hold (the caller's, see
-// holdContext) is passed on under holdKey, so that renewal runs under it
-// rather than under the Observer's context, whose span would otherwise
-// parent every extension after the call returned.
-func (h *Holder) Observe(ctx context.Context, c Call, run func(context.Context) (int, error)) error {
+// Observe starts one call of the holder: it tells its Observer of the
+// call (OpStart) and returns the context the call runs under, and the
+// function the call ends with, which tells the Observer of its outcome
+// (OpEnd: attempts made, err) and returns err. With no Observer (or a nil
+// ctx) the call runs under ctx and its end tells no one. The context that
+// bounds an acquisition's hold (the caller's, see holdContext) is passed
+// on under HoldKey, so that renewal runs under it rather than under the
+// Observer's context, whose span would otherwise parent every extension
+// after the call returned.
+func (h *Holder) Observe(ctx context.Context, c Call) (context.Context, func(attempts int, err error) error) {
 	o := h.Events
 	if o == nil || ctx == nil {
-		_, err := run(ctx)
-		return err
+		return ctx, unobserved
 	}
 	hold := ctx
 	if c.acquires() {
@@ -445,10 +447,14 @@ func (h *Holder) Observe(ctx context.Context, c Call, run func(context.Context) 
 	if c.acquires() && octx != ctx {
 		octx = context.WithValue(octx, HoldKey{}, hold)
 	}
-	attempts, err := run(octx)
-	o.OpEnd(octx, c, err, err != nil && hold.Err() != nil, attempts)
-	return err
+	return octx, func(attempts int, err error) error {
+		o.OpEnd(octx, c, err, err != nil && hold.Err() != nil, attempts)
+		return err
+	}
 }
+
+// unobserved ends a call that no Observer hears of.
+func unobserved(_ int, err error) error { return err }
 
 // Call is the holder's call at step s.
 func (h *Holder) Call(s Step) Call { return Call{Step: s, Name: h.Name} }

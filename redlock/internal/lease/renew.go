@@ -99,7 +99,6 @@ func (h *Holder) renewal(l *Lease, stopped string, failed error) {
 func (h *Holder) renewOnce(holdCtx context.Context, l *Lease) error {
 	c := h.Call(StepExtend)
 	c.Renewal = true
-	return h.Observe(holdCtx, c, func(ctx context.Context) (int, error) {
-		return 0, h.extend(ctx, l)
-	})
+	ctx, end := h.Observe(holdCtx, c)
+	return end(0, h.extend(ctx, l))
 }

@@ -144,21 +144,22 @@ func (wt *Waiting) handed() (engine.Grant, bool) {
 	return e.Granted(ho.registered, cfg, func() []int { return ho.votes })
 }
 
-// TryHanded is an attempt of a Lock queued to be handed the lock: it takes
-// the lock with the handoffs counted when they make a quorum, and
-// otherwise makes an attempt with their token (try).
-func (wt *Waiting) TryHanded(ctx context.Context, try func(ctx context.Context, token string) (engine.Refusal, error)) (engine.Refusal, error) {
+// UseHanded begins an attempt of a Lock queued to be handed the lock
+// (Handed is set): it takes the lock with the handoffs counted when they
+// make a quorum (took), and otherwise returns their token, for the
+// caller's attempt with it.
+func (wt *Waiting) UseHanded(ctx context.Context) (token string, took bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return engine.Refusal{}, errors.Join(fmt.Errorf("%w: context done before the attempt", engine.ErrNotAcquired), err)
+		return "", false, errors.Join(fmt.Errorf("%w: context done before the attempt", engine.ErrNotAcquired), err)
 	}
 	ho := wt.Handed
 	g, ok := wt.handed()
 	ho.used = true
 	if ok {
 		wt.Holder.Take(ctx, ho.token, ho.token, g)
-		return engine.Refusal{}, nil
+		return "", true, nil
 	}
-	return try(ctx, ho.token)
+	return ho.token, false, nil
 }
 
 // register queues the wait with a new token to be handed the lock with,

@@ -91,11 +91,6 @@ import (
 //     registration.
 //   - The back-off itself is the Settings' (WithRetryDelay: 10-200 ms).
 
-// attemptFunc is one attempt of a waiting acquisition. released is the
-// token whose announced release woke it ("" when none did): nodes that
-// still hold it are about to be free (see attempt).
-type attemptFunc func(ctx context.Context, released string) (engine.Refusal, error)
-
 // Kind is what a wait is for, which decides how it takes its turn.
 type Kind uint8
 
@@ -125,6 +120,9 @@ type Waiting struct {
 	woken    bool   // the last wait ended with an announced release
 	splits   int    // consecutive short waits after split votes
 	settled  int    // attempts that settled a split past the bound (see settles)
+	attempts int    // attempts made
+	tries    int    // the attempts bound (0: none)
+	settleBy time.Time
 }
 
 // soonAttempts bounds, in attempt times, the retry after a split (soon);
@@ -147,42 +145,59 @@ const settleAttempts = 10
 // bounded by a count as well as by time.
 const maxSettles = 32
 
-// Wait makes attempts with try until one succeeds, ctx ends, the attempts
-// bound is reached (attempts settling a split aside, see settles), or the
-// last attempt says no retry can succeed; it
-// returns how many attempts it made and what the last failed one said of
-// itself.
-func (wt *Waiting) Wait(ctx context.Context, try attemptFunc) (int, engine.Refusal, error) {
-	defer wt.leave()
+// A wait is driven by its caller, in a loop: Begin, then one attempt
+// after another, each told to After, until After says the wait is over;
+// End when it returns. Each attempt is made with Released (and, for a
+// HandedLock handed the lock, with UseHanded's token). The wait ends when
+// an attempt succeeds, ctx ends, the attempts bound is reached (attempts
+// settling a split aside, see settles), or the last attempt says no
+// retry can succeed.
+
+// Begin starts the wait: a Lock lets the waiters it just released go
+// first (see courtesy). It returns an error when ctx ended meanwhile.
+func (wt *Waiting) Begin(ctx context.Context) error {
+	wt.tries = wt.Holder.Settings.Tries
+	if wt.Once {
+		wt.tries = 1
+	}
 	if wt.Kind >= Lock && !wt.Once {
 		if err := wt.courtesy(ctx); err != nil {
-			return 0, engine.Refusal{}, err
+			return err
 		}
 	}
-	tries := wt.Holder.Settings.Tries
-	if wt.Once {
-		tries = 1
+	wt.settleBy = wt.Holder.Engine.Now() // until the first attempt's time is known
+	return nil
+}
+
+// Released is the token whose announced release woke the wait ("" when
+// none did), for its next attempt: nodes that still hold it are about to
+// be free.
+func (wt *Waiting) Released() string { return wt.released }
+
+// Attempts returns how many attempts the wait made.
+func (wt *Waiting) Attempts() int { return wt.attempts }
+
+// After is told of the attempt just made, which failed as failed says
+// with err (nil: it succeeded). It reports whether the wait is over, with
+// its error; otherwise it has waited until the next attempt is due.
+func (wt *Waiting) After(ctx context.Context, failed engine.Refusal, err error) (bool, error) {
+	wt.attempts++
+	if wt.attempts == 1 {
+		wt.settleBy = wt.settleBy.Add(max(wt.Holder.Settings.NodeTimeout, settleAttempts*failed.Took))
 	}
-	begun := wt.Holder.Engine.Now()
-	var settleBy time.Time
-	for attempt := 1; ; attempt++ {
-		failed, err := try(ctx, wt.released)
-		if attempt == 1 {
-			settleBy = begun.Add(max(wt.Holder.Settings.NodeTimeout, settleAttempts*failed.Took))
+	settle := wt.settling(ctx, wt.tries, wt.attempts, failed, err, wt.settleBy)
+	if done, err := final(ctx, wt.tries, wt.attempts-wt.settled, failed, err); done {
+		if err == nil && wt.w != nil {
+			// Its removal from the nodes' queues goes in the
+			// background: the lease's release removes it too.
+			wt.Holder.Left(wt.w.Member())
 		}
-		settle := wt.settling(ctx, tries, attempt, failed, err, settleBy)
-		if done, err := final(ctx, tries, attempt-wt.settled, failed, err); done {
-			if err == nil && wt.w != nil {
-				// Its removal from the nodes' queues goes in the
-				// background: the lease's release removes it too.
-				wt.Holder.Left(wt.w.Member())
-			}
-			return attempt, failed, err
-		}
-		if ctxErr := wt.pause(ctx, attempt, failed, settle); ctxErr != nil {
-			return attempt, failed, errors.Join(err, ctxErr)
-		}
+		return true, err
 	}
+	if ctxErr := wt.pause(ctx, wt.attempts, failed, settle); ctxErr != nil {
+		return true, errors.Join(err, ctxErr)
+	}
+	return false, nil
 }
 
 // listen returns what a queued wait listens to between attempts (nil
@@ -386,8 +401,8 @@ func (wt *Waiting) join() *waitq.Waiter {
 	return wt.Holder.Engine.Waiters.Join(wt.Holder.Name, wt.Holder.Settings.NodeTimeout)
 }
 
-// leave takes the wait out of the queue of waiters.
-func (wt *Waiting) leave() {
+// End ends the wait: it takes it out of the queue of waiters.
+func (wt *Waiting) End() {
 	if wt.w == nil {
 		return
 	}
