@@ -27,7 +27,7 @@ type failure struct {
 
 func (f *failures) OpStart(ctx context.Context, _ report.Op) context.Context { return ctx }
 func (*failures) OpEnd(context.Context, report.Op, report.OpResult)          {}
-func (*failures) HoldEnd(report.Hold)                                        {}
+func (*failures) LeaseEnd(report.Lease)                                      {}
 func (f *failures) NodeFailed(_ context.Context, e *report.NodeError) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

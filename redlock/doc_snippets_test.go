@@ -161,7 +161,7 @@ func (c *extendCounter) OpEnd(_ context.Context, op report.Op, res report.OpResu
 	}
 }
 
-func (c *extendCounter) HoldEnd(h report.Hold) {
+func (c *extendCounter) LeaseEnd(h report.Lease) {
 	if h.Lost {
 		c.lost.Add(1)
 	}

@@ -288,8 +288,8 @@ func (c *lostCounter) OpStart(ctx context.Context, op report.Op) context.Context
 // OpEnd: ... and return (res.Err, res.Canceled, res.Attempts).
 func (c *lostCounter) OpEnd(ctx context.Context, op report.Op, res report.OpResult) {}
 
-// HoldEnd: an acquisition ended, unlocked or lost (before Done closes).
-func (c *lostCounter) HoldEnd(h report.Hold) {
+// LeaseEnd: an acquisition ended, unlocked or lost (before Done closes).
+func (c *lostCounter) LeaseEnd(h report.Lease) {
 	if h.Lost {
 		c.lost.Add(1)
 	}

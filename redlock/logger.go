@@ -61,13 +61,13 @@ func (o *logged) OpEnd(ctx context.Context, op report.Op, res report.OpResult) {
 	}
 }
 
-func (o *logged) HoldEnd(h report.Hold) {
+func (o *logged) LeaseEnd(h report.Lease) {
 	if h.Lost {
 		o.l.LogAttrs(context.Background(), slog.LevelError, "redlock: lock lost",
 			slog.String("name", h.Name), slog.Any("err", h.Err), slog.Duration("held", clock().Sub(h.Acquired)))
 	}
 	if o.next != nil {
-		o.next.HoldEnd(h)
+		o.next.LeaseEnd(h)
 	}
 }
 

@@ -49,6 +49,6 @@ func (ob *observed) OpEnd(ctx context.Context, c lease.Call, err error, canceled
 	ob.o.OpEnd(ctx, ob.op(c), report.OpResult{Err: err, Canceled: canceled, Attempts: attempts})
 }
 
-func (ob *observed) HoldEnd(name string, acquired time.Time, lost bool, cause error) {
-	ob.o.HoldEnd(report.Hold{Name: name, Acquired: acquired, Lost: lost, Err: cause})
+func (ob *observed) LeaseEnd(name string, acquired time.Time, lost bool, cause error) {
+	ob.o.LeaseEnd(report.Lease{Name: name, Acquired: acquired, Lost: lost, Err: cause})
 }

@@ -25,7 +25,7 @@ type recorder struct {
 	ops   int
 	calls []string // in order, as "start Lock k", "end Lock #1", "hold k", "node 2"
 	ends  []report.OpResult
-	holds []report.Hold
+	holds []report.Lease
 	nodes []nodeFailure
 }
 
@@ -59,7 +59,7 @@ func (r *recorder) OpEnd(ctx context.Context, _ report.Op, res report.OpResult) 
 	r.ends = append(r.ends, res)
 }
 
-func (r *recorder) HoldEnd(h report.Hold) {
+func (r *recorder) LeaseEnd(h report.Lease) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "hold "+h.Name)
@@ -84,11 +84,11 @@ func mark(ctx context.Context) string {
 }
 
 // snapshot returns copies of what r recorded.
-func (r *recorder) snapshot() (calls []string, ends []report.OpResult, holds []report.Hold, nodes []nodeFailure) {
+func (r *recorder) snapshot() (calls []string, ends []report.OpResult, holds []report.Lease, nodes []nodeFailure) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.calls...), append([]report.OpResult(nil), r.ends...),
-		append([]report.Hold(nil), r.holds...), append([]nodeFailure(nil), r.nodes...)
+		append([]report.Lease(nil), r.holds...), append([]nodeFailure(nil), r.nodes...)
 }
 
 func TestObserverAcquiredAndUnlocked(t *testing.T) {

@@ -186,9 +186,9 @@ func (o *Observer) OpEnd(ctx context.Context, op report.Op, res report.OpResult)
 	s.span.End()
 }
 
-// HoldEnd records how long the acquisition held the lock, and counts it
+// LeaseEnd records how long the acquisition held the lock, and counts it
 // when it was lost.
-func (o *Observer) HoldEnd(h report.Hold) {
+func (o *Observer) LeaseEnd(h report.Lease) {
 	end := Unlocked
 	if h.Lost {
 		end = Lost

@@ -22,7 +22,7 @@ type Observer interface {
 	// OpStart is called when redlock.Mutex.Lock, redlock.Mutex.TryLock, redlock.Mutex.Unlock
 	// or redlock.Mutex.Extend starts (likewise redlock.Semaphore.Acquire,
 	// redlock.Semaphore.TryAcquire, redlock.Semaphore.Release and redlock.Semaphore.Extend,
-	// whose permits end with HoldEnd too), and when renewal starts an extension, on
+	// whose permits end with LeaseEnd too), and when renewal starts an extension, on
 	// the goroutine of that call (renewal's own for its extensions), after
 	// the nil-context check. ctx is the caller's (for renewal, the context
 	// that bounds the hold). It returns the context the operation goes on
@@ -33,12 +33,12 @@ type Observer interface {
 	// OpEnd is called once for every OpStart, when the operation returns,
 	// on the same goroutine, with the context OpStart returned.
 	OpEnd(ctx context.Context, op Op, res OpResult)
-	// HoldEnd is called once per acquisition when it ends: when Unlock
+	// LeaseEnd is called once per acquisition when it ends: when Unlock
 	// starts (the last Unlock of a reentrant lock), or when it is lost,
 	// on the goroutine that found the loss (Extend's caller, renewal, or
 	// the timer that ends a lease whose validity is about to run out),
 	// before redlock.Mutex.Done closes.
-	HoldEnd(h Hold)
+	LeaseEnd(l Lease)
 	// NodeFailed is called for every node call that fails, including those
 	// that end after their operation returned: on the node's own goroutine
 	// when the reply comes in, on the caller's when the call is not sent
@@ -116,8 +116,8 @@ type OpResult struct {
 	Attempts int
 }
 
-// Hold is one acquisition that ended, as [Observer.HoldEnd] sees it.
-type Hold struct {
+// Lease is one acquisition that ended, as [Observer.LeaseEnd] sees it.
+type Lease struct {
 	// Name is the lock's name.
 	Name string
 	// Acquired is when the attempt that acquired the lock started, the

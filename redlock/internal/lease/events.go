@@ -40,7 +40,7 @@ type Events interface {
 	OpStart(ctx context.Context, c Call) context.Context
 	// OpEnd is told once for every OpStart, with the call's outcome.
 	OpEnd(ctx context.Context, c Call, err error, canceled bool, attempts int)
-	// HoldEnd is told once per lease when it ends: its name, when it was
+	// LeaseEnd is told once per lease when it ends: its name, when it was
 	// acquired, and its cause (lost: the lease was lost).
-	HoldEnd(name string, acquired time.Time, lost bool, cause error)
+	LeaseEnd(name string, acquired time.Time, lost bool, cause error)
 }

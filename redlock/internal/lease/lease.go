@@ -265,7 +265,7 @@ func (h *Holder) end(l *Lease, cause error) {
 	h.mu.Unlock()
 	h.Engine.Forget(l)
 	if h.Events != nil {
-		h.Events.HoldEnd(h.Name, l.start, errors.Is(cause, engine.ErrLockLost), cause)
+		h.Events.LeaseEnd(h.Name, l.start, errors.Is(cause, engine.ErrLockLost), cause)
 	}
 	close(l.done) // once: only the call that set l.err gets here
 }

@@ -43,7 +43,7 @@ type ends struct {
 
 func (*ends) OpStart(ctx context.Context, _ lease.Call) context.Context { return ctx }
 func (*ends) OpEnd(context.Context, lease.Call, error, bool, int)       {}
-func (e *ends) HoldEnd(_ string, _ time.Time, lost bool, _ error) {
+func (e *ends) LeaseEnd(_ string, _ time.Time, lost bool, _ error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.lost = append(e.lost, lost)
