@@ -101,11 +101,11 @@ func TestACLTiers(t *testing.T) {
 			// other's Lock waited (the queue) and both acquired (INFO).
 			for _, h := range other.Health() {
 				if tier.off == "" {
-					assert.Empty(t, h.Off, "node %d", h.Index)
+					assert.Empty(t, h.FeaturesOff, "node %d", h.Index)
 					continue
 				}
-				assert.Contains(t, h.Off, tier.off, "node %d", h.Index)
-				assert.ErrorIs(t, h.Off[tier.off], redlock.ErrMisconfigured)
+				assert.Contains(t, h.FeaturesOff, tier.off, "node %d", h.Index)
+				assert.ErrorIs(t, h.FeaturesOff[tier.off], redlock.ErrMisconfigured)
 			}
 			if tier.off != "" {
 				for i := range admin {
@@ -355,7 +355,7 @@ func TestACLFullLine(t *testing.T) {
 	})
 
 	for _, h := range append(rl.Health(), other.Health()...) {
-		assert.Empty(t, h.Off, "node %d: no feature off", h.Index)
+		assert.Empty(t, h.FeaturesOff, "node %d: no feature off", h.Index)
 	}
 	noFailureBut(t, obs, len(admin), since, report.ErrNodeRecovering) // the restart delay's refusals
 }

@@ -233,10 +233,10 @@ func TestAuditRefusedAndUnreachable(t *testing.T) {
 	// (Lock returned at its quorum: the two nodes' calls may still end.)
 	require.Eventually(t, func() bool {
 		h := rl.Health()
-		return h[3].Refused != nil && h[4].Down
+		return h[3].Misconfigured != nil && h[4].Down
 	}, 5*time.Second, 5*time.Millisecond, "node 3 refused, node 4 down")
 	early := rl.Health()
-	assert.ErrorContains(t, early[3].Refused, "WRONGPASS")
+	assert.ErrorContains(t, early[3].Misconfigured, "WRONGPASS")
 	assert.False(t, early[3].Down, "a node that refuses still answers")
 	assert.ErrorContains(t, early[4].Err, "connection refused")
 	require.Eventually(t, func() bool { // each node's audit is recorded as it ends

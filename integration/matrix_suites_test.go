@@ -40,7 +40,7 @@ func requireOffEverywhere(t *testing.T, rl *redlock.Redlock, feature string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		for _, h := range rl.Health() {
-			if _, off := h.Off[feature]; !off {
+			if _, off := h.FeaturesOff[feature]; !off {
 				return false
 			}
 		}
@@ -156,9 +156,9 @@ func requireSpokenWithoutScripts(ctx context.Context, t *testing.T, rl *redlock.
 	// refuse its first script, and switch, after them.
 	requireOffEverywhere(t, rl, report.FeatureScripts)
 	for _, h := range rl.Health() {
-		assert.Equal(t, row.withoutScripts, h.Way, "node %d: the way without scripts (the table's)", h.Index)
-		require.Contains(t, h.Off, report.FeatureScripts, "node %d", h.Index)
-		assert.ErrorContains(t, h.Off[report.FeatureScripts], cause, "node %d", h.Index)
+		assert.Equal(t, row.withoutScripts, h.Speaks, "node %d: the way without scripts (the table's)", h.Index)
+		require.Contains(t, h.FeaturesOff, report.FeatureScripts, "node %d", h.Index)
+		assert.ErrorContains(t, h.FeaturesOff[report.FeatureScripts], cause, "node %d", h.Index)
 	}
 }
 
@@ -216,7 +216,7 @@ func matrixClock(t *testing.T, s *Servers) {
 			require.NoError(t, m.Unlock(ctx))
 			for _, h := range rl.Health() {
 				assert.NoError(t, h.Clock, "node %d votes", h.Index)
-				assert.NotContains(t, h.Off, report.FeatureClock, "node %d: its TIME is read", h.Index)
+				assert.NotContains(t, h.FeaturesOff, report.FeatureClock, "node %d: its TIME is read", h.Index)
 			}
 			audits, err := rl.Audit(ctx)
 			require.NoError(t, err)

@@ -72,7 +72,7 @@ func allClients(s nodeSet, opts *redis.Options) nodesOf {
 type serverRow struct {
 	launcher, server, suite string
 	cmds                    commands
-	// withScripts and withoutScripts are NodeHealth.Way for an admin and
+	// withScripts and withoutScripts are NodeHealth.Speaks for an admin and
 	// for a user refused scripts.
 	withScripts, withoutScripts string
 }
@@ -169,8 +169,8 @@ func matrixDetected(t *testing.T, s *Servers, row serverRow) {
 		assert.Equal(t, ways(row.withScripts, row.withoutScripts), a.Ways, "node %d: the ways Audit finds", a.Index)
 	}
 	for _, h := range rl.Health() {
-		assert.Equal(t, row.withScripts, h.Way, "node %d", h.Index)
-		assert.Empty(t, h.Off, "node %d: nothing turned off", h.Index)
+		assert.Equal(t, row.withScripts, h.Speaks, "node %d", h.Index)
+		assert.Empty(t, h.FeaturesOff, "node %d: nothing turned off", h.Index)
 	}
 	a := audits[0]
 	var findings []string

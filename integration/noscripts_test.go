@@ -96,9 +96,9 @@ func TestWithoutScriptsWorkload(t *testing.T) {
 		assert.Greater(t, fences[i], fences[i-1], "fencing tokens grow with the holds")
 	}
 	for _, h := range rls[0].Health()[:3] {
-		assert.Equal(t, "transactions", h.Way, "node %d", h.Index)
-		require.Contains(t, h.Off, report.FeatureScripts, "node %d", h.Index)
-		assert.ErrorContains(t, h.Off[report.FeatureScripts], "NOPERM")
+		assert.Equal(t, "transactions", h.Speaks, "node %d", h.Index)
+		require.Contains(t, h.FeaturesOff, report.FeatureScripts, "node %d", h.Index)
+		assert.ErrorContains(t, h.FeaturesOff[report.FeatureScripts], "NOPERM")
 	}
 
 	t.Run("reentrant and renewal", func(t *testing.T) {
@@ -240,9 +240,9 @@ func TestWithoutScriptsACLLine(t *testing.T) {
 	}
 	assert.Equal(t, st.Held, deleted, "forced where it was held: %+v", forced)
 	for _, h := range rl.Health() {
-		assert.Equal(t, "transactions", h.Way)
-		for f := range h.Off {
-			assert.Equal(t, report.FeatureScripts, f, "node %d: %v", h.Index, h.Off[f])
+		assert.Equal(t, "transactions", h.Speaks)
+		for f := range h.FeaturesOff {
+			assert.Equal(t, report.FeatureScripts, f, "node %d: %v", h.Index, h.FeaturesOff[f])
 		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 // [Mutex.Unlock] and [Mutex.Extend] refused this way by so many nodes
 // return an error wrapping ErrMisconfigured, not [ErrNotHeld] or
 // [ErrLockLost]. A node that refuses only an optional feature (the
-// waiters' queue, INFO) fails nothing: see [report.NodeHealth.Off].
+// waiters' queue, INFO) fails nothing: see [report.NodeHealth.FeaturesOff].
 var ErrMisconfigured = node.ErrMisconfigured
 
 // ErrStaleFence is returned by [SetFenced] when the resource already

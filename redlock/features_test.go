@@ -66,9 +66,9 @@ func TestQueueOffOnceInHealthAndObserver(t *testing.T) {
 		require.NoError(t, waiter.Unlock(t.Context()))
 	}
 	h := r.Health()
-	require.Contains(t, h[2].Off, report.FeatureQueue)
-	assert.ErrorIs(t, h[2].Off[report.FeatureQueue], ErrMisconfigured)
-	assert.Nil(t, h[0].Off)
+	require.Contains(t, h[2].FeaturesOff, report.FeatureQueue)
+	assert.ErrorIs(t, h[2].FeaturesOff[report.FeatureQueue], ErrMisconfigured)
+	assert.Nil(t, h[0].FeaturesOff)
 	_, _, _, nodes := rec.snapshot()
 	var reports []string
 	for _, f := range nodes {

@@ -131,17 +131,17 @@ func TestOwedUndoDeliveredWhenNodeAnswers(t *testing.T) {
 		require.True(t, held, "the SET was applied")
 		h := r.Health()[4]
 		require.True(t, h.Down)
-		assert.Equal(t, 1, h.Owed)
+		assert.Equal(t, 1, h.OwedReleases)
 
 		time.Sleep(time.Second) // still down: still owed
-		assert.Equal(t, 1, r.Health()[4].Owed)
+		assert.Equal(t, 1, r.Health()[4].OwedReleases)
 		fs[4].Faults(func(n *nodetest.Fake) { n.Lose, n.Err, n.ErrOnly = false, nil, "" })
 		time.Sleep(probeMax)
 		synctest.Wait()
 		_, held = fs[4].Get("k")
 		assert.False(t, held, "delivered once the node answered")
 		assert.Equal(t, []string{"acquire", "release"}, fs[4].Applied)
-		assert.Zero(t, r.Health()[4].Owed)
+		assert.Zero(t, r.Health()[4].OwedReleases)
 		require.NoError(t, m.TryLock(t.Context()), "the lock is free again")
 	})
 }

@@ -116,17 +116,17 @@ func TestRefusedDialPutsNodeDown(t *testing.T) {
 		calls := fs[2].Count("release")
 		require.NoError(t, m.Unlock(t.Context()), "nodes 0 and 1 release it")
 		assert.Equal(t, calls, fs[2].Count("release"), "nothing is sent to a node known down")
-		assert.Equal(t, 1, r.Health()[2].Owed, "its release is owed")
+		assert.Equal(t, 1, r.Health()[2].OwedReleases, "its release is owed")
 
 		time.Sleep(time.Second) // still refused: probed, still owed
-		assert.Equal(t, 1, r.Health()[2].Owed)
+		assert.Equal(t, 1, r.Health()[2].OwedReleases)
 		fs[2].Faults(func(n *nodetest.Fake) { n.Err = nil })
 		time.Sleep(probeMax)
 		synctest.Wait()
 		assert.False(t, r.Health()[2].Down)
 		_, held = fs[2].Get("k")
 		assert.False(t, held, "the owed release was delivered once the node answered")
-		assert.Zero(t, r.Health()[2].Owed)
+		assert.Zero(t, r.Health()[2].OwedReleases)
 	})
 }
 

@@ -141,18 +141,18 @@ func TestLockStopsOnWrongPasswords(t *testing.T) {
 		assert.False(t, h.Down, "node %d", h.Index)
 		want := map[int]string{0: "WRONGPASS", 1: "WRONGPASS", 2: "NOAUTH"}[h.Index]
 		if want == "" {
-			assert.NoError(t, h.Refused, "node %d", h.Index)
+			assert.NoError(t, h.Misconfigured, "node %d", h.Index)
 			continue
 		}
-		require.ErrorIs(t, h.Refused, ErrMisconfigured, "node %d", h.Index)
-		assert.ErrorContains(t, h.Refused, want, "node %d", h.Index)
+		require.ErrorIs(t, h.Misconfigured, ErrMisconfigured, "node %d", h.Index)
+		assert.ErrorContains(t, h.Misconfigured, want, "node %d", h.Index)
 		assert.Nil(t, h.Audit, "node %d: no audit ran yet", h.Index)
 	}
 	require.Eventually(t, func() bool { return len(r.e.IDs.Reg.Missing()) == 0 }, 5*time.Second, time.Millisecond,
 		"every node was asked who it is")
 	for _, h := range r.Health() {
-		assert.NotContains(t, h.Off, report.FeatureClock, "node %d: a wrong password refuses the client, not TIME", h.Index)
-		assert.NotContains(t, h.Off, report.FeatureIdentify, "node %d: nor INFO", h.Index)
+		assert.NotContains(t, h.FeaturesOff, report.FeatureClock, "node %d: a wrong password refuses the client, not TIME", h.Index)
+		assert.NotContains(t, h.FeaturesOff, report.FeatureIdentify, "node %d: nor INFO", h.Index)
 	}
 }
 

@@ -64,11 +64,11 @@ func TestMutexWithoutScripts(t *testing.T) {
 	require.NoError(t, other.Unlock(ctx))
 
 	for _, h := range r.Health() {
-		assert.Equal(t, "native", h.Way, "miniredis answers DELEX: node %d", h.Index)
+		assert.Equal(t, "native", h.Speaks, "miniredis answers DELEX: node %d", h.Index)
 		assert.Equal(t, report.NodeCaps{Known: true, DelEx: true}, h.Caps, "found once: no INFO server, no SET IFEQ, no DELIFEQ in miniredis")
 		assert.Equal(t, "server ?: DELEX IFEQ", h.Caps.String())
-		require.Contains(t, h.Off, report.FeatureScripts)
-		assert.ErrorContains(t, h.Off[report.FeatureScripts], "'evalsha'")
+		require.Contains(t, h.FeaturesOff, report.FeatureScripts)
+		assert.ErrorContains(t, h.FeaturesOff[report.FeatureScripts], "'evalsha'")
 	}
 	told := 0
 	obs.mu.Lock()
@@ -111,8 +111,8 @@ func TestNeedsScriptsRefusedAtOnce(t *testing.T) {
 	for _, h := range r.Health() {
 		// "native" once the node was asked whether it has DELEX: an
 		// attempt that was hopeless may have ended before a node's turn.
-		assert.Contains(t, []string{"native", "transactions"}, h.Way)
-		assert.NotContains(t, h.Off, report.FeatureScripts, "told up front: no refusal was seen")
+		assert.Contains(t, []string{"native", "transactions"}, h.Speaks)
+		assert.NotContains(t, h.FeaturesOff, report.FeatureScripts, "told up front: no refusal was seen")
 	}
 }
 
@@ -155,6 +155,6 @@ func TestContendedWithoutScripts(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, 40, counter, "no update lost")
 	for _, h := range r.Health() {
-		assert.NotEqual(t, node.Scripts.String(), h.Way)
+		assert.NotEqual(t, node.Scripts.String(), h.Speaks)
 	}
 }

@@ -192,10 +192,10 @@ func (r *Redlock) Health() []report.NodeHealth {
 	out := make([]report.NodeHealth, r.e.Pool.Size())
 	for i := range out {
 		h := report.NodeHealth{Index: i, Addr: r.e.Pool.Addr(i)}
-		h.Down, h.Since, h.Owed, h.Err = r.e.Pool.Health(i)
-		h.Refused = r.e.Pool.Refused(i)
-		h.Off = r.e.Features.Of(i)
-		h.Way = r.e.Pool.Way(i).String()
+		h.Down, h.Since, h.OwedReleases, h.Err = r.e.Pool.Health(i)
+		h.Misconfigured = r.e.Pool.Refused(i)
+		h.FeaturesOff = r.e.Features.Of(i)
+		h.Speaks = r.e.Pool.Way(i).String()
 		h.Caps = report.NodeCaps(r.e.Pool.Caps(i))
 		if r.e.Guard != nil {
 			h.Clock = r.e.Guard.Refused(i)

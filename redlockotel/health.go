@@ -35,7 +35,7 @@ func (o *Observer) ObserveHealth(r *redlock.Redlock) (metric.Registration, error
 				v = 0
 			}
 			obs.ObserveInt64(up, v, attrs)
-			obs.ObserveInt64(owed, int64(h.Owed), attrs)
+			obs.ObserveInt64(owed, int64(h.OwedReleases), attrs)
 		}
 		return nil
 	}, up, owed)

@@ -83,7 +83,7 @@ type NodeAudit struct {
 	ClockOffset, RoundTrip time.Duration
 	// User is the connection's ACL user ("" when ACL WHOAMI was refused).
 	User string
-	// Ways are the ways the node can be spoken to (see [NodeHealth.Way]):
+	// Ways are the ways the node can be spoken to (see [NodeHealth.Speaks]):
 	// "scripts" unless scripting is refused, "native" when the server has
 	// a compare-and-set of its own (see Caps), and "transactions".
 	Ways []string

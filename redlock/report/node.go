@@ -27,28 +27,28 @@ type NodeHealth struct {
 	Since time.Time
 	// Err is why the node went down; nil when it is up.
 	Err error
-	// Refused is the node's last refusal of a request for a reason no
+	// Misconfigured is the node's last refusal of a request for a reason no
 	// retry changes, from the first request it refused so: an error
 	// wrapping redlock.ErrMisconfigured (a wrong or missing password, a right
 	// its user lacks, a certificate not trusted). Such a node answers, so
 	// it is not Down, but it does not vote for that kind of request. Nil
 	// when none, or once that kind of request succeeded on the node.
-	Refused error
-	// Owed is how many releases wait for the node to answer again.
-	Owed int
-	// Off holds the optional features the node refused ([FeatureQueue],
+	Misconfigured error
+	// OwedReleases is how many releases wait for the node to answer again.
+	OwedReleases int
+	// FeaturesOff holds the optional features the node refused ([FeatureQueue],
 	// [FeatureIdentify]), each with the error that turned it off; nil when
 	// none. The lock works without them (see [FeatureQueue]); each is
 	// also reported once to the Observer.
-	Off map[string]error
-	// Way is how the node is spoken to: "scripts" (Lua scripts, the
+	FeaturesOff map[string]error
+	// Speaks is how the node is spoken to: "scripts" (Lua scripts, the
 	// default), or, for a node that refuses them (see [FeatureScripts] and
 	// redlock.WithoutScripts), "native" (a plain Mutex's operations in the
 	// server's own commands, see [NodeCaps]; transactions for the rest)
 	// or "transactions" (a plain acquisition's SET NX GET PX, WATCH,
 	// MULTI and EXEC for the rest; also the way of a node told to avoid
 	// scripts that has not answered the probe yet).
-	Way string
+	Speaks string
 	// Caps is what the node's server is and which of its own
 	// compare-and-set commands its user may run, asked once, with the
 	// node's first request; zero until it answered.
@@ -98,7 +98,7 @@ func (c NodeCaps) String() string { return node.Caps(c).String() }
 // recorded once, shown by redlock.Redlock.Health, and reported to the Observer
 // once, as a failure of that node wrapping redlock.ErrMisconfigured.
 
-// The optional features, by the name [NodeHealth.Off] gives them.
+// The optional features, by the name [NodeHealth.FeaturesOff] gives them.
 const (
 	// FeatureQueue is the waiters' queue kept on the node (ZADD, ZREM,
 	// ZPOPMIN on name + ":redlock:waiters"): without it, waiters do not
@@ -109,7 +109,7 @@ const (
 	// release go-redis resent after losing its reply counts as not held.
 	FeatureIdentify = "identify"
 	// FeatureScripts is Lua scripting (EVALSHA, EVAL): a node that refuses
-	// it is spoken to without scripts from then on (see [NodeHealth.Way]
+	// it is spoken to without scripts from then on (see [NodeHealth.Speaks]
 	// and redlock.WithoutScripts): a Mutex works in full, semaphores,
 	// reader-writer and multi-name locks are refused there.
 	FeatureScripts = "scripts"
