@@ -40,8 +40,8 @@ func GrantOf(rep Reply) Grant {
 //     Grant when there is a holder or a counter to report.
 //   - Reentrant takes the first hold when Key does not exist, one more
 //     when Token owns it (only that when Reenter); each re-arms the TTL.
-//     It answers as Plain does, but never names a refusal's holder (a hash
-//     has no one value).
+//     It answers as Plain does, naming the owner that holds the lock (the
+//     hash's one field); a lock of another kind is refused unnamed.
 //   - Multi takes Key and the names Also, all or none, as Plain takes
 //     one: the first name held by another refuses, naming its holder
 //     where it can.

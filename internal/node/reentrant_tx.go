@@ -22,7 +22,8 @@ func (o *Acquire) reentrantTry(ctx context.Context, t *Tx) func(s *Step) (Reply,
 		kind := redis.NewStatusCmd(ctx, "type", o.Key)
 		holds := redis.NewCmd(ctx, "hget", o.Key, o.Token)
 		pttl := redis.NewIntCmd(ctx, "pttl", o.Key)
-		reads := []redis.Cmder{kind, holds, pttl}
+		owners := redis.NewStringSliceCmd(ctx, "hkeys", o.Key) // a reply error when no hash
+		reads := []redis.Cmder{kind, holds, pttl, owners}
 		var ctr *redis.Cmd
 		if len(keys) > 1 {
 			ctr = redis.NewCmd(ctx, "get", keys[1])
@@ -40,7 +41,11 @@ func (o *Acquire) reentrantTry(ctx context.Context, t *Tx) func(s *Step) (Reply,
 		}
 		writes, err := o.reentrantWrites(kind.Val(), holds.Val() != nil, pttl.Val())
 		if err != nil || writes == nil {
-			return Reply{Err: err, Value: Grant{Counter: n}}, nil
+			g := Grant{Counter: n}
+			if kind.Val() == "hash" && len(owners.Val()) == 1 && owners.Val()[0] != readersField {
+				g.Holder = owners.Val()[0] // another owner's, named
+			}
+			return Reply{Err: err, Value: g}, nil
 		}
 		after := o.Ack.encode(ctx, nil)
 		res, err := s.Exec(ctx, writes, after...)

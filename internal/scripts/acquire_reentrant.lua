@@ -16,6 +16,8 @@
 -- Returns {holds, n}: holds is the owner's hold count after this call (1 or
 -- more), or 0 when the key is held by another owner or is not a reentrant
 -- lock, and n the fencing counter as stored ("0" when absent or not fenced);
+-- {0, n, owner} when another owner holds the lock, naming it (where the
+-- user may run HKEYS);
 -- or {-1, uptime} when the node has been up less than ARGV[4] seconds; or
 -- an error reply when the key holds something that is not a lock (see alien
 -- in stored.lua).
@@ -41,5 +43,13 @@ end
 local bad = alien(KEYS[1])
 if bad then
 	return bad
+end
+if kind == "hash" and redis.call("HEXISTS", KEYS[1], "redlock:readers") == 0 then
+	-- Another owner's (a reader-writer lock's readers have none): named
+	-- where the user may run HKEYS, which the least ACL of a Mutex lacks.
+	local owners = redis.pcall("HKEYS", KEYS[1])
+	if type(owners) == "table" and not owners.err and owners[1] then
+		return {0, n, owners[1]}
+	end
 end
 return {0, n}

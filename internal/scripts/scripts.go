@@ -141,7 +141,7 @@ var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: 
 // unless the node has been up less than ARGV[4] seconds; it returns
 // {holds, counter} (holds 0: held by another) or {-1, uptime}; an error
 // reply when KEYS[1] holds something that is not a lock.
-var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "aae12081f4d20721feb15236e039a50c60eb2217"}
+var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "94f12fd8fb0203f73658d3be1221fc4dfc5674d8"}
 
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner

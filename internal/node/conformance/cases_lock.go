@@ -128,12 +128,12 @@ func lockCases() []Case {
 			return []step{
 				{op: reentrant(k, "o", true), want: refused}, // a reenter never creates the key
 				{op: reentrant(k, "o", false), want: granted},
-				{op: reentrant(k, "p", false), want: refused},
-				{op: reentrant(k, "p", true), want: refused},
+				{op: reentrant(k, "p", false), want: heldBy("o")}, // the owner named
+				{op: reentrant(k, "p", true), want: heldBy("o")},
 				{op: reentrant(k, "o", true), want: granted},
 				{op: drop(k, "o", node.DropOne), want: granted},
 				{op: drop(k, "o", node.DropOne), want: granted}, // never frees the lock
-				{op: reentrant(k, "p", false), want: refused},
+				{op: reentrant(k, "p", false), want: heldBy("o")},
 				{op: drop(k, "p", node.DropAll), want: taken},
 				{op: drop(k, "o", node.DropAll), want: granted},
 				{op: drop(k, "o", node.DropAll), want: gone},

@@ -159,7 +159,7 @@ func (n *Fake) grantReentrant(r *node.Acquire) (bool, string, error) {
 	case kindHash:
 		e := n.Data[r.Key]
 		if e.Value != r.Token {
-			return false, "", nil
+			return false, e.Value, nil // another owner's, named
 		}
 		e.Holds++
 		e.Expires = time.Now().Add(r.TTL)
