@@ -41,11 +41,7 @@ func (o *Acquire) reentrantTry(ctx context.Context, t *Tx) func(s *Step) (Reply,
 		}
 		writes, err := o.reentrantWrites(kind.Val(), holds.Val() != nil, pttl.Val())
 		if err != nil || writes == nil {
-			g := Grant{Counter: n}
-			if kind.Val() == "hash" && len(owners.Val()) == 1 && owners.Val()[0] != readersField {
-				g.Holder = owners.Val()[0] // another owner's, named
-			}
-			return Reply{Err: err, Value: g}, nil
+			return Reply{Err: err, Value: Grant{Counter: n, Holder: owner(kind.Val(), owners.Val())}}, nil
 		}
 		after := o.Ack.encode(ctx, nil)
 		res, err := s.Exec(ctx, writes, after...)
@@ -57,6 +53,16 @@ func (o *Acquire) reentrantTry(ctx context.Context, t *Tx) func(s *Step) (Reply,
 		}
 		return o.Ack.check(after, Reply{OK: true, Value: Grant{Counter: n}}), nil
 	}
+}
+
+// owner is the owner a reentrant lock's key of kind names with its
+// fields: "" when it is no reentrant lock (a reader-writer lock's readers
+// have none), or its fields were not read (a user without HKEYS).
+func owner(kind string, fields []string) string {
+	if kind != "hash" || len(fields) != 1 || fields[0] == readersField {
+		return ""
+	}
+	return fields[0]
 }
 
 // reentrantWrites returns what a Reentrant acquisition writes when the
