@@ -210,24 +210,21 @@ func WithFencing() LockOption {
 // apply applies a value's opts in order, then checks the settings
 // against each other.
 func (c *config) apply(opts []LockOption) error {
-	for _, o := range opts {
-		if o == nil {
-			return engine.Invalid("nil option")
-		}
-		if err := o.apply(c); err != nil {
-			return err
-		}
-	}
-	return c.check()
+	return applyAll(c, opts, LockOption.apply)
 }
 
 // applyRedlock is apply for New's opts.
 func (c *config) applyRedlock(opts []Option) error {
+	return applyAll(c, opts, Option.applyRedlock)
+}
+
+// applyAll applies opts to c in order, each with apply, then checks c.
+func applyAll[O Option](c *config, opts []O, apply func(O, *config) error) error {
 	for _, o := range opts {
-		if o == nil {
+		if Option(o) == nil {
 			return engine.Invalid("nil option")
 		}
-		if err := o.applyRedlock(c); err != nil {
+		if err := apply(o, c); err != nil {
 			return err
 		}
 	}
