@@ -1,11 +1,8 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Ack makes a node confirm a write only once Replicas of its replicas have
@@ -20,25 +17,21 @@ type Ack struct {
 }
 
 // encode appends the WAIT, if any.
-func (a Ack) encode(ctx context.Context, cmds []redis.Cmder) []redis.Cmder {
+func (a Ack) encode(cmds []Cmd) []Cmd {
 	if a.Replicas <= 0 {
 		return cmds
 	}
-	return append(cmds, redis.NewIntCmd(ctx, "wait", a.Replicas, a.Timeout.Milliseconds()))
+	return append(cmds, Cmd{Args: []any{"wait", a.Replicas, a.Timeout.Milliseconds()}})
 }
 
 // check turns rep, the reply of the operation before the WAIT in cmds,
 // into a failure when the write it made was not acknowledged. A write
 // that made nothing (a refusal) needs no acknowledgement.
-func (a Ack) check(cmds []redis.Cmder, rep Reply) Reply {
+func (a Ack) check(cmds []Cmd, rep Reply) Reply {
 	if a.Replicas <= 0 || !rep.OK || rep.Err != nil || len(cmds) == 0 {
 		return rep
 	}
-	wait, ok := cmds[len(cmds)-1].(*redis.IntCmd)
-	if !ok {
-		return Reply{Err: fmt.Errorf("redlock: unexpected command %T for WAIT", cmds[len(cmds)-1]), Value: rep.Value}
-	}
-	n, err := wait.Result()
+	n, err := cmds[len(cmds)-1].Int()
 	if err == nil {
 		err = a.Short(n)
 	}
@@ -58,7 +51,7 @@ func (a Ack) Short(n int64) error {
 }
 
 // ops returns cmds without the WAIT, if any: the operation's own commands.
-func (a Ack) ops(cmds []redis.Cmder) []redis.Cmder {
+func (a Ack) ops(cmds []Cmd) []Cmd {
 	if a.Replicas <= 0 || len(cmds) == 0 {
 		return cmds
 	}

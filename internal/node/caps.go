@@ -122,24 +122,19 @@ func askCaps(ctx context.Context, c redis.UniversalClient, l Layout, name string
 	if key == "" {
 		key = "redlock:probe"
 	}
-	info := redis.NewStringCmd(ctx, "info", "server")
-	set := redis.NewCmd(ctx, "set", key, "redlock:probe", "ifeq", "redlock:probe", "px", 1000)
-	delifeq := redis.NewCmd(ctx, "delifeq", key, "redlock:probe")
-	delex := redis.NewCmd(ctx, "delex", key, "ifeq", "redlock:probe")
-	cmds := []redis.Cmder{info, set, delifeq, delex}
-	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, cmd := range cmds {
-			_ = p.Process(ctx, cmd)
-		}
-		return nil
-	})
+	info := NewCmd("info", "server")
+	set := NewCmd("set", key, "redlock:probe", "ifeq", "redlock:probe", "px", 1000)
+	delifeq := NewCmd("delifeq", key, "redlock:probe")
+	delex := NewCmd("delex", key, "ifeq", "redlock:probe")
+	cmds := []*Cmd{info, set, delifeq, delex}
+	execAll(ctx, c, cmds...)
 	for _, cmd := range cmds {
-		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) && !isReply(err) {
+		if err := cmd.Err(); err != nil && !errors.Is(err, ErrNil) && !isReply(err) {
 			return Caps{}, err
 		}
 	}
 	caps := Caps{Known: true, SetIfEq: accepted(set), DelIfEq: accepted(delifeq), DelEx: accepted(delex)}
-	field := infoField(info.Result())
+	field := infoField(info.Text())
 	if v, err := field("valkey_version"); err == nil {
 		caps.Server, caps.Version = "valkey", v
 	} else if v, err := field("redis_version"); err == nil {
@@ -149,7 +144,7 @@ func askCaps(ctx context.Context, c redis.UniversalClient, l Layout, name string
 }
 
 // accepted reports whether the node ran cmd (an answer, nil included).
-func accepted(cmd redis.Cmder) bool {
+func accepted(cmd *Cmd) bool {
 	err := cmd.Err()
-	return err == nil || errors.Is(err, redis.Nil)
+	return err == nil || errors.Is(err, ErrNil)
 }

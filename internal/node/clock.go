@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Clock evidence. Redis expires keys by its own wall clock, so a node whose
@@ -40,29 +38,29 @@ func (Clock) Timed() {}
 
 // Encode implements Op: nothing but the TIME the transport ends the
 // batch with (it sends a Timed call even with no command of its own).
-func (Clock) Encode(_ context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder { return cmds }
+func (Clock) Encode(_ Layout, cmds []Cmd) []Cmd { return cmds }
 
 // Decode implements Op.
-func (Clock) Decode([]redis.Cmder) Reply { return Reply{OK: true} }
+func (Clock) Decode([]Cmd) Reply { return Reply{OK: true} }
 
 // Transact implements Transacted.
 func (Clock) Transact(context.Context, *Tx) Reply { return Reply{OK: true} }
 
-// clockFor returns the TIME to send at the end of a batch's pipeline when
-// a call of the batch is Timed and the layout has one server; nil
-// otherwise. One TIME serves the whole batch: its operations were applied
-// in that round trip, on that connection, just before it.
-func (n *Redis) clockFor(ctx context.Context, batch []*call) *redis.TimeCmd {
+// clockFor reports whether a batch's pipeline ends with TIME: when a call
+// of the batch is Timed and the layout has one server. One TIME serves the
+// whole batch: its operations were applied in that round trip, on that
+// connection, just before it.
+func (n *Redis) clockFor(batch []*call) bool {
 	if n.layout.Sharded {
-		return nil
+		return false
 	}
 	mine := n.clockOn.Load() // until a TIME was answered, a refusal is found out here
 	for _, c := range batch {
 		if isTimed(c.op) && (!mine || !c.ownsClock()) {
-			return redis.NewTimeCmd(ctx, timeArgs...)
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 // ownsClock reports whether op's own script answers with the node's time
@@ -94,7 +92,7 @@ func (c *call) ownsClock() bool {
 	return ownsClock(c.op)
 }
 
-// timeArgs are TIME's arguments, shared: go-redis only reads them.
+// timeArgs are TIME's arguments, shared: a transport only reads them.
 var timeArgs = []any{"time"}
 
 func isTimed(op Op) bool {
@@ -104,11 +102,8 @@ func isTimed(op Op) bool {
 
 // readClock returns the time clock read, zero when none (or it failed:
 // a refusal for good is told once, see Config.OnNoClock).
-func (n *Redis) readClock(clock *redis.TimeCmd) time.Time {
-	if clock == nil {
-		return time.Time{}
-	}
-	at, err := clock.Result()
+func (n *Redis) readClock(clock *Cmd) time.Time {
+	at, err := clock.Time()
 	n.noClock(err)
 	if err == nil {
 		n.clockOn.Store(true)
@@ -131,7 +126,7 @@ func (n *Redis) clockOf(ctx context.Context, op Op) time.Time {
 	if _, ok := op.(Timed); !ok || n.layout.Sharded {
 		return time.Time{}
 	}
-	t, err := n.client.Time(ctx).Result()
+	t, err := do(ctx, n.client, timeArgs...).Time()
 	n.noClock(err)
 	return t
 }

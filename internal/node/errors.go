@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The causes a node's failure is reported with. The public packages export
@@ -79,11 +76,10 @@ func Misconfigured(err error) bool {
 	if tlsFailure(err) {
 		return true
 	}
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
+	msg, ok := replyOf(err)
+	if !ok {
 		return false
 	}
-	msg := rerr.Error()
 	for _, prefix := range []string{"NOPERM", "NOAUTH", "WRONGPASS", "CROSSSLOT", "WRONGTYPE", "ERR unknown command"} {
 		if strings.HasPrefix(msg, prefix) {
 			return true
@@ -97,12 +93,7 @@ func Misconfigured(err error) bool {
 // whole (NOAUTH, WRONGPASS: a missing or wrong password or user), not one
 // command: no optional feature is refused by it (see Config.OnNoClock).
 func AuthFailure(err error) bool {
-	var rerr redis.Error
-	if err == nil || !errors.As(err, &rerr) {
-		return false
-	}
-	msg := rerr.Error()
-	return strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "WRONGPASS")
+	return says(err, "NOAUTH") || says(err, "WRONGPASS")
 }
 
 // Classify marks an error that no retry can change with ErrMisconfigured,
@@ -153,21 +144,4 @@ func ClientErr(err error) error {
 		return fmt.Errorf("%v: %w", err, ErrUnsent) //nolint:errorlint // on purpose: see above
 	}
 	return fmt.Errorf("%v: %w", err, errNoAnswer) //nolint:errorlint // on purpose: see above
-}
-
-// unanswered puts err, the error a pipeline's Exec returned, on every
-// command of cmds when none carries an error of its own. go-redis puts a
-// pipeline's failure on its commands, except an error reply met while it
-// set up the connection: WRONGPASS or NOAUTH to the HELLO or AUTH it sends
-// on a new connection. The commands, never sent, then look answered with
-// nothing (a nil reply and no error). When one command carries an error,
-// the pipeline ran, or go-redis failed each of its commands: every
-// command's own reply stands. Call it after every pipeline.
-func unanswered(cmds []redis.Cmder, err error) {
-	if err == nil || slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Err() != nil }) {
-		return
-	}
-	for _, c := range cmds {
-		c.SetErr(err)
-	}
 }

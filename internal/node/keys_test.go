@@ -45,7 +45,7 @@ func hashSlotKey(key string) string {
 // in the name's slot on a cluster node, or neither.
 func TestInspectKeys(t *testing.T) {
 	keys := func(l Layout, name string) []any {
-		args := (&Inspect{Key: name}).Encode(t.Context(), l, nil)[0].Args()
+		args := (&Inspect{Key: name}).Encode(l, nil)[0].Args
 		n, _ := args[2].(int)
 		return args[3 : 3+n]
 	}

@@ -22,10 +22,10 @@ type stall struct {
 
 func (*stall) Name() string   { return "stall" }
 func (o *stall) Lane() string { return o.lane }
-func (*stall) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
-	return append(cmds, redis.NewStatusCmd(ctx, "ping"))
+func (*stall) Encode(_ Layout, cmds []Cmd) []Cmd {
+	return append(cmds, Cmd{Args: []any{"ping"}})
 }
-func (o *stall) Decode([]redis.Cmder) Reply {
+func (o *stall) Decode([]Cmd) Reply {
 	close(o.decoded)
 	<-o.release
 	return Reply{OK: true}

@@ -1,13 +1,10 @@
 package node
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/scripts"
 )
@@ -109,8 +106,8 @@ func HoldsAgain(op Op) bool {
 }
 
 // Encode implements Op.
-func (o *Acquire) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return o.Ack.encode(ctx, append(cmds, shared(ctx, o.enc.args(l, o.args))))
+func (o *Acquire) Encode(l Layout, cmds []Cmd) []Cmd {
+	return o.Ack.encode(append(cmds, Cmd{Args: o.enc.args(l, o.args)}))
 }
 
 // args is the script of o's Shape, with its keys and arguments for a node
@@ -152,8 +149,8 @@ func (o *Acquire) Clocked() bool { return o.Clock || !o.plain() }
 // is a Multi lock's, but from a node that restarted too recently), a
 // reader's and a permit's as their own scripts', every other as
 // acquire.lua's.
-func (o *Acquire) Decode(cmds []redis.Cmder) Reply {
-	cmd := cmds[0].(*redis.Cmd)
+func (o *Acquire) Decode(cmds []Cmd) Reply {
+	cmd := &cmds[0]
 	switch _, array := cmd.Val().([]any); {
 	case o.Shape == Read:
 		return o.Ack.check(cmds, decodeReader(cmd, o.MinUptime))
@@ -169,7 +166,7 @@ func (o *Acquire) Decode(cmds []redis.Cmder) Reply {
 // acquire_multi.lua but from a node up less than its restart delay: the
 // node's time (Unix ms) or 1 granted; a competitor's token, or 0 for a
 // lock of another kind, refused.
-func decodeHolder(cmd *redis.Cmd) Reply {
+func decodeHolder(cmd *Cmd) Reply {
 	if err := cmd.Err(); err != nil {
 		return Reply{Err: err}
 	}
@@ -198,7 +195,7 @@ func granted(ms int64) Reply {
 // decodeGrant reads an acquire script's {status, counter[, holder]}, or a
 // grant's time (write_acquire.lua without fencing), for an acquisition
 // with a restart delay of minUptime seconds and fencing counter fenceKey.
-func decodeGrant(cmd *redis.Cmd, minUptime int64, fenceKey string) Reply {
+func decodeGrant(cmd *Cmd, minUptime int64, fenceKey string) Reply {
 	if err := cmd.Err(); err != nil {
 		return Reply{Err: err}
 	}
@@ -251,12 +248,12 @@ func (*Fence) Name() string { return "fence" }
 func (o *Fence) Lane() string { return o.Key }
 
 // Encode implements Op.
-func (o *Fence) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return o.Ack.encode(ctx, append(cmds, script(ctx, scripts.Fence, l.keys(o.Key, o.FenceKey), o.Token, o.Fence, flag(o.Reentrant))))
+func (o *Fence) Encode(l Layout, cmds []Cmd) []Cmd {
+	return o.Ack.encode(append(cmds, script(scripts.Fence, l.keys(o.Key, o.FenceKey), o.Token, o.Fence, flag(o.Reentrant))))
 }
 
 // Decode implements Op.
-func (o *Fence) Decode(cmds []redis.Cmder) Reply { return o.Ack.check(cmds, one(o.Ack.ops(cmds))) }
+func (o *Fence) Decode(cmds []Cmd) Reply { return o.Ack.check(cmds, one(o.Ack.ops(cmds))) }
 
 // Extend re-arms Token's hold of Key for TTL if Token still holds it as a
 // lock of Shape (OK); it never creates Key nor admits anyone. A Multi
@@ -284,8 +281,8 @@ func (o *Extend) Lane() string { return o.Key }
 func (o *Extend) Concurrent() (string, bool) { return holder(o.Shape, o.Token) }
 
 // Encode implements Op.
-func (o *Extend) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return o.Ack.encode(ctx, append(cmds, shared(ctx, o.enc.args(l, o.args))))
+func (o *Extend) Encode(l Layout, cmds []Cmd) []Cmd {
+	return o.Ack.encode(append(cmds, Cmd{Args: o.enc.args(l, o.args)}))
 }
 
 // args is the script of o's Shape, with its keys, for a node laid out as
@@ -306,24 +303,20 @@ func (o *Extend) args(l Layout) []any {
 }
 
 // Decode implements Op: every shape's script answers 1 when it extended.
-func (o *Extend) Decode(cmds []redis.Cmder) Reply { return o.Ack.check(cmds, one(o.Ack.ops(cmds))) }
+func (o *Extend) Decode(cmds []Cmd) Reply { return o.Ack.check(cmds, one(o.Ack.ops(cmds))) }
 
 // one reads the integer reply of a single command: OK when it is 1.
-func one(cmds []redis.Cmder) Reply {
-	v, err := cmds[0].(*redis.Cmd).Int64()
+func one(cmds []Cmd) Reply {
+	v, err := cmds[0].Int()
 	return Reply{OK: err == nil && v == 1, Err: err}
 }
 
 // slice returns a script's array reply of at least n elements.
-func slice(cmd redis.Cmder, n int) ([]any, error) {
+func slice(cmd *Cmd, n int) ([]any, error) {
 	if err := cmd.Err(); err != nil {
 		return nil, err
 	}
-	sc, ok := cmd.(*redis.Cmd)
-	if !ok {
-		return nil, fmt.Errorf("redlock: unexpected command %T", cmd)
-	}
-	r, err := sc.Slice()
+	r, err := cmd.Slice()
 	if err != nil {
 		return nil, err
 	}

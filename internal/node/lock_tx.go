@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // A lock's operations without scripts (see tx.go): each answers as its
@@ -38,7 +36,7 @@ func (o *Acquire) Transact(ctx context.Context, t *Tx) Reply {
 func (o *Acquire) granted(v any, err error, n uint64) (rep Reply, wrongType bool) {
 	g := Grant{Counter: n}
 	switch {
-	case errors.Is(err, redis.Nil) || err == nil && v == nil:
+	case errors.Is(err, ErrNil) || err == nil && v == nil:
 		return Reply{OK: true, Value: g}, false
 	case err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE"):
 		return Reply{Value: g}, true
@@ -68,8 +66,8 @@ func (o *Acquire) fencedTry(ctx context.Context, t *Tx) func(s *Step) (Reply, er
 			writes = append(writes, []any{"get", fk})
 		}
 		writes = append(writes, []any{"set", o.Key, o.Token, "nx", "get", "px", o.TTL.Milliseconds()})
-		after := o.Ack.encode(ctx, nil)
-		res, err := s.Exec(ctx, writes, after...)
+		after := o.Ack.encode(nil)
+		res, err := s.Exec(ctx, writes, refs(after)...)
 		if err != nil {
 			return Reply{}, err
 		}
@@ -95,11 +93,11 @@ func recovering(ctx context.Context, s *Step, least int64) (rep Reply, done bool
 	if least <= 0 {
 		return Reply{}, false, nil
 	}
-	info := redis.NewStringCmd(ctx, "info", "server")
+	info := NewCmd("info", "server")
 	if err := s.Read(ctx, nil, info); err != nil {
 		return Reply{}, false, err
 	}
-	up, err := infoField(info.Result())("uptime_in_seconds")
+	up, err := infoField(info.Text())("uptime_in_seconds")
 	if err != nil {
 		return Reply{Err: err}, true, nil
 	}
@@ -124,9 +122,9 @@ func raise(ctx context.Context, t *Tx, key, token, fenceKey string, fence uint64
 		return Reply{Err: fmt.Errorf("%w: the fencing counter of %s cannot be kept beside it on this node", ErrMisconfigured, key)}
 	}
 	return t.Watch(ctx, key, func(s *Step) (Reply, error) {
-		ctr := redis.NewCmd(ctx, "get", fk)
+		ctr := NewCmd("get", fk)
 		held, holds := holding(ctx, key, token, reentrant)
-		if err := s.Read(ctx, []string{key, fk}, append([]redis.Cmder{ctr}, holds...)...); err != nil {
+		if err := s.Read(ctx, []string{key, fk}, append([]*Cmd{ctr}, holds...)...); err != nil {
 			return Reply{}, err
 		}
 		current, err := counterOf(ctr.Val(), fenceKey)
@@ -137,8 +135,8 @@ func raise(ctx context.Context, t *Tx, key, token, fenceKey string, fence uint64
 		if current >= fence {
 			return rep, nil
 		}
-		after := ack.encode(ctx, nil)
-		if _, err := s.Exec(ctx, [][]any{{"set", fk, fence}}, after...); err != nil {
+		after := ack.encode(nil)
+		if _, err := s.Exec(ctx, [][]any{{"set", fk, fence}}, refs(after)...); err != nil {
 			return Reply{}, err
 		}
 		return ack.check(after, rep), nil
@@ -148,14 +146,14 @@ func raise(ctx context.Context, t *Tx, key, token, fenceKey string, fence uint64
 // holding returns the reads that tell whether key holds token (a plain
 // lock's value, or a reentrant lock's owner field), and the function that
 // reads their replies once they are in.
-func holding(ctx context.Context, key, token string, reentrant bool) (func() bool, []redis.Cmder) {
+func holding(ctx context.Context, key, token string, reentrant bool) (func() bool, []*Cmd) {
 	if reentrant {
-		kind := redis.NewStatusCmd(ctx, "type", key)
-		field := redis.NewCmd(ctx, "hget", key, token)
-		return func() bool { return kind.Val() == "hash" && field.Val() != nil }, []redis.Cmder{kind, field}
+		kind := NewCmd("type", key)
+		field := NewCmd("hget", key, token)
+		return func() bool { return kind.Str() == "hash" && field.Val() != nil }, []*Cmd{kind, field}
 	}
-	get := redis.NewCmd(ctx, "get", key) // WRONGTYPE for a reentrant lock: not this token's
-	return func() bool { v, _ := text(get.Val()); return get.Err() == nil && v == token }, []redis.Cmder{get}
+	get := NewCmd("get", key) // WRONGTYPE for a reentrant lock: not this token's
+	return func() bool { v, _ := text(get.Val()); return get.Err() == nil && v == token }, []*Cmd{get}
 }
 
 // Transact implements Transacted: for a Plain lock SET key token IFEQ
@@ -183,8 +181,8 @@ func rearmHeld(ctx context.Context, t *Tx, key, token string, ttl time.Duration,
 		if !held() {
 			return Reply{}, nil
 		}
-		after := ack.encode(ctx, nil)
-		res, err := s.Exec(ctx, [][]any{{"pexpire", key, ttl.Milliseconds()}}, after...)
+		after := ack.encode(nil)
+		res, err := s.Exec(ctx, [][]any{{"pexpire", key, ttl.Milliseconds()}}, refs(after)...)
 		if err != nil {
 			return Reply{}, err
 		}
@@ -218,12 +216,12 @@ func alien(key, kind string, pttl int64) error {
 // type: refused (a reentrant lock holds it), or an error when key is no
 // lock at all.
 func (t *Tx) refusedByType(ctx context.Context, key string, refused Reply) Reply {
-	kind := redis.NewStatusCmd(ctx, "type", key)
-	pttl := redis.NewIntCmd(ctx, "pttl", key)
+	kind := NewCmd("type", key)
+	pttl := NewCmd("pttl", key)
 	if err := t.Pipelined(ctx, key, kind, pttl); err != nil {
 		return Reply{Err: err}
 	}
-	if err := alien(key, kind.Val(), pttl.Val()); err != nil {
+	if err := alien(key, kind.Str(), pttl.Num()); err != nil {
 		return Reply{Err: err}
 	}
 	return refused

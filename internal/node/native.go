@@ -5,8 +5,6 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
@@ -36,11 +34,11 @@ type nativeOp interface {
 	Op
 	// encodeNative appends the operation's commands for a node that
 	// speaks s; ok is false when it has none there.
-	encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) (out []redis.Cmder, ok bool)
+	encodeNative(s speech, cmds []Cmd) (out []Cmd, ok bool)
 	// decodeNative reads their replies once the round trip is over: the
 	// reply, or (more not nil) what is still to ask on a connection of
 	// its own to answer as the script does.
-	decodeNative(cmds []redis.Cmder) (rep Reply, more func(ctx context.Context, t *Tx) Reply)
+	decodeNative(cmds []Cmd) (rep Reply, more func(ctx context.Context, t *Tx) Reply)
 }
 
 // speech is how a node without scripts speaks: its way and its Caps.
@@ -68,17 +66,17 @@ func (s speech) setsIfEq() bool { return (s.way == Native || s.way == Scripts) &
 // script (see Acquire.rearm).
 func (s speech) beside() bool { return s.way == Scripts && s.caps.SetNXGet() }
 
-func (o *Acquire) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
+func (o *Acquire) encodeNative(s speech, cmds []Cmd) ([]Cmd, bool) {
 	if !o.plain() || s.way == Scripts && !s.beside() {
 		return cmds, false
 	}
 	args := o.nenc.at(0, func() []any { return []any{"set", o.Key, o.Token, "nx", "get", "px", o.TTL.Milliseconds()} })
-	return o.Ack.encode(ctx, append(cmds, redis.NewCmd(ctx, args...))), true
+	return o.Ack.encode(append(cmds, Cmd{Args: args})), true
 }
 
-func (o *Acquire) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, *Tx) Reply) {
-	set := cmds[0].(*redis.Cmd)
-	if errors.Is(set.Err(), redis.Nil) {
+func (o *Acquire) decodeNative(cmds []Cmd) (Reply, func(context.Context, *Tx) Reply) {
+	set := &cmds[0]
+	if errors.Is(set.Err(), ErrNil) {
 		// Granted: as acquire_plain.lua's, the reply says no more.
 		return o.Ack.check(cmds[1:], Reply{OK: true}), nil
 	}
@@ -107,15 +105,15 @@ func (o *Acquire) rearm(ctx context.Context, t *Tx) Reply {
 		return o.rearmByScript(ctx, t)
 	}
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
-		get := redis.NewStringCmd(ctx, "get", o.Key)
+		get := NewCmd("get", o.Key)
 		if err := s.Read(ctx, []string{o.Key}, get); err != nil {
 			return Reply{}, err
 		}
-		if get.Val() != o.Token {
-			return Reply{Value: Grant{Holder: get.Val()}}, nil // released or taken meanwhile
+		if get.Str() != o.Token {
+			return Reply{Value: Grant{Holder: get.Str()}}, nil // released or taken meanwhile
 		}
-		after := o.Ack.encode(ctx, nil)
-		if _, err := s.Exec(ctx, [][]any{{"pexpire", o.Key, o.TTL.Milliseconds()}}, after...); err != nil {
+		after := o.Ack.encode(nil)
+		if _, err := s.Exec(ctx, [][]any{{"pexpire", o.Key, o.TTL.Milliseconds()}}, refs(after)...); err != nil {
 			return Reply{}, err
 		}
 		return o.Ack.check(after, Reply{OK: true, Value: Grant{}}), nil
@@ -128,42 +126,42 @@ func (o *Acquire) rearm(ctx context.Context, t *Tx) Reply {
 // WAIT that acknowledges it. Its reply carries the node's time read after
 // the TTL was armed, as every vote's does (see internal/turn/turn.go).
 func (o *Acquire) rearmByScript(ctx context.Context, t *Tx) Reply {
-	send := func(eval bool) ([]redis.Cmder, error) {
-		cmds := o.Ack.encode(ctx, []redis.Cmder{script(ctx, scripts.AcquirePlain, []string{o.Key}, o.Token, o.TTL.Milliseconds(), "1")})
+	send := func(eval bool) ([]Cmd, error) {
+		cmds := o.Ack.encode([]Cmd{script(scripts.AcquirePlain, []string{o.Key}, o.Token, o.TTL.Milliseconds(), "1")})
 		if eval {
-			spellOut(ctx, cmds)
+			spellOut(cmds)
 		}
-		return cmds, t.Pipelined(ctx, o.Key, cmds...)
+		return cmds, t.Pipelined(ctx, o.Key, refs(cmds)...)
 	}
 	cmds, err := send(false)
-	if err == nil && evalOf(ctx, cmds[0]) != nil {
+	if _, noScript := evalOf(&cmds[0]); err == nil && noScript {
 		cmds, err = send(true)
 	}
 	if err != nil {
 		return Reply{Err: err}
 	}
-	rep := decodeHolder(cmds[0].(*redis.Cmd))
+	rep := decodeHolder(&cmds[0])
 	if rep.OK {
 		rep.Value = Grant{}
 	}
 	return o.Ack.check(cmds, rep)
 }
 
-func (o *Extend) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
+func (o *Extend) encodeNative(s speech, cmds []Cmd) ([]Cmd, bool) {
 	if !shapes[o.Shape].native || !s.setsIfEq() {
 		return cmds, false
 	}
 	args := o.nenc.at(0, func() []any { return []any{"set", o.Key, o.Token, "ifeq", o.Token, "px", o.TTL.Milliseconds()} })
-	return o.Ack.encode(ctx, append(cmds, redis.NewCmd(ctx, args...))), true
+	return o.Ack.encode(append(cmds, Cmd{Args: args})), true
 }
 
 // decodeNative reads SET ... IFEQ: OK when the key held the token (and
 // now has the new time to live), nil when it did not; a key of another
 // type is not the caller's (extend.lua answers 0).
-func (o *Extend) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, *Tx) Reply) {
+func (o *Extend) decodeNative(cmds []Cmd) (Reply, func(context.Context, *Tx) Reply) {
 	err := cmds[0].Err()
 	switch {
-	case errors.Is(err, redis.Nil):
+	case errors.Is(err, ErrNil):
 		return Reply{}, nil
 	case err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE"):
 		return Reply{}, nil
@@ -173,7 +171,7 @@ func (o *Extend) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, 
 	return o.Ack.check(cmds[1:], Reply{OK: true}), nil
 }
 
-func (o *Release) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder) ([]redis.Cmder, bool) {
+func (o *Release) encodeNative(s speech, cmds []Cmd) ([]Cmd, bool) {
 	if !shapes[o.Shape].native || !s.deletes() {
 		return cmds, false
 	}
@@ -183,18 +181,18 @@ func (o *Release) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder
 	} else {
 		del = o.nenc.at(1, func() []any { return []any{"delex", o.Key, "ifeq", o.Token} })
 	}
-	cmds = append(cmds, redis.NewIntCmd(ctx, del...))
+	cmds = append(cmds, Cmd{Args: del})
 	if o.Channel != "" {
 		// To every waiter (announce.lua's Notice): the delete cannot pop
 		// the queue's oldest in the same step.
 		pub := o.pub.at(0, func() []any { return []any{"publish", o.Channel, Notice{ID: o.Token}.String()} })
-		cmds = append(cmds, redis.NewIntCmd(ctx, pub...))
+		cmds = append(cmds, Cmd{Args: pub})
 	}
 	// Whether the key is there, read right after the delete in the same
 	// round trip (release.lua reads it in the same step): a delete that
 	// deleted nothing answers "gone" or "taken" by it.
 	exists := o.pub.at(1, func() []any { return []any{"exists", o.Key} })
-	return append(cmds, redis.NewIntCmd(ctx, exists...)), true
+	return append(cmds, Cmd{Args: exists}), true
 }
 
 // decodeNative reads the compare-and-delete, the announcement and the
@@ -203,24 +201,24 @@ func (o *Release) encodeNative(ctx context.Context, s speech, cmds []redis.Cmder
 // read again by the transaction; one that deleted nothing answers as
 // release.lua does by whether the key was there: "taken" or "gone", with
 // the server's run id still to ask (see Redis.askAbsent).
-func (o *Release) decodeNative(cmds []redis.Cmder) (Reply, func(context.Context, *Tx) Reply) {
-	del := cmds[0].(*redis.IntCmd)
-	var pub *redis.IntCmd
+func (o *Release) decodeNative(cmds []Cmd) (Reply, func(context.Context, *Tx) Reply) {
+	del := &cmds[0]
+	var pub *Cmd
 	if o.Channel != "" {
-		pub = cmds[1].(*redis.IntCmd)
+		pub = &cmds[1]
 	}
-	n, err := del.Result()
+	n, err := del.Int()
 	switch {
 	case err != nil && isReply(err):
 		return Reply{}, o.watched
 	case err != nil:
 		return Reply{Err: err}, nil
-	case n == 1 && pub != nil && pub.Val() > 0:
+	case n == 1 && pub != nil && pub.Num() > 0:
 		return Reply{OK: true, Value: heard(pub, "")}, nil
 	case n == 1:
 		return Reply{OK: true}, nil // heard by no one: release.lua's 1
 	}
-	v, err := cmds[len(cmds)-1].(*redis.IntCmd).Result()
+	v, err := cmds[len(cmds)-1].Int()
 	switch {
 	case err != nil:
 		return Reply{Err: err}, nil
@@ -252,11 +250,11 @@ func (o *Release) absent(ctx context.Context, t *Tx, a absent) Reply {
 // connection of its own: its commands in one round trip, then what its
 // reply still needs.
 func transactNative(ctx context.Context, t *Tx, op nativeOp, key string) (Reply, bool) {
-	cmds, ok := op.encodeNative(ctx, t.speech, nil)
+	cmds, ok := op.encodeNative(t.speech, nil)
 	if !ok {
 		return Reply{}, false
 	}
-	if err := t.Pipelined(ctx, key, cmds...); err != nil {
+	if err := t.Pipelined(ctx, key, refs(cmds)...); err != nil {
 		return Reply{Err: err}, true
 	}
 	rep, more := op.decodeNative(cmds)

@@ -1,12 +1,10 @@
 package node
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,14 +20,14 @@ import (
 // s, nil when it has none there.
 func nativeArgs(t *testing.T, op nativeOp, s speech) [][]any {
 	t.Helper()
-	cmds, ok := op.encodeNative(context.Background(), s, nil)
+	cmds, ok := op.encodeNative(s, nil)
 	if !ok {
 		require.Empty(t, cmds)
 		return nil
 	}
 	out := make([][]any, len(cmds))
 	for i, c := range cmds {
-		out[i] = c.Args()
+		out[i] = c.Args
 	}
 	return out
 }
@@ -95,54 +93,48 @@ func TestOnlyPlainLockOpsAreNative(t *testing.T) {
 	}
 }
 
-// answered sets cmd's reply: an error, or a value.
-func answered(cmd redis.Cmder, v any) redis.Cmder {
+// answered is a command answered v: an error, or a value.
+func answered(v any) Cmd {
+	var cmd Cmd
 	if err, ok := v.(error); ok {
-		cmd.SetErr(err)
-		return cmd
-	}
-	switch c := cmd.(type) {
-	case *redis.Cmd:
-		c.SetVal(v)
-	case *redis.IntCmd:
-		c.SetVal(v.(int64))
+		cmd.Answer(nil, err)
+	} else {
+		cmd.Answer(v, nil)
 	}
 	return cmd
 }
 
 func TestNativeReplies(t *testing.T) {
-	ctx := context.Background()
 	wrongType := replyError("WRONGTYPE Operation against a key holding the wrong kind of value")
 	down := errors.New("i/o timeout")
 	a := &Acquire{Key: "k", Token: "t", TTL: time.Second}
 	e := &Extend{Key: "k", Token: "t", TTL: time.Second}
 	r := &Release{Key: "k", Token: "t", Channel: "ch"}
-	cmd := func(v any) redis.Cmder { return answered(redis.NewCmd(ctx), v) }
-	num := func(v any) redis.Cmder { return answered(redis.NewIntCmd(ctx), v) }
+	cmd, num := answered, answered
 	for _, c := range []struct {
 		name string
 		op   nativeOp
-		cmds []redis.Cmder
+		cmds []Cmd
 		want Reply
 		more bool // the reply asks more on a connection of its own
 	}{
-		{"grant", a, []redis.Cmder{cmd(redis.Nil)}, Reply{OK: true}, false},
-		{"grant resent or handed over: re-armed", a, []redis.Cmder{cmd("t")}, Reply{}, true},
-		{"held by another", a, []redis.Cmder{cmd("u")}, Reply{Value: Grant{Holder: "u"}}, false},
-		{"grant on another type", a, []redis.Cmder{cmd(wrongType)}, Reply{}, true},
-		{"grant, node down", a, []redis.Cmder{cmd(down)}, Reply{Err: down}, false},
-		{"extended", e, []redis.Cmder{cmd("OK")}, Reply{OK: true}, false},
-		{"extension of another's", e, []redis.Cmder{cmd(redis.Nil)}, Reply{}, false},
-		{"extension of another type", e, []redis.Cmder{cmd(wrongType)}, Reply{}, false},
-		{"extension, node down", e, []redis.Cmder{cmd(down)}, Reply{Err: down}, false},
-		{"released, heard by two", r, []redis.Cmder{num(int64(1)), num(int64(2)), num(int64(0))}, Reply{OK: true, Value: Released{Heard: 2}}, false},
-		{"released, heard by none", r, []redis.Cmder{num(int64(1)), num(int64(0)), num(int64(0))}, Reply{OK: true}, false},
-		{"nothing deleted, another's", r, []redis.Cmder{num(int64(0)), num(int64(0)), num(int64(1))}, Reply{Value: absent{other: true}}, false},
-		{"undo deleted nothing, another's", &Release{Key: "k", Token: "t"}, []redis.Cmder{num(int64(0)), num(int64(1))}, Reply{}, false},
-		{"undo deleted nothing, no key", &Release{Key: "k", Token: "t"}, []redis.Cmder{num(int64(0)), num(int64(0))}, Reply{Value: Released{Gone: true}}, false},
-		{"nothing deleted, no key", r, []redis.Cmder{num(int64(0)), num(int64(0)), num(int64(0))}, Reply{Value: absent{}}, false},
-		{"release of another type", r, []redis.Cmder{num(wrongType), num(int64(0)), num(int64(1))}, Reply{}, true},
-		{"release, node down", r, []redis.Cmder{num(down), num(down), num(down)}, Reply{Err: down}, false},
+		{"grant", a, []Cmd{cmd(ErrNil)}, Reply{OK: true}, false},
+		{"grant resent or handed over: re-armed", a, []Cmd{cmd("t")}, Reply{}, true},
+		{"held by another", a, []Cmd{cmd("u")}, Reply{Value: Grant{Holder: "u"}}, false},
+		{"grant on another type", a, []Cmd{cmd(wrongType)}, Reply{}, true},
+		{"grant, node down", a, []Cmd{cmd(down)}, Reply{Err: down}, false},
+		{"extended", e, []Cmd{cmd("OK")}, Reply{OK: true}, false},
+		{"extension of another's", e, []Cmd{cmd(ErrNil)}, Reply{}, false},
+		{"extension of another type", e, []Cmd{cmd(wrongType)}, Reply{}, false},
+		{"extension, node down", e, []Cmd{cmd(down)}, Reply{Err: down}, false},
+		{"released, heard by two", r, []Cmd{num(int64(1)), num(int64(2)), num(int64(0))}, Reply{OK: true, Value: Released{Heard: 2}}, false},
+		{"released, heard by none", r, []Cmd{num(int64(1)), num(int64(0)), num(int64(0))}, Reply{OK: true}, false},
+		{"nothing deleted, another's", r, []Cmd{num(int64(0)), num(int64(0)), num(int64(1))}, Reply{Value: absent{other: true}}, false},
+		{"undo deleted nothing, another's", &Release{Key: "k", Token: "t"}, []Cmd{num(int64(0)), num(int64(1))}, Reply{}, false},
+		{"undo deleted nothing, no key", &Release{Key: "k", Token: "t"}, []Cmd{num(int64(0)), num(int64(0))}, Reply{Value: Released{Gone: true}}, false},
+		{"nothing deleted, no key", r, []Cmd{num(int64(0)), num(int64(0)), num(int64(0))}, Reply{Value: absent{}}, false},
+		{"release of another type", r, []Cmd{num(wrongType), num(int64(0)), num(int64(1))}, Reply{}, true},
+		{"release, node down", r, []Cmd{num(down), num(down), num(down)}, Reply{Err: down}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, more := c.op.decodeNative(c.cmds)
@@ -156,10 +148,9 @@ func TestNativeReplies(t *testing.T) {
 // order kept per name), a release leads it, each release reads EXISTS of
 // its key right after its delete, and the rest goes to the transactions.
 func TestPipelinable(t *testing.T) {
-	ctx := context.Background()
 	s := speech{way: Native, caps: Caps{Known: true, SetIfEq: true, DelIfEq: true}}
 	native := func(op nativeOp) *call {
-		cmds, ok := op.encodeNative(ctx, s, nil)
+		cmds, ok := op.encodeNative(s, nil)
 		require.True(t, ok)
 		return &call{op: op, cmds: cmds, native: true}
 	}

@@ -62,10 +62,10 @@ type Op interface {
 	Name() string
 	// Encode appends the commands that carry the operation to a node laid
 	// out as l (none when there is nothing to send: Decode then gets none).
-	Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder
+	Encode(l Layout, cmds []Cmd) []Cmd
 	// Decode reads the replies of the commands Encode returned, once their
 	// round trip is over.
-	Decode(cmds []redis.Cmder) Reply
+	Decode(cmds []Cmd) Reply
 }
 
 // Runner is an Op that the transport runs on its own rather than in a

@@ -57,18 +57,18 @@ func (o *Inspect) Lane() string { return o.Key }
 
 // Encode implements Op. The fencing counter and the permit count are kept
 // beside the name on the same terms (see Layout.Beside): both or neither.
-func (o *Inspect) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+func (o *Inspect) Encode(l Layout, cmds []Cmd) []Cmd {
 	keys := l.keys(o.Key, FenceKey(o.Key))
 	if len(keys) > 1 {
 		keys = append(keys, l.Beside(o.Key, PermitsKey(o.Key)))
 	}
-	return append(cmds, script(ctx, scripts.Inspect, keys))
+	return append(cmds, script(scripts.Inspect, keys))
 }
 
 // Decode implements Op: inspect.lua's {kind, pttl, holder, holds, counter},
 // then for a semaphore {permits, token, ttl, ...}.
-func (*Inspect) Decode(cmds []redis.Cmder) Reply {
-	r, err := slice(cmds[0], 5)
+func (*Inspect) Decode(cmds []Cmd) Reply {
+	r, err := slice(&cmds[0], 5)
 	if err != nil {
 		return Reply{Err: err}
 	}
@@ -120,8 +120,8 @@ func decodePermits(st *KeyState, r []any) error {
 
 // decodeForced reads force_release.lua's {status, holder, kind}, the reply
 // of a Release of Shape Any.
-func decodeForced(cmds []redis.Cmder) Reply {
-	r, err := slice(cmds[0], 3)
+func decodeForced(cmds []Cmd) Reply {
+	r, err := slice(&cmds[0], 3)
 	if err != nil {
 		return Reply{Err: err}
 	}
@@ -159,23 +159,23 @@ func (*Queue) Name() string { return "queue" }
 // Encode implements Op. A node that cannot keep a name's queue in the
 // name's slot (see Layout.Beside) does not queue its waiters: its releases
 // wake them all.
-func (o *Queue) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
+func (o *Queue) Encode(l Layout, cmds []Cmd) []Cmd {
 	for _, c := range o.Changes {
 		key := l.Beside(c.Lock, QueueKey(c.Lock))
 		switch {
 		case key == "":
 		case c.Remove:
-			cmds = append(cmds, redis.NewIntCmd(ctx, "zrem", key, c.Member))
+			cmds = append(cmds, Cmd{Args: []any{"zrem", key, c.Member}})
 		default:
-			cmds = append(cmds, redis.NewIntCmd(ctx, "zadd", key, "nx", c.Score, c.Member),
-				redis.NewIntCmd(ctx, "pexpire", key, c.TTL.Milliseconds()))
+			cmds = append(cmds, Cmd{Args: []any{"zadd", key, "nx", c.Score, c.Member}},
+				Cmd{Args: []any{"pexpire", key, c.TTL.Milliseconds()}})
 		}
 	}
 	return cmds
 }
 
 // Decode implements Op.
-func (*Queue) Decode(cmds []redis.Cmder) Reply {
+func (*Queue) Decode(cmds []Cmd) Reply {
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
 			return Reply{Err: err}
@@ -193,13 +193,13 @@ type Identify struct{}
 func (Identify) Name() string { return "identify" }
 
 // Encode implements Op: INFO server, for a node of one server.
-func (Identify) Encode(ctx context.Context, _ Layout, cmds []redis.Cmder) []redis.Cmder {
-	return append(cmds, redis.NewStringCmd(ctx, "info", "server"))
+func (Identify) Encode(_ Layout, cmds []Cmd) []Cmd {
+	return append(cmds, Cmd{Args: []any{"info", "server"}})
 }
 
 // Decode implements Op.
-func (Identify) Decode(cmds []redis.Cmder) Reply {
-	id, err := runID(cmds[0].(*redis.StringCmd).Result())
+func (Identify) Decode(cmds []Cmd) Reply {
+	id, err := runID(cmds[0].Text())
 	if err != nil {
 		return Reply{Err: err}
 	}
@@ -212,8 +212,8 @@ func (Identify) Run(ctx context.Context, c redis.UniversalClient) Reply {
 		mu  sync.Mutex
 		ids []string
 	)
-	one := func(ctx context.Context, c redis.Cmdable) error {
-		id, err := runID(c.Info(ctx, "server").Result())
+	one := func(ctx context.Context, c processor) error {
+		id, err := runID(do(ctx, c, "info", "server").Text())
 		if err != nil {
 			return err
 		}

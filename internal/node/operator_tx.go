@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The operations outside a lock's life, without scripts: the waiters'
@@ -19,15 +17,11 @@ func (o *Queue) Transact(ctx context.Context, t *Tx) Reply {
 
 // plain sends op's own commands, which are no scripts, in one round trip.
 func (t *Tx) plain(ctx context.Context, op Op) Reply {
-	cmds := op.Encode(ctx, t.layout, nil)
+	cmds := op.Encode(t.layout, nil)
 	if len(cmds) == 0 {
 		return op.Decode(nil)
 	}
-	p := t.c.Pipeline()
-	for _, c := range cmds {
-		_ = p.Process(ctx, c)
-	}
-	unanswered(p.Exec(ctx))
+	execAll(ctx, t.c, refs(cmds)...)
 	return op.Decode(cmds)
 }
 
@@ -103,25 +97,25 @@ func pairs(v any) map[string]string {
 // in MULTI ... EXEC, the release announced after it.
 func (o *Release) forced(ctx context.Context, t *Tx) Reply {
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
-		kind := redis.NewStatusCmd(ctx, "type", o.Key)
-		pttl := redis.NewIntCmd(ctx, "pttl", o.Key)
-		get := redis.NewCmd(ctx, "get", o.Key)
-		all := redis.NewCmd(ctx, "hgetall", o.Key)
-		reads := []redis.Cmder{kind, pttl, get, all}
+		kind := NewCmd("type", o.Key)
+		pttl := NewCmd("pttl", o.Key)
+		get := NewCmd("get", o.Key)
+		all := NewCmd("hgetall", o.Key)
+		reads := []*Cmd{kind, pttl, get, all}
 		queue := t.layout.Beside(o.Key, QueueKey(o.Key))
-		var first *redis.StringSliceCmd
+		var first *Cmd
 		if queue != "" {
-			first = redis.NewStringSliceCmd(ctx, "zrange", queue, 0, 0)
+			first = NewCmd("zrange", queue, 0, 0)
 			reads = append(reads, first)
 		}
 		if err := s.Read(ctx, []string{o.Key}, reads...); err != nil {
 			return Reply{}, err
 		}
-		k := kind.Val()
+		k := kind.Str()
 		if k == "none" {
 			return Reply{}, nil
 		}
-		if err := lockKey(o.Key, k, pttl.Val(), "forcing"); err != nil {
+		if err := lockKey(o.Key, k, pttl.Num(), "forcing"); err != nil {
 			return Reply{Err: err}, nil
 		}
 		forced, id, err := o.forcedHolder(k, get.Val(), all.Val())
@@ -130,8 +124,8 @@ func (o *Release) forced(ctx context.Context, t *Tx) Reply {
 		}
 		writes := [][]any{{"del", o.Key}}
 		waiter := ""
-		if first != nil && len(first.Val()) > 0 {
-			waiter = first.Val()[0]
+		if first != nil && len(first.Strs()) > 0 {
+			waiter = first.Strs()[0]
 			writes = append(writes, []any{"zrem", queue, waiter})
 		}
 		pub := announcement(ctx, o.Key, ReleaseChannel(o.Key), id, waiter)

@@ -97,8 +97,8 @@ type call struct {
 	ctx    context.Context //nolint:containedctx // a request in flight: its values travel with it
 	sendBy time.Time
 	op     Op
-	cmds   []redis.Cmder
-	buf    [2]redis.Cmder
+	cmds   []Cmd
+	buf    [2]Cmd
 	done   func(Reply)
 	// native is set when cmds are the server's own commands (see
 	// native.go), not the operation's script.
@@ -172,11 +172,11 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 	}
 	if w := n.Way(); w != Scripts || n.scriptsRan.Load() {
 		if o, ok := op.(nativeOp); ok {
-			c.cmds, c.native = o.encodeNative(ctx, speech{way: w, caps: n.Caps()}, c.buf[:0])
+			c.cmds, c.native = o.encodeNative(speech{way: w, caps: n.Caps()}, c.buf[:0])
 		}
 	}
 	if !c.native {
-		c.cmds = op.Encode(ctx, n.layout, c.buf[:0])
+		c.cmds = op.Encode(n.layout, c.buf[:0])
 	}
 	if len(c.cmds) == 0 && !isTimed(op) {
 		c.finish(op.Decode(nil)) // nothing to send
@@ -217,7 +217,7 @@ func (n *Redis) work() {
 	batch := make([]*call, 0, MaxBatch)
 	taken := make([]int, 0, Lanes)
 	var toks []laneToken
-	pipe := n.client.Pipeline()
+	w := &worker{pipe: n.client.Pipeline()}
 	for {
 		// The calls its last round trip answered woke their callers,
 		// whose next requests (an Unlock after a grant, the next
@@ -232,14 +232,23 @@ func (n *Redis) work() {
 		if !ok {
 			return
 		}
-		n.send(pipe, batch)
+		n.send(w, batch)
 		n.lanes.done(taken, toks)
 	}
 }
 
+// worker is what a worker keeps from one round trip to the next.
+type worker struct {
+	pipe  redis.Pipeliner
+	wire  wire
+	cmds  []*Cmd
+	lead  Cmd // a PING that leads the pipeline (see leadsNil)
+	clock Cmd // the TIME that ends it (see clockFor)
+}
+
 // send makes one round trip for batch and hands each call its reply. Calls
 // whose sendBy has passed are answered ErrUnsent without being sent.
-func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
+func (n *Redis) send(w *worker, batch []*call) {
 	var rest []*call
 	if n.Way() != Scripts {
 		batch, rest = pipelinable(batch)
@@ -268,53 +277,53 @@ func (n *Redis) send(pipe redis.Pipeliner, batch []*call) {
 		evalAhead(live[0].ctx, live)
 	}
 	if len(live) > 0 {
-		n.roundTrip(pipe, live, cmds)
+		n.roundTrip(w, live, cmds)
 	}
 }
 
 // exchange sends the commands of batch, cmds in all, in one round trip,
 // ended by TIME when a call is Timed, and returns the node's time then
 // (zero when not asked).
-func (n *Redis) exchange(ctx context.Context, pipe redis.Pipeliner, batch []*call, cmds int) time.Time {
-	clock := n.clockFor(ctx, batch)
-	led := false // clock sent first
+func (n *Redis) exchange(ctx context.Context, w *worker, batch []*call, cmds int) time.Time {
+	var clock *Cmd
+	asked := n.clockFor(batch)
+	if asked {
+		w.clock = Cmd{Args: timeArgs}
+		clock = &w.clock
+	}
+	all := w.cmds[:0]
 	if leadsNil(batch) {
 		// go-redis runs its retry checks (a dozen allocations) on the
 		// error of a round trip's first reply, and reads a native grant's
 		// nil as one: a command whose reply is no error leads instead,
 		// the batch's TIME where the node has answered one, else a PING.
 		if clock != nil && n.clockOn.Load() {
-			_ = pipe.Process(ctx, clock)
-			led = true
+			all = append(all, clock)
+			clock = nil
 		} else {
-			_ = pipe.Process(ctx, redis.NewStatusCmd(ctx, pingArgs...))
-			cmds++
+			w.lead = Cmd{Args: pingArgs}
+			all = append(all, &w.lead)
 		}
-	}
-	if cmds == 1 && clock == nil {
-		// One command, not always the first call's: a call may carry none
-		// (a Clock on a sharded node, a Queue with nothing to change).
-		for _, c := range batch {
-			if len(c.cmds) == 1 {
-				_ = n.client.Process(ctx, c.cmds[0])
-			}
-		}
-		return time.Time{}
 	}
 	for _, c := range batch {
-		for _, cmd := range c.cmds {
-			_ = pipe.Process(ctx, cmd)
+		for i := range c.cmds {
+			all = append(all, &c.cmds[i])
 		}
 	}
-	if clock != nil && !led {
-		_ = pipe.Process(ctx, clock)
+	if clock != nil {
+		all = append(all, clock)
 	}
-	unanswered(pipe.Exec(ctx)) // each command keeps its own error
-	return n.readClock(clock)
+	w.wire.send(ctx, n.client, w.pipe, all)
+	clear(all)
+	w.cmds = all[:0]
+	if !asked {
+		return time.Time{}
+	}
+	return n.readClock(&w.clock)
 }
 
 // roundTrip sends the commands of batch, cmds in all, in one round trip.
-func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
+func (n *Redis) roundTrip(w *worker, batch []*call, cmds int) {
 	// No deadline: the client's own timeouts bound the round trip. A
 	// context deadline would make go-redis close the connection when it
 	// passes (with ContextTimeoutEnabled), and re-dial for the next call:
@@ -322,7 +331,7 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	ctx, unguard := n.guard(batch[0].ctx)
 	defer unguard()
 	start := n.now()
-	at := refusedAll(ctx, batch, n.exchange(ctx, pipe, batch, cmds))
+	at := refusedAll(ctx, batch, n.exchange(ctx, w, batch, cmds))
 	if n.ring != nil {
 		if err := ringKept(n.ring, start, n.now); err != nil {
 			for _, c := range batch {
@@ -335,7 +344,7 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	var again []*call
 	var open openCalls
 	for _, c := range batch {
-		if refused && slices.ContainsFunc(c.cmds, func(cmd redis.Cmder) bool { return scriptsRefused(cmd.Err()) }) {
+		if refused && slices.ContainsFunc(c.cmds, refusesScripts) {
 			// The node ran none of this call's scripts: it goes again,
 			// without them, in the order of the batch.
 			again = append(again, c)
@@ -353,6 +362,10 @@ func (n *Redis) roundTrip(pipe redis.Pipeliner, batch []*call, cmds int) {
 	open.ask(ctx, n, at)
 	n.transactAll(again)
 }
+
+// refusesScripts reports whether cmd was refused as a script (see
+// scriptsRefused).
+func refusesScripts(cmd Cmd) bool { return scriptsRefused(cmd.err) }
 
 // timed gives rep, the reply to op, the node's time at, read at the end
 // of its round trip, when op is Timed and its reply carries none.

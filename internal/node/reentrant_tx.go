@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"slices"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // A reentrant lock's operations without scripts (see tx.go): optimistic
@@ -19,14 +17,14 @@ func (o *Acquire) reentrantTry(ctx context.Context, t *Tx) func(s *Step) (Reply,
 			return rep, err
 		}
 		keys := t.layout.keys(o.Key, o.FenceKey)
-		kind := redis.NewStatusCmd(ctx, "type", o.Key)
-		holds := redis.NewCmd(ctx, "hget", o.Key, o.Token)
-		pttl := redis.NewIntCmd(ctx, "pttl", o.Key)
-		owners := redis.NewStringSliceCmd(ctx, "hkeys", o.Key) // a reply error when no hash
-		reads := []redis.Cmder{kind, holds, pttl, owners}
-		var ctr *redis.Cmd
+		kind := NewCmd("type", o.Key)
+		holds := NewCmd("hget", o.Key, o.Token)
+		pttl := NewCmd("pttl", o.Key)
+		owners := NewCmd("hkeys", o.Key) // a reply error when no hash
+		reads := []*Cmd{kind, holds, pttl, owners}
+		var ctr *Cmd
 		if len(keys) > 1 {
-			ctr = redis.NewCmd(ctx, "get", keys[1])
+			ctr = NewCmd("get", keys[1])
 			reads = append(reads, ctr)
 		}
 		if err := s.Read(ctx, keys, reads...); err != nil {
@@ -39,12 +37,12 @@ func (o *Acquire) reentrantTry(ctx context.Context, t *Tx) func(s *Step) (Reply,
 				return Reply{Err: err}, nil
 			}
 		}
-		writes, err := o.reentrantWrites(kind.Val(), holds.Val() != nil, pttl.Val())
+		writes, err := o.reentrantWrites(kind.Str(), holds.Val() != nil, pttl.Num())
 		if err != nil || writes == nil {
-			return Reply{Err: err, Value: Grant{Counter: n, Holder: owner(kind.Val(), owners.Val())}}, nil
+			return Reply{Err: err, Value: Grant{Counter: n, Holder: owner(kind.Str(), owners.Strs())}}, nil
 		}
-		after := o.Ack.encode(ctx, nil)
-		res, err := s.Exec(ctx, writes, after...)
+		after := o.Ack.encode(nil)
+		res, err := s.Exec(ctx, writes, refs(after)...)
 		if err != nil {
 			return Reply{}, err
 		}
@@ -86,11 +84,11 @@ func (o *Acquire) reentrantWrites(kind string, owned bool, pttl int64) ([][]any,
 // that frees the lock announced after it, naming that waiter.
 func (o *Release) reentrant(ctx context.Context, t *Tx) Reply {
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
-		kind := redis.NewStatusCmd(ctx, "type", o.Key)
-		count := redis.NewCmd(ctx, "hget", o.Key, o.Token)
-		reads := []redis.Cmder{kind, count}
+		kind := NewCmd("type", o.Key)
+		count := NewCmd("hget", o.Key, o.Token)
+		reads := []*Cmd{kind, count}
 		var queue string
-		var first *redis.StringSliceCmd
+		var first *Cmd
 		if o.Drop == DropAll {
 			if queue, first = firstWaiter(ctx, t, o.Key, o.Channel, o.QueueKey); first != nil {
 				reads = append(reads, first)
@@ -100,17 +98,17 @@ func (o *Release) reentrant(ctx context.Context, t *Tx) Reply {
 			return Reply{}, err
 		}
 		var own string
-		if queue != "" && slices.Contains(first.Val(), o.Queued) {
+		if queue != "" && slices.Contains(first.Strs(), o.Queued) {
 			own = o.Queued
 		}
 		switch {
-		case kind.Val() == "none" || kind.Val() != "hash" || count.Val() == nil: // absent, or another's (or another type)
-			return gone(ctx, s, o.Drop == DropAll, kind.Val() != "none")
+		case kind.Str() == "none" || kind.Str() != "hash" || count.Val() == nil: // absent, or another's (or another type)
+			return gone(ctx, s, o.Drop == DropAll, kind.Str() != "none")
 		case o.Drop != DropAll:
 			return o.drop(ctx, s, count)
 		}
 		waiter := oldest(first, o.Queued)
-		var pub *redis.IntCmd
+		var pub *Cmd
 		if o.Channel != "" {
 			pub = announcement(ctx, o.Key, o.Channel, o.Notice, waiter)
 		}
@@ -120,7 +118,7 @@ func (o *Release) reentrant(ctx context.Context, t *Tx) Reply {
 
 // drop drops one hold of a reentrant lock (DropOne: never the last), or
 // the hold a failed attempt took (DropUndo: the key goes with the last).
-func (o *Release) drop(ctx context.Context, s *Step, count *redis.Cmd) (Reply, error) {
+func (o *Release) drop(ctx context.Context, s *Step, count *Cmd) (Reply, error) {
 	holds := int64(0)
 	if c, ok := text(count.Val()); ok {
 		holds = parseInt(c)

@@ -273,9 +273,9 @@ func refusedAll(ctx context.Context, batch []*call, at time.Time) time.Time {
 		return at
 	}
 	for _, c := range batch {
-		for _, cmd := range c.cmds {
-			if errors.Is(cmd.Err(), context.Canceled) {
-				cmd.SetErr(cause)
+		for i := range c.cmds {
+			if errors.Is(c.cmds[i].err, context.Canceled) {
+				c.cmds[i].err = cause
 			}
 		}
 	}

@@ -1,12 +1,9 @@
 package node
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/scripts"
 )
@@ -105,8 +102,8 @@ func (o *Release) Lane() string { return o.Key }
 func (o *Release) Concurrent() (string, bool) { return holder(o.Shape, o.Token) }
 
 // Encode implements Op.
-func (o *Release) Encode(ctx context.Context, l Layout, cmds []redis.Cmder) []redis.Cmder {
-	return append(cmds, shared(ctx, o.enc.args(l, o.args)))
+func (o *Release) Encode(l Layout, cmds []Cmd) []Cmd {
+	return append(cmds, Cmd{Args: o.enc.args(l, o.args)})
 }
 
 // args is the script of o's Shape, with its keys and arguments for a node
@@ -182,7 +179,7 @@ func releaseKeys(keys []string, l Layout, key, channel, queueKey, mark string) [
 
 // Decode implements Op: every shape's script answers as release.lua does,
 // but Any's (see decodeForced).
-func (o *Release) Decode(cmds []redis.Cmder) Reply {
+func (o *Release) Decode(cmds []Cmd) Reply {
 	if o.Shape == Any {
 		return decodeForced(cmds)
 	}
@@ -191,8 +188,8 @@ func (o *Release) Decode(cmds []redis.Cmder) Reply {
 
 // decodeRelease reads the reply of release.lua and of the scripts that
 // answer as it does.
-func decodeRelease(cmds []redis.Cmder) Reply {
-	cmd := cmds[0].(*redis.Cmd)
+func decodeRelease(cmds []Cmd) Reply {
+	cmd := &cmds[0]
 	if err := cmd.Err(); err != nil {
 		return Reply{Err: err}
 	}
@@ -202,7 +199,7 @@ func decodeRelease(cmds []redis.Cmder) Reply {
 		}
 		return Reply{Value: Released{Gone: true, Server: id}} // the key was absent: the node's run id
 	}
-	v, err := cmd.Int64()
+	v, err := cmd.Int()
 	switch {
 	case err != nil:
 		return Reply{Err: err}

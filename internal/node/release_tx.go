@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"slices"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Transact implements Transacted. A Plain lock's release is DELIFEQ key
@@ -33,10 +31,10 @@ func (o *Release) Transact(ctx context.Context, t *Tx) Reply {
 // watched is a Plain lock's release as an optimistic transaction.
 func (o *Release) watched(ctx context.Context, t *Tx) Reply {
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
-		kind := redis.NewStatusCmd(ctx, "type", o.Key)
+		kind := NewCmd("type", o.Key)
 		held, holds := holding(ctx, o.Key, o.Token, false)
 		queue, first := firstWaiter(ctx, t, o.Key, o.Channel, o.QueueKey)
-		reads := append([]redis.Cmder{kind}, holds...)
+		reads := append([]*Cmd{kind}, holds...)
 		if first != nil {
 			reads = append(reads, first)
 		}
@@ -44,18 +42,18 @@ func (o *Release) watched(ctx context.Context, t *Tx) Reply {
 			return Reply{}, err
 		}
 		switch {
-		case kind.Val() == "none" || !held(): // absent, or another's (or another type)
-			return gone(ctx, s, o.Channel != "", kind.Val() != "none")
+		case kind.Str() == "none" || !held(): // absent, or another's (or another type)
+			return gone(ctx, s, o.Channel != "", kind.Str() != "none")
 		}
 		waiter := oldest(first, o.Queued)
-		var pub *redis.IntCmd
+		var pub *Cmd
 		// A release with no one queued announces nothing, as
 		// release_head.lua.
-		if quiet := first != nil && len(first.Val()) == 0 && first.Err() == nil; o.Channel != "" && !quiet {
+		if quiet := first != nil && len(first.Strs()) == 0 && first.Err() == nil; o.Channel != "" && !quiet {
 			pub = announcement(ctx, o.Key, o.Channel, o.Token, waiter)
 		}
 		var own string
-		if queue != "" && slices.Contains(first.Val(), o.Queued) {
+		if queue != "" && slices.Contains(first.Strs(), o.Queued) {
 			own = o.Queued
 		}
 		return free(ctx, s, o.Key, queue, waiter, own, pub)
@@ -65,14 +63,14 @@ func (o *Release) watched(ctx context.Context, t *Tx) Reply {
 // free deletes key and unqueues waiter and own, the releaser's own member
 // ("": none), in MULTI ... EXEC, and announces the release with pub (nil:
 // not at all) after it.
-func free(ctx context.Context, s *Step, key, queue, waiter, own string, pub *redis.IntCmd) (Reply, error) {
+func free(ctx context.Context, s *Step, key, queue, waiter, own string, pub *Cmd) (Reply, error) {
 	writes := [][]any{{"del", key}}
 	for _, m := range []string{waiter, own} {
 		if m != "" {
 			writes = append(writes, []any{"zrem", queue, m})
 		}
 	}
-	var after []redis.Cmder
+	var after []*Cmd
 	if pub != nil {
 		after = append(after, pub)
 	}
@@ -90,7 +88,7 @@ func named(waiter string) bool { return Named(waiter) }
 // firstWaiter returns the read of the oldest waiter in the queue of the
 // lock key, for a release that announces itself on channel; nil when
 // there is none to read.
-func firstWaiter(ctx context.Context, t *Tx, key, channel, queueKey string) (string, *redis.StringSliceCmd) {
+func firstWaiter(ctx context.Context, t *Tx, key, channel, queueKey string) (string, *Cmd) {
 	if channel == "" || queueKey == "" {
 		return "", nil
 	}
@@ -100,16 +98,16 @@ func firstWaiter(ctx context.Context, t *Tx, key, channel, queueKey string) (str
 	}
 	// Two: the releaser's own member may be the first (see
 	// Release.Queued).
-	return queue, redis.NewStringSliceCmd(ctx, "zrange", queue, 0, 1)
+	return queue, NewCmd("zrange", queue, 0, 1)
 }
 
 // oldest is the oldest waiter that first read other than own, "" when
 // none was read or queued.
-func oldest(first *redis.StringSliceCmd, own string) string {
+func oldest(first *Cmd, own string) string {
 	if first == nil {
 		return ""
 	}
-	for _, w := range first.Val() {
+	for _, w := range first.Strs() {
 		if w != own {
 			return w
 		}
@@ -129,32 +127,32 @@ func gone(ctx context.Context, s *Step, last, taken bool) (Reply, error) {
 		}
 		return Reply{Value: Released{Gone: true}}, nil // an undo or one hold: no one reads whose server
 	}
-	info := redis.NewStringCmd(ctx, "info", "server")
+	info := NewCmd("info", "server")
 	if err := s.Read(ctx, nil, info); err != nil {
 		return Reply{}, err
 	}
-	id, _ := infoField(info.Result())("run_id") // a user without INFO: "", which matches no server
+	id, _ := infoField(info.Text())("run_id") // a user without INFO: "", which matches no server
 	return Reply{Value: Released{Gone: !taken, Taken: taken, Server: id}}, nil
 }
 
 // announcement is the PUBLISH that tells waiters a lock is free (see
 // announce.lua): to the named waiter's process on its own channel, or to
 // every waiter on the lock's channel when no waiter is named.
-func announcement(ctx context.Context, name, channel, id, waiter string) *redis.IntCmd {
+func announcement(ctx context.Context, name, channel, id, waiter string) *Cmd {
 	if process, ok := MemberProcess(waiter); ok && Named(waiter) {
-		return redis.NewIntCmd(ctx, "publish", WakeChannel(process), Notice{ID: id, Member: waiter, Name: name}.String())
+		return NewCmd("publish", WakeChannel(process), Notice{ID: id, Member: waiter, Name: name}.String())
 	}
-	return redis.NewIntCmd(ctx, "publish", channel, Notice{ID: id}.String())
+	return NewCmd("publish", channel, Notice{ID: id}.String())
 }
 
 // heard is what a release that announced itself with pub says: how many
 // clients heard it, and whether it named a waiter. A PUBLISH the node
 // refused (a user without the channel) reached no one.
-func heard(pub *redis.IntCmd, waiter string) Released {
+func heard(pub *Cmd, waiter string) Released {
 	if pub == nil {
 		return Released{}
 	}
-	n, _ := pub.Result()
+	n, _ := pub.Int()
 	return Released{Heard: int(n), Named: named(waiter)}
 }
 

@@ -1,7 +1,5 @@
 package node
 
-import "github.com/redis/go-redis/v9"
-
 // A reader-writer lock (the Shapes Write and Read). Its writer takes the
 // lock with an Acquire and releases it with a Release of Shape Write; it
 // extends, fences and undoes it as a Plain lock. Its readers acquire,
@@ -21,7 +19,7 @@ type ReadRefusal struct {
 
 // decodeReader reads read_acquire.lua's reply: a grant's node time, or
 // {status, n}, for a read hold with a restart delay of minUptime seconds.
-func decodeReader(cmd redis.Cmder, minUptime int64) Reply {
+func decodeReader(cmd *Cmd, minUptime int64) Reply {
 	status, n, rep, done := decodeAdmission(cmd, shapes[Read].acquire, minUptime)
 	if done {
 		return rep

@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
@@ -41,8 +39,8 @@ func evalArgs(s *scripts.Script, keys []string, args ...any) []any {
 }
 
 // script is the command that runs s with keys and args.
-func script(ctx context.Context, s *scripts.Script, keys []string, args ...any) *redis.Cmd {
-	return redis.NewCmd(ctx, evalArgs(s, keys, args...)...)
+func script(s *scripts.Script, keys []string, args ...any) Cmd {
+	return Cmd{Args: evalArgs(s, keys, args...)}
 }
 
 // reload runs again, as EVAL (which loads the script), each EVALSHA of
@@ -52,68 +50,65 @@ func script(ctx context.Context, s *scripts.Script, keys []string, args ...any) 
 // would vouch for a write it never waited for: it is sent again after the
 // EVALs, in the same pipeline (one connection, whose last write it waits
 // for), and replaces the first. It reports whether there was any.
-func reload(ctx context.Context, c redis.UniversalClient, cmds []redis.Cmder) bool {
-	var pipe redis.Pipeliner
+func reload(ctx context.Context, c pipeliner, cmds []Cmd) bool {
+	var again []*Cmd
 	wait := -1
-	for i, cmd := range cmds {
-		if pipe != nil && cmd.Name() == "wait" {
+	for i := range cmds {
+		if again != nil && cmds[i].Name() == "wait" {
 			wait = i
 		}
-		eval := evalOf(ctx, cmd)
-		if eval == nil {
+		eval, ok := evalOf(&cmds[i])
+		if !ok {
 			continue
 		}
-		if pipe == nil {
-			pipe = c.Pipeline()
-		}
 		cmds[i] = eval
-		_ = pipe.Process(ctx, eval)
+		again = append(again, &cmds[i])
 	}
-	if pipe == nil {
+	if again == nil {
 		return false
 	}
 	if wait >= 0 {
-		cmds[wait] = redis.NewIntCmd(ctx, cmds[wait].Args()...)
-		_ = pipe.Process(ctx, cmds[wait])
+		cmds[wait] = Cmd{Args: cmds[wait].Args}
+		again = append(again, &cmds[wait])
 	}
-	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	execAll(ctx, c, again...) // each command keeps its own error
 	return true
 }
 
 // evalOf returns the EVAL that replaces cmd, an EVALSHA the node answered
-// NOSCRIPT; nil when cmd is no such command.
-func evalOf(ctx context.Context, cmd redis.Cmder) *redis.Cmd {
-	if cmd.Err() == nil || !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		return nil
+// NOSCRIPT; ok is false when cmd is no such command.
+func evalOf(cmd *Cmd) (eval Cmd, ok bool) {
+	if !says(cmd.Err(), "NOSCRIPT") {
+		return Cmd{}, false
 	}
-	return asEval(ctx, cmd)
+	return asEval(cmd)
 }
 
 // spellOut replaces each EVALSHA of cmds, not sent yet, with its EVAL.
-func spellOut(ctx context.Context, cmds []redis.Cmder) {
-	for i, cmd := range cmds {
-		if eval := asEval(ctx, cmd); eval != nil {
+func spellOut(cmds []Cmd) {
+	for i := range cmds {
+		if eval, ok := asEval(&cmds[i]); ok {
 			cmds[i] = eval
 		}
 	}
 }
 
 // asEval returns the EVAL that runs what cmd runs, when cmd is an EVALSHA
-// of one of the scripts; nil otherwise.
-func asEval(ctx context.Context, cmd redis.Cmder) *redis.Cmd {
-	args := cmd.Args()
+// of one of the scripts; ok is false otherwise.
+func asEval(cmd *Cmd) (eval Cmd, ok bool) {
+	args := cmd.Args
 	if len(args) < 3 || args[0] != evalsha {
-		return nil
+		return Cmd{}, false
 	}
 	sha, _ := args[1].(string)
 	s := bySHA[sha]
 	if s == nil {
-		return nil
+		return Cmd{}, false
 	}
 	n, _ := args[2].(int)
-	eval := make([]any, 0, len(args))
-	eval = append(eval, "eval", s.Source, n)
-	return redis.NewCmd(ctx, append(eval, args[3:]...)...)
+	out := make([]any, 0, len(args))
+	out = append(out, "eval", s.Source, n)
+	return Cmd{Args: append(out, args[3:]...)}, true
 }
 
 // encoding is an operation's command arguments, per layout (plain or
@@ -149,12 +144,6 @@ func (e *encoding) at(i int, build func() []any) []any {
 		return args
 	}
 	return *p.Load()
-}
-
-// shared is the command with args, shared by the requests of one
-// operation to every node of a layout.
-func shared(ctx context.Context, args []any) *redis.Cmd {
-	return redis.NewCmd(ctx, args...)
 }
 
 // loadScripts loads every script into the node's cache, on a goroutine
@@ -209,7 +198,7 @@ func evalAhead(ctx context.Context, batch []*call) {
 				break
 			}
 			if LaneOf(d.op) == name {
-				spellOut(ctx, c.cmds)
+				spellOut(c.cmds)
 				break
 			}
 		}
@@ -230,8 +219,8 @@ func (n *Redis) checkScripts(ctx context.Context, batch []*call) bool {
 			n.cached.Store(false)
 			n.loadScripts()
 		}
-		for _, cmd := range c.cmds {
-			if scriptsRefused(cmd.Err()) {
+		for i := range c.cmds {
+			if cmd := &c.cmds[i]; scriptsRefused(cmd.Err()) {
 				n.refuseScripts(cmd.Err())
 				refused = true
 			}

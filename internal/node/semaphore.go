@@ -3,8 +3,6 @@ package node
 import (
 	"fmt"
 	"strconv"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // A counting semaphore's permits (the Shape Semaphore): on each node the
@@ -21,7 +19,7 @@ type SemGrant struct {
 
 // decodePermit reads sem_acquire.lua's reply to o: {status, n}, or a
 // grant's node time.
-func (o *Acquire) decodePermit(cmd redis.Cmder) Reply {
+func (o *Acquire) decodePermit(cmd *Cmd) Reply {
 	status, n, rep, done := decodeAdmission(cmd, o.Name(), o.MinUptime)
 	if done {
 		return rep
@@ -38,11 +36,9 @@ func (o *Acquire) decodePermit(cmd redis.Cmder) Reply {
 // {status, n}. It is done, with rep, for a grant, a reply of another shape,
 // and status -1: the node is up n seconds, less than minUptime; otherwise
 // status and n are the script's, for the caller to read.
-func decodeAdmission(cmd redis.Cmder, what string, minUptime int64) (status, n int64, rep Reply, done bool) {
-	if c, ok := cmd.(*redis.Cmd); ok && c.Err() == nil {
-		if ms, ok := c.Val().(int64); ok {
-			return 0, 0, granted(ms), true
-		}
+func decodeAdmission(cmd *Cmd, what string, minUptime int64) (status, n int64, rep Reply, done bool) {
+	if ms, ok := cmd.Val().(int64); ok && cmd.Err() == nil {
+		return 0, 0, granted(ms), true
 	}
 	r, err := slice(cmd, 2)
 	if err != nil {

@@ -76,21 +76,13 @@ func (t *Tx) server(ctx context.Context, key string) (*redis.Client, error) {
 // that keeps key: commands that need no transaction (a lone SET NX GET PX,
 // the waiters' queue), followed by WAIT when asked. Each command keeps its
 // own reply; the error is only that of finding the server.
-func (t *Tx) Pipelined(ctx context.Context, key string, cmds ...redis.Cmder) error {
+func (t *Tx) Pipelined(ctx context.Context, key string, cmds ...*Cmd) error {
 	c, err := t.server(ctx, key)
 	if err != nil {
 		return err
 	}
-	if len(cmds) == 1 {
-		_ = c.Process(ctx, cmds[0])
-		return nil
-	}
-	unanswered(c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, cmd := range cmds {
-			_ = p.Process(ctx, cmd)
-		}
-		return nil
-	}))
+	var w wire
+	w.send(ctx, c, c.Pipeline(), cmds)
 	return nil
 }
 
@@ -104,20 +96,13 @@ type Step struct {
 // Read sends cmds in one round trip, after the WATCH of keys (none: no
 // WATCH). It returns a failure to talk to the node, or the WATCH's error;
 // each command keeps its own reply.
-func (s *Step) Read(ctx context.Context, keys []string, cmds ...redis.Cmder) error {
-	var watch *redis.StatusCmd
+func (s *Step) Read(ctx context.Context, keys []string, cmds ...*Cmd) error {
+	var watch *Cmd
 	if len(keys) > 0 {
-		watch = redis.NewStatusCmd(ctx, watchArgs(keys)...)
+		watch = NewCmd(watchArgs(keys)...)
+		cmds = append([]*Cmd{watch}, cmds...)
 	}
-	unanswered(s.tx.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if watch != nil {
-			_ = p.Process(ctx, watch)
-		}
-		for _, c := range cmds {
-			_ = p.Process(ctx, c)
-		}
-		return nil
-	}))
+	execAll(ctx, s.tx, cmds...)
 	if watch != nil {
 		s.watched = true // even when it failed: Watch then unwatches, or drops the connection
 		if err := watch.Err(); err != nil {
@@ -125,7 +110,7 @@ func (s *Step) Read(ctx context.Context, keys []string, cmds ...redis.Cmder) err
 		}
 	}
 	for _, c := range cmds {
-		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) && !isReply(err) {
+		if err := c.Err(); err != nil && err != ErrNil && !isReply(err) { //nolint:errorlint // ErrNil is never wrapped
 			return err // the connection failed: the rest are unread
 		}
 	}
@@ -136,23 +121,19 @@ func (s *Step) Read(ctx context.Context, keys []string, cmds ...redis.Cmder) err
 // on the same connection) in one round trip, and returns EXEC's results,
 // one per write. It returns errRetry when a watched key changed: nothing
 // was applied.
-func (s *Step) Exec(ctx context.Context, writes [][]any, after ...redis.Cmder) ([]any, error) {
+func (s *Step) Exec(ctx context.Context, writes [][]any, after ...*Cmd) ([]any, error) {
 	s.wrote = true
-	exec := redis.NewSliceCmd(ctx, "exec")
-	unanswered(s.tx.Pipelined(ctx, func(p redis.Pipeliner) error {
-		_ = p.Process(ctx, redis.NewStatusCmd(ctx, "multi"))
-		for _, w := range writes {
-			_ = p.Process(ctx, redis.NewCmd(ctx, w...))
-		}
-		_ = p.Process(ctx, exec)
-		for _, c := range after {
-			_ = p.Process(ctx, c)
-		}
-		return nil
-	}))
-	res, err := exec.Result()
+	cmds := make([]Cmd, 0, len(writes)+2)
+	cmds = append(cmds, Cmd{Args: []any{"multi"}})
+	for _, w := range writes {
+		cmds = append(cmds, Cmd{Args: w})
+	}
+	cmds = append(cmds, Cmd{Args: []any{"exec"}})
+	execAll(ctx, s.tx, append(refs(cmds), after...)...)
+	exec := &cmds[len(cmds)-1]
+	res, err := exec.Slice()
 	switch {
-	case errors.Is(err, redis.Nil):
+	case err == ErrNil: //nolint:errorlint // ErrNil is never wrapped
 		return nil, errRetry
 	case err != nil:
 		return nil, err
@@ -206,7 +187,7 @@ func (t *Tx) Watch(ctx context.Context, key string, try func(s *Step) (Reply, er
 // Multi sends MULTI, the writes, EXEC and after in one round trip on the
 // server that keeps key, with no WATCH: for writes that depend on nothing
 // read, made atomic with the reads among them.
-func (t *Tx) Multi(ctx context.Context, key string, writes [][]any, after ...redis.Cmder) ([]any, error) {
+func (t *Tx) Multi(ctx context.Context, key string, writes [][]any, after ...*Cmd) ([]any, error) {
 	c, err := t.server(ctx, key)
 	if err != nil {
 		return nil, err
@@ -227,13 +208,6 @@ func watchArgs(keys []string) []any {
 		out = append(out, k)
 	}
 	return out
-}
-
-// isReply reports whether err is the server's error reply to one command
-// (the connection is fine), not a failure to talk to it.
-func isReply(err error) bool {
-	var rerr redis.Error
-	return errors.As(err, &rerr)
 }
 
 // replyErr returns v, one result of EXEC, as an error when it is the

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Way is how a node is spoken to. A node starts with scripts; a node whose
@@ -79,11 +77,11 @@ func scriptsRefused(err error) bool {
 }
 
 func refusedScripts(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
+	msg, ok := replyOf(err)
+	if !ok {
 		return false
 	}
-	msg := strings.ToLower(rerr.Error())
+	msg = strings.ToLower(msg)
 	if strings.HasPrefix(msg, "err could not find scripting engine") {
 		return true // a Valkey whose Lua engine is not loaded (MODULE UNLOAD lua)
 	}
