@@ -135,7 +135,7 @@ func (f *Facts) readSettings(ctx context.Context, c redis.UniversalClient) error
 	if ci, err := client.Text(); err == nil && f.User == "" {
 		f.User = clientUser(ci)
 	}
-	f.Caps, _ = askCaps(ctx, c, Layout{Sharded: isSharded(c)}, "")
+	f.Caps, _ = askCaps(ctx, goRedis{c}, Layout{Sharded: isSharded(c)}, "")
 	return nil
 }
 

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Caps is what a node's server is and which of its own compare-and-set
@@ -104,7 +102,7 @@ func (n *Redis) probeCaps(name string) {
 			}
 		}()
 		defer func() { cancel(); <-watched }() // the watcher ends with the probe
-		c, err := askCaps(ctx, n.client, n.layout, name)
+		c, err := askCaps(ctx, n.via, n.layout, name)
 		if err != nil {
 			return // unknown: the node speaks as before, and is asked no more
 		}
@@ -117,7 +115,7 @@ func (n *Redis) probeCaps(name string) {
 
 // askCaps is the probe's round trip (see probeCaps); its error is a
 // failure to talk to the node.
-func askCaps(ctx context.Context, c redis.UniversalClient, l Layout, name string) (Caps, error) {
+func askCaps(ctx context.Context, c Conn, l Layout, name string) (Caps, error) {
 	key := l.Beside(name, name+":redlock:probe")
 	if key == "" {
 		key = "redlock:probe"
@@ -127,7 +125,7 @@ func askCaps(ctx context.Context, c redis.UniversalClient, l Layout, name string
 	delifeq := NewCmd("delifeq", key, "redlock:probe")
 	delex := NewCmd("delex", key, "ifeq", "redlock:probe")
 	cmds := []*Cmd{info, set, delifeq, delex}
-	execAll(ctx, c, cmds...)
+	c.Send(ctx, cmds...)
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err != nil && !errors.Is(err, ErrNil) && !isReply(err) {
 			return Caps{}, err

@@ -126,7 +126,9 @@ func (n *Redis) clockOf(ctx context.Context, op Op) time.Time {
 	if _, ok := op.(Timed); !ok || n.layout.Sharded {
 		return time.Time{}
 	}
-	t, err := do(ctx, n.client, timeArgs...).Time()
+	clock := NewCmd(timeArgs...)
+	n.via.Send(ctx, clock)
+	t, err := clock.Time()
 	n.noClock(err)
 	return t
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/redis/go-redis/v9"
@@ -10,6 +11,63 @@ import (
 // The go-redis side of a round trip: each Cmd travels as a go-redis
 // command, whose reply is copied back (go-redis' nil reply as ErrNil; its
 // error replies already carry RedisError).
+
+// goRedis is the Transport of a go-redis client.
+type goRedis struct {
+	c redis.UniversalClient
+}
+
+// Send implements Transport: a pipeline of the client's (one command
+// alone, as go-redis sends it).
+func (g goRedis) Send(ctx context.Context, cmds ...*Cmd) {
+	var w wire
+	w.send(ctx, g.c, g.c.Pipeline(), cmds)
+}
+
+// OnKey implements Transport: the connection of go-redis' Watch, with no
+// key watched yet, on the server that keeps key.
+func (g goRedis) OnKey(ctx context.Context, key string, fn func(Conn) error) error {
+	c, err := g.server(ctx, key)
+	if err != nil {
+		return err
+	}
+	return c.Watch(ctx, func(tx *redis.Tx) error { return fn(txConn{tx}) })
+}
+
+// Each implements Transport: every master of a cluster, every shard of a
+// ring, else the one server.
+func (g goRedis) Each(ctx context.Context, fn func(Conn) error) error {
+	each := func(_ context.Context, c *redis.Client) error { return fn(goRedis{c}) }
+	switch c := g.c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, each)
+	case *redis.Ring:
+		return c.ForEachShard(ctx, each)
+	}
+	return fn(g)
+}
+
+// server returns the client of the one server that keeps key.
+func (g goRedis) server(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := g.c.(type) {
+	case *redis.Client:
+		return c, nil
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Ring:
+		return c.GetShardClientForKey(key)
+	}
+	return nil, fmt.Errorf("%w: a client of type %T cannot run transactions", ErrMisconfigured, g.c)
+}
+
+// txConn is one connection taken for a transaction.
+type txConn struct{ tx *redis.Tx }
+
+// Send implements Conn.
+func (t txConn) Send(ctx context.Context, cmds ...*Cmd) {
+	var w wire
+	w.exec(ctx, t.tx, cmds)
+}
 
 // wire carries Cmds over go-redis, reusing its buffers from one round trip
 // to the next (a worker's: one goroutine).
@@ -79,21 +137,6 @@ func answerFrom(c *Cmd, rc *redis.Cmd) {
 		err = ErrNil
 	}
 	c.Answer(v, err)
-}
-
-// do sends one command on c, now.
-func do(ctx context.Context, c processor, args ...any) *Cmd {
-	cmd := NewCmd(args...)
-	rc := redis.NewCmd(ctx, args...)
-	_ = c.Process(ctx, rc)
-	answerFrom(cmd, rc)
-	return cmd
-}
-
-// execAll sends cmds in one round trip on p, a new wire's.
-func execAll(ctx context.Context, p pipeliner, cmds ...*Cmd) {
-	var w wire
-	w.exec(ctx, p, cmds)
 }
 
 // unanswered puts err, the error a pipeline's Exec returned, on every

@@ -113,7 +113,9 @@ func (n *Redis) askAbsent(ctx context.Context, calls []*call, reps []Reply) []Re
 		}
 		return out
 	}
-	id, _ := infoField(n.client.Info(ctx, "server").Result())("run_id") // a user without INFO: "", which matches no server
+	info := NewCmd("info", "server")
+	n.via.Send(ctx, info)
+	id, _ := infoField(info.Text())("run_id") // a user without INFO: "", which matches no server
 	for i, c := range calls {
 		a, _ := reps[i].Value.(absent)
 		out[i] = absentReply(c.op.(*Release), a.other, id)

@@ -11,8 +11,6 @@ package node
 import (
 	"context"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Node is one independent Redis master (or one cluster) as the layers above
@@ -49,8 +47,13 @@ type Subscription interface {
 	Unsubscribe(ctx context.Context, channels ...string) error
 	// Messages delivers what is published on the subscribed channels; it
 	// is closed by Close.
-	Messages() <-chan *redis.Message
+	Messages() <-chan Message
 	Close() error
+}
+
+// Message is what was published on a channel a Subscription subscribed.
+type Message struct {
+	Channel, Payload string
 }
 
 // Op is one request to one node. It knows the commands that carry it and
@@ -73,7 +76,27 @@ type Op interface {
 // cluster).
 type Runner interface {
 	Op
-	Run(ctx context.Context, c redis.UniversalClient) Reply
+	Run(ctx context.Context, t Transport) Reply
+}
+
+// Transport is how a node's commands reach its servers, beside the
+// batches: go-redis' in this module (see goredis.go).
+type Transport interface {
+	Conn
+	// OnKey runs fn with one connection to the server that keeps key,
+	// taken from the pool for fn's whole run, so that a transaction's
+	// WATCH holds from one Send to the next.
+	OnKey(ctx context.Context, key string, fn func(c Conn) error) error
+	// Each runs fn with each server behind the node: one, or each master
+	// of a cluster, several at once.
+	Each(ctx context.Context, fn func(c Conn) error) error
+}
+
+// Conn sends commands to a server.
+type Conn interface {
+	// Send sends cmds in one round trip, in order, and answers each: the
+	// server's reply, or the failure to talk to it.
+	Send(ctx context.Context, cmds ...*Cmd)
 }
 
 // Reply is a node's answer to an Op. OK and Err are what every rule reads;

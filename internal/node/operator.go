@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlock-go/redlock/internal/scripts"
 )
 
@@ -206,14 +204,16 @@ func (Identify) Decode(cmds []Cmd) Reply {
 	return Reply{OK: true, Value: []string{id}}
 }
 
-// Run implements Runner: INFO on every server behind the client.
-func (Identify) Run(ctx context.Context, c redis.UniversalClient) Reply {
+// Run implements Runner: INFO on every server behind the node.
+func (Identify) Run(ctx context.Context, t Transport) Reply {
 	var (
 		mu  sync.Mutex
 		ids []string
 	)
-	one := func(ctx context.Context, c processor) error {
-		id, err := runID(do(ctx, c, "info", "server").Text())
+	err := t.Each(ctx, func(c Conn) error {
+		info := NewCmd("info", "server")
+		c.Send(ctx, info)
+		id, err := runID(info.Text())
 		if err != nil {
 			return err
 		}
@@ -221,16 +221,7 @@ func (Identify) Run(ctx context.Context, c redis.UniversalClient) Reply {
 		ids = append(ids, id)
 		mu.Unlock()
 		return nil
-	}
-	var err error
-	switch c := c.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
-	default:
-		err = one(ctx, c)
-	}
+	})
 	if err != nil {
 		return Reply{Err: err}
 	}

@@ -21,7 +21,7 @@ func (t *Tx) plain(ctx context.Context, op Op) Reply {
 	if len(cmds) == 0 {
 		return op.Decode(nil)
 	}
-	execAll(ctx, t.c, refs(cmds)...)
+	t.via.Send(ctx, refs(cmds)...)
 	return op.Decode(cmds)
 }
 

@@ -32,6 +32,7 @@ import (
 // them.
 type Redis struct {
 	client  redis.UniversalClient
+	via     Transport // the client's (see goredis.go)
 	address string
 	layout  Layout
 	// master names the master a Sentinel-managed client reached (see
@@ -127,7 +128,7 @@ func NewRedisWith(c redis.UniversalClient, cfg Config) *Redis {
 		now = time.Now
 	}
 	n := &Redis{
-		client: c, address: ClientAddr(c), layout: Layout{Sharded: isSharded(c)}, now: now,
+		client: c, via: goRedis{c}, address: ClientAddr(c), layout: Layout{Sharded: isSharded(c)}, now: now,
 		onWay: cfg.OnWay, onNoClock: cfg.OnNoClock,
 	}
 	if cfg.NoScripts {
@@ -403,12 +404,17 @@ func (n *Redis) Subscribe() Subscription {
 		return newRingSubscription(r) // a Ring's Subscribe needs a channel, and uses one shard
 	}
 	// No channel yet: go-redis connects on the first SUBSCRIBE.
-	return &redisSubscription{ps: n.client.Subscribe(context.Background())}
+	s := &redisSubscription{ps: n.client.Subscribe(context.Background()), out: make(chan Message, 100)}
+	msgs := s.ps.Channel()
+	s.life.Go(func() { forward(msgs, s.out, s.life.Closing()) })
+	return s
 }
 
 // redisSubscription adapts a go-redis PubSub.
 type redisSubscription struct {
-	ps *redis.PubSub
+	ps   *redis.PubSub
+	out  chan Message
+	life life.Group // the forwarder
 }
 
 func (s *redisSubscription) Subscribe(ctx context.Context, channels ...string) error {
@@ -419,9 +425,29 @@ func (s *redisSubscription) Unsubscribe(ctx context.Context, channels ...string)
 	return s.ps.Unsubscribe(ctx, channels...)
 }
 
-func (s *redisSubscription) Messages() <-chan *redis.Message { return s.ps.Channel() }
+func (s *redisSubscription) Messages() <-chan Message { return s.out }
 
-func (s *redisSubscription) Close() error { return s.ps.Close() }
+// Close closes the subscription, and Messages once its forwarder is done.
+func (s *redisSubscription) Close() error {
+	if !s.life.Stop() {
+		return nil
+	}
+	err := s.ps.Close()
+	_ = s.life.Wait(context.Background())
+	close(s.out)
+	return err
+}
+
+// forward sends what msgs delivers to out, until msgs is closed or stop.
+func forward(msgs <-chan *redis.Message, out chan<- Message, stop <-chan struct{}) {
+	for m := range msgs {
+		select {
+		case out <- Message{Channel: m.Channel, Payload: m.Payload}:
+		case <-stop:
+			return
+		}
+	}
+}
 
 // isSharded reports whether c spreads keys over several servers by slot.
 func isSharded(c redis.UniversalClient) bool {

@@ -255,7 +255,7 @@ func (n *Redis) runGuarded(ctx context.Context, r Runner) Reply {
 		return Reply{Err: err}
 	}
 	ctx, unguard := n.guard(ctx)
-	rep := r.Run(ctx, n.client)
+	rep := r.Run(ctx, n.via)
 	unguard()
 	if cause := refusedCause(ctx); cause != nil && errors.Is(rep.Err, context.Canceled) {
 		rep.Err = cause

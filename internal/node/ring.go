@@ -21,7 +21,7 @@ import (
 // shards' messages merged. It is safe for concurrent use.
 type ringSubscription struct {
 	ring *redis.Ring
-	out  chan *redis.Message
+	out  chan Message
 	life life.Group // the forwarders; closing: under mu
 
 	mu       sync.Mutex
@@ -30,7 +30,7 @@ type ringSubscription struct {
 }
 
 func newRingSubscription(r *redis.Ring) *ringSubscription {
-	return &ringSubscription{ring: r, out: make(chan *redis.Message, 100),
+	return &ringSubscription{ring: r, out: make(chan Message, 100),
 		shards: map[*redis.Client]*redis.PubSub{}}
 }
 
@@ -48,16 +48,7 @@ func (s *ringSubscription) shard(c *redis.Client, channels []string) (*redis.Pub
 	}
 	ps := c.Subscribe(context.Background()) // no channel: no I/O yet
 	s.shards[c] = ps
-	msgs := ps.Channel()
-	s.life.Go(func() {
-		for m := range msgs {
-			select {
-			case s.out <- m:
-			case <-s.life.Closing():
-				return
-			}
-		}
-	})
+	s.life.Go(func() { forward(ps.Channel(), s.out, s.life.Closing()) })
 	return ps, slices.Clone(s.channels)
 }
 
@@ -98,7 +89,7 @@ func (s *ringSubscription) Unsubscribe(ctx context.Context, channels ...string) 
 }
 
 // Messages is every shard's messages.
-func (s *ringSubscription) Messages() <-chan *redis.Message { return s.out }
+func (s *ringSubscription) Messages() <-chan Message { return s.out }
 
 // Close closes every shard's subscription and waits for the forwarders.
 func (s *ringSubscription) Close() error {

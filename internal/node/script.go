@@ -50,7 +50,7 @@ func script(s *scripts.Script, keys []string, args ...any) Cmd {
 // would vouch for a write it never waited for: it is sent again after the
 // EVALs, in the same pipeline (one connection, whose last write it waits
 // for), and replaces the first. It reports whether there was any.
-func reload(ctx context.Context, c pipeliner, cmds []Cmd) bool {
+func reload(ctx context.Context, c Conn, cmds []Cmd) bool {
 	var again []*Cmd
 	wait := -1
 	for i := range cmds {
@@ -71,7 +71,7 @@ func reload(ctx context.Context, c pipeliner, cmds []Cmd) bool {
 		cmds[wait] = Cmd{Args: cmds[wait].Args}
 		again = append(again, &cmds[wait])
 	}
-	execAll(ctx, c, again...) // each command keeps its own error
+	c.Send(ctx, again...) // each command keeps its own error
 	return true
 }
 
@@ -171,13 +171,19 @@ func (n *Redis) loadScripts() {
 		})
 		// One script per round trip: a server compiles each as it loads
 		// it, and other requests wait meanwhile. A Cluster's or a Ring's
-		// SCRIPT LOAD goes to every shard.
-		for _, s := range scripts.All {
-			if s.Load(ctx, n.client).Err() != nil {
-				return
+		// SCRIPT LOAD goes to every master.
+		err := n.via.Each(ctx, func(c Conn) error {
+			for _, s := range scripts.All {
+				load := NewCmd("script", "load", s.Source)
+				if c.Send(ctx, load); load.Err() != nil {
+					return load.Err()
+				}
 			}
+			return nil
+		})
+		if err == nil {
+			n.cached.Store(true)
 		}
-		n.cached.Store(true)
 	})
 }
 
@@ -215,7 +221,7 @@ func (n *Redis) checkScripts(ctx context.Context, batch []*call) bool {
 		if c.native {
 			continue // no script: nothing to load, nothing refused
 		}
-		if reload(ctx, n.client, c.cmds) {
+		if reload(ctx, n.via, c.cmds) {
 			n.cached.Store(false)
 			n.loadScripts()
 		}

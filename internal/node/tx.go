@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Operations without scripts. A node that refuses scripts carries each
@@ -38,7 +36,7 @@ type Transacted interface {
 
 // Tx is a node spoken to without scripts, for one operation.
 type Tx struct {
-	c      redis.UniversalClient
+	via    Transport
 	layout Layout
 	speech
 	// until is when an operation stops starting transactions again (its
@@ -56,20 +54,7 @@ func (t *Tx) Native() bool { return t.way == Native }
 // tx is the node spoken to without scripts in way w, for an operation
 // whose node timeout passes at until.
 func (n *Redis) tx(w Way, until time.Time) *Tx {
-	return &Tx{c: n.client, layout: n.layout, speech: speech{way: w, caps: n.Caps()}, until: until, now: n.now}
-}
-
-// server returns the client of the one server that keeps key.
-func (t *Tx) server(ctx context.Context, key string) (*redis.Client, error) {
-	switch c := t.c.(type) {
-	case *redis.Client:
-		return c, nil
-	case *redis.ClusterClient:
-		return c.MasterForKey(ctx, key)
-	case *redis.Ring:
-		return c.GetShardClientForKey(key)
-	}
-	return nil, fmt.Errorf("%w: a client of type %T cannot run transactions", ErrMisconfigured, t.c)
+	return &Tx{via: n.via, layout: n.layout, speech: speech{way: w, caps: n.Caps()}, until: until, now: n.now}
 }
 
 // Pipelined sends cmds in one round trip on a connection to the server
@@ -77,18 +62,15 @@ func (t *Tx) server(ctx context.Context, key string) (*redis.Client, error) {
 // the waiters' queue), followed by WAIT when asked. Each command keeps its
 // own reply; the error is only that of finding the server.
 func (t *Tx) Pipelined(ctx context.Context, key string, cmds ...*Cmd) error {
-	c, err := t.server(ctx, key)
-	if err != nil {
-		return err
-	}
-	var w wire
-	w.send(ctx, c, c.Pipeline(), cmds)
-	return nil
+	return t.via.OnKey(ctx, key, func(c Conn) error {
+		c.Send(ctx, cmds...)
+		return nil
+	})
 }
 
 // Step is one try of an optimistic transaction (see Tx.Watch).
 type Step struct {
-	tx      *redis.Tx
+	conn    Conn
 	watched bool
 	wrote   bool
 }
@@ -102,7 +84,7 @@ func (s *Step) Read(ctx context.Context, keys []string, cmds ...*Cmd) error {
 		watch = NewCmd(watchArgs(keys)...)
 		cmds = append([]*Cmd{watch}, cmds...)
 	}
-	execAll(ctx, s.tx, cmds...)
+	s.conn.Send(ctx, cmds...)
 	if watch != nil {
 		s.watched = true // even when it failed: Watch then unwatches, or drops the connection
 		if err := watch.Err(); err != nil {
@@ -129,7 +111,7 @@ func (s *Step) Exec(ctx context.Context, writes [][]any, after ...*Cmd) ([]any, 
 		cmds = append(cmds, Cmd{Args: w})
 	}
 	cmds = append(cmds, Cmd{Args: []any{"exec"}})
-	execAll(ctx, s.tx, append(refs(cmds), after...)...)
+	s.conn.Send(ctx, append(refs(cmds), after...)...)
 	exec := &cmds[len(cmds)-1]
 	res, err := exec.Slice()
 	switch {
@@ -152,21 +134,18 @@ var errRetry = errors.New("redlock: a watched key changed")
 // (which watches) and writes with Step.Exec; a try that read and wrote
 // nothing has its watch dropped.
 func (t *Tx) Watch(ctx context.Context, key string, try func(s *Step) (Reply, error)) Reply {
-	c, err := t.server(ctx, key)
-	if err != nil {
-		return Reply{Err: err}
-	}
 	for {
 		var rep Reply
-		err := c.Watch(ctx, func(tx *redis.Tx) error {
-			s := &Step{tx: tx}
+		err := t.via.OnKey(ctx, key, func(c Conn) error {
+			s := &Step{conn: c}
 			var err error
 			rep, err = try(s)
 			if s.watched && !s.wrote {
 				// No EXEC dropped the watch: the connection goes back
 				// to the pool, and must not carry it to its next user.
-				if uerr := tx.Unwatch(ctx).Err(); err == nil {
-					err = uerr
+				unwatch := NewCmd("unwatch")
+				if c.Send(ctx, unwatch); err == nil {
+					err = unwatch.Err()
 				}
 			}
 			return err
@@ -188,14 +167,10 @@ func (t *Tx) Watch(ctx context.Context, key string, try func(s *Step) (Reply, er
 // server that keeps key, with no WATCH: for writes that depend on nothing
 // read, made atomic with the reads among them.
 func (t *Tx) Multi(ctx context.Context, key string, writes [][]any, after ...*Cmd) ([]any, error) {
-	c, err := t.server(ctx, key)
-	if err != nil {
-		return nil, err
-	}
 	var res []any
-	err = c.Watch(ctx, func(tx *redis.Tx) error {
+	err := t.via.OnKey(ctx, key, func(c Conn) error {
 		var err error
-		res, err = (&Step{tx: tx}).Exec(ctx, writes, after...)
+		res, err = (&Step{conn: c}).Exec(ctx, writes, after...)
 		return err
 	})
 	return res, err

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlock-go/redlock/internal/node"
 )
 
@@ -167,7 +165,7 @@ func (n *Fake) publish(channel, payload string) int {
 	for _, s := range n.Subs {
 		if s.Channels[channel] {
 			select {
-			case s.ch <- &redis.Message{Channel: channel, Payload: payload}:
+			case s.ch <- node.Message{Channel: channel, Payload: payload}:
 			default:
 			}
 		}
@@ -205,7 +203,7 @@ func (n *Fake) Close(context.Context) error { return nil }
 func (n *Fake) Subscribe() node.Subscription {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	s := &Sub{n: n, Channels: map[string]bool{}, ch: make(chan *redis.Message, 64)}
+	s := &Sub{n: n, Channels: map[string]bool{}, ch: make(chan node.Message, 64)}
 	n.Subs = append(n.Subs, s)
 	return s
 }
@@ -215,7 +213,7 @@ func (n *Fake) Subscribe() node.Subscription {
 type Sub struct {
 	n        *Fake
 	Channels map[string]bool
-	ch       chan *redis.Message
+	ch       chan node.Message
 	closed   bool
 }
 
@@ -250,7 +248,7 @@ func (s *Sub) Unsubscribe(_ context.Context, channels ...string) error {
 }
 
 // Messages implements node.Subscription.
-func (s *Sub) Messages() <-chan *redis.Message { return s.ch }
+func (s *Sub) Messages() <-chan node.Message { return s.ch }
 
 // Close implements node.Subscription.
 func (s *Sub) Close() error {
