@@ -70,25 +70,33 @@ type Auditor interface {
 	Audit(ctx context.Context) (Facts, error)
 }
 
+// Audit implements Auditor: the transport's, when it can be audited.
+func (n *Redis) Audit(ctx context.Context) (Facts, error) {
+	if a, ok := n.via.(Auditor); ok {
+		return a.Audit(ctx)
+	}
+	return Facts{}, fmt.Errorf("redlock: a node over %T cannot be audited", n.via)
+}
+
 // Audit implements Auditor. A client of one server is first dialled
 // quietly (see QuietDial); a cluster or ring is read through whichever
 // server its client picks for each command.
-func (n *Redis) Audit(ctx context.Context) (Facts, error) {
+func (g *goRedis) Audit(ctx context.Context) (Facts, error) {
 	var f Facts
-	if err := n.QuietDial(ctx); err != nil {
+	if err := g.QuietDial(ctx); err != nil {
 		return f, err
 	}
-	c := n.client
+	c := g.c
 	if err := c.Ping(ctx).Err(); err != nil && (Unreachable(err) || AuthFailure(err)) {
 		return f, err
 	}
-	if err := f.readClock(ctx, c, n.now); err != nil {
+	if err := f.readClock(ctx, c, g.now); err != nil {
 		return f, err
 	}
 	if err := f.readSettings(ctx, c); err != nil {
 		return f, err
 	}
-	f.readRights(ctx, c, n.now)
+	f.readRights(ctx, c, g.now)
 	return f, nil
 }
 
@@ -135,7 +143,7 @@ func (f *Facts) readSettings(ctx context.Context, c redis.UniversalClient) error
 	if ci, err := client.Text(); err == nil && f.User == "" {
 		f.User = clientUser(ci)
 	}
-	f.Caps, _ = askCaps(ctx, goRedis{c}, Layout{Sharded: isSharded(c)}, "")
+	f.Caps, _ = askCaps(ctx, newGoRedis(c, time.Now), Layout{Sharded: isSharded(c)}, "")
 	return nil
 }
 
@@ -266,9 +274,9 @@ func infoFields(info string) map[string]string {
 // node that is down must not make it log. It closes the connection it
 // made. It checks nothing for a cluster, a ring or a Sentinel-managed
 // client, whose servers the client finds itself.
-func (n *Redis) QuietDial(ctx context.Context) error {
-	rc, ok := n.client.(*redis.Client)
-	if !ok || n.address == FailoverAddr {
+func (g *goRedis) QuietDial(ctx context.Context) error {
+	rc, ok := g.c.(*redis.Client)
+	if !ok || g.address == FailoverAddr {
 		return nil
 	}
 	o := rc.Options()
@@ -282,20 +290,20 @@ func (n *Redis) QuietDial(ctx context.Context) error {
 		defer cancel()
 	}
 	var num uint64
-	if n.dials != nil {
-		num = n.dials.started.Add(1)
+	if g.dials != nil {
+		num = g.dials.started.Add(1)
 	}
 	conn, err := o.Dialer(dctx, o.Network, o.Addr)
 	switch {
-	case n.dials == nil:
+	case g.dials == nil:
 	case err == nil:
-		n.dials.connected(num) // the host listens: calls go again (see refusal.go)
+		g.dials.connected(num) // the host listens: calls go again (see refusal.go)
 	case refusedDial(err):
 		// A dial failure as any: LastDialFailure names it, before the
 		// calls it fails learn of it.
-		f := &DialFailure{Err: err, At: n.now()}
-		n.dials.record(o.Addr, dialOutcome{n: num, failure: f})
-		n.dials.refused(num, f)
+		f := &DialFailure{Err: err, At: g.now()}
+		g.dials.record(o.Addr, dialOutcome{n: num, failure: f})
+		g.dials.refused(num, f)
 	}
 	if err != nil {
 		return err // "dial tcp ADDR: ..." names the address

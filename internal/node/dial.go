@@ -38,12 +38,20 @@ type DialWatcher interface {
 	LastDialFailure() *DialFailure
 }
 
-// LastDialFailure implements DialWatcher.
+// LastDialFailure implements DialWatcher: the transport's.
 func (n *Redis) LastDialFailure() *DialFailure {
-	if n.dials == nil {
+	if w := n.watched(); w != nil {
+		return w.LastDialFailure()
+	}
+	return nil
+}
+
+// LastDialFailure implements DialWatcher.
+func (g *goRedis) LastDialFailure() *DialFailure {
+	if g.dials == nil {
 		return nil
 	}
-	return n.dials.failure()
+	return g.dials.failure()
 }
 
 // dials is what a client's dial hook learns, shared by every Redis over

@@ -19,27 +19,28 @@ import (
 func TestDialHookOncePerClient(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = c.Close() })
-	a, b := NewRedis(c), NewRedis(c)
+	g := func(n *Redis) *goRedis { return n.via.(*goRedis) }
+	a, b := g(NewRedis(c)), g(NewRedis(c))
 	assert.Same(t, a.dials, b.dials)
 	assert.Nil(t, a.master, "not Sentinel-managed")
 
 	f := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}})
 	t.Cleanup(func() { _ = f.Close() })
-	a, b = NewRedis(f), NewRedis(f)
+	a, b = g(NewRedis(f)), g(NewRedis(f))
 	assert.Same(t, a.dials, b.dials)
 	assert.NotNil(t, a.master)
 	assert.Same(t, a.master, b.master)
 
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
 	t.Cleanup(func() { _ = cc.Close() })
-	a, b = NewRedis(cc), NewRedis(cc)
+	a, b = g(NewRedis(cc)), g(NewRedis(cc))
 	assert.NotNil(t, a.dials, "a cluster's shards' dials are watched")
 	assert.Same(t, a.dials, b.dials)
 	assert.Nil(t, a.master)
 
 	r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
 	t.Cleanup(func() { _ = r.Close() })
-	a, b = NewRedis(r), NewRedis(r)
+	a, b = g(NewRedis(r)), g(NewRedis(r))
 	assert.NotNil(t, a.dials, "a ring's shards' dials are watched")
 	assert.Same(t, a.dials, b.dials)
 }

@@ -4,29 +4,87 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/life"
 )
 
 // The go-redis side of a round trip: each Cmd travels as a go-redis
 // command, whose reply is copied back (go-redis' nil reply as ErrNil; its
 // error replies already carry RedisError).
 
-// goRedis is the Transport of a go-redis client.
+// goRedis is the Transport of a go-redis client. It watches the client's
+// dials (see dial.go and refusal.go) and, for a Ring, that every shard
+// stays up around a batch (see ring.go).
 type goRedis struct {
-	c redis.UniversalClient
+	c       redis.UniversalClient
+	address string
+	sharded bool
+	now     func() time.Time
+	// ring is the client when it is a Ring; nil otherwise.
+	ring *redis.Ring
+	// dials is what the client's dial hook learns (see dial.go); nil for
+	// a client of another kind.
+	dials *dials
+	// master names the master a Sentinel-managed client reached (see
+	// sentinel.go); nil for other clients.
+	master *masterName
+	pipes  sync.Pool // of *pipeWire: a worker's pipeline, reused
+	guards guards    // the calls a refused dial ends (see refusal.go)
+	heard  atomic.Pointer[listener]
 }
 
-// Send implements Transport: a pipeline of the client's (one command
-// alone, as go-redis sends it).
-func (g goRedis) Send(ctx context.Context, cmds ...*Cmd) {
+// newGoRedis returns the Transport of c, whose clock is now. No I/O.
+func newGoRedis(c redis.UniversalClient, now func() time.Time) *goRedis {
+	g := &goRedis{c: c, address: ClientAddr(c), sharded: isSharded(c), now: now}
+	g.ring, _ = c.(*redis.Ring)
+	if g.dials = dialsOf(c, now); g.dials != nil {
+		g.master = g.dials.master
+	}
+	return g
+}
+
+// pipeWire is a pipeline and its buffers, reused.
+type pipeWire struct {
+	wire
+	pipe redis.Pipeliner
+}
+
+// Batch implements Transport: one pipeline (one command alone, as go-redis
+// sends it). A Ring's batch counts only when every shard was up before it
+// and after it (see ringKept).
+func (g *goRedis) Batch(ctx context.Context, cmds []*Cmd) error {
+	if g.ring != nil {
+		if err := ringWhole(g.ring); err != nil {
+			return fmt.Errorf("%w: %w", ErrUnsent, err)
+		}
+	}
+	start := g.now()
+	p, _ := g.pipes.Get().(*pipeWire)
+	if p == nil {
+		p = &pipeWire{pipe: g.c.Pipeline()}
+	}
+	p.send(ctx, g.c, p.pipe, cmds)
+	g.pipes.Put(p)
+	if g.ring != nil {
+		return ringKept(g.ring, start, g.now)
+	}
+	return nil
+}
+
+// Send implements Conn.
+func (g *goRedis) Send(ctx context.Context, cmds ...*Cmd) {
 	var w wire
 	w.send(ctx, g.c, g.c.Pipeline(), cmds)
 }
 
 // OnKey implements Transport: the connection of go-redis' Watch, with no
 // key watched yet, on the server that keeps key.
-func (g goRedis) OnKey(ctx context.Context, key string, fn func(Conn) error) error {
+func (g *goRedis) OnKey(ctx context.Context, key string, fn func(Conn) error) error {
 	c, err := g.server(ctx, key)
 	if err != nil {
 		return err
@@ -36,8 +94,8 @@ func (g goRedis) OnKey(ctx context.Context, key string, fn func(Conn) error) err
 
 // Each implements Transport: every master of a cluster, every shard of a
 // ring, else the one server.
-func (g goRedis) Each(ctx context.Context, fn func(Conn) error) error {
-	each := func(_ context.Context, c *redis.Client) error { return fn(goRedis{c}) }
+func (g *goRedis) Each(ctx context.Context, fn func(Conn) error) error {
+	each := func(_ context.Context, c *redis.Client) error { return fn(clientConn{c}) }
 	switch c := g.c.(type) {
 	case *redis.ClusterClient:
 		return c.ForEachMaster(ctx, each)
@@ -47,8 +105,43 @@ func (g goRedis) Each(ctx context.Context, fn func(Conn) error) error {
 	return fn(g)
 }
 
+// Ping implements Transport: PING on a connection of the client's own
+// pool, after a quiet dial (see QuietDial): a node that refuses
+// connections is found down without the client's dial retries, which
+// go-redis logs each time.
+func (g *goRedis) Ping(ctx context.Context) error {
+	if err := g.QuietDial(ctx); err != nil {
+		return err
+	}
+	return g.c.Ping(ctx).Err()
+}
+
+// Addr implements Transport: the client's address, or for a
+// Sentinel-managed client the master its last connection reached.
+func (g *goRedis) Addr() string {
+	if a := g.master.name(); a != "" {
+		return a
+	}
+	return g.address
+}
+
+// Sharded implements Transport: a Cluster or a Ring.
+func (g *goRedis) Sharded() bool { return g.sharded }
+
+// Subscribe implements Transport.
+func (g *goRedis) Subscribe() Subscription {
+	if r, ok := g.c.(*redis.Ring); ok {
+		return newRingSubscription(r) // a Ring's Subscribe needs a channel, and uses one shard
+	}
+	// No channel yet: go-redis connects on the first SUBSCRIBE.
+	s := &redisSubscription{ps: g.c.Subscribe(context.Background()), out: make(chan Message, 100)}
+	msgs := s.ps.Channel()
+	s.life.Go(func() { forward(msgs, s.out, s.life.Closing()) })
+	return s
+}
+
 // server returns the client of the one server that keeps key.
-func (g goRedis) server(ctx context.Context, key string) (*redis.Client, error) {
+func (g *goRedis) server(ctx context.Context, key string) (*redis.Client, error) {
 	switch c := g.c.(type) {
 	case *redis.Client:
 		return c, nil
@@ -58,6 +151,15 @@ func (g goRedis) server(ctx context.Context, key string) (*redis.Client, error) 
 		return c.GetShardClientForKey(key)
 	}
 	return nil, fmt.Errorf("%w: a client of type %T cannot run transactions", ErrMisconfigured, g.c)
+}
+
+// clientConn is a client of one server of a cluster or ring.
+type clientConn struct{ c *redis.Client }
+
+// Send implements Conn.
+func (c clientConn) Send(ctx context.Context, cmds ...*Cmd) {
+	var w wire
+	w.exec(ctx, c.c, cmds)
 }
 
 // txConn is one connection taken for a transaction.
@@ -154,4 +256,65 @@ func unanswered[C redis.Cmder](cmds []C, err error) {
 	for _, c := range cmds {
 		c.SetErr(err)
 	}
+}
+
+// redisSubscription adapts a go-redis PubSub.
+type redisSubscription struct {
+	ps   *redis.PubSub
+	out  chan Message
+	life life.Group // the forwarder
+}
+
+func (s *redisSubscription) Subscribe(ctx context.Context, channels ...string) error {
+	return s.ps.Subscribe(ctx, channels...)
+}
+
+func (s *redisSubscription) Unsubscribe(ctx context.Context, channels ...string) error {
+	return s.ps.Unsubscribe(ctx, channels...)
+}
+
+func (s *redisSubscription) Messages() <-chan Message { return s.out }
+
+// Close closes the subscription, and Messages once its forwarder is done.
+func (s *redisSubscription) Close() error {
+	if !s.life.Stop() {
+		return nil
+	}
+	err := s.ps.Close()
+	_ = s.life.Wait(context.Background())
+	close(s.out)
+	return err
+}
+
+// forward sends what msgs delivers to out, until msgs is closed or stop.
+func forward(msgs <-chan *redis.Message, out chan<- Message, stop <-chan struct{}) {
+	for m := range msgs {
+		select {
+		case out <- Message{Channel: m.Channel, Payload: m.Payload}:
+		case <-stop:
+			return
+		}
+	}
+}
+
+// isSharded reports whether c spreads keys over several servers by slot.
+func isSharded(c redis.UniversalClient) bool {
+	switch c.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		return true
+	}
+	return false
+}
+
+// ClientAddr names a client's server for errors and duplicate checks.
+func ClientAddr(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case *redis.Ring:
+		return ringAddr(c)
+	case interface{ Options() *redis.Options }:
+		return c.Options().Addr
+	case interface{ Options() *redis.ClusterOptions }:
+		return strings.Join(c.Options().Addrs, ",")
+	}
+	return fmt.Sprintf("%T", c)
 }

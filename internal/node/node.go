@@ -79,10 +79,15 @@ type Runner interface {
 	Run(ctx context.Context, t Transport) Reply
 }
 
-// Transport is how a node's commands reach its servers, beside the
-// batches: go-redis' in this module (see goredis.go).
+// Transport is how a node's commands reach its servers: go-redis' in this
+// module (see goredis.go).
 type Transport interface {
 	Conn
+	// Batch sends cmds, a batch of the node's calls, in one round trip,
+	// and answers each; an error voids every reply (a ring whose shards
+	// changed: unsent when it wraps ErrUnsent, else applied perhaps).
+	// Two batches may be in flight at once.
+	Batch(ctx context.Context, cmds []*Cmd) error
 	// OnKey runs fn with one connection to the server that keeps key,
 	// taken from the pool for fn's whole run, so that a transaction's
 	// WATCH holds from one Send to the next.
@@ -90,6 +95,15 @@ type Transport interface {
 	// Each runs fn with each server behind the node: one, or each master
 	// of a cluster, several at once.
 	Each(ctx context.Context, fn func(c Conn) error) error
+	// Subscribe opens a subscription to the node's pub/sub channels.
+	Subscribe() Subscription
+	// Ping asks the node whether it answers at all, within ctx.
+	Ping(ctx context.Context) error
+	// Addr names the node in errors.
+	Addr() string
+	// Sharded reports whether keys are spread over several servers by
+	// slot (a cluster).
+	Sharded() bool
 }
 
 // Conn sends commands to a server.

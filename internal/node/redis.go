@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,18 +30,8 @@ import (
 // workers start with the first request; Close stops them and waits for
 // them.
 type Redis struct {
-	client  redis.UniversalClient
-	via     Transport // the client's (see goredis.go)
-	address string
-	layout  Layout
-	// master names the master a Sentinel-managed client reached (see
-	// sentinel.go); nil for other clients.
-	master *masterName
-	// ring is the client when it is a Ring (see ringWhole); nil otherwise.
-	ring *redis.Ring
-	// dials is what the client's dial hook learns (see dial.go); nil for
-	// a cluster or ring.
-	dials  *dials
+	via    Transport // how commands reach the node (see goredis.go)
+	layout Layout
 	start  sync.Once
 	lanes  lanes
 	spread atomic.Uint32 // picks the lane of an operation that has none
@@ -73,9 +62,9 @@ type Redis struct {
 	// LOAD of them all returned), and cleared when it answers NOSCRIPT
 	// (it lost them: a restart, a failover), which loads them all again
 	// (see loadScripts); loading guards that load.
-	cached  atomic.Bool
-	loading atomic.Bool
-	refused refused // who is told of refused dials, and the calls they end
+	cached    atomic.Bool
+	loading   atomic.Bool
+	onRefused func(err error) // told of refused dials (see OnRefused)
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -120,36 +109,39 @@ type Config struct {
 	OnNoClock func(why error)        // told once when the node refuses TIME for good (nil: none)
 }
 
-// NewRedisWith returns the Node of client c, made as cfg says. No I/O.
-// The hooks are called on the node's goroutines: they must not block.
+// NewRedisWith returns the Node of go-redis client c, made as cfg says.
+// No I/O. The hooks are called on the node's goroutines: they must not
+// block.
 func NewRedisWith(c redis.UniversalClient, cfg Config) *Redis {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return NewOver(newGoRedis(c, cfg.Now), cfg)
+}
+
+// NewOver returns the Node whose commands travel over t, made as cfg says.
+// No I/O.
+func NewOver(t Transport, cfg Config) *Redis {
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
 	}
 	n := &Redis{
-		client: c, via: goRedis{c}, address: ClientAddr(c), layout: Layout{Sharded: isSharded(c)}, now: now,
+		via: t, layout: Layout{Sharded: t.Sharded()}, now: now,
 		onWay: cfg.OnWay, onNoClock: cfg.OnNoClock,
 	}
 	if cfg.NoScripts {
 		n.way.Store(uint32(Transactions)) // Native once the probe finds the server's own commands (see Caps)
 	}
 	n.lanes.init()
-	n.ring, _ = c.(*redis.Ring)
-	if n.dials = dialsOf(c, now); n.dials != nil {
-		n.master = n.dials.master
-	}
 	return n
 }
 
-// Addr implements Node: the client's address, or for a Sentinel-managed
-// client the master its last connection reached.
-func (n *Redis) Addr() string {
-	if a := n.master.name(); a != "" {
-		return a
-	}
-	return n.address
-}
+// Addr implements Node: the transport's.
+func (n *Redis) Addr() string { return n.via.Addr() }
+
+// Subscribe implements Node: the transport's.
+func (n *Redis) Subscribe() Subscription { return n.via.Subscribe() }
 
 // Layout implements Node.
 func (n *Redis) Layout() Layout { return n.layout }
@@ -189,16 +181,9 @@ func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply
 	}
 }
 
-// Ping implements Node: PING on its own connection, beside the queue, since
-// the workers may all be stuck on a silent node. The server is dialled
-// quietly first (see QuietDial): a node that refuses connections is found
-// down without the client's dial retries, which go-redis logs each time.
-func (n *Redis) Ping(ctx context.Context) error {
-	if err := n.QuietDial(ctx); err != nil {
-		return err
-	}
-	return n.client.Ping(ctx).Err()
-}
+// Ping implements Node: the transport's, beside the queue, since the
+// workers may all be stuck on a silent node.
+func (n *Redis) Ping(ctx context.Context) error { return n.via.Ping(ctx) }
 
 // run starts the workers, asks the node's Caps (with a key beside name,
 // the first lock name it is asked about), and loads the scripts into the
@@ -218,7 +203,7 @@ func (n *Redis) work() {
 	batch := make([]*call, 0, MaxBatch)
 	taken := make([]int, 0, Lanes)
 	var toks []laneToken
-	w := &worker{pipe: n.client.Pipeline()}
+	w := &worker{}
 	for {
 		// The calls its last round trip answered woke their callers,
 		// whose next requests (an Unlock after a grant, the next
@@ -240,8 +225,6 @@ func (n *Redis) work() {
 
 // worker is what a worker keeps from one round trip to the next.
 type worker struct {
-	pipe  redis.Pipeliner
-	wire  wire
 	cmds  []*Cmd
 	lead  Cmd // a PING that leads the pipeline (see leadsNil)
 	clock Cmd // the TIME that ends it (see clockFor)
@@ -257,35 +240,25 @@ func (n *Redis) send(w *worker, batch []*call) {
 	}
 	now := n.now()
 	live := batch[:0]
-	cmds := 0
 	for _, c := range batch {
 		if now.After(c.sendBy) {
 			c.finish(Reply{Err: fmt.Errorf("%w: the node timeout passed in the queue", ErrUnsent)})
 			continue
 		}
 		live = append(live, c)
-		cmds += len(c.cmds)
-	}
-	if n.ring != nil && len(live) > 0 {
-		if err := ringWhole(n.ring); err != nil {
-			for _, c := range live {
-				c.finish(Reply{Err: fmt.Errorf("%w: %w", ErrUnsent, err)})
-			}
-			return
-		}
 	}
 	if len(live) > 1 && !n.cached.Load() {
 		evalAhead(live[0].ctx, live)
 	}
 	if len(live) > 0 {
-		n.roundTrip(w, live, cmds)
+		n.roundTrip(w, live)
 	}
 }
 
-// exchange sends the commands of batch, cmds in all, in one round trip,
-// ended by TIME when a call is Timed, and returns the node's time then
-// (zero when not asked).
-func (n *Redis) exchange(ctx context.Context, w *worker, batch []*call, cmds int) time.Time {
+// exchange sends the commands of batch in one round trip, ended by TIME
+// when a call is Timed, and returns the node's time then (zero when not
+// asked), or the transport's error that voids every reply.
+func (n *Redis) exchange(ctx context.Context, w *worker, batch []*call) (time.Time, error) {
 	var clock *Cmd
 	asked := n.clockFor(batch)
 	if asked {
@@ -314,33 +287,31 @@ func (n *Redis) exchange(ctx context.Context, w *worker, batch []*call, cmds int
 	if clock != nil {
 		all = append(all, clock)
 	}
-	w.wire.send(ctx, n.client, w.pipe, all)
+	err := n.via.Batch(ctx, all)
 	clear(all)
 	w.cmds = all[:0]
-	if !asked {
-		return time.Time{}
+	if err != nil || !asked {
+		return time.Time{}, err
 	}
-	return n.readClock(&w.clock)
+	return n.readClock(&w.clock), nil
 }
 
-// roundTrip sends the commands of batch, cmds in all, in one round trip.
-func (n *Redis) roundTrip(w *worker, batch []*call, cmds int) {
+// roundTrip sends the commands of batch in one round trip.
+func (n *Redis) roundTrip(w *worker, batch []*call) {
 	// No deadline: the client's own timeouts bound the round trip. A
 	// context deadline would make go-redis close the connection when it
 	// passes (with ContextTimeoutEnabled), and re-dial for the next call:
 	// to a far node, on nearly every call.
 	ctx, unguard := n.guard(batch[0].ctx)
 	defer unguard()
-	start := n.now()
-	at := refusedAll(ctx, batch, n.exchange(ctx, w, batch, cmds))
-	if n.ring != nil {
-		if err := ringKept(n.ring, start, n.now); err != nil {
-			for _, c := range batch {
-				c.finish(Reply{Err: err}) // applied perhaps, on a shard that may not hold the key
-			}
-			return
+	at, err := n.exchange(ctx, w, batch)
+	if err != nil {
+		for _, c := range batch {
+			c.finish(Reply{Err: err}) // unsent, or applied perhaps on a shard that may not hold the key
 		}
+		return
 	}
+	at = refusedAll(ctx, batch, at)
 	refused := n.checkScripts(ctx, batch)
 	var again []*call
 	var open openCalls
@@ -396,77 +367,4 @@ func (n *Redis) Close(ctx context.Context) error {
 		}
 	}
 	return n.life.Wait(ctx)
-}
-
-// Subscribe implements Node.
-func (n *Redis) Subscribe() Subscription {
-	if r, ok := n.client.(*redis.Ring); ok {
-		return newRingSubscription(r) // a Ring's Subscribe needs a channel, and uses one shard
-	}
-	// No channel yet: go-redis connects on the first SUBSCRIBE.
-	s := &redisSubscription{ps: n.client.Subscribe(context.Background()), out: make(chan Message, 100)}
-	msgs := s.ps.Channel()
-	s.life.Go(func() { forward(msgs, s.out, s.life.Closing()) })
-	return s
-}
-
-// redisSubscription adapts a go-redis PubSub.
-type redisSubscription struct {
-	ps   *redis.PubSub
-	out  chan Message
-	life life.Group // the forwarder
-}
-
-func (s *redisSubscription) Subscribe(ctx context.Context, channels ...string) error {
-	return s.ps.Subscribe(ctx, channels...)
-}
-
-func (s *redisSubscription) Unsubscribe(ctx context.Context, channels ...string) error {
-	return s.ps.Unsubscribe(ctx, channels...)
-}
-
-func (s *redisSubscription) Messages() <-chan Message { return s.out }
-
-// Close closes the subscription, and Messages once its forwarder is done.
-func (s *redisSubscription) Close() error {
-	if !s.life.Stop() {
-		return nil
-	}
-	err := s.ps.Close()
-	_ = s.life.Wait(context.Background())
-	close(s.out)
-	return err
-}
-
-// forward sends what msgs delivers to out, until msgs is closed or stop.
-func forward(msgs <-chan *redis.Message, out chan<- Message, stop <-chan struct{}) {
-	for m := range msgs {
-		select {
-		case out <- Message{Channel: m.Channel, Payload: m.Payload}:
-		case <-stop:
-			return
-		}
-	}
-}
-
-// isSharded reports whether c spreads keys over several servers by slot.
-func isSharded(c redis.UniversalClient) bool {
-	switch c.(type) {
-	case *redis.ClusterClient, *redis.Ring:
-		return true
-	}
-	return false
-}
-
-// ClientAddr names a client's server for errors and duplicate checks.
-func ClientAddr(c redis.UniversalClient) string {
-	switch c := c.(type) {
-	case *redis.Ring:
-		return ringAddr(c)
-	case interface{ Options() *redis.Options }:
-		return c.Options().Addr
-	case interface{ Options() *redis.ClusterOptions }:
-		return strings.Join(c.Options().Addrs, ",")
-	}
-	return fmt.Sprintf("%T", c)
 }

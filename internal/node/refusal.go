@@ -3,11 +3,7 @@ package node
 import (
 	"context"
 	"errors"
-	"sync"
-	"syscall"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Refused dials. A dial that the server's host refuses (ECONNREFUSED: no
@@ -34,107 +30,40 @@ import (
 //     dial was refused and none connected since (see refusing); the pool's
 //     probe dials quietly first (QuietDial), which lifts that.
 //
-// Only a client of one server (not a Cluster, a Ring, or a
-// Sentinel-managed client, whose servers come and go on their own) is
-// watched so.
+// A transport that watches its dials says so (Watched); go-redis' watches
+// only a client of one server (not a Cluster, a Ring, or a
+// Sentinel-managed client, whose servers come and go on their own).
 
-// refusal is what a client's dials say of refusals, per client (shared by
-// every Redis over it). Guarded by the dials' mu.
-type refusal struct {
-	// last is the latest refused dial, by its number (refusedN), until a
-	// dial started after it connected (connectedN); nil then.
-	last       *DialFailure
-	refusedN   uint64
-	connectedN uint64
-	// nodes are the Redis nodes over the client that have run (from
-	// their first call), each told of a refusal until it is closed.
-	nodes map[*Redis]struct{}
-}
-
-// refusedDial reports whether err is a dial refused by the server's host.
-func refusedDial(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
-
-// refused records dial number n, refused with f, and tells the nodes over
-// the client, unless a dial started after it has connected.
-func (d *dials) refused(n uint64, f *DialFailure) {
-	d.mu.Lock()
-	if n < d.ref.connectedN || n < d.ref.refusedN {
-		d.mu.Unlock()
-		return
-	}
-	d.ref.last, d.ref.refusedN = f, n
-	nodes := make([]*Redis, 0, len(d.ref.nodes))
-	for r := range d.ref.nodes {
-		if r.closed() {
-			delete(d.ref.nodes, r)
-			continue
-		}
-		nodes = append(nodes, r)
-	}
-	d.mu.Unlock()
-	for _, r := range nodes {
-		r.dialRefused(f.Err)
-	}
-}
-
-// connected records that dial number n connected: the host listens.
-func (d *dials) connected(n uint64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.ref.connectedN = max(d.ref.connectedN, n)
-	if d.ref.refusedN < n {
-		d.ref.last = nil
-	}
-}
-
-// refusing returns the latest refused dial while no dial started after it
-// has connected; nil otherwise.
-func (d *dials) refusing() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.ref.last == nil {
-		return nil
-	}
-	return d.ref.last.Err
-}
-
-// listen adds r to the nodes told of refusals, and drops those closed
-// since (Close does not reach the dials: they go at the next listen or
-// refusal).
-func (d *dials) listen(r *Redis) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.ref.nodes == nil {
-		d.ref.nodes = map[*Redis]struct{}{}
-	}
-	for o := range d.ref.nodes {
-		if o.closed() {
-			delete(d.ref.nodes, o)
-		}
-	}
-	d.ref.nodes[r] = struct{}{}
-}
-
-// refused is what a node does of its client's refused dials: whom it
-// tells, and the calls in flight they end (see guard).
-type refused struct {
-	on    func(err error)
-	mu    sync.Mutex
-	next  uint64
-	calls map[uint64]context.CancelCauseFunc
+// Watched is a Transport that watches its dials for refusals (see above).
+type Watched interface {
+	DialWatcher
+	// Refusing returns the latest refused dial while no dial has connected
+	// since; nil otherwise, and for a client not watched.
+	Refusing() error
+	// Listen has f told of each refused dial, on the dialling goroutine,
+	// until done is closed; the calls in flight it guards end first.
+	Listen(f func(err error), done <-chan struct{})
+	// Knock dials the server quietly, within ctx, unless a connection has
+	// answered: a host that refuses is then found so without a call that
+	// logs its failed dials.
+	Knock(ctx context.Context)
+	// Guard returns ctx, cancelled with the refusal as its cause when a
+	// dial is refused while the call runs, and the function that ends the
+	// guard once the call returned (ctx itself when there is nothing to
+	// guard: see above).
+	Guard(ctx context.Context) (context.Context, func())
 }
 
 // OnRefused sets f, told of each refused dial of the node's client, on
 // the dialling goroutine, while the node runs (from its first call to
 // Close): f must not block. Set it before the first call. Only a client of
 // one server is watched (see above).
-func (n *Redis) OnRefused(f func(err error)) { n.refused.on = f }
+func (n *Redis) OnRefused(f func(err error)) { n.onRefused = f }
 
-// single reports whether the node's client is watched for refusals: a
-// client of one server.
-func (n *Redis) single() bool {
-	_, ok := n.client.(*redis.Client)
-	return ok && n.dials != nil && n.master == nil && n.address != FailoverAddr
+// watched returns the node's transport when it watches its dials.
+func (n *Redis) watched() Watched {
+	w, _ := n.via.(Watched)
+	return w
 }
 
 // closed reports whether Close has stopped the node.
@@ -150,28 +79,17 @@ func (n *Redis) closed() bool {
 // refusing returns the client's latest refused dial while no dial has
 // connected since (see above); nil for a client not watched.
 func (n *Redis) refusing() error {
-	if !n.single() {
-		return nil
+	if w := n.watched(); w != nil {
+		return w.Refusing()
 	}
-	return n.dials.refusing()
+	return nil
 }
 
-// dialRefused is told of a refused dial of the node's client: it ends the
-// guarded calls in flight with it, and tells the listener; nothing once
-// the node is closed.
+// dialRefused is told of a refused dial of the node's client (after the
+// guarded calls in flight ended with it): it tells the listener.
 func (n *Redis) dialRefused(err error) {
-	if n.closed() {
-		return
-	}
-	g := &n.refused
-	g.mu.Lock()
-	for _, cancel := range g.calls {
-		cancel(err)
-	}
-	clear(g.calls)
-	g.mu.Unlock()
-	if g.on != nil {
-		g.on(err)
+	if f := n.onRefused; f != nil && !n.closed() {
+		f(err)
 	}
 }
 
@@ -179,10 +97,10 @@ func (n *Redis) dialRefused(err error) {
 // its own: it listens for refusals, knocks, and unless the host refused,
 // asks the node's Caps and loads the scripts (see run).
 func (n *Redis) background(name string) {
-	if n.single() {
-		n.dials.listen(n)
-		n.knock()
-		if n.refusing() != nil {
+	if w := n.watched(); w != nil {
+		w.Listen(n.dialRefused, n.life.Closing())
+		n.knock(w)
+		if w.Refusing() != nil {
 			return // found down: Caps unknown, as when the probe fails; the scripts load at the first NOSCRIPT
 		}
 	}
@@ -190,15 +108,9 @@ func (n *Redis) background(name string) {
 	n.loadScripts()
 }
 
-// knock dials the node quietly (see QuietDial) before its first
-// background calls when no connection of its client has answered yet: a
-// host that refuses is then found so without them (see background),
-// where each would have been a go-redis call that logs its failed dials.
-// Bounded by a second, and cut short by Close.
-func (n *Redis) knock() {
-	if n.dials.answered.Load() {
-		return
-	}
+// knock has w knock before the node's first background calls (see
+// Watched.Knock), bounded by a second, and cut short by Close.
+func (n *Redis) knock(w Watched) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	done := make(chan struct{})
 	n.life.Go(func() { // Close must not wait out a silent node's dial
@@ -208,35 +120,18 @@ func (n *Redis) knock() {
 		case <-done:
 		}
 	})
-	_ = n.QuietDial(ctx)
+	w.Knock(ctx)
 	close(done)
 	cancel()
 }
 
-// guard returns ctx, cancelled with the refusal as its cause when the
-// client's dial is refused while the call runs, and the function that
-// ends the guard once the call returned. The context is ctx itself for a
-// client not watched, and for one whose last dial answered (see above).
+// guard is the transport's Guard, for a node whose transport watches its
+// dials.
 func (n *Redis) guard(ctx context.Context) (context.Context, func()) {
-	if !n.single() || n.dials.answered.Load() {
-		return ctx, func() {}
+	if w := n.watched(); w != nil {
+		return w.Guard(ctx)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	g := &n.refused
-	g.mu.Lock()
-	if g.calls == nil {
-		g.calls = map[uint64]context.CancelCauseFunc{}
-	}
-	g.next++
-	id := g.next
-	g.calls[id] = cancel
-	g.mu.Unlock()
-	return ctx, func() {
-		g.mu.Lock()
-		delete(g.calls, id)
-		g.mu.Unlock()
-		cancel(nil)
-	}
+	return ctx, func() {}
 }
 
 // refusedCause returns the refusal that ended ctx, a guarded context (see

@@ -27,7 +27,7 @@ func TestReloadSendsWaitAfterTheEval(t *testing.T) {
 	wait.Answer(int64(1), nil)
 	cmds := []Cmd{evalsha, wait}
 
-	reload(ctx, goRedis{c}, cmds)
+	reload(ctx, clientConn{c}, cmds)
 	require.NoError(t, cmds[0].Err(), "the EVAL ran")
 	assert.Equal(t, "eval", cmds[0].Name())
 	v, _ := s.Get("k")
@@ -39,7 +39,7 @@ func TestReloadSendsWaitAfterTheEval(t *testing.T) {
 	alone := Cmd{Args: []any{"wait", 1, 20}}
 	alone.Answer(int64(1), nil)
 	plain := []Cmd{alone}
-	reload(ctx, goRedis{c}, plain)
+	reload(ctx, clientConn{c}, plain)
 	assert.Equal(t, int64(1), plain[0].Num(), "no script to reload: nothing is sent")
 }
 
