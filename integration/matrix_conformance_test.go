@@ -11,6 +11,7 @@ import (
 
 	rlnode "github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/conformance"
+	rlgoredis "github.com/redlock-go/redlock/internal/node/goredis"
 )
 
 // matrixConformance runs the node protocol's cases (package conformance)
@@ -60,7 +61,7 @@ func conformanceWithoutLua(t *testing.T, s *Servers, row serverRow) {
 // row as.
 func realSide(t *testing.T, s *Servers, i int, way, as rlnode.Way) *conformance.Side {
 	t.Helper()
-	n := rlnode.NewRedis(redis.NewClient(&redis.Options{Addr: s.Addr(i)}))
+	n := rlgoredis.NewNode(redis.NewClient(&redis.Options{Addr: s.Addr(i)}))
 	n.SetWay(way)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	admin := redis.NewClient(&redis.Options{Addr: s.Addr(i)})

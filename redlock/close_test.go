@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
@@ -79,7 +80,7 @@ func TestCloseContextEnds(t *testing.T) {
 // answers). Close does not wait for those: the library stopped waiting for
 // them at the node timeout, and they end at the client's own.
 func TestCloseTLSClientOnPlainPort(t *testing.T) {
-	_, plain := nodetest.Miniredis(t, 2)
+	_, plain := goredistest.Miniredis(t, 2)
 	// Dials of one second, not go-redis' five: the same shape, and the
 	// test waits for them to end before it returns.
 	tlsClient := redis.NewClient(&redis.Options{Addr: nodetest.SilentListener(t), DialTimeout: time.Second,

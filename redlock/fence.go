@@ -29,7 +29,12 @@ func SetFenced(ctx context.Context, c redis.Scripter, key, value string, fence u
 	if fence == 0 || fence >= engine.MaxFence {
 		return engine.Invalid("fencing token must be in [1, 2^53), got %d", fence)
 	}
-	written, err := scripts.SetFenced.Run(ctx, c, []string{key, key + ":fence"}, value, fence).Int64()
+	keys, s := []string{key, key + ":fence"}, scripts.SetFenced
+	cmd := c.EvalSha(ctx, s.Hash, keys, value, fence)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = c.Eval(ctx, s.Source, keys, value, fence) // the node lost its script cache: it loads the script
+	}
+	written, err := cmd.Int64()
 	if err != nil {
 		return fmt.Errorf("redlock: set fenced %s: %w", key, err)
 	}

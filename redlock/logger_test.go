@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
@@ -223,7 +224,7 @@ func (g *goRedisLog) count() int {
 // refusal on their way (the lock's first request and identification).
 // Not parallel: the go-redis logger is global.
 func TestRefusedDialQuiet(t *testing.T) {
-	_, clients := nodetest.Miniredis(t, 2)
+	_, clients := goredistest.Miniredis(t, 2)
 	addr := nodetest.RefusedAddr(t)
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = c.Close() })
@@ -262,7 +263,7 @@ func (stderrLogger) Printf(_ context.Context, format string, v ...any) {
 // there: the probe connects quietly, which lets the calls through again,
 // and the logger says so once.
 func TestRefusedNodeComesBack(t *testing.T) {
-	_, clients := nodetest.Miniredis(t, 2)
+	_, clients := goredistest.Miniredis(t, 2)
 	addr := nodetest.RefusedAddr(t)
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = c.Close() })

@@ -7,6 +7,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/redlock-go/redlock/redlock/report"
 	"github.com/stretchr/testify/assert"
@@ -19,7 +20,7 @@ import (
 // in integration/; the transport's own tests are in internal/node.
 
 func TestRedisMutexOnMiniredis(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 3)
+	servers, clients := goredistest.Miniredis(t, 3)
 	r, err := New(clients)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
@@ -50,7 +51,7 @@ func TestNodeTimeoutWithContextTimeoutEnabled(t *testing.T) {
 
 func testNodeTimeout(t *testing.T, contextTimeout bool) {
 	t.Helper()
-	servers, clients := nodetest.Miniredis(t, 2)
+	servers, clients := goredistest.Miniredis(t, 2)
 	var silent []redis.UniversalClient
 	for range 3 {
 		c := redis.NewClient(&redis.Options{Addr: nodetest.SilentListener(t), ContextTimeoutEnabled: contextTimeout})
@@ -196,7 +197,7 @@ func TestTimeoutNamesDialFailure(t *testing.T) {
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
-		_, clients := nodetest.Miniredis(t, 2)
+		_, clients := goredistest.Miniredis(t, 2)
 		for range 3 {
 			c := redis.NewClient(&redis.Options{Addr: nodetest.RefusedAddr(t)})
 			t.Cleanup(func() { _ = c.Close() })
@@ -229,7 +230,7 @@ func TestTimeoutNamesDialFailure(t *testing.T) {
 }
 
 func TestSetFenced(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 1)
+	servers, clients := goredistest.Miniredis(t, 1)
 	s, c := servers[0], clients[0]
 	ctx := t.Context()
 	require.NoError(t, SetFenced(ctx, c, "res", "a", 3))
@@ -250,7 +251,7 @@ func TestSetFenced(t *testing.T) {
 // its kind, permit count and each node's live permits; a lock is still a
 // lock, and a key of another type still a node error.
 func TestInspectSemaphoreOnMiniredis(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 3)
+	servers, clients := goredistest.Miniredis(t, 3)
 	r, err := New(clients, WithNodeTimeout(time.Second)) // a loaded machine is no node failure here
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })
@@ -341,7 +342,7 @@ func TestInspectSemaphoreOnMiniredis(t *testing.T) {
 // members alone, even those scored like expired permits; a release or an
 // extension of a token it does not hold is refused the same way.
 func TestSemaphoreLeavesAlienSortedSet(t *testing.T) {
-	_, clients := nodetest.Miniredis(t, 3)
+	_, clients := goredistest.Miniredis(t, 3)
 	r, err := New(clients)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, r.Close(context.Background())) })

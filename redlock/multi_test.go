@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
@@ -55,7 +56,7 @@ func TestMultiMutexClusterSlot(t *testing.T) {
 // A multi-name lock over real scripts (miniredis): all names or none,
 // against plain locks and other multi-name locks on its names.
 func TestMultiMutexOnMiniredis(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 3)
+	servers, clients := goredistest.Miniredis(t, 3)
 	r, err := New(clients, WithTTL(5*time.Second))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })

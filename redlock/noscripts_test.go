@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node"
-	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/redlock/report"
 )
 
@@ -26,9 +26,9 @@ import (
 // scripts.
 func refusingNodes(t *testing.T, n int) ([]*miniredis.Miniredis, []redis.UniversalClient) {
 	t.Helper()
-	servers, clients := nodetest.Miniredis(t, n)
+	servers, clients := goredistest.Miniredis(t, n)
 	for _, c := range clients {
-		nodetest.RefuseScripts(c.(*redis.Client))
+		goredistest.RefuseScripts(c.(*redis.Client))
 	}
 	return servers, clients
 }

@@ -28,6 +28,10 @@ var mayImport = map[string][]string{
 	"internal/identity":      {},
 	"internal/node":          {"internal/scripts", "internal/jitter", "internal/life"},
 	"internal/node/nodetest": {"internal/node", "internal/scripts"},
+	// The go-redis transport: the one package below the facade that names
+	// go-redis (see goRedisAllowed).
+	"internal/node/goredis":             {"internal/node", "internal/life"},
+	"internal/node/goredis/goredistest": {},
 	// The node protocol's cases: what every way and the fake are held to.
 	"internal/node/conformance": {"internal/node"},
 	"internal/waitq":            {"internal/node", "internal/jitter", "internal/life"},
@@ -45,7 +49,7 @@ const module = "github.com/redlock-go/redlock/"
 // the top) against mayImport, and that each has a row there.
 func TestPackageImports(t *testing.T) {
 	var dirs []string
-	for _, pattern := range []string{"internal/*", "../internal/*", "../internal/*/*"} {
+	for _, pattern := range []string{"internal/*", "../internal/*", "../internal/*/*", "../internal/*/*/*"} {
 		found, err := filepath.Glob(pattern)
 		require.NoError(t, err)
 		for _, dir := range found {
@@ -67,9 +71,50 @@ func TestPackageImports(t *testing.T) {
 	}
 }
 
+// goRedisAllowed are the packages whose non-test files may import
+// go-redis: the transport and its tests' servers, the facade (New and
+// SetFenced take go-redis clients) and the simulator, which makes clients
+// for New as a user does. The node layer speaks commands (internal/node).
+var goRedisAllowed = []string{"redlock", "internal/node/goredis", "internal/node/goredis/goredistest", "internal/sim"}
+
+// TestGoRedisOnlyInTheTransport checks that no other package of the
+// library names go-redis.
+func TestGoRedisOnlyInTheTransport(t *testing.T) {
+	dirs := []string{"."}
+	for _, pattern := range []string{"internal/*", "../internal/*", "../internal/*/*", "../internal/*/*/*", "report"} {
+		found, err := filepath.Glob(pattern)
+		require.NoError(t, err)
+		for _, dir := range found {
+			if info, err := os.Stat(dir); err == nil && info.IsDir() && hasGo(t, dir) {
+				dirs = append(dirs, dir)
+			}
+		}
+	}
+	for _, dir := range dirs {
+		pkg := filepath.ToSlash(filepath.Join("redlock", dir))
+		for _, imp := range imports(t, dir) {
+			if strings.HasPrefix(imp, "github.com/redis/go-redis/") {
+				assert.True(t, slices.Contains(goRedisAllowed, pkg), "%s imports %s", pkg, imp)
+			}
+		}
+	}
+}
+
 // moduleImports returns the packages of this module that dir's non-test
 // files import, relative to the module.
 func moduleImports(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, path := range imports(t, dir) {
+		if rel, ok := strings.CutPrefix(path, module); ok {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// imports returns the packages dir's non-test files import.
+func imports(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
@@ -85,8 +130,8 @@ func moduleImports(t *testing.T, dir string) []string {
 		for _, spec := range f.Imports {
 			path, err := strconv.Unquote(spec.Path.Value)
 			require.NoError(t, err)
-			if rel, ok := strings.CutPrefix(path, module); ok && !slices.Contains(out, rel) {
-				out = append(out, rel)
+			if !slices.Contains(out, path) {
+				out = append(out, path)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/goredis"
 	"github.com/redlock-go/redlock/redlock/internal/engine"
 	"github.com/redlock-go/redlock/redlock/report"
 )
@@ -41,20 +42,20 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 				return nil, engine.Invalid("clients %d and %d are the same client", j, i)
 			}
 		}
-		if err := node.CheckAddr(c); err != nil {
+		if err := goredis.CheckAddr(c); err != nil {
 			return nil, engine.Invalid("client %d: %v", i, err)
 		}
-		addr := node.ClientAddr(c)
+		addr := goredis.ClientAddr(c)
 		if j, dup := seen[addr]; dup {
 			return nil, engine.Invalid("clients %d and %d both address %s", j, i, addr)
 		}
-		if addr != node.FailoverAddr { // the master comes from the sentinels: see internal/engine/identify.go
+		if addr != goredis.FailoverAddr { // the master comes from the sentinels: see internal/engine/identify.go
 			seen[addr] = i
 		}
 	}
 	return build(len(clients), func(i int, c node.Config, cfg config) node.Node {
 		c.NoScripts = cfg.NoScripts
-		return node.NewRedisWith(clients[i], c)
+		return goredis.NewNodeWith(clients[i], c)
 	}, opts)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/redlock-go/redlock/redlock/report"
 )
@@ -18,7 +19,7 @@ import (
 // quorum, and the last node follows.
 func newRW(t *testing.T, opts ...Option) (*Redlock, []*miniredis.Miniredis, func(name string)) {
 	t.Helper()
-	servers, clients := nodetest.Miniredis(t, 3)
+	servers, clients := goredistest.Miniredis(t, 3)
 	r, err := New(clients, append([]Option{WithTTL(5 * time.Second), WithRetryDelay(5*time.Millisecond, 20*time.Millisecond)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close(context.Background())) })

@@ -165,7 +165,10 @@ func TestRWMutexShortTTLWriterNotStarved(t *testing.T) {
 func TestRWMutexHashExpiresWithLastReader(t *testing.T) {
 	r, servers, _ := newRW(t, WithTTL(2*time.Second))
 	ctx := t.Context()
-	long, short := newRWMutex(t, r, "doc"), newRWMutex(t, r, "doc", WithTTL(300*time.Millisecond))
+	// Node timeouts far above a loaded machine's slowest reply (the short
+	// reader's below its TTL): every node must see each reader's call.
+	long := newRWMutex(t, r, "doc", WithNodeTimeout(time.Second))
+	short := newRWMutex(t, r, "doc", WithTTL(300*time.Millisecond), WithNodeTimeout(250*time.Millisecond))
 	require.NoError(t, long.RLock(ctx))
 	require.NoError(t, short.RLock(ctx))
 	require.NoError(t, long.RUnlock(ctx))
@@ -185,7 +188,11 @@ func TestRWMutexHashExpiresWithLastReader(t *testing.T) {
 // their back-off.
 func TestRWMutexReadersWokenTogether(t *testing.T) {
 	slow := WithRetryDelay(5*time.Second, 10*time.Second)
-	r, servers, _ := newRW(t, slow)
+	// A node timeout far above a loaded machine's slowest reply: a reader
+	// whose call to a node timed out would not be queued there, and would
+	// wait for its back-off, which is what the test tells from a wake-up.
+	patient := WithNodeTimeout(time.Second)
+	r, servers, _ := newRW(t, slow, patient)
 	// A second process on the same nodes: its reader hears the release on
 	// the name's channel.
 	var clients []redis.UniversalClient
@@ -194,7 +201,7 @@ func TestRWMutexReadersWokenTogether(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 	}
-	other, err := New(clients, WithTTL(5*time.Second), slow)
+	other, err := New(clients, WithTTL(5*time.Second), slow, patient)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, other.Close(context.Background())) })
 	ctx := t.Context()

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/redlock-go/redlock/redlock/report"
 
@@ -300,7 +301,7 @@ func TestCloseWaitsForStragglers(t *testing.T) {
 }
 
 func TestConcurrentCloseDoesNotPanic(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 3)
+	servers, clients := goredistest.Miniredis(t, 3)
 	_ = servers
 	r, err := New(clients)
 	require.NoError(t, err)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -262,7 +261,10 @@ func releaseOutcome(k report.OpKind, res report.OpResult) string {
 // LOADING, READONLY...), or _OTHER.
 func ErrorType(err error) string {
 	var netErr net.Error
-	var redisErr redis.Error
+	var redisErr interface {
+		error
+		RedisError()
+	}
 	switch {
 	case errors.Is(err, report.ErrNodeDown): // wraps why it went down: first
 		return "node_down"

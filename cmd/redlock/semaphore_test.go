@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/redlock"
 	"github.com/redlock-go/redlock/redlock/report"
 )
@@ -28,7 +28,7 @@ import (
 // --nodes naming them.
 func semNodes(t *testing.T, n int) ([]*miniredis.Miniredis, []redis.UniversalClient, string) {
 	t.Helper()
-	servers, clients := nodetest.Miniredis(t, n)
+	servers, clients := goredistest.Miniredis(t, n)
 	urls := make([]string, n)
 	for i, s := range servers {
 		urls[i] = "redis://" + s.Addr()

@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node"
-	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/internal/node/goredis"
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 )
 
 // A write asked to be acknowledged sends WAIT after it, and fails with
@@ -17,8 +18,8 @@ import (
 // none: WAIT answers 0); the write itself stands. A refusal needs no
 // acknowledgement, and the zero Ack sends no WAIT.
 func TestAckWaitsForReplicas(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 1)
-	s, n := servers[0], node.NewRedis(clients[0])
+	servers, clients := goredistest.Miniredis(t, 1)
+	s, n := servers[0], goredis.NewNode(clients[0])
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	ack := node.Ack{Replicas: 1, Timeout: 20 * time.Millisecond}
 

@@ -3,15 +3,11 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The audit: what a node says of itself that decides whether it can keep
@@ -70,42 +66,32 @@ type Auditor interface {
 	Audit(ctx context.Context) (Facts, error)
 }
 
-// Audit implements Auditor: the transport's, when it can be audited.
-func (n *Redis) Audit(ctx context.Context) (Facts, error) {
-	if a, ok := n.via.(Auditor); ok {
-		return a.Audit(ctx)
-	}
-	return Facts{}, fmt.Errorf("redlock: a node over %T cannot be audited", n.via)
-}
-
 // Audit implements Auditor. A client of one server is first dialled
-// quietly (see QuietDial); a cluster or ring is read through whichever
+// quietly (see Transport.Ping); a cluster or ring is read through whichever
 // server its client picks for each command.
-func (g *goRedis) Audit(ctx context.Context) (Facts, error) {
+func (n *Redis) Audit(ctx context.Context) (Facts, error) {
 	var f Facts
-	if err := g.QuietDial(ctx); err != nil {
+	if err := n.via.Ping(ctx); err != nil && (!isReply(err) || AuthFailure(err)) {
 		return f, err
 	}
-	c := g.c
-	if err := c.Ping(ctx).Err(); err != nil && (Unreachable(err) || AuthFailure(err)) {
+	if err := f.readClock(ctx, n.via, n.now); err != nil {
 		return f, err
 	}
-	if err := f.readClock(ctx, c, g.now); err != nil {
+	if err := f.readSettings(ctx, n.via, n.layout); err != nil {
 		return f, err
 	}
-	if err := f.readSettings(ctx, c); err != nil {
-		return f, err
-	}
-	f.readRights(ctx, c, g.now)
+	f.readRights(ctx, n.via, n.now)
 	return f, nil
 }
 
 // readClock reads the node's clock with TIME, alone in its round trip; it
 // returns an error only when the node could not be reached.
-func (f *Facts) readClock(ctx context.Context, c redis.UniversalClient, now func() time.Time) error {
+func (f *Facts) readClock(ctx context.Context, c Conn, now func() time.Time) error {
+	clock := NewCmd(timeArgs...)
 	sent := now()
-	t, err := c.Time(ctx).Result()
+	c.Send(ctx, clock)
 	got := now()
+	t, err := clock.Time()
 	switch {
 	case err == nil:
 		f.Clocked, f.RoundTrip = true, got.Sub(sent)
@@ -121,29 +107,29 @@ func (f *Facts) readClock(ctx context.Context, c redis.UniversalClient, now func
 // lines grant), then the node's Caps (commands on a key that holds nothing,
 // which change nothing); it returns an error only
 // when the node could not be reached.
-func (f *Facts) readSettings(ctx context.Context, c redis.UniversalClient) error {
-	pipe := c.Pipeline()
-	info := pipe.Info(ctx, "server", "memory", "persistence", "replication")
-	cfg := pipe.ConfigGet(ctx, "*")
-	whoami := pipe.Do(ctx, "acl", "whoami")
-	client := pipe.Do(ctx, "client", "info")
-	_, _ = pipe.Exec(ctx) // each command keeps its own error
+func (f *Facts) readSettings(ctx context.Context, c Conn, l Layout) error {
+	info := NewCmd("info", "server", "memory", "persistence", "replication")
+	cfg := NewCmd("config", "get", "*")
+	whoami := NewCmd("acl", "whoami")
+	client := NewCmd("client", "info")
+	c.Send(ctx, info, cfg, whoami, client)
 	if err := info.Err(); err != nil && !Misconfigured(err) && !Unreachable(err) {
-		info = c.Info(ctx) // a server before Redis 7 takes one section: all of them
+		info = NewCmd("info") // a server before Redis 7 takes one section: all of them
+		c.Send(ctx, info)
 	}
-	if err := info.Err(); err == nil {
-		f.Info = infoFields(info.Val())
+	if text, err := info.Text(); err == nil {
+		f.Info = infoFields(text)
 	} else if Unreachable(err) {
 		return err
 	}
-	if cfg.Err() == nil {
-		f.Config = configFields(cfg.Val())
+	if m, err := cfg.StrMap(); err == nil {
+		f.Config = configFields(m)
 	}
 	f.User, _ = whoami.Text()
 	if ci, err := client.Text(); err == nil && f.User == "" {
 		f.User = clientUser(ci)
 	}
-	f.Caps, _ = askCaps(ctx, newGoRedis(c, time.Now), Layout{Sharded: isSharded(c)}, "")
+	f.Caps, _ = askCaps(ctx, c, l, "")
 	return nil
 }
 
@@ -170,7 +156,7 @@ func clientUser(info string) string {
 
 // readRights reads the user's rights, TIME's and INFO's as they were
 // answered.
-func (f *Facts) readRights(ctx context.Context, c redis.UniversalClient, now func() time.Time) {
+func (f *Facts) readRights(ctx context.Context, c Conn, now func() time.Time) {
 	f.Rights, f.DryRun = rights(ctx, c, f.User, now)
 	if f.Info == nil && f.Rights["info"] == nil {
 		f.Rights["info"] = errors.New("INFO refused")
@@ -185,7 +171,7 @@ func (f *Facts) readRights(ctx context.Context, c redis.UniversalClient, now fun
 // rights checks the user's rights to AuditedCommands, in one round trip:
 // with ACL DRYRUN when the user may run it, else (one more) by running
 // each command in a form that changes nothing (see probes).
-func rights(ctx context.Context, c redis.UniversalClient, user string, now func() time.Time) (map[string]error, bool) {
+func rights(ctx context.Context, c Conn, user string, now func() time.Time) (map[string]error, bool) {
 	if user != "" {
 		if out, ok := dryRun(ctx, c, user); ok {
 			return out, true
@@ -208,7 +194,7 @@ func rights(ctx context.Context, c redis.UniversalClient, user string, now func(
 
 // dryRun checks the user's rights with ACL DRYRUN; false when the user may
 // not run it.
-func dryRun(ctx context.Context, c redis.UniversalClient, user string) (map[string]error, bool) {
+func dryRun(ctx context.Context, c Conn, user string) (map[string]error, bool) {
 	args := make(map[string][]any, len(AuditedCommands))
 	for cmd, a := range AuditedCommands {
 		args[cmd] = append([]any{"acl", "dryrun", user}, a...)
@@ -232,13 +218,14 @@ func dryRun(ctx context.Context, c redis.UniversalClient, user string) (map[stri
 
 // pipelined sends every command of cmds in one round trip and returns
 // them answered, each with its own reply or error.
-func pipelined(ctx context.Context, c redis.UniversalClient, cmds map[string][]any) map[string]*redis.Cmd {
-	pipe := c.Pipeline()
-	sent := make(map[string]*redis.Cmd, len(cmds))
+func pipelined(ctx context.Context, c Conn, cmds map[string][]any) map[string]*Cmd {
+	sent := make(map[string]*Cmd, len(cmds))
+	all := make([]*Cmd, 0, len(cmds))
 	for _, name := range slices.Sorted(maps.Keys(cmds)) { // the same order every time
-		sent[name] = pipe.Do(ctx, cmds[name]...)
+		sent[name] = NewCmd(cmds[name]...)
+		all = append(all, sent[name])
 	}
-	_, _ = pipe.Exec(ctx)
+	c.Send(ctx, all...)
 	return sent
 }
 
@@ -265,72 +252,4 @@ func infoFields(info string) map[string]string {
 		}
 	}
 	return out
-}
-
-// QuietDial checks that the node's server can be dialled at all, with the
-// client's own dialer (TLS included) and one try, apart from the client's
-// pool: a failed dial there is retried (DialerRetries) and logged by
-// go-redis on every command, and the library's background checks of a
-// node that is down must not make it log. It closes the connection it
-// made. It checks nothing for a cluster, a ring or a Sentinel-managed
-// client, whose servers the client finds itself.
-func (g *goRedis) QuietDial(ctx context.Context) error {
-	rc, ok := g.c.(*redis.Client)
-	if !ok || g.address == FailoverAddr {
-		return nil
-	}
-	o := rc.Options()
-	if o.Dialer == nil {
-		return nil
-	}
-	dctx := ctx
-	if o.DialTimeout > 0 {
-		var cancel context.CancelFunc
-		dctx, cancel = context.WithTimeout(ctx, o.DialTimeout)
-		defer cancel()
-	}
-	var num uint64
-	if g.dials != nil {
-		num = g.dials.started.Add(1)
-	}
-	conn, err := o.Dialer(dctx, o.Network, o.Addr)
-	switch {
-	case g.dials == nil:
-	case err == nil:
-		g.dials.connected(num) // the host listens: calls go again (see refusal.go)
-	case refusedDial(err):
-		// A dial failure as any: LastDialFailure names it, before the
-		// calls it fails learn of it.
-		f := &DialFailure{Err: err, At: g.now()}
-		g.dials.record(o.Addr, dialOutcome{n: num, failure: f})
-		g.dials.refused(num, f)
-	}
-	if err != nil {
-		return err // "dial tcp ADDR: ..." names the address
-	}
-	_ = conn.Close()
-	return nil
-}
-
-// CheckAddr reports an address a client of one server cannot dial as
-// written: a TCP address without a port ("localhost"), which go-redis
-// would only find out by failing every dial.
-func CheckAddr(c redis.UniversalClient) error {
-	rc, ok := c.(*redis.Client)
-	if !ok {
-		return nil
-	}
-	o := rc.Options()
-	if o.Addr == FailoverAddr || o.Network != "" && o.Network != "tcp" && !strings.HasPrefix(o.Network, "tcp") {
-		return nil
-	}
-	host, port, err := net.SplitHostPort(o.Addr)
-	if err != nil {
-		return fmt.Errorf("address %q cannot be dialled: %w (write host:port, such as %q)", o.Addr, err, net.JoinHostPort(o.Addr, "6379"))
-	}
-	// A number or a service name in /etc/services: no network I/O.
-	if p, err := net.LookupPort("tcp", port); err != nil || p == 0 {
-		return fmt.Errorf("address %q cannot be dialled: port %q is not a port from 1 to 65535 (write host:port, such as %q)", o.Addr, port, net.JoinHostPort(host, "6379"))
-	}
-	return nil
 }

@@ -155,6 +155,32 @@ func (c *Cmd) Slice() ([]any, error) {
 	return nil, fmt.Errorf("redlock: %s answered %T, not an array", c.Name(), c.val)
 }
 
+// StrMap reads a map of strings (CONFIG GET): a RESP3 map, or a RESP2
+// array of keys and values.
+func (c *Cmd) StrMap() (map[string]string, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	out := map[string]string{}
+	switch v := c.val.(type) {
+	case map[any]any:
+		for k, v := range v {
+			ks, _ := k.(string)
+			vs, _ := v.(string)
+			out[ks] = vs
+		}
+	case []any:
+		for i := 0; i+1 < len(v); i += 2 {
+			ks, _ := v[i].(string)
+			vs, _ := v[i+1].(string)
+			out[ks] = vs
+		}
+	default:
+		return nil, fmt.Errorf("redlock: %s answered %T, not a map", c.Name(), c.val)
+	}
+	return out, nil
+}
+
 // Texts reads an array of strings (ZRANGE, HKEYS).
 func (c *Cmd) Texts() ([]string, error) {
 	r, err := c.Slice()

@@ -10,6 +10,8 @@ import (
 
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/conformance"
+	"github.com/redlock-go/redlock/internal/node/goredis"
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
@@ -57,8 +59,8 @@ func fakeSide(noScripts bool) *conformance.Side {
 // is set by hand, and whose TTLs are fast-forwarded with it.
 func waySide(t *testing.T, w node.Way) *conformance.Side {
 	t.Helper()
-	servers, clients := nodetest.Miniredis(t, 1)
-	s, n := servers[0], node.NewRedis(clients[0])
+	servers, clients := goredistest.Miniredis(t, 1)
+	s, n := servers[0], goredis.NewNode(clients[0])
 	n.SetWay(w)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	now := time.Now()

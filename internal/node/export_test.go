@@ -1,5 +1,11 @@
 package node
 
+import (
+	"context"
+
+	"github.com/redlock-go/redlock/internal/scripts"
+)
+
 // SemGrantOf returns what rep, a permit's Acquire's reply, says beyond OK.
 func SemGrantOf(rep Reply) SemGrant {
 	g, _ := rep.Value.(SemGrant)
@@ -12,3 +18,16 @@ func (n *Redis) SetCaps(c Caps) {
 	n.probe.Do(func() {})
 	n.caps.Store(&c)
 }
+
+// LaneIndex is the lane op travels, spread picking one for an operation
+// of no name.
+func LaneIndex(op Op, spread uint32) int { return laneOf(op, spread) }
+
+// Reload is reload.
+func Reload(ctx context.Context, c Conn, cmds []Cmd) bool { return reload(ctx, c, cmds) }
+
+// EvalArgs is evalArgs.
+func EvalArgs(s *scripts.Script, keys []string, args ...any) []any { return evalArgs(s, keys, args...) }
+
+// ScriptsCached reports whether the node is known to hold every script.
+func (n *Redis) ScriptsCached() bool { return n.cached.Load() }

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/goredis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,20 +24,20 @@ type stall struct {
 
 func (*stall) Name() string   { return "stall" }
 func (o *stall) Lane() string { return o.lane }
-func (*stall) Encode(_ Layout, cmds []Cmd) []Cmd {
-	return append(cmds, Cmd{Args: []any{"ping"}})
+func (*stall) Encode(_ node.Layout, cmds []node.Cmd) []node.Cmd {
+	return append(cmds, node.Cmd{Args: []any{"ping"}})
 }
-func (o *stall) Decode([]Cmd) Reply {
+func (o *stall) Decode([]node.Cmd) node.Reply {
 	close(o.decoded)
 	<-o.release
-	return Reply{OK: true}
+	return node.Reply{OK: true}
 }
 
 // otherLane returns a name whose lane differs from name's.
 func otherLane(t *testing.T, name string) string {
 	t.Helper()
 	for _, other := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
-		if laneOf(&Release{Key: other}, 0) != laneOf(&Release{Key: name}, 0) {
+		if node.LaneIndex(&node.Release{Key: other}, 0) != node.LaneIndex(&node.Release{Key: name}, 0) {
 			return other
 		}
 	}
@@ -44,11 +46,11 @@ func otherLane(t *testing.T, name string) string {
 }
 
 // sendTo returns what hands an operation to n, with a channel of its reply.
-func sendTo(t *testing.T, n *Redis) func(Op) chan Reply {
+func sendTo(t *testing.T, n *node.Redis) func(node.Op) chan node.Reply {
 	t.Helper()
-	return func(op Op) chan Reply {
-		done := make(chan Reply, 1)
-		n.Do(t.Context(), time.Now().Add(time.Minute), op, func(r Reply) { done <- r })
+	return func(op node.Op) chan node.Reply {
+		done := make(chan node.Reply, 1)
+		n.Do(t.Context(), time.Now().Add(time.Minute), op, func(r node.Reply) { done <- r })
 		return done
 	}
 }
@@ -60,7 +62,7 @@ func newStall(lane string) *stall {
 
 // unstall lets st (its reply due on done) return, then checks that the
 // operation held back behind it was applied (its reply due on behind).
-func unstall(t *testing.T, st *stall, done, behind chan Reply) {
+func unstall(t *testing.T, st *stall, done, behind chan node.Reply) {
 	t.Helper()
 	close(st.release)
 	<-done
@@ -77,7 +79,7 @@ func TestLaneKeepsANamesOrder(t *testing.T) {
 	s := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
-	n := NewRedis(c)
+	n := goredis.NewNode(c)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	other := otherLane(t, "k")
 	require.NoError(t, s.Set("k", "t1"))
@@ -89,14 +91,14 @@ func TestLaneKeepsANamesOrder(t *testing.T) {
 	<-first.decoded // the lane of "k" is busy until first.release closes
 
 	select {
-	case r := <-do(&Release{Key: other, Token: "t1"}):
+	case r := <-do(&node.Release{Key: other, Token: "t1"}):
 		require.NoError(t, r.Err)
 		assert.True(t, r.OK, "the other lane's release")
 	case <-time.After(10 * time.Second):
 		t.Fatal("a name in the other lane waited for a busy lane")
 	}
 
-	released := do(&Release{Key: "k", Token: "t1"})
+	released := do(&node.Release{Key: "k", Token: "t1"})
 	time.Sleep(50 * time.Millisecond)
 	assert.True(t, s.Exists("k"), "a release of k was applied before the earlier operation of k had returned")
 	unstall(t, first, firstDone, released)
@@ -106,16 +108,16 @@ func TestLaneKeepsANamesOrder(t *testing.T) {
 // Every operation of one name takes the same lane, whatever its kind.
 func TestLaneIsTheNames(t *testing.T) {
 	for _, name := range []string{"a", "b", "orders:7", "{x}:y"} {
-		want := laneOf(&Acquire{Key: name}, 0)
-		for _, op := range []Op{&Release{Key: name}, &Extend{Key: name}, &Fence{Key: name}, &Inspect{Key: name},
-			&Release{Shape: Any, Key: name}, &Acquire{Shape: Semaphore, Key: name}, &Release{Shape: Semaphore, Key: name}, &Extend{Shape: Semaphore, Key: name},
-			&Acquire{Shape: Read, Key: name}, &Release{Shape: Read, Key: name}, &Extend{Shape: Read, Key: name}} {
-			assert.Equal(t, want, laneOf(op, 7), "%s of %q", op.Name(), name)
+		want := node.LaneIndex(&node.Acquire{Key: name}, 0)
+		for _, op := range []node.Op{&node.Release{Key: name}, &node.Extend{Key: name}, &node.Fence{Key: name}, &node.Inspect{Key: name},
+			&node.Release{Shape: node.Any, Key: name}, &node.Acquire{Shape: node.Semaphore, Key: name}, &node.Release{Shape: node.Semaphore, Key: name}, &node.Extend{Shape: node.Semaphore, Key: name},
+			&node.Acquire{Shape: node.Read, Key: name}, &node.Release{Shape: node.Read, Key: name}, &node.Extend{Shape: node.Read, Key: name}} {
+			assert.Equal(t, want, node.LaneIndex(op, 7), "%s of %q", op.Name(), name)
 		}
 	}
 }
 
-// sharedStall is a stall that is Concurrent, as a reader's operation is.
+// sharedStall is a stall that is node.Concurrent, as a reader's operation is.
 type sharedStall struct{ stall }
 
 func (*sharedStall) Concurrent() (string, bool) { return "stall", true }
@@ -128,7 +130,7 @@ func TestLaneLetsReadersPass(t *testing.T) {
 	s := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
-	n := NewRedis(c)
+	n := goredis.NewNode(c)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	require.NoError(t, s.Set("k", "t1"))
 	do := sendTo(t, n)
@@ -137,13 +139,13 @@ func TestLaneLetsReadersPass(t *testing.T) {
 	readerDone := do(reader)
 	<-reader.decoded // one worker is busy with a reader's operation of k
 	select {
-	case <-do(&Release{Shape: Read, Key: "k", Token: "r"}): // answered (k holds a plain lock: refused)
+	case <-do(&node.Release{Shape: node.Read, Key: "k", Token: "r"}): // answered (k holds a plain lock: refused)
 	case <-time.After(10 * time.Second):
 		close(reader.release)
 		t.Fatal("a reader's operation waited for another reader's")
 	}
-	own := do(&Release{Shape: Read, Key: "k", Token: "stall"}) // the stalled holder's own
-	released := do(&Release{Key: "k", Token: "t1"})
+	own := do(&node.Release{Shape: node.Read, Key: "k", Token: "stall"}) // the stalled holder's own
+	released := do(&node.Release{Key: "k", Token: "t1"})
 	time.Sleep(50 * time.Millisecond)
 	assert.True(t, s.Exists("k"), "a release went while a reader's operation of its name was in flight")
 	passed := false
@@ -163,7 +165,7 @@ func TestLaneLetsReadersPass(t *testing.T) {
 	writer := newStall("k")
 	writerDone := do(writer)
 	<-writer.decoded
-	read := do(&Acquire{Shape: Read, Key: "k", Token: "r", TTL: time.Minute})
+	read := do(&node.Acquire{Shape: node.Read, Key: "k", Token: "r", TTL: time.Minute})
 	time.Sleep(50 * time.Millisecond)
 	assert.False(t, s.Exists("k"), "a reader's grant went while another operation of its name was in flight")
 	unstall(t, writer, writerDone, read)
@@ -205,23 +207,23 @@ func TestLaneKeepsOrderWhileScriptsLoad(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	c.AddHook(noScriptLoad{})
 	t.Cleanup(func() { _ = c.Close() })
-	n := NewRedis(c)
-	n.SetWay(Scripts)
+	n := goredis.NewNode(c)
+	n.SetWay(node.Scripts)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	do := sendTo(t, n)
 
 	// The acquisition's script is in the node's cache (its EVAL loaded
 	// it), the release's is not.
-	r := <-do(&Acquire{Key: "k", Token: "t0", TTL: time.Minute})
+	r := <-do(&node.Acquire{Key: "k", Token: "t0", TTL: time.Minute})
 	require.NoError(t, r.Err)
 	require.True(t, r.OK)
-	require.False(t, n.cached.Load())
+	require.False(t, n.ScriptsCached())
 
 	first := newStall("k")
 	firstDone := do(first)
 	<-first.decoded // what follows waits, and leaves in one batch
-	released := do(&Release{Key: "k", Token: "t0"})
-	relocked := do(&Acquire{Key: "k", Token: "t1", TTL: time.Minute})
+	released := do(&node.Release{Key: "k", Token: "t0"})
+	relocked := do(&node.Acquire{Key: "k", Token: "t1", TTL: time.Minute})
 	close(first.release)
 	<-firstDone
 	rel := <-released

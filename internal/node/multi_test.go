@@ -9,13 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node"
-	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/internal/node/goredis"
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 )
 
 // A multi-name lock is taken on a node all at once or not at all.
 func TestMultiAllOrNothing(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 1)
-	s, n := servers[0], node.NewRedis(clients[0])
+	servers, clients := goredistest.Miniredis(t, 1)
+	s, n := servers[0], goredis.NewNode(clients[0])
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	abc := func(token string) *node.Acquire {
 		return &node.Acquire{Shape: node.Multi, Key: "a", Also: []string{"b", "c"}, Token: token, TTL: time.Second}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/goredis"
 )
 
 // A reader's grant does not look at the other readers: the fields of
@@ -23,7 +24,7 @@ func TestReadersPrunedAsTheyGrow(t *testing.T) {
 	s := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
-	n := node.NewRedis(c)
+	n := goredis.NewNode(c)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	grant := func(token string, ttl time.Duration) {
 		t.Helper()

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlock-go/redlock/internal/jitter"
 	"github.com/redlock-go/redlock/internal/life"
 )
@@ -98,25 +96,12 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
 
-// NewRedis is NewRedisWith(c, Config{}).
-func NewRedis(c redis.UniversalClient) *Redis { return NewRedisWith(c, Config{}) }
-
 // Config is what a Redis node is made with, whole at construction.
 type Config struct {
 	Now       func() time.Time       // the clock (nil: time.Now)
 	NoScripts bool                   // speak without scripts from the first request (see Way)
 	OnWay     func(w Way, why error) // told once when the node stops speaking scripts because it refused them, with the refusal (nil: none)
 	OnNoClock func(why error)        // told once when the node refuses TIME for good (nil: none)
-}
-
-// NewRedisWith returns the Node of go-redis client c, made as cfg says.
-// No I/O. The hooks are called on the node's goroutines: they must not
-// block.
-func NewRedisWith(c redis.UniversalClient, cfg Config) *Redis {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	return NewOver(newGoRedis(c, cfg.Now), cfg)
 }
 
 // NewOver returns the Node whose commands travel over t, made as cfg says.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/node/goredis"
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,8 +25,8 @@ import (
 // answers for a paused node. Real Redis is exercised in integration/.
 
 func TestRedisNodeCommands(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 1)
-	s, n := servers[0], node.NewRedis(clients[0])
+	servers, clients := goredistest.Miniredis(t, 1)
+	s, n := servers[0], goredis.NewNode(clients[0])
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	assert.Equal(t, s.Addr(), n.Addr())
 
@@ -97,8 +99,8 @@ func TestRedisNodeCommands(t *testing.T) {
 }
 
 func TestRedisNodeFenceScripts(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 1)
-	s, n := servers[0], node.NewRedis(clients[0])
+	servers, clients := goredistest.Miniredis(t, 1)
+	s, n := servers[0], goredis.NewNode(clients[0])
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	req := &node.Acquire{Key: "k", Token: "t1", TTL: time.Second, FenceKey: node.FenceKey("k")}
 
@@ -190,7 +192,7 @@ func fenceOn(n node.Node, r *node.Fence) (bool, error) {
 func TestStalledNodeQueueIsBounded(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: nodetest.SilentListener(t), MaxRetries: -1, ReadTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { _ = c.Close() })
-	n := node.NewRedis(c)
+	n := goredis.NewNode(c)
 	before := runtime.NumGoroutine()
 	var full, done atomic.Int32
 	// The node.Workers take up to node.MaxBatch requests each, the queue holds
@@ -229,7 +231,7 @@ func TestRedisNodeAuthRefused(t *testing.T) {
 				s.RequireAuth("secret")
 				c := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: tc.user, Password: tc.pass})
 				t.Cleanup(func() { _ = c.Close() })
-				n := node.NewRedis(c)
+				n := goredis.NewNode(c)
 				n.SetWay(way)
 				t.Cleanup(func() { _ = n.Close(context.Background()) })
 				for _, op := range []node.Op{
@@ -256,7 +258,7 @@ func TestRedisNodeLastDialFailure(t *testing.T) {
 	t.Run("certificate", func(t *testing.T) {
 		c := redis.NewClient(&redis.Options{Addr: nodetest.UntrustedTLSListener(t), TLSConfig: nodetest.UntrustedTLS()})
 		t.Cleanup(func() { _ = c.Close() })
-		n := node.NewRedis(c)
+		n := goredis.NewNode(c)
 		t.Cleanup(func() { _ = n.Close(context.Background()) })
 		assert.Nil(t, n.LastDialFailure(), "nothing dialled yet")
 		replied := make(chan node.Reply, 1)
@@ -291,7 +293,7 @@ func TestRedisNodeLastDialFailure(t *testing.T) {
 			}
 			c := tc.client(addr)
 			t.Cleanup(func() { _ = c.Close() })
-			n := node.NewRedis(c)
+			n := goredis.NewNode(c)
 			t.Cleanup(func() { _ = n.Close(context.Background()) })
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
@@ -329,7 +331,7 @@ func oneTry(t *testing.T, addr string) (*node.Redis, *node.DialFailure) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	n := node.NewRedis(c)
+	n := goredis.NewNode(c)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	rep := callOne(n, &node.Acquire{Key: "k", Token: "t", TTL: time.Second})
 	require.Error(t, rep.Err)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 )
 
@@ -137,7 +138,7 @@ func (n *Redis) guard(ctx context.Context) (context.Context, func()) {
 // refusedCause returns the refusal that ended ctx, a guarded context (see
 // guard); nil when none did.
 func refusedCause(ctx context.Context) error {
-	if cause := context.Cause(ctx); cause != nil && refusedDial(cause) {
+	if cause := context.Cause(ctx); cause != nil && errors.Is(cause, syscall.ECONNREFUSED) {
 		return cause
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/goredis"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestRefusedDialTold(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: nodetest.RefusedAddr(t)})
 	t.Cleanup(func() { _ = c.Close() })
-	a, b := node.NewRedis(c), node.NewRedis(c)
+	a, b := goredis.NewNode(c), goredis.NewNode(c)
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	var told [2]atomic.Int32
 	for i, n := range []*node.Redis{a, b} {

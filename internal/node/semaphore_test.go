@@ -10,15 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node"
-	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/internal/node/goredis"
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 )
 
 // The semaphore's scripts on miniredis: admission up to the count, a
 // resend, expiry by the node's clock, release, extend, the permit count
 // and keys of other types.
 func TestRedisNodeSemaphoreScripts(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 1)
-	s, n := servers[0], node.NewRedis(clients[0])
+	servers, clients := goredistest.Miniredis(t, 1)
+	s, n := servers[0], goredis.NewNode(clients[0])
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	acquire := func(token string, permits int) node.Reply {
 		return callOne(n, &node.Acquire{Shape: node.Semaphore, Key: "sem", Token: token, TTL: time.Second, Permits: permits})
@@ -92,8 +93,8 @@ func TestRedisNodeSemaphoreScripts(t *testing.T) {
 // A semaphore refuses a name another kind of key uses, and a lock refuses
 // a semaphore's name: both as misconfigured, never as "held".
 func TestRedisNodeSemaphoreWrongType(t *testing.T) {
-	_, clients := nodetest.Miniredis(t, 1)
-	n := node.NewRedis(clients[0])
+	_, clients := goredistest.Miniredis(t, 1)
+	n := goredis.NewNode(clients[0])
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	ok, _, err := acquireOn(n, &node.Acquire{Key: "lock", Token: "t", TTL: time.Second})
 	require.NoError(t, err)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/conformance"
+	"github.com/redlock-go/redlock/internal/node/goredis"
+	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/redlock-go/redlock/internal/scripts"
 )
@@ -24,8 +26,8 @@ import (
 func TestTransactionsRefuseWhatNeedsScripts(t *testing.T) {
 	for _, w := range []node.Way{node.Transactions, node.Native} {
 		t.Run(w.String(), func(t *testing.T) {
-			servers, clients := nodetest.Miniredis(t, 1)
-			n := node.NewRedis(clients[0])
+			servers, clients := goredistest.Miniredis(t, 1)
+			n := goredis.NewNode(clients[0])
 			n.SetWay(w)
 			t.Cleanup(func() { _ = n.Close(context.Background()) })
 			conformance.Refuses(t, n, w)
@@ -47,7 +49,7 @@ func TestTransactionsRefuseWhatNeedsScripts(t *testing.T) {
 // once, and the server's DELEX is found by asking it.
 func TestNodeSwitchesWhenScriptsRefused(t *testing.T) {
 	var told []string
-	n := refusingNodeWith(t, nodetest.RefuseScripts, node.Config{
+	n := refusingNodeWith(t, goredistest.RefuseScripts, node.Config{
 		OnWay: func(w node.Way, why error) { told = append(told, w.String()+": "+why.Error()) },
 	})
 	require.Equal(t, node.Scripts, n.Way())
@@ -116,11 +118,11 @@ func (h *interferer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // through a node whose client carries an interferer.
 func interfered(t *testing.T) (*miniredis.Miniredis, *interferer, *node.Redis) {
 	t.Helper()
-	servers, clients := nodetest.Miniredis(t, 1)
+	servers, clients := goredistest.Miniredis(t, 1)
 	c := clients[0].(*redis.Client)
 	h := &interferer{}
 	c.AddHook(h)
-	n := node.NewRedis(c)
+	n := goredis.NewNode(c)
 	n.SetWay(node.Transactions)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	return servers[0], h, n
@@ -179,10 +181,10 @@ func TestStaleReleaseInterleaved(t *testing.T) {
 func TestRepliesCarryTheNodesClock(t *testing.T) {
 	for _, w := range []node.Way{node.Scripts, node.Transactions} {
 		t.Run(w.String(), func(t *testing.T) {
-			servers, clients := nodetest.Miniredis(t, 1)
+			servers, clients := goredistest.Miniredis(t, 1)
 			at := time.Now().Add(time.Hour).Truncate(time.Second)
 			servers[0].SetTime(at)
-			n := node.NewRedis(clients[0])
+			n := goredis.NewNode(clients[0])
 			n.SetWay(w)
 			t.Cleanup(func() { _ = n.Close(context.Background()) })
 			for _, op := range []node.Op{node.Clock{}, clocked(lock("k", "a")), extend("k", "a", ttl)} {
@@ -233,12 +235,12 @@ func (c *timeCounter) count(cmd redis.Cmder) {
 // script reads TIME): once the node has answered one TIME, no TIME travels
 // beside it. A fenced grant's script does not, and the batch ends with one.
 func TestPlainGrantCarriesItsOwnClock(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 1)
+	servers, clients := goredistest.Miniredis(t, 1)
 	at := time.Now().Add(time.Hour).Truncate(time.Second)
 	servers[0].SetTime(at)
 	times := &timeCounter{}
 	clients[0].AddHook(times)
-	n := node.NewRedis(clients[0])
+	n := goredis.NewNode(clients[0])
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	require.True(t, callOne(n, lock("first", "a")).OK)
 	assert.Equal(t, int32(1), times.n.Load(), "the node's first timed batch asks TIME: may the user run it?")
@@ -275,7 +277,7 @@ func TestPlainGrantCarriesItsOwnClock(t *testing.T) {
 // engine": the node speaks without scripts as for a user refused them (the
 // Mutex works), and what needs scripts is refused with ErrNoScripts.
 func TestNodeWithoutLuaEngine(t *testing.T) {
-	n := refusingNode(t, nodetest.NoLua)
+	n := refusingNode(t, goredistest.NoLua)
 	rep := callOne(n, lock("k", "a"))
 	require.NoError(t, rep.Err)
 	assert.True(t, rep.OK, "the refused grant went again without scripts")
@@ -298,10 +300,10 @@ func refusingNode(t *testing.T, refuse func(*redis.Client)) *node.Redis {
 // refusingNodeWith is refusingNode made as cfg says.
 func refusingNodeWith(t *testing.T, refuse func(*redis.Client), cfg node.Config) *node.Redis {
 	t.Helper()
-	_, clients := nodetest.Miniredis(t, 1)
+	_, clients := goredistest.Miniredis(t, 1)
 	c := clients[0].(*redis.Client)
 	refuse(c)
-	n := node.NewRedisWith(c, cfg)
+	n := goredis.NewNodeWith(c, cfg)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	return n
 }
@@ -314,8 +316,8 @@ func refusingNodeWith(t *testing.T, refuse func(*redis.Client), cfg node.Config)
 func TestNativeGrantOfItsOwnTokenReArms(t *testing.T) {
 	for _, w := range []node.Way{node.Scripts, node.Transactions} {
 		t.Run(w.String(), func(t *testing.T) {
-			servers, clients := nodetest.Miniredis(t, 1)
-			s, n := servers[0], node.NewRedis(clients[0])
+			servers, clients := goredistest.Miniredis(t, 1)
+			s, n := servers[0], goredis.NewNode(clients[0])
 			n.SetWay(w)
 			t.Cleanup(func() { _ = n.Close(context.Background()) })
 			require.NoError(t, s.Set("k", "t1"))
@@ -396,12 +398,12 @@ func (p *pipelines) last() []string {
 // else a PING. The node's first call is a script: scripts are found
 // refused before anything is sent beside them.
 func TestNativeGrantBesideScripts(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 1)
+	servers, clients := goredistest.Miniredis(t, 1)
 	at := time.Now().Add(time.Hour).Truncate(time.Second)
 	servers[0].SetTime(at)
 	sent := &pipelines{}
 	clients[0].AddHook(sent)
-	n := node.NewRedis(clients[0])
+	n := goredis.NewNode(clients[0])
 	n.SetCaps(node.Caps{Known: true, Server: "redis", Version: "7.0.15"})
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 
@@ -478,11 +480,11 @@ func (h *afterDelete) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // scripts read it in the same step; an EXISTS in a later round trip would
 // find it gone).
 func TestNativeReleaseReadsAbsenceWithItsDelete(t *testing.T) {
-	servers, clients := nodetest.Miniredis(t, 1)
+	servers, clients := goredistest.Miniredis(t, 1)
 	c := clients[0].(*redis.Client)
 	h := &afterDelete{change: func() { servers[0].Del("k") }}
 	c.AddHook(h)
-	n := node.NewRedis(c)
+	n := goredis.NewNode(c)
 	n.SetWay(node.Native)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	require.True(t, callOne(n, lock("k", "b")).OK)

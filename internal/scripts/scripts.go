@@ -19,31 +19,13 @@
 package scripts
 
 import (
-	"context"
 	_ "embed"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Script is a Lua script and its SHA-1 digest, the name a node caches it by.
 type Script struct {
 	Source string
 	Hash   string
-}
-
-// Run runs s on c by its digest, and by its source when c answers NOSCRIPT
-// (the node restarted or flushed its script cache since it was loaded).
-func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	cmd := c.EvalSha(ctx, s.Hash, keys, args...)
-	if cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		return c.Eval(ctx, s.Source, keys, args...)
-	}
-	return cmd
-}
-
-// Load puts s into c's script cache; the node answers its digest.
-func (s *Script) Load(ctx context.Context, c redis.Scripter) *redis.StringCmd {
-	return c.ScriptLoad(ctx, s.Source)
 }
 
 var (

@@ -1,4 +1,4 @@
-package node
+package goredis
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/life"
+	"github.com/redlock-go/redlock/internal/node"
 )
 
 // ringSubscription is a subscription to every shard of a go-redis Ring.
@@ -21,7 +22,7 @@ import (
 // shards' messages merged. It is safe for concurrent use.
 type ringSubscription struct {
 	ring *redis.Ring
-	out  chan Message
+	out  chan node.Message
 	life life.Group // the forwarders; closing: under mu
 
 	mu       sync.Mutex
@@ -30,7 +31,7 @@ type ringSubscription struct {
 }
 
 func newRingSubscription(r *redis.Ring) *ringSubscription {
-	return &ringSubscription{ring: r, out: make(chan Message, 100),
+	return &ringSubscription{ring: r, out: make(chan node.Message, 100),
 		shards: map[*redis.Client]*redis.PubSub{}}
 }
 
@@ -64,7 +65,7 @@ func (s *ringSubscription) Subscribe(ctx context.Context, channels ...string) er
 	return s.ring.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error {
 		ps, chans := s.shard(c, channels)
 		if ps == nil {
-			return ErrClosed
+			return node.ErrClosed
 		}
 		return ps.Subscribe(ctx, chans...)
 	})
@@ -89,7 +90,7 @@ func (s *ringSubscription) Unsubscribe(ctx context.Context, channels ...string) 
 }
 
 // Messages is every shard's messages.
-func (s *ringSubscription) Messages() <-chan Message { return s.out }
+func (s *ringSubscription) Messages() <-chan node.Message { return s.out }
 
 // Close closes every shard's subscription and waits for the forwarders.
 func (s *ringSubscription) Close() error {

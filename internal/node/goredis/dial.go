@@ -1,4 +1,4 @@
-package node
+package goredis
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"weak"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/node"
 )
 
 // Dial failures. go-redis retries a dial that failed (DialerRetries, 5 by
@@ -23,38 +24,15 @@ import (
 // happens (a connection refused, a certificate not trusted), until a dial
 // succeeds; a node timeout names it (see LastDialFailure).
 
-// DialFailure is a client's last dial that failed.
-type DialFailure struct {
-	Err error
-	At  time.Time
-}
-
-// DialWatcher is a Node whose client's dials are watched.
-type DialWatcher interface {
-	// LastDialFailure returns the client's last dial when it failed; nil
-	// when it succeeded, or no dial failed yet. For a Cluster or a Ring,
-	// whose shards dial on their own, it is the latest failure among the
-	// shards whose last dial failed.
-	LastDialFailure() *DialFailure
-}
-
-// LastDialFailure implements DialWatcher: the transport's.
-func (n *Redis) LastDialFailure() *DialFailure {
-	if w := n.watched(); w != nil {
-		return w.LastDialFailure()
-	}
-	return nil
-}
-
 // LastDialFailure implements DialWatcher.
-func (g *goRedis) LastDialFailure() *DialFailure {
+func (g *Transport) LastDialFailure() *node.DialFailure {
 	if g.dials == nil {
 		return nil
 	}
 	return g.dials.failure()
 }
 
-// dials is what a client's dial hook learns, shared by every Redis over
+// dials is what a client's dial hook learns, shared by every node.Redis over
 // that client. Safe for concurrent use.
 type dials struct {
 	now func() time.Time // the clock of the first Redlock that made them
@@ -81,7 +59,7 @@ type dials struct {
 // when it succeeded.
 type dialOutcome struct {
 	n       uint64
-	failure *DialFailure
+	failure *node.DialFailure
 }
 
 // watched holds the dials of each client watched, by a weak pointer to
@@ -153,7 +131,7 @@ func (d *dials) dialed(n uint64, addr string, conn net.Conn, err error) {
 			// the caller's context ending (see ClientErr).
 			err = errors.New(err.Error())
 		}
-		f := &DialFailure{Err: err, At: d.now()}
+		f := &node.DialFailure{Err: err, At: d.now()}
 		d.record(addr, dialOutcome{n: n, failure: f})
 		if refusedDial(err) {
 			d.refused(n, f)
@@ -180,10 +158,10 @@ func (d *dials) record(addr string, o dialOutcome) {
 
 // failure is the latest failure among the addresses whose last dial
 // failed; nil when there is none.
-func (d *dials) failure() *DialFailure {
+func (d *dials) failure() *node.DialFailure {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var f *DialFailure
+	var f *node.DialFailure
 	for _, o := range d.last {
 		if o.failure != nil && (f == nil || o.failure.At.After(f.At)) {
 			f = o.failure
@@ -280,7 +258,7 @@ func (c *watchedConn) failed(err error) {
 	if errors.Is(err, io.EOF) {
 		err = errors.New("the node closed the connection before its first reply")
 	}
-	c.d.record(c.addr, dialOutcome{n: c.n, failure: &DialFailure{Err: err, At: c.d.now()}})
+	c.d.record(c.addr, dialOutcome{n: c.n, failure: &node.DialFailure{Err: err, At: c.d.now()}})
 }
 
 func (dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }

@@ -1,4 +1,4 @@
-package node
+package goredis
 
 import (
 	"sync/atomic"

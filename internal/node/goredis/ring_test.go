@@ -1,4 +1,4 @@
-package node_test
+package goredis_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/goredis"
 )
 
 // A Ring node subscribes on every shard: a message published on either
@@ -22,11 +23,11 @@ func TestRingSubscribesEveryShard(t *testing.T) {
 	a, b := miniredis.RunT(t), miniredis.RunT(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
 	t.Cleanup(func() { _ = ring.Close() })
-	n := node.NewRedis(ring)
+	n := goredis.NewNode(ring)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	same := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"y": b.Addr(), "x": a.Addr()}})
 	t.Cleanup(func() { _ = same.Close() })
-	assert.Equal(t, node.ClientAddr(ring), node.ClientAddr(same), "a Ring is named by its shards")
+	assert.Equal(t, goredis.ClientAddr(ring), goredis.ClientAddr(same), "a Ring is named by its shards")
 
 	s := n.Subscribe()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -67,7 +68,7 @@ func TestShardedBatchWithEmptyCall(t *testing.T) {
 	srv := miniredis.RunT(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}})
 	t.Cleanup(func() { _ = ring.Close() })
-	n := node.NewRedis(ring)
+	n := goredis.NewNode(ring)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	for range 200 {
 		replies := make(chan node.Reply, 2)
@@ -90,7 +91,7 @@ func TestRingVotesOnlyWhole(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()},
 		HeartbeatFrequency: 10 * time.Millisecond, DialTimeout: 50 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = ring.Close() })
-	n := node.NewRedis(ring)
+	n := goredis.NewNode(ring)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	// A name on a's shard while both are up.
 	name := ""
@@ -116,4 +117,11 @@ func TestRingVotesOnlyWhole(t *testing.T) {
 	rep = callOne(n, &node.Acquire{Key: name + "x", Token: "t1", TTL: time.Minute})
 	require.NoError(t, rep.Err)
 	assert.True(t, rep.OK)
+}
+
+// callOne sends o to n and waits for its reply.
+func callOne(n node.Node, o node.Op) node.Reply {
+	ch := make(chan node.Reply, 1)
+	n.Do(context.Background(), time.Now().Add(time.Minute), o, func(r node.Reply) { ch <- r })
+	return <-ch
 }

@@ -1,4 +1,4 @@
-package node
+package goredis
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/node"
 )
 
 // The go-redis transport's watch of refused dials (see refusal.go for what
@@ -17,12 +18,12 @@ import (
 type refusal struct {
 	// last is the latest refused dial, by its number (refusedN), until a
 	// dial started after it connected (connectedN); nil then.
-	last       *DialFailure
+	last       *node.DialFailure
 	refusedN   uint64
 	connectedN uint64
 	// heard are the transports over the client whose nodes listen (from
 	// their first call), each told of a refusal until its node is closed.
-	heard map[*goRedis]struct{}
+	heard map[*Transport]struct{}
 }
 
 // refusedDial reports whether err is a dial refused by the server's host.
@@ -30,14 +31,14 @@ func refusedDial(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // refused records dial number n, refused with f, and tells the transports over
 // the client, unless a dial started after it has connected.
-func (d *dials) refused(n uint64, f *DialFailure) {
+func (d *dials) refused(n uint64, f *node.DialFailure) {
 	d.mu.Lock()
 	if n < d.ref.connectedN || n < d.ref.refusedN {
 		d.mu.Unlock()
 		return
 	}
 	d.ref.last, d.ref.refusedN = f, n
-	heard := make([]*goRedis, 0, len(d.ref.heard))
+	heard := make([]*Transport, 0, len(d.ref.heard))
 	for g := range d.ref.heard {
 		if g.deaf() {
 			delete(d.ref.heard, g)
@@ -75,11 +76,11 @@ func (d *dials) refusing() error {
 // listen adds g to the transports told of refusals, and drops those whose
 // nodes closed since (Close does not reach the dials: they go at the next
 // listen or refusal).
-func (d *dials) listen(g *goRedis) {
+func (d *dials) listen(g *Transport) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ref.heard == nil {
-		d.ref.heard = map[*goRedis]struct{}{}
+		d.ref.heard = map[*Transport]struct{}{}
 	}
 	for o := range d.ref.heard {
 		if o.deaf() {
@@ -104,13 +105,13 @@ type listener struct {
 
 // single reports whether the client is watched for refusals: a client of
 // one server.
-func (g *goRedis) single() bool {
+func (g *Transport) single() bool {
 	_, ok := g.c.(*redis.Client)
 	return ok && g.dials != nil && g.master == nil && g.address != FailoverAddr
 }
 
 // Refusing implements Watched.
-func (g *goRedis) Refusing() error {
+func (g *Transport) Refusing() error {
 	if !g.single() {
 		return nil
 	}
@@ -118,7 +119,7 @@ func (g *goRedis) Refusing() error {
 }
 
 // Listen implements Watched: a client of one server only.
-func (g *goRedis) Listen(f func(err error), done <-chan struct{}) {
+func (g *Transport) Listen(f func(err error), done <-chan struct{}) {
 	g.heard.Store(&listener{f: f, done: done})
 	if g.single() {
 		g.dials.listen(g)
@@ -126,7 +127,7 @@ func (g *goRedis) Listen(f func(err error), done <-chan struct{}) {
 }
 
 // deaf reports whether no one listens to g any more.
-func (g *goRedis) deaf() bool {
+func (g *Transport) deaf() bool {
 	l := g.heard.Load()
 	if l == nil {
 		return true
@@ -141,7 +142,7 @@ func (g *goRedis) deaf() bool {
 
 // Knock implements Watched: a quiet dial (see QuietDial) unless a
 // connection of the client has answered.
-func (g *goRedis) Knock(ctx context.Context) {
+func (g *Transport) Knock(ctx context.Context) {
 	if g.single() && !g.dials.answered.Load() {
 		_ = g.QuietDial(ctx)
 	}
@@ -149,7 +150,7 @@ func (g *goRedis) Knock(ctx context.Context) {
 
 // dialRefused ends the guarded calls in flight with err, a refused dial,
 // and tells the listener; nothing once its node is closed.
-func (g *goRedis) dialRefused(err error) {
+func (g *Transport) dialRefused(err error) {
 	if g.deaf() {
 		return
 	}
@@ -166,7 +167,7 @@ func (g *goRedis) dialRefused(err error) {
 // Guard implements Watched. The context is ctx itself for a client not
 // watched, and for one whose last dial answered: the guard costs an
 // allocation per round trip.
-func (g *goRedis) Guard(ctx context.Context) (context.Context, func()) {
+func (g *Transport) Guard(ctx context.Context) (context.Context, func()) {
 	if !g.single() || g.dials.answered.Load() {
 		return ctx, func() {}
 	}

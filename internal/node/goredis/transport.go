@@ -1,8 +1,17 @@
-package node
+// Package goredis is the node's transport over a go-redis client: each
+// node.Cmd travels as a go-redis command, in the client's pipelines and
+// pools, and its reply comes back as the protocol reads it. It is the one
+// package of the library, with redlock.New's signature, that names
+// go-redis: the node layer speaks commands (see package node). It also
+// watches what only the client sees: its dials (dial.go, refusal.go), a
+// Sentinel-managed master's address (sentinel.go) and a Ring's shards
+// (ring.go).
+package goredis
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -11,16 +20,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/life"
+	"github.com/redlock-go/redlock/internal/node"
 )
 
-// The go-redis side of a round trip: each Cmd travels as a go-redis
-// command, whose reply is copied back (go-redis' nil reply as ErrNil; its
-// error replies already carry RedisError).
-
-// goRedis is the Transport of a go-redis client. It watches the client's
+// Transport is the node.Transport of a go-redis client. It watches the client's
 // dials (see dial.go and refusal.go) and, for a Ring, that every shard
 // stays up around a batch (see ring.go).
-type goRedis struct {
+type Transport struct {
 	c       redis.UniversalClient
 	address string
 	sharded bool
@@ -38,9 +44,22 @@ type goRedis struct {
 	heard  atomic.Pointer[listener]
 }
 
-// newGoRedis returns the Transport of c, whose clock is now. No I/O.
-func newGoRedis(c redis.UniversalClient, now func() time.Time) *goRedis {
-	g := &goRedis{c: c, address: ClientAddr(c), sharded: isSharded(c), now: now}
+// NewNode is NewNodeWith(c, node.Config{}).
+func NewNode(c redis.UniversalClient) *node.Redis { return NewNodeWith(c, node.Config{}) }
+
+// NewNodeWith returns the node of client c, made as cfg says, over c's
+// Transport. No I/O. The hooks are called on the node's goroutines: they
+// must not block.
+func NewNodeWith(c redis.UniversalClient, cfg node.Config) *node.Redis {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return node.NewOver(New(c, cfg.Now), cfg)
+}
+
+// New returns the Transport of c, whose clock is now. No I/O.
+func New(c redis.UniversalClient, now func() time.Time) *Transport {
+	g := &Transport{c: c, address: ClientAddr(c), sharded: isSharded(c), now: now}
 	g.ring, _ = c.(*redis.Ring)
 	if g.dials = dialsOf(c, now); g.dials != nil {
 		g.master = g.dials.master
@@ -57,10 +76,10 @@ type pipeWire struct {
 // Batch implements Transport: one pipeline (one command alone, as go-redis
 // sends it). A Ring's batch counts only when every shard was up before it
 // and after it (see ringKept).
-func (g *goRedis) Batch(ctx context.Context, cmds []*Cmd) error {
+func (g *Transport) Batch(ctx context.Context, cmds []*node.Cmd) error {
 	if g.ring != nil {
 		if err := ringWhole(g.ring); err != nil {
-			return fmt.Errorf("%w: %w", ErrUnsent, err)
+			return fmt.Errorf("%w: %w", node.ErrUnsent, err)
 		}
 	}
 	start := g.now()
@@ -76,15 +95,15 @@ func (g *goRedis) Batch(ctx context.Context, cmds []*Cmd) error {
 	return nil
 }
 
-// Send implements Conn.
-func (g *goRedis) Send(ctx context.Context, cmds ...*Cmd) {
+// Send implements node.Conn.
+func (g *Transport) Send(ctx context.Context, cmds ...*node.Cmd) {
 	var w wire
 	w.send(ctx, g.c, g.c.Pipeline(), cmds)
 }
 
 // OnKey implements Transport: the connection of go-redis' Watch, with no
 // key watched yet, on the server that keeps key.
-func (g *goRedis) OnKey(ctx context.Context, key string, fn func(Conn) error) error {
+func (g *Transport) OnKey(ctx context.Context, key string, fn func(node.Conn) error) error {
 	c, err := g.server(ctx, key)
 	if err != nil {
 		return err
@@ -94,7 +113,7 @@ func (g *goRedis) OnKey(ctx context.Context, key string, fn func(Conn) error) er
 
 // Each implements Transport: every master of a cluster, every shard of a
 // ring, else the one server.
-func (g *goRedis) Each(ctx context.Context, fn func(Conn) error) error {
+func (g *Transport) Each(ctx context.Context, fn func(node.Conn) error) error {
 	each := func(_ context.Context, c *redis.Client) error { return fn(clientConn{c}) }
 	switch c := g.c.(type) {
 	case *redis.ClusterClient:
@@ -109,7 +128,7 @@ func (g *goRedis) Each(ctx context.Context, fn func(Conn) error) error {
 // pool, after a quiet dial (see QuietDial): a node that refuses
 // connections is found down without the client's dial retries, which
 // go-redis logs each time.
-func (g *goRedis) Ping(ctx context.Context) error {
+func (g *Transport) Ping(ctx context.Context) error {
 	if err := g.QuietDial(ctx); err != nil {
 		return err
 	}
@@ -118,7 +137,7 @@ func (g *goRedis) Ping(ctx context.Context) error {
 
 // Addr implements Transport: the client's address, or for a
 // Sentinel-managed client the master its last connection reached.
-func (g *goRedis) Addr() string {
+func (g *Transport) Addr() string {
 	if a := g.master.name(); a != "" {
 		return a
 	}
@@ -126,22 +145,22 @@ func (g *goRedis) Addr() string {
 }
 
 // Sharded implements Transport: a Cluster or a Ring.
-func (g *goRedis) Sharded() bool { return g.sharded }
+func (g *Transport) Sharded() bool { return g.sharded }
 
-// Subscribe implements Transport.
-func (g *goRedis) Subscribe() Subscription {
+// Subscribe implements node.Transport.
+func (g *Transport) Subscribe() node.Subscription {
 	if r, ok := g.c.(*redis.Ring); ok {
 		return newRingSubscription(r) // a Ring's Subscribe needs a channel, and uses one shard
 	}
 	// No channel yet: go-redis connects on the first SUBSCRIBE.
-	s := &redisSubscription{ps: g.c.Subscribe(context.Background()), out: make(chan Message, 100)}
+	s := &redisSubscription{ps: g.c.Subscribe(context.Background()), out: make(chan node.Message, 100)}
 	msgs := s.ps.Channel()
 	s.life.Go(func() { forward(msgs, s.out, s.life.Closing()) })
 	return s
 }
 
 // server returns the client of the one server that keeps key.
-func (g *goRedis) server(ctx context.Context, key string) (*redis.Client, error) {
+func (g *Transport) server(ctx context.Context, key string) (*redis.Client, error) {
 	switch c := g.c.(type) {
 	case *redis.Client:
 		return c, nil
@@ -150,14 +169,14 @@ func (g *goRedis) server(ctx context.Context, key string) (*redis.Client, error)
 	case *redis.Ring:
 		return c.GetShardClientForKey(key)
 	}
-	return nil, fmt.Errorf("%w: a client of type %T cannot run transactions", ErrMisconfigured, g.c)
+	return nil, fmt.Errorf("%w: a client of type %T cannot run transactions", node.ErrMisconfigured, g.c)
 }
 
 // clientConn is a client of one server of a cluster or ring.
 type clientConn struct{ c *redis.Client }
 
-// Send implements Conn.
-func (c clientConn) Send(ctx context.Context, cmds ...*Cmd) {
+// Send implements node.Conn.
+func (c clientConn) Send(ctx context.Context, cmds ...*node.Cmd) {
 	var w wire
 	w.exec(ctx, c.c, cmds)
 }
@@ -165,8 +184,8 @@ func (c clientConn) Send(ctx context.Context, cmds ...*Cmd) {
 // txConn is one connection taken for a transaction.
 type txConn struct{ tx *redis.Tx }
 
-// Send implements Conn.
-func (t txConn) Send(ctx context.Context, cmds ...*Cmd) {
+// Send implements node.Conn.
+func (t txConn) Send(ctx context.Context, cmds ...*node.Cmd) {
 	var w wire
 	w.exec(ctx, t.tx, cmds)
 }
@@ -189,7 +208,7 @@ type processor interface {
 }
 
 // exec sends cmds in one round trip on p and answers each.
-func (w *wire) exec(ctx context.Context, p pipeliner, cmds []*Cmd) {
+func (w *wire) exec(ctx context.Context, p pipeliner, cmds []*node.Cmd) {
 	w.prepare(ctx, cmds)
 	_, err := p.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for _, rc := range w.rcs {
@@ -203,7 +222,7 @@ func (w *wire) exec(ctx context.Context, p pipeliner, cmds []*Cmd) {
 
 // send is exec on a pipeline of the worker's own (pipe, reused), or, for
 // one command, c's Process.
-func (w *wire) send(ctx context.Context, c processor, pipe redis.Pipeliner, cmds []*Cmd) {
+func (w *wire) send(ctx context.Context, c processor, pipe redis.Pipeliner, cmds []*node.Cmd) {
 	w.prepare(ctx, cmds)
 	if len(w.rcs) == 1 {
 		_ = c.Process(ctx, w.rcs[0])
@@ -217,14 +236,14 @@ func (w *wire) send(ctx context.Context, c processor, pipe redis.Pipeliner, cmds
 	w.answer(cmds)
 }
 
-func (w *wire) prepare(ctx context.Context, cmds []*Cmd) {
+func (w *wire) prepare(ctx context.Context, cmds []*node.Cmd) {
 	w.rcs = slices.Grow(w.rcs[:0], len(cmds))
 	for _, c := range cmds {
 		w.rcs = append(w.rcs, redis.NewCmd(ctx, c.Args...))
 	}
 }
 
-func (w *wire) answer(cmds []*Cmd) {
+func (w *wire) answer(cmds []*node.Cmd) {
 	for i, c := range cmds {
 		answerFrom(c, w.rcs[i])
 		w.rcs[i] = nil
@@ -233,10 +252,10 @@ func (w *wire) answer(cmds []*Cmd) {
 }
 
 // answerFrom copies rc's reply into c.
-func answerFrom(c *Cmd, rc *redis.Cmd) {
+func answerFrom(c *node.Cmd, rc *redis.Cmd) {
 	v, err := rc.Result()
 	if err == redis.Nil { //nolint:errorlint // go-redis returns redis.Nil itself
-		err = ErrNil
+		err = node.ErrNil
 	}
 	c.Answer(v, err)
 }
@@ -261,7 +280,7 @@ func unanswered[C redis.Cmder](cmds []C, err error) {
 // redisSubscription adapts a go-redis PubSub.
 type redisSubscription struct {
 	ps   *redis.PubSub
-	out  chan Message
+	out  chan node.Message
 	life life.Group // the forwarder
 }
 
@@ -273,7 +292,7 @@ func (s *redisSubscription) Unsubscribe(ctx context.Context, channels ...string)
 	return s.ps.Unsubscribe(ctx, channels...)
 }
 
-func (s *redisSubscription) Messages() <-chan Message { return s.out }
+func (s *redisSubscription) Messages() <-chan node.Message { return s.out }
 
 // Close closes the subscription, and Messages once its forwarder is done.
 func (s *redisSubscription) Close() error {
@@ -287,10 +306,10 @@ func (s *redisSubscription) Close() error {
 }
 
 // forward sends what msgs delivers to out, until msgs is closed or stop.
-func forward(msgs <-chan *redis.Message, out chan<- Message, stop <-chan struct{}) {
+func forward(msgs <-chan *redis.Message, out chan<- node.Message, stop <-chan struct{}) {
 	for m := range msgs {
 		select {
-		case out <- Message{Channel: m.Channel, Payload: m.Payload}:
+		case out <- node.Message{Channel: m.Channel, Payload: m.Payload}:
 		case <-stop:
 			return
 		}
@@ -317,4 +336,72 @@ func ClientAddr(c redis.UniversalClient) string {
 		return strings.Join(c.Options().Addrs, ",")
 	}
 	return fmt.Sprintf("%T", c)
+}
+
+// QuietDial checks that the node's server can be dialled at all, with the
+// client's own dialer (TLS included) and one try, apart from the client's
+// pool: a failed dial there is retried (DialerRetries) and logged by
+// go-redis on every command, and the library's background checks of a
+// node that is down must not make it log. It closes the connection it
+// made. It checks nothing for a cluster, a ring or a Sentinel-managed
+// client, whose servers the client finds itself.
+func (g *Transport) QuietDial(ctx context.Context) error {
+	rc, ok := g.c.(*redis.Client)
+	if !ok || g.address == FailoverAddr {
+		return nil
+	}
+	o := rc.Options()
+	if o.Dialer == nil {
+		return nil
+	}
+	dctx := ctx
+	if o.DialTimeout > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, o.DialTimeout)
+		defer cancel()
+	}
+	var num uint64
+	if g.dials != nil {
+		num = g.dials.started.Add(1)
+	}
+	conn, err := o.Dialer(dctx, o.Network, o.Addr)
+	switch {
+	case g.dials == nil:
+	case err == nil:
+		g.dials.connected(num) // the host listens: calls go again (see refusal.go)
+	case refusedDial(err):
+		// A dial failure as any: LastDialFailure names it, before the
+		// calls it fails learn of it.
+		f := &node.DialFailure{Err: err, At: g.now()}
+		g.dials.record(o.Addr, dialOutcome{n: num, failure: f})
+		g.dials.refused(num, f)
+	}
+	if err != nil {
+		return err // "dial tcp ADDR: ..." names the address
+	}
+	_ = conn.Close()
+	return nil
+}
+
+// CheckAddr reports an address a client of one server cannot dial as
+// written: a TCP address without a port ("localhost"), which go-redis
+// would only find out by failing every dial.
+func CheckAddr(c redis.UniversalClient) error {
+	rc, ok := c.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	o := rc.Options()
+	if o.Addr == FailoverAddr || o.Network != "" && o.Network != "tcp" && !strings.HasPrefix(o.Network, "tcp") {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(o.Addr)
+	if err != nil {
+		return fmt.Errorf("address %q cannot be dialled: %w (write host:port, such as %q)", o.Addr, err, net.JoinHostPort(o.Addr, "6379"))
+	}
+	// A number or a service name in /etc/services: no network I/O.
+	if p, err := net.LookupPort("tcp", port); err != nil || p == 0 {
+		return fmt.Errorf("address %q cannot be dialled: port %q is not a port from 1 to 65535 (write host:port, such as %q)", o.Addr, port, net.JoinHostPort(host, "6379"))
+	}
+	return nil
 }

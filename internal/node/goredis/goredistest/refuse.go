@@ -1,4 +1,4 @@
-package nodetest
+package goredistest
 
 import (
 	"context"

@@ -1,15 +1,17 @@
-package node
+package node_test
 
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/node"
+	"github.com/redlock-go/redlock/internal/node/goredis"
+	"github.com/redlock-go/redlock/internal/scripts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/redlock-go/redlock/internal/scripts"
 )
 
 // A script the node answered NOSCRIPT runs again as EVAL, and the WAIT
@@ -21,13 +23,13 @@ func TestReloadSendsWaitAfterTheEval(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
-	evalsha := script(scripts.AcquirePlain, []string{"k"}, "t1", 1000, "0")
-	evalsha.Answer(nil, serverError("NOSCRIPT No matching script. Please use EVAL."))
-	wait := Cmd{Args: []any{"wait", 1, 20}}
+	evalsha := node.Cmd{Args: node.EvalArgs(scripts.AcquirePlain, []string{"k"}, "t1", 1000, "0")}
+	evalsha.Answer(nil, node.ServerError("NOSCRIPT No matching script. Please use EVAL."))
+	wait := node.Cmd{Args: []any{"wait", 1, 20}}
 	wait.Answer(int64(1), nil)
-	cmds := []Cmd{evalsha, wait}
+	cmds := []node.Cmd{evalsha, wait}
 
-	reload(ctx, clientConn{c}, cmds)
+	node.Reload(ctx, goredis.New(c, time.Now), cmds)
 	require.NoError(t, cmds[0].Err(), "the EVAL ran")
 	assert.Equal(t, "eval", cmds[0].Name())
 	v, _ := s.Get("k")
@@ -36,15 +38,9 @@ func TestReloadSendsWaitAfterTheEval(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "the count of the WAIT after the EVAL: it was sent again")
 
-	alone := Cmd{Args: []any{"wait", 1, 20}}
+	alone := node.Cmd{Args: []any{"wait", 1, 20}}
 	alone.Answer(int64(1), nil)
-	plain := []Cmd{alone}
-	reload(ctx, clientConn{c}, plain)
+	plain := []node.Cmd{alone}
+	node.Reload(ctx, goredis.New(c, time.Now), plain)
 	assert.Equal(t, int64(1), plain[0].Num(), "no script to reload: nothing is sent")
 }
-
-// serverError is an error as a server sends it (a redis.Error).
-type serverError string
-
-func (e serverError) Error() string { return string(e) }
-func (serverError) RedisError()     {}

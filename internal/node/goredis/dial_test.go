@@ -1,4 +1,4 @@
-package node
+package goredis
 
 import (
 	"context"
@@ -19,28 +19,27 @@ import (
 func TestDialHookOncePerClient(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = c.Close() })
-	g := func(n *Redis) *goRedis { return n.via.(*goRedis) }
-	a, b := g(NewRedis(c)), g(NewRedis(c))
+	a, b := New(c, time.Now), New(c, time.Now)
 	assert.Same(t, a.dials, b.dials)
 	assert.Nil(t, a.master, "not Sentinel-managed")
 
 	f := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}})
 	t.Cleanup(func() { _ = f.Close() })
-	a, b = g(NewRedis(f)), g(NewRedis(f))
+	a, b = New(f, time.Now), New(f, time.Now)
 	assert.Same(t, a.dials, b.dials)
 	assert.NotNil(t, a.master)
 	assert.Same(t, a.master, b.master)
 
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
 	t.Cleanup(func() { _ = cc.Close() })
-	a, b = g(NewRedis(cc)), g(NewRedis(cc))
+	a, b = New(cc, time.Now), New(cc, time.Now)
 	assert.NotNil(t, a.dials, "a cluster's shards' dials are watched")
 	assert.Same(t, a.dials, b.dials)
 	assert.Nil(t, a.master)
 
 	r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
 	t.Cleanup(func() { _ = r.Close() })
-	a, b = g(NewRedis(r)), g(NewRedis(r))
+	a, b = New(r, time.Now), New(r, time.Now)
 	assert.NotNil(t, a.dials, "a ring's shards' dials are watched")
 	assert.Same(t, a.dials, b.dials)
 }

@@ -1,4 +1,7 @@
-package nodetest
+// Package goredistest holds what tests of the go-redis transport share:
+// in-process servers with a client each, and clients that refuse scripts
+// as a node without them does.
+package goredistest
 
 import (
 	"testing"
