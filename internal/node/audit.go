@@ -71,7 +71,7 @@ type Auditor interface {
 // server its client picks for each command.
 func (n *Redis) Audit(ctx context.Context) (Facts, error) {
 	var f Facts
-	if err := n.via.Ping(ctx); err != nil && (!isReply(err) || AuthFailure(err)) {
+	if err := n.via.Ping(ctx); err != nil && (Unreachable(err) || AuthFailure(err)) {
 		return f, err
 	}
 	if err := f.readClock(ctx, n.via, n.now); err != nil {

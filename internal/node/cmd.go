@@ -73,9 +73,13 @@ func replyOf(err error) (string, bool) {
 }
 
 // says reports whether err is a server's error reply that starts with
-// prefix.
+// prefix, after an "ERR " that some servers (KVRocks) put before every
+// error's own word.
 func says(err error, prefix string) bool {
 	msg, ok := replyOf(err)
+	if !strings.HasPrefix(prefix, "ERR ") {
+		msg = strings.TrimPrefix(msg, "ERR ")
+	}
 	return ok && strings.HasPrefix(msg, prefix)
 }
 

@@ -2,9 +2,10 @@
 // type per operation, which knows its command and how to read its reply
 // (a lock's Acquire, Extend and Release, each of the lock's Shape, whose
 // rules are stated once in shape.go; Fence, Inspect, Queue, Identify and
-// Clock); the key layout a lock keeps beside its name; the go-redis
-// transport that sends operations in batches; and the classification of a
-// node's errors. It knows nothing of quorums, options or observers: the
+// Clock), in the protocol's own commands and replies (Cmd); the key layout
+// a lock keeps beside its name; the node that sends operations in batches
+// over a Transport (package goredis is go-redis'); and the classification
+// of a node's errors. It knows nothing of quorums, options or observers: the
 // layers above hand it operations and read replies.
 package node
 
@@ -80,7 +81,7 @@ type Runner interface {
 }
 
 // Transport is how a node's commands reach its servers: go-redis' in this
-// module (see goredis.go).
+// module (package goredis).
 type Transport interface {
 	Conn
 	// Batch sends cmds, a batch of the node's calls, in one round trip,
@@ -93,8 +94,9 @@ type Transport interface {
 	// WATCH holds from one Send to the next.
 	OnKey(ctx context.Context, key string, fn func(c Conn) error) error
 	// Each runs fn with each server behind the node: one, or each master
-	// of a cluster, several at once.
-	Each(ctx context.Context, fn func(c Conn) error) error
+	// of a cluster, and with replicas each replica too (one that may be
+	// promoted); several at once.
+	Each(ctx context.Context, replicas bool, fn func(c Conn) error) error
 	// Subscribe opens a subscription to the node's pub/sub channels.
 	Subscribe() Subscription
 	// Ping asks the node whether it answers at all, within ctx.

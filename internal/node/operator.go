@@ -210,7 +210,7 @@ func (Identify) Run(ctx context.Context, t Transport) Reply {
 		mu  sync.Mutex
 		ids []string
 	)
-	err := t.Each(ctx, func(c Conn) error {
+	err := t.Each(ctx, false, func(c Conn) error {
 		info := NewCmd("info", "server")
 		c.Send(ctx, info)
 		id, err := runID(info.Text())

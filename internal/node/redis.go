@@ -12,7 +12,8 @@ import (
 	"github.com/redlock-go/redlock/internal/life"
 )
 
-// Redis is a Node over a go-redis client. It batches: a few worker
+// Redis is a Node over a Transport (package goredis is go-redis'). It
+// batches: a few worker
 // goroutines each take the requests waiting in the idle lanes (see lanes)
 // and send them as one pipeline, one round trip. A lone caller's request
 // leaves at once, alone; under load, requests that arrive while a round
@@ -28,7 +29,7 @@ import (
 // workers start with the first request; Close stops them and waits for
 // them.
 type Redis struct {
-	via    Transport // how commands reach the node (see goredis.go)
+	via    Transport // how commands reach the node (see package goredis)
 	layout Layout
 	start  sync.Once
 	lanes  lanes
@@ -252,9 +253,10 @@ func (n *Redis) exchange(ctx context.Context, w *worker, batch []*call) (time.Ti
 	}
 	all := w.cmds[:0]
 	if leadsNil(batch) {
-		// go-redis runs its retry checks (a dozen allocations) on the
-		// error of a round trip's first reply, and reads a native grant's
-		// nil as one: a command whose reply is no error leads instead,
+		// go-redis (the transport of this module) runs its retry checks
+		// (a dozen allocations) on the error of a round trip's first
+		// reply, and reads a native grant's nil as one: a command whose
+		// reply is no error leads instead,
 		// the batch's TIME where the node has answered one, else a PING.
 		if clock != nil && n.clockOn.Load() {
 			all = append(all, clock)

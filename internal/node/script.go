@@ -171,8 +171,9 @@ func (n *Redis) loadScripts() {
 		})
 		// One script per round trip: a server compiles each as it loads
 		// it, and other requests wait meanwhile. A Cluster's or a Ring's
-		// SCRIPT LOAD goes to every master.
-		err := n.via.Each(ctx, func(c Conn) error {
+		// SCRIPT LOAD goes to every shard, replicas included: one promoted
+		// by a failover has them.
+		err := n.via.Each(ctx, true, func(c Conn) error {
 			for _, s := range scripts.All {
 				load := NewCmd("script", "load", s.Source)
 				if c.Send(ctx, load); load.Err() != nil {

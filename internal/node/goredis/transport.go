@@ -10,6 +10,7 @@ package goredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -111,12 +112,15 @@ func (g *Transport) OnKey(ctx context.Context, key string, fn func(node.Conn) er
 	return c.Watch(ctx, func(tx *redis.Tx) error { return fn(txConn{tx}) })
 }
 
-// Each implements Transport: every master of a cluster, every shard of a
-// ring, else the one server.
-func (g *Transport) Each(ctx context.Context, fn func(node.Conn) error) error {
+// Each implements node.Transport: every master of a cluster (with
+// replicas, every shard), every shard of a ring, else the one server.
+func (g *Transport) Each(ctx context.Context, replicas bool, fn func(node.Conn) error) error {
 	each := func(_ context.Context, c *redis.Client) error { return fn(clientConn{c}) }
 	switch c := g.c.(type) {
 	case *redis.ClusterClient:
+		if replicas {
+			return c.ForEachShard(ctx, each)
+		}
 		return c.ForEachMaster(ctx, each)
 	case *redis.Ring:
 		return c.ForEachShard(ctx, each)
@@ -152,7 +156,8 @@ func (g *Transport) Subscribe() node.Subscription {
 	if r, ok := g.c.(*redis.Ring); ok {
 		return newRingSubscription(r) // a Ring's Subscribe needs a channel, and uses one shard
 	}
-	// No channel yet: go-redis connects on the first SUBSCRIBE.
+	// No channel yet; its forwarder starts at once (go-redis' channel
+	// dials then), as the waiters read Messages at once.
 	s := &redisSubscription{ps: g.c.Subscribe(context.Background()), out: make(chan node.Message, 100)}
 	msgs := s.ps.Channel()
 	s.life.Go(func() { forward(msgs, s.out, s.life.Closing()) })
@@ -254,7 +259,7 @@ func (w *wire) answer(cmds []*node.Cmd) {
 // answerFrom copies rc's reply into c.
 func answerFrom(c *node.Cmd, rc *redis.Cmd) {
 	v, err := rc.Result()
-	if err == redis.Nil { //nolint:errorlint // go-redis returns redis.Nil itself
+	if errors.Is(err, redis.Nil) { // a hook may wrap it
 		err = node.ErrNil
 	}
 	c.Answer(v, err)
