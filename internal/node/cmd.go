@@ -23,6 +23,7 @@ type Cmd struct {
 	Args []any
 	val  any
 	err  error
+	at   time.Time // TIME's reply, when the transport read it so (AnswerTime)
 }
 
 // NewCmd is the command of args.
@@ -63,13 +64,22 @@ func isReply(err error) bool {
 	return ok
 }
 
-// replyOf returns the server's error reply in err's chain.
+// replyOf returns the server's error reply in err's chain. It allocates
+// only for an error that wraps others (errors.As's target escapes): it is
+// asked of every reply's error.
 func replyOf(err error) (string, bool) {
-	var rerr errorReply
-	if err == nil || err == ErrNil || !errors.As(err, &rerr) { //nolint:errorlint // ErrNil is compared, never wrapped
+	switch e := err.(type) { //nolint:errorlint // the chain is read below, for a wrapper only
+	case nil:
 		return "", false
+	case errorReply:
+		return e.Error(), true
+	case interface{ Unwrap() error }, interface{ Unwrap() []error }:
+		var rerr errorReply
+		if errors.As(err, &rerr) {
+			return rerr.Error(), true
+		}
 	}
-	return rerr.Error(), true
+	return "", false
 }
 
 // says reports whether err is a server's error reply that starts with
@@ -85,6 +95,10 @@ func says(err error, prefix string) bool {
 
 // Answer sets the reply to c: v, or the error err (ErrNil for a nil reply).
 func (c *Cmd) Answer(v any, err error) { c.val, c.err = v, err }
+
+// AnswerTime sets the reply to c, a TIME, as a time already read: a
+// transport that reads TIME itself spares the array's allocations.
+func (c *Cmd) AnswerTime(t time.Time, err error) { c.at, c.err = t, err }
 
 // Name is the command's name, in lower case.
 func (c *Cmd) Name() string {
@@ -204,6 +218,9 @@ func (c *Cmd) Texts() ([]string, error) {
 
 // Time reads TIME's reply: seconds and microseconds.
 func (c *Cmd) Time() (time.Time, error) {
+	if !c.at.IsZero() || c.err != nil {
+		return c.at, c.err
+	}
 	r, err := c.Slice()
 	if err != nil {
 		return time.Time{}, err

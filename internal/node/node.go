@@ -89,6 +89,10 @@ type Transport interface {
 	// changed: unsent when it wraps ErrUnsent, else applied perhaps).
 	// Two batches may be in flight at once.
 	Batch(ctx context.Context, cmds []*Cmd) error
+	// Server returns the server that keeps key (a cluster's master of its
+	// slot): each Send is one round trip on a connection of its pool,
+	// resent on another if the first broke, as the client resends.
+	Server(ctx context.Context, key string) (Conn, error)
 	// OnKey runs fn with one connection to the server that keeps key,
 	// taken from the pool for fn's whole run, so that a transaction's
 	// WATCH holds from one Send to the next.

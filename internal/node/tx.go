@@ -62,10 +62,12 @@ func (n *Redis) tx(w Way, until time.Time) *Tx {
 // the waiters' queue), followed by WAIT when asked. Each command keeps its
 // own reply; the error is only that of finding the server.
 func (t *Tx) Pipelined(ctx context.Context, key string, cmds ...*Cmd) error {
-	return t.via.OnKey(ctx, key, func(c Conn) error {
-		c.Send(ctx, cmds...)
-		return nil
-	})
+	c, err := t.via.Server(ctx, key)
+	if err != nil {
+		return err
+	}
+	c.Send(ctx, cmds...)
+	return nil
 }
 
 // Step is one try of an optimistic transaction (see Tx.Watch).

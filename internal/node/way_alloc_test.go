@@ -10,3 +10,13 @@ func TestScriptsRefusedCostsNothingWithoutError(t *testing.T) {
 		t.Fatalf("scriptsRefused(nil) allocates %v times", n)
 	}
 }
+
+// A server's error reply, or a client's own error, is read without
+// allocating unless it wraps others.
+func TestReplyOfCostsNothingUnwrapped(t *testing.T) {
+	for _, err := range []error{nil, ErrNil, ServerError("NOSCRIPT x"), ErrUnsent} {
+		if n := testing.AllocsPerRun(100, func() { _, _ = replyOf(err) }); n != 0 {
+			t.Fatalf("replyOf(%v) allocates %v times", err, n)
+		}
+	}
+}

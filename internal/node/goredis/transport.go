@@ -98,11 +98,24 @@ func (g *Transport) Batch(ctx context.Context, cmds []*node.Cmd) error {
 
 // Send implements node.Conn.
 func (g *Transport) Send(ctx context.Context, cmds ...*node.Cmd) {
-	var w wire
-	w.send(ctx, g.c, g.c.Pipeline(), cmds)
+	p, _ := g.pipes.Get().(*pipeWire)
+	if p == nil {
+		p = &pipeWire{pipe: g.c.Pipeline()}
+	}
+	p.send(ctx, g.c, p.pipe, cmds)
+	g.pipes.Put(p)
 }
 
-// OnKey implements Transport: the connection of go-redis' Watch, with no
+// Server implements node.Transport.
+func (g *Transport) Server(ctx context.Context, key string) (node.Conn, error) {
+	c, err := g.server(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return clientConn{c}, nil
+}
+
+// OnKey implements node.Transport: the connection of go-redis' Watch, with no
 // key watched yet, on the server that keeps key.
 func (g *Transport) OnKey(ctx context.Context, key string, fn func(node.Conn) error) error {
 	c, err := g.server(ctx, key)
@@ -181,30 +194,35 @@ func (g *Transport) server(ctx context.Context, key string) (*redis.Client, erro
 type clientConn struct{ c *redis.Client }
 
 // Send implements node.Conn.
-func (c clientConn) Send(ctx context.Context, cmds ...*node.Cmd) {
-	var w wire
-	w.exec(ctx, c.c, cmds)
-}
+func (c clientConn) Send(ctx context.Context, cmds ...*node.Cmd) { exec(ctx, c.c, cmds) }
 
 // txConn is one connection taken for a transaction.
 type txConn struct{ tx *redis.Tx }
 
 // Send implements node.Conn.
-func (t txConn) Send(ctx context.Context, cmds ...*node.Cmd) {
-	var w wire
-	w.exec(ctx, t.tx, cmds)
-}
+func (t txConn) Send(ctx context.Context, cmds ...*node.Cmd) { exec(ctx, t.tx, cmds) }
 
 // wire carries Cmds over go-redis, reusing its buffers from one round trip
 // to the next (a worker's: one goroutine).
 type wire struct {
-	rcs []*redis.Cmd
+	rcs []redis.Cmder
 }
 
-// pipeliner is what sends a pipeline: a client, or a connection taken for
+// pipeliner is what makes a pipeline: a client, or a connection taken for
 // a transaction.
 type pipeliner interface {
-	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	Pipeline() redis.Pipeliner
+}
+
+// wires are the buffers of the round trips outside the batches.
+var wires = sync.Pool{New: func() any { return new(wire) }}
+
+// exec sends cmds in one round trip on a pipeline of p's, with a wire of
+// the pool's.
+func exec(ctx context.Context, p pipeliner, cmds []*node.Cmd) {
+	w := wires.Get().(*wire)
+	w.exec(ctx, p, cmds)
+	wires.Put(w)
 }
 
 // processor sends one command.
@@ -215,12 +233,11 @@ type processor interface {
 // exec sends cmds in one round trip on p and answers each.
 func (w *wire) exec(ctx context.Context, p pipeliner, cmds []*node.Cmd) {
 	w.prepare(ctx, cmds)
-	_, err := p.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for _, rc := range w.rcs {
-			_ = pipe.Process(ctx, rc)
-		}
-		return nil
-	})
+	pipe := p.Pipeline()
+	for _, rc := range w.rcs {
+		_ = pipe.Process(ctx, rc)
+	}
+	_, err := pipe.Exec(ctx)
 	unanswered(w.rcs, err)
 	w.answer(cmds)
 }
@@ -241,9 +258,15 @@ func (w *wire) send(ctx context.Context, c processor, pipe redis.Pipeliner, cmds
 	w.answer(cmds)
 }
 
+// prepare makes the go-redis command of each of cmds: a generic one, but
+// for TIME, which go-redis reads into a time without allocating.
 func (w *wire) prepare(ctx context.Context, cmds []*node.Cmd) {
 	w.rcs = slices.Grow(w.rcs[:0], len(cmds))
 	for _, c := range cmds {
+		if len(c.Args) == 1 && c.Args[0] == "time" {
+			w.rcs = append(w.rcs, redis.NewTimeCmd(ctx, c.Args...))
+			continue
+		}
 		w.rcs = append(w.rcs, redis.NewCmd(ctx, c.Args...))
 	}
 }
@@ -257,12 +280,17 @@ func (w *wire) answer(cmds []*node.Cmd) {
 }
 
 // answerFrom copies rc's reply into c.
-func answerFrom(c *node.Cmd, rc *redis.Cmd) {
-	v, err := rc.Result()
-	if errors.Is(err, redis.Nil) { // a hook may wrap it
-		err = node.ErrNil
+func answerFrom(c *node.Cmd, rc redis.Cmder) {
+	switch rc := rc.(type) {
+	case *redis.TimeCmd:
+		c.AnswerTime(rc.Result())
+	case *redis.Cmd:
+		v, err := rc.Result()
+		if errors.Is(err, redis.Nil) { // a hook may wrap it
+			err = node.ErrNil
+		}
+		c.Answer(v, err)
 	}
-	c.Answer(v, err)
 }
 
 // unanswered puts err, the error a pipeline's Exec returned, on every
