@@ -21,7 +21,7 @@ func (a Ack) encode(cmds []Cmd) []Cmd {
 	if a.Replicas <= 0 {
 		return cmds
 	}
-	return append(cmds, Cmd{Args: []any{"wait", a.Replicas, a.Timeout.Milliseconds()}})
+	return append(cmds, Cmd{Args: []any{"wait", a.Replicas, a.Timeout.Milliseconds()}, Expect: ExpectInt})
 }
 
 // check turns rep, the reply of the operation before the WAIT in cmds,

@@ -108,13 +108,13 @@ func (f *Facts) readClock(ctx context.Context, c Conn, now func() time.Time) err
 // which change nothing); it returns an error only
 // when the node could not be reached.
 func (f *Facts) readSettings(ctx context.Context, c Conn, l Layout) error {
-	info := NewCmd("info", "server", "memory", "persistence", "replication")
+	info := NewText("info", "server", "memory", "persistence", "replication")
 	cfg := NewCmd("config", "get", "*")
 	whoami := NewCmd("acl", "whoami")
 	client := NewCmd("client", "info")
 	c.Send(ctx, info, cfg, whoami, client)
 	if err := info.Err(); err != nil && !Misconfigured(err) && !Unreachable(err) {
-		info = NewCmd("info") // a server before Redis 7 takes one section: all of them
+		info = NewText("info") // a server before Redis 7 takes one section: all of them
 		c.Send(ctx, info)
 	}
 	if text, err := info.Text(); err == nil {

@@ -120,7 +120,7 @@ func askCaps(ctx context.Context, c Conn, l Layout, name string) (Caps, error) {
 	if key == "" {
 		key = "redlock:probe"
 	}
-	info := NewCmd("info", "server")
+	info := NewText("info", "server")
 	set := NewCmd("set", key, "redlock:probe", "ifeq", "redlock:probe", "px", 1000)
 	delifeq := NewCmd("delifeq", key, "redlock:probe")
 	delex := NewCmd("delex", key, "ifeq", "redlock:probe")

@@ -21,13 +21,42 @@ import (
 // other Err is a failure to talk to the node.
 type Cmd struct {
 	Args []any
-	val  any
-	err  error
-	at   time.Time // TIME's reply, when the transport read it so (AnswerTime)
+	// Expect is the reply's shape where the caller knows it: a transport
+	// may then read it without boxing it in an interface (AnswerInt,
+	// AnswerText, AnswerTexts); ExpectAny otherwise.
+	Expect Expect
+	val    any
+	err    error
+	got    Expect // which of the fields below holds the reply; ExpectAny: val
+	num    int64  // an integer reply, or TIME's in Unix nanoseconds (AnswerTime)
+	str    string
+	strs   []string
 }
+
+// Expect is the shape a command's reply is known to have.
+type Expect uint8
+
+// The shapes a reply may be known to have: an integer, a string (a status
+// or a bulk string; nil as ErrNil), an array of strings.
+const (
+	ExpectAny Expect = iota
+	ExpectInt
+	ExpectText
+	ExpectTexts
+	expectTime // TIME's reply, read by the transport (AnswerTime)
+)
 
 // NewCmd is the command of args.
 func NewCmd(args ...any) *Cmd { return &Cmd{Args: args} }
+
+// NewText is the command of args, whose reply is a string.
+func NewText(args ...any) *Cmd { return &Cmd{Args: args, Expect: ExpectText} }
+
+// NewInt is the command of args, whose reply is an integer.
+func NewInt(args ...any) *Cmd { return &Cmd{Args: args, Expect: ExpectInt} }
+
+// NewTexts is the command of args, whose reply is an array of strings.
+func NewTexts(args ...any) *Cmd { return &Cmd{Args: args, Expect: ExpectTexts} }
 
 // refs returns pointers to each of cmds.
 func refs(cmds []Cmd) []*Cmd {
@@ -94,11 +123,22 @@ func says(err error, prefix string) bool {
 }
 
 // Answer sets the reply to c: v, or the error err (ErrNil for a nil reply).
-func (c *Cmd) Answer(v any, err error) { c.val, c.err = v, err }
+func (c *Cmd) Answer(v any, err error) { c.val, c.err, c.got = v, err, ExpectAny }
+
+// AnswerInt sets the reply to c, which Expects an integer, as read.
+func (c *Cmd) AnswerInt(n int64, err error) { c.num, c.err, c.got = n, err, ExpectInt }
+
+// AnswerText sets the reply to c, which Expects a string, as read.
+func (c *Cmd) AnswerText(s string, err error) { c.str, c.err, c.got = s, err, ExpectText }
+
+// AnswerTexts sets the reply to c, which Expects strings, as read.
+func (c *Cmd) AnswerTexts(s []string, err error) { c.strs, c.err, c.got = s, err, ExpectTexts }
 
 // AnswerTime sets the reply to c, a TIME, as a time already read: a
 // transport that reads TIME itself spares the array's allocations.
-func (c *Cmd) AnswerTime(t time.Time, err error) { c.at, c.err = t, err }
+func (c *Cmd) AnswerTime(t time.Time, err error) {
+	c.num, c.err, c.got = t.UnixNano(), err, expectTime
+}
 
 // Name is the command's name, in lower case.
 func (c *Cmd) Name() string {
@@ -110,7 +150,23 @@ func (c *Cmd) Name() string {
 }
 
 // Val is the reply, nil when it is an error.
-func (c *Cmd) Val() any { return c.val }
+func (c *Cmd) Val() any {
+	switch {
+	case c.err != nil:
+		return nil
+	case c.got == ExpectInt:
+		return c.num
+	case c.got == ExpectText:
+		return c.str
+	case c.got == ExpectTexts:
+		out := make([]any, len(c.strs))
+		for i, s := range c.strs {
+			out[i] = s
+		}
+		return out
+	}
+	return c.val
+}
 
 // Err is the reply's error: ErrNil, a server's error reply, or a failure to
 // talk to the node.
@@ -121,13 +177,16 @@ func (c *Cmd) Int() (int64, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
-	switch v := c.val.(type) {
+	if c.got == ExpectInt {
+		return c.num, nil
+	}
+	switch v := c.Val().(type) {
 	case int64:
 		return v, nil
 	case string:
 		return strconv.ParseInt(v, 10, 64)
 	}
-	return 0, fmt.Errorf("redlock: %s answered %T, not an integer", c.Name(), c.val)
+	return 0, fmt.Errorf("redlock: %s answered %T, not an integer", c.Name(), c.Val())
 }
 
 // Text reads a string reply: "" and ErrNil for a nil one.
@@ -135,13 +194,16 @@ func (c *Cmd) Text() (string, error) {
 	if c.err != nil {
 		return "", c.err
 	}
-	switch v := c.val.(type) {
+	if c.got == ExpectText {
+		return c.str, nil
+	}
+	switch v := c.Val().(type) {
 	case string:
 		return v, nil
 	case int64:
 		return strconv.FormatInt(v, 10), nil
 	}
-	return "", fmt.Errorf("redlock: %s answered %T, not a string", c.Name(), c.val)
+	return "", fmt.Errorf("redlock: %s answered %T, not a string", c.Name(), c.Val())
 }
 
 // Str is the string reply, "" when there is none (a nil reply, an error).
@@ -167,10 +229,10 @@ func (c *Cmd) Slice() ([]any, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	if v, ok := c.val.([]any); ok {
+	if v, ok := c.Val().([]any); ok {
 		return v, nil
 	}
-	return nil, fmt.Errorf("redlock: %s answered %T, not an array", c.Name(), c.val)
+	return nil, fmt.Errorf("redlock: %s answered %T, not an array", c.Name(), c.Val())
 }
 
 // StrMap reads a map of strings (CONFIG GET): a RESP3 map, or a RESP2
@@ -201,6 +263,9 @@ func (c *Cmd) StrMap() (map[string]string, error) {
 
 // Texts reads an array of strings (ZRANGE, HKEYS).
 func (c *Cmd) Texts() ([]string, error) {
+	if c.got == ExpectTexts {
+		return c.strs, c.err
+	}
 	r, err := c.Slice()
 	if err != nil {
 		return nil, err
@@ -218,8 +283,11 @@ func (c *Cmd) Texts() ([]string, error) {
 
 // Time reads TIME's reply: seconds and microseconds.
 func (c *Cmd) Time() (time.Time, error) {
-	if !c.at.IsZero() || c.err != nil {
-		return c.at, c.err
+	if c.err != nil {
+		return time.Time{}, c.err
+	}
+	if c.got == expectTime {
+		return time.Unix(0, c.num), nil
 	}
 	r, err := c.Slice()
 	if err != nil {

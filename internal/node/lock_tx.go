@@ -93,7 +93,7 @@ func recovering(ctx context.Context, s *Step, least int64) (rep Reply, done bool
 	if least <= 0 {
 		return Reply{}, false, nil
 	}
-	info := NewCmd("info", "server")
+	info := NewText("info", "server")
 	if err := s.Read(ctx, nil, info); err != nil {
 		return Reply{}, false, err
 	}
@@ -122,7 +122,7 @@ func raise(ctx context.Context, t *Tx, key, token, fenceKey string, fence uint64
 		return Reply{Err: fmt.Errorf("%w: the fencing counter of %s cannot be kept beside it on this node", ErrMisconfigured, key)}
 	}
 	return t.Watch(ctx, key, func(s *Step) (Reply, error) {
-		ctr := NewCmd("get", fk)
+		ctr := NewText("get", fk)
 		held, holds := holding(ctx, key, token, reentrant)
 		if err := s.Read(ctx, []string{key, fk}, append([]*Cmd{ctr}, holds...)...); err != nil {
 			return Reply{}, err
@@ -148,11 +148,11 @@ func raise(ctx context.Context, t *Tx, key, token, fenceKey string, fence uint64
 // reads their replies once they are in.
 func holding(ctx context.Context, key, token string, reentrant bool) (func() bool, []*Cmd) {
 	if reentrant {
-		kind := NewCmd("type", key)
-		field := NewCmd("hget", key, token)
+		kind := NewText("type", key)
+		field := NewText("hget", key, token)
 		return func() bool { return kind.Str() == "hash" && field.Val() != nil }, []*Cmd{kind, field}
 	}
-	get := NewCmd("get", key) // WRONGTYPE for a reentrant lock: not this token's
+	get := NewText("get", key) // WRONGTYPE for a reentrant lock: not this token's
 	return func() bool { v, _ := text(get.Val()); return get.Err() == nil && v == token }, []*Cmd{get}
 }
 
@@ -216,8 +216,8 @@ func alien(key, kind string, pttl int64) error {
 // type: refused (a reentrant lock holds it), or an error when key is no
 // lock at all.
 func (t *Tx) refusedByType(ctx context.Context, key string, refused Reply) Reply {
-	kind := NewCmd("type", key)
-	pttl := NewCmd("pttl", key)
+	kind := NewText("type", key)
+	pttl := NewInt("pttl", key)
 	if err := t.Pipelined(ctx, key, kind, pttl); err != nil {
 		return Reply{Err: err}
 	}

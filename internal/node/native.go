@@ -71,7 +71,7 @@ func (o *Acquire) encodeNative(s speech, cmds []Cmd) ([]Cmd, bool) {
 		return cmds, false
 	}
 	args := o.nenc.at(0, func() []any { return []any{"set", o.Key, o.Token, "nx", "get", "px", o.TTL.Milliseconds()} })
-	return o.Ack.encode(append(cmds, Cmd{Args: args})), true
+	return o.Ack.encode(append(cmds, Cmd{Args: args, Expect: ExpectText})), true
 }
 
 func (o *Acquire) decodeNative(cmds []Cmd) (Reply, func(context.Context, *Tx) Reply) {
@@ -105,7 +105,7 @@ func (o *Acquire) rearm(ctx context.Context, t *Tx) Reply {
 		return o.rearmByScript(ctx, t)
 	}
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
-		get := NewCmd("get", o.Key)
+		get := NewText("get", o.Key)
 		if err := s.Read(ctx, []string{o.Key}, get); err != nil {
 			return Reply{}, err
 		}
@@ -152,7 +152,7 @@ func (o *Extend) encodeNative(s speech, cmds []Cmd) ([]Cmd, bool) {
 		return cmds, false
 	}
 	args := o.nenc.at(0, func() []any { return []any{"set", o.Key, o.Token, "ifeq", o.Token, "px", o.TTL.Milliseconds()} })
-	return o.Ack.encode(append(cmds, Cmd{Args: args})), true
+	return o.Ack.encode(append(cmds, Cmd{Args: args, Expect: ExpectText})), true
 }
 
 // decodeNative reads SET ... IFEQ: OK when the key held the token (and
@@ -181,18 +181,18 @@ func (o *Release) encodeNative(s speech, cmds []Cmd) ([]Cmd, bool) {
 	} else {
 		del = o.nenc.at(1, func() []any { return []any{"delex", o.Key, "ifeq", o.Token} })
 	}
-	cmds = append(cmds, Cmd{Args: del})
+	cmds = append(cmds, Cmd{Args: del, Expect: ExpectInt})
 	if o.Channel != "" {
 		// To every waiter (announce.lua's Notice): the delete cannot pop
 		// the queue's oldest in the same step.
 		pub := o.pub.at(0, func() []any { return []any{"publish", o.Channel, Notice{ID: o.Token}.String()} })
-		cmds = append(cmds, Cmd{Args: pub})
+		cmds = append(cmds, Cmd{Args: pub, Expect: ExpectInt})
 	}
 	// Whether the key is there, read right after the delete in the same
 	// round trip (release.lua reads it in the same step): a delete that
 	// deleted nothing answers "gone" or "taken" by it.
 	exists := o.pub.at(1, func() []any { return []any{"exists", o.Key} })
-	return append(cmds, Cmd{Args: exists}), true
+	return append(cmds, Cmd{Args: exists, Expect: ExpectInt}), true
 }
 
 // decodeNative reads the compare-and-delete, the announcement and the

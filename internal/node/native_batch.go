@@ -113,7 +113,7 @@ func (n *Redis) askAbsent(ctx context.Context, calls []*call, reps []Reply) []Re
 		}
 		return out
 	}
-	info := NewCmd("info", "server")
+	info := NewText("info", "server")
 	n.via.Send(ctx, info)
 	id, _ := infoField(info.Text())("run_id") // a user without INFO: "", which matches no server
 	for i, c := range calls {

@@ -163,10 +163,10 @@ func (o *Queue) Encode(l Layout, cmds []Cmd) []Cmd {
 		switch {
 		case key == "":
 		case c.Remove:
-			cmds = append(cmds, Cmd{Args: []any{"zrem", key, c.Member}})
+			cmds = append(cmds, Cmd{Args: []any{"zrem", key, c.Member}, Expect: ExpectInt})
 		default:
-			cmds = append(cmds, Cmd{Args: []any{"zadd", key, "nx", c.Score, c.Member}},
-				Cmd{Args: []any{"pexpire", key, c.TTL.Milliseconds()}})
+			cmds = append(cmds, Cmd{Args: []any{"zadd", key, "nx", c.Score, c.Member}, Expect: ExpectInt},
+				Cmd{Args: []any{"pexpire", key, c.TTL.Milliseconds()}, Expect: ExpectInt})
 		}
 	}
 	return cmds
@@ -192,7 +192,7 @@ func (Identify) Name() string { return "identify" }
 
 // Encode implements Op: INFO server, for a node of one server.
 func (Identify) Encode(_ Layout, cmds []Cmd) []Cmd {
-	return append(cmds, Cmd{Args: []any{"info", "server"}})
+	return append(cmds, Cmd{Args: []any{"info", "server"}, Expect: ExpectText})
 }
 
 // Decode implements Op.
@@ -211,7 +211,7 @@ func (Identify) Run(ctx context.Context, t Transport) Reply {
 		ids []string
 	)
 	err := t.Each(ctx, false, func(c Conn) error {
-		info := NewCmd("info", "server")
+		info := NewText("info", "server")
 		c.Send(ctx, info)
 		id, err := runID(info.Text())
 		if err != nil {

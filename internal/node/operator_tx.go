@@ -97,15 +97,15 @@ func pairs(v any) map[string]string {
 // in MULTI ... EXEC, the release announced after it.
 func (o *Release) forced(ctx context.Context, t *Tx) Reply {
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
-		kind := NewCmd("type", o.Key)
-		pttl := NewCmd("pttl", o.Key)
-		get := NewCmd("get", o.Key)
+		kind := NewText("type", o.Key)
+		pttl := NewInt("pttl", o.Key)
+		get := NewText("get", o.Key)
 		all := NewCmd("hgetall", o.Key)
 		reads := []*Cmd{kind, pttl, get, all}
 		queue := t.layout.Beside(o.Key, QueueKey(o.Key))
 		var first *Cmd
 		if queue != "" {
-			first = NewCmd("zrange", queue, 0, 0)
+			first = NewTexts("zrange", queue, 0, 0)
 			reads = append(reads, first)
 		}
 		if err := s.Read(ctx, []string{o.Key}, reads...); err != nil {

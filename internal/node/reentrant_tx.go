@@ -17,14 +17,14 @@ func (o *Acquire) reentrantTry(ctx context.Context, t *Tx) func(s *Step) (Reply,
 			return rep, err
 		}
 		keys := t.layout.keys(o.Key, o.FenceKey)
-		kind := NewCmd("type", o.Key)
-		holds := NewCmd("hget", o.Key, o.Token)
-		pttl := NewCmd("pttl", o.Key)
-		owners := NewCmd("hkeys", o.Key) // a reply error when no hash
+		kind := NewText("type", o.Key)
+		holds := NewText("hget", o.Key, o.Token)
+		pttl := NewInt("pttl", o.Key)
+		owners := NewTexts("hkeys", o.Key) // a reply error when no hash
 		reads := []*Cmd{kind, holds, pttl, owners}
 		var ctr *Cmd
 		if len(keys) > 1 {
-			ctr = NewCmd("get", keys[1])
+			ctr = NewText("get", keys[1])
 			reads = append(reads, ctr)
 		}
 		if err := s.Read(ctx, keys, reads...); err != nil {
@@ -84,8 +84,8 @@ func (o *Acquire) reentrantWrites(kind string, owned bool, pttl int64) ([][]any,
 // that frees the lock announced after it, naming that waiter.
 func (o *Release) reentrant(ctx context.Context, t *Tx) Reply {
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
-		kind := NewCmd("type", o.Key)
-		count := NewCmd("hget", o.Key, o.Token)
+		kind := NewText("type", o.Key)
+		count := NewText("hget", o.Key, o.Token)
 		reads := []*Cmd{kind, count}
 		var queue string
 		var first *Cmd

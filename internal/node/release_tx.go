@@ -31,7 +31,7 @@ func (o *Release) Transact(ctx context.Context, t *Tx) Reply {
 // watched is a Plain lock's release as an optimistic transaction.
 func (o *Release) watched(ctx context.Context, t *Tx) Reply {
 	return t.Watch(ctx, o.Key, func(s *Step) (Reply, error) {
-		kind := NewCmd("type", o.Key)
+		kind := NewText("type", o.Key)
 		held, holds := holding(ctx, o.Key, o.Token, false)
 		queue, first := firstWaiter(ctx, t, o.Key, o.Channel, o.QueueKey)
 		reads := append([]*Cmd{kind}, holds...)
@@ -98,7 +98,7 @@ func firstWaiter(ctx context.Context, t *Tx, key, channel, queueKey string) (str
 	}
 	// Two: the releaser's own member may be the first (see
 	// Release.Queued).
-	return queue, NewCmd("zrange", queue, 0, 1)
+	return queue, NewTexts("zrange", queue, 0, 1)
 }
 
 // oldest is the oldest waiter that first read other than own, "" when
@@ -127,7 +127,7 @@ func gone(ctx context.Context, s *Step, last, taken bool) (Reply, error) {
 		}
 		return Reply{Value: Released{Gone: true}}, nil // an undo or one hold: no one reads whose server
 	}
-	info := NewCmd("info", "server")
+	info := NewText("info", "server")
 	if err := s.Read(ctx, nil, info); err != nil {
 		return Reply{}, err
 	}
@@ -140,9 +140,9 @@ func gone(ctx context.Context, s *Step, last, taken bool) (Reply, error) {
 // every waiter on the lock's channel when no waiter is named.
 func announcement(ctx context.Context, name, channel, id, waiter string) *Cmd {
 	if process, ok := MemberProcess(waiter); ok && Named(waiter) {
-		return NewCmd("publish", WakeChannel(process), Notice{ID: id, Member: waiter, Name: name}.String())
+		return NewInt("publish", WakeChannel(process), Notice{ID: id, Member: waiter, Name: name}.String())
 	}
-	return NewCmd("publish", channel, Notice{ID: id}.String())
+	return NewInt("publish", channel, Notice{ID: id}.String())
 }
 
 // heard is what a release that announced itself with pub says: how many

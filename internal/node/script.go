@@ -68,7 +68,7 @@ func reload(ctx context.Context, c Conn, cmds []Cmd) bool {
 		return false
 	}
 	if wait >= 0 {
-		cmds[wait] = Cmd{Args: cmds[wait].Args}
+		cmds[wait] = Cmd{Args: cmds[wait].Args, Expect: cmds[wait].Expect}
 		again = append(again, &cmds[wait])
 	}
 	c.Send(ctx, again...) // each command keeps its own error

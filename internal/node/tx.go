@@ -83,7 +83,7 @@ type Step struct {
 func (s *Step) Read(ctx context.Context, keys []string, cmds ...*Cmd) error {
 	var watch *Cmd
 	if len(keys) > 0 {
-		watch = NewCmd(watchArgs(keys)...)
+		watch = NewText(watchArgs(keys)...)
 		cmds = append([]*Cmd{watch}, cmds...)
 	}
 	s.conn.Send(ctx, cmds...)
@@ -108,9 +108,9 @@ func (s *Step) Read(ctx context.Context, keys []string, cmds ...*Cmd) error {
 func (s *Step) Exec(ctx context.Context, writes [][]any, after ...*Cmd) ([]any, error) {
 	s.wrote = true
 	cmds := make([]Cmd, 0, len(writes)+2)
-	cmds = append(cmds, Cmd{Args: []any{"multi"}})
+	cmds = append(cmds, Cmd{Args: []any{"multi"}, Expect: ExpectText})
 	for _, w := range writes {
-		cmds = append(cmds, Cmd{Args: w})
+		cmds = append(cmds, Cmd{Args: w, Expect: ExpectText}) // QUEUED
 	}
 	cmds = append(cmds, Cmd{Args: []any{"exec"}})
 	s.conn.Send(ctx, append(refs(cmds), after...)...)
@@ -145,7 +145,7 @@ func (t *Tx) Watch(ctx context.Context, key string, try func(s *Step) (Reply, er
 			if s.watched && !s.wrote {
 				// No EXEC dropped the watch: the connection goes back
 				// to the pool, and must not carry it to its next user.
-				unwatch := NewCmd("unwatch")
+				unwatch := NewText("unwatch")
 				if c.Send(ctx, unwatch); err == nil {
 					err = unwatch.Err()
 				}

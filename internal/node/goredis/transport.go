@@ -258,16 +258,26 @@ func (w *wire) send(ctx context.Context, c processor, pipe redis.Pipeliner, cmds
 	w.answer(cmds)
 }
 
-// prepare makes the go-redis command of each of cmds: a generic one, but
-// for TIME, which go-redis reads into a time without allocating.
+// prepare makes the go-redis command of each of cmds: one that reads its
+// reply as the Cmd Expects it, without boxing it (TIME into a time), else
+// a generic one.
 func (w *wire) prepare(ctx context.Context, cmds []*node.Cmd) {
 	w.rcs = slices.Grow(w.rcs[:0], len(cmds))
 	for _, c := range cmds {
-		if len(c.Args) == 1 && c.Args[0] == "time" {
-			w.rcs = append(w.rcs, redis.NewTimeCmd(ctx, c.Args...))
-			continue
+		var rc redis.Cmder
+		switch {
+		case c.Expect == node.ExpectInt:
+			rc = redis.NewIntCmd(ctx, c.Args...)
+		case c.Expect == node.ExpectText:
+			rc = redis.NewStringCmd(ctx, c.Args...)
+		case c.Expect == node.ExpectTexts:
+			rc = redis.NewStringSliceCmd(ctx, c.Args...)
+		case len(c.Args) == 1 && c.Args[0] == "time":
+			rc = redis.NewTimeCmd(ctx, c.Args...)
+		default:
+			rc = redis.NewCmd(ctx, c.Args...)
 		}
-		w.rcs = append(w.rcs, redis.NewCmd(ctx, c.Args...))
+		w.rcs = append(w.rcs, rc)
 	}
 }
 
@@ -284,13 +294,23 @@ func answerFrom(c *node.Cmd, rc redis.Cmder) {
 	switch rc := rc.(type) {
 	case *redis.TimeCmd:
 		c.AnswerTime(rc.Result())
+	case *redis.IntCmd:
+		c.AnswerInt(rc.Val(), nilErr(rc.Err()))
+	case *redis.StringCmd:
+		c.AnswerText(rc.Val(), nilErr(rc.Err()))
+	case *redis.StringSliceCmd:
+		c.AnswerTexts(rc.Val(), nilErr(rc.Err()))
 	case *redis.Cmd:
-		v, err := rc.Result()
-		if errors.Is(err, redis.Nil) { // a hook may wrap it
-			err = node.ErrNil
-		}
-		c.Answer(v, err)
+		c.Answer(rc.Val(), nilErr(rc.Err()))
 	}
+}
+
+// nilErr is err with go-redis' nil reply read as node.ErrNil.
+func nilErr(err error) error {
+	if errors.Is(err, redis.Nil) { // a hook may wrap it
+		return node.ErrNil
+	}
+	return err
 }
 
 // unanswered puts err, the error a pipeline's Exec returned, on every
