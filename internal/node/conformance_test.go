@@ -17,7 +17,7 @@ import (
 
 // Every way, and the fake, checked against the cases (package
 // conformance): the fake, which the layers above run their unit tests on,
-// and node.NewRedis over miniredis spoken to with scripts (the Lua scripts
+// and goredis.NewNode over miniredis spoken to with scripts (the Lua scripts
 // themselves), with transactions and with the server's DELEX (miniredis
 // speaks DELEX ... IFEQ). Where the fake and the scripts disagree, the
 // scripts are right: the fake is fixed to answer as they do. The same
@@ -54,7 +54,7 @@ func fakeSide(noScripts bool) *conformance.Side {
 	return s
 }
 
-// waySide is node.NewRedis over a miniredis server, spoken to in way w,
+// waySide is goredis.NewNode over a miniredis server, spoken to in way w,
 // whose clock (TIME, which the semaphore's and the readers' scripts read)
 // is set by hand, and whose TTLs are fast-forwarded with it.
 func waySide(t *testing.T, w node.Way) *conformance.Side {

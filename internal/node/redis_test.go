@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// These tests drive the go-redis transport (redis.go) against in-process
+// These tests drive the node (redis.go) over the go-redis transport (package goredis) against in-process
 // servers: miniredis for the commands and scripts, and a listener that never
 // answers for a paused node. Real Redis is exercised in integration/.
 

@@ -55,9 +55,9 @@ import (
 // vote (a grant, an extension, a handoff) is the node's own reply from the
 // step that set the key and armed its TTL, with the node's time read
 // after it (quorum.ClockGuard), from a go-redis Ring only while every
-// shard was up (node.ringWhole); never a PUBLISH receiver count. Votes
-// from two nodes found to be one server count once (engine.Distinct), for
-// a handoff as for an attempt.
+// shard was up (the go-redis transport's Batch, goredis.ringWhole); never
+// a PUBLISH receiver count. Votes from two nodes found to be one server
+// count once (engine.Distinct), for a handoff as for an attempt.
 //
 // Its counterpart for what the holder says afterwards: each vote is also
 // a confirmation, recorded per node (lease.Lease.confirm), a yes that
