@@ -11,6 +11,7 @@ require (
 	github.com/redlock-go/redlock v0.0.0
 	github.com/rs/zerolog v1.28.0
 	github.com/testcontainers/testcontainers-go v0.44.0
+	golang.org/x/sync v0.24.0
 	gonum.org/v1/plot v0.17.0
 )
 

@@ -147,8 +147,9 @@ func WithNotification(on bool) LockOption {
 	})
 }
 
-// WithRenewal keeps an acquired lock alive while it is held: a goroutine
-// extends it every TTL/3 (see [Mutex.Extend]) until Unlock, the loss of the
+// WithRenewal keeps an acquired lock alive while it is held: it is
+// extended every TTL/3 (see [Mutex.Extend]; a held lock costs a timer, not
+// a goroutine: the Redlock's workers make the extensions) until Unlock, the loss of the
 // lock, the end of the context given to Lock or TryLock, or [WithMaxHold].
 // A failed extension is retried after the retry back-off; if none succeeds
 // in time, the lock is lost (see [Mutex.Done]). [Redlock.Do] and

@@ -23,7 +23,7 @@ type Observer interface {
 	// or redlock.Mutex.Extend starts (likewise redlock.Semaphore.Acquire,
 	// redlock.Semaphore.TryAcquire, redlock.Semaphore.Release and redlock.Semaphore.Extend,
 	// whose permits end with LeaseEnd too), and when renewal starts an extension, on
-	// the goroutine of that call (renewal's own for its extensions), after
+	// the goroutine of that call (a renewal worker's for its extensions), after
 	// the nil-context check. ctx is the caller's (for renewal, the context
 	// that bounds the hold). It returns the context the operation goes on
 	// with: ctx itself or a context derived from it (with a span, say),

@@ -31,6 +31,8 @@ type Engine struct {
 	nodeErr func(i int, err error) error
 
 	life life.Group // operations, renewals, identification; closing stops renewal and identification
+	// workers run renewal's extensions (see Work), counted in life.
+	workers life.Workers
 	// leases are the leases held, each with its token: close ends them,
 	// and their loss timers with them. Guarded by leasesMu, recorded only
 	// while life is open (life.While), so that close, which stops life
@@ -86,6 +88,11 @@ func Made(nodes []node.Node) Maker {
 func NewEngine(n int, mk Maker, c Config) *Engine {
 	tolerance := c.Tolerance
 	e := &Engine{now: c.Now, leases: map[Held]string{}, Report: c.Report, nodeErr: c.NodeErr}
+	// At most a node's batch of extensions in flight at once: the
+	// extensions of thousands of locks, due together, wait their turn
+	// here rather than fill the nodes' queues (node.QueueLen) and turn
+	// Lock and Unlock away.
+	e.workers.G, e.workers.Max = &e.life, node.MaxBatch
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -156,6 +163,13 @@ func (e *Engine) Track() error {
 
 // Untrack ends one goroutine [Engine.Track] registered.
 func (e *Engine) Untrack() { e.life.Done() }
+
+// Work runs f on one of the engine's workers, which it keeps for a
+// second after their last work, node.MaxBatch at most, the rest waiting
+// their turn (see life.Workers), unless the engine is closed: it then
+// runs nothing and reports false. Renewal makes its
+// extensions there: a lock held costs no goroutine between them.
+func (e *Engine) Work(f func()) bool { return e.workers.Go(f) }
 
 // Closing is closed once the engine is closing: renewal and
 // identification stop.

@@ -56,9 +56,9 @@ type Lease struct {
 	// what a lease whose validity ran out says of why.
 	stopped string
 	failed  error
-	// renewDone is closed when the lease's renewal goroutine returns; nil
-	// when it has none (see RenewalDone).
-	renewDone chan struct{}
+	// renewal is the lease's renewal; nil when it has none (see
+	// RenewalDone).
+	renewal *renewal
 }
 
 // Live reports whether l has not ended. Called with the holder's mu held.
@@ -268,6 +268,7 @@ func (h *Holder) end(l *Lease, cause error) {
 		h.Events.LeaseEnd(h.Name, l.start, errors.Is(cause, engine.ErrLockLost), cause)
 	}
 	close(l.done) // once: only the call that set l.err gets here
+	h.stopRenewal(l)
 }
 
 // Release ends the current lease with cause and releases it on every
@@ -402,17 +403,17 @@ func (h *Holder) Done() <-chan struct{} {
 }
 
 // RenewalDone returns a channel closed once the current lease's renewal
-// goroutine has returned; closed already when it has none. It returns
+// has stopped and runs no extension; closed already when it has none. It returns
 // soon after the lease ends, at most an extension in flight later (one
 // node timeout): whoever ended a lease can wait for it so that no renewal
 // outlives the hold (see Redlock.Do).
 func (h *Holder) RenewalDone() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.lease == nil || h.lease.renewDone == nil {
+	if h.lease == nil || h.lease.renewal == nil {
 		return closedChan
 	}
-	return h.lease.renewDone
+	return h.lease.renewal.done
 }
 
 // Err returns why the current lease ended, nil while it lasts.

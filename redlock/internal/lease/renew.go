@@ -9,84 +9,150 @@ import (
 	"github.com/redlock-go/redlock/redlock/internal/engine"
 )
 
-// Renewal (the watchdog). While a lock taken with WithRenewal is held, one
-// goroutine per acquisition extends it every TTL/3, counted from the start
-// of the previous extension: two more chances remain before its validity
-// runs out if one extension fails. A failed extension is retried after the
-// retry back-off until the validity is about to run out (the lease then
-// ends as lost, see lossMargin). The goroutine stops on Unlock or loss,
-// when the holder's context ends, and at the WithMaxHold bound; the lease
-// then simply runs out; Redlock.Close stops it too. It never extends after
-// the validity has run out
-// and never re-creates a key: both are Extend's rules, which it uses.
+// Renewal (the watchdog). While a lock taken with WithRenewal is held, it
+// is extended every TTL/3, counted from the start of the previous
+// extension: two more chances remain before its validity runs out if one
+// extension fails. A failed extension is retried after the retry back-off
+// until the validity is about to run out (the lease then ends as lost, see
+// lossMargin). Renewal stops on Unlock or loss, when the holder's context
+// ends, and at the WithMaxHold bound; the lease then simply runs out;
+// Redlock.Close stops it too. It never extends after the validity has run
+// out and never re-creates a key: both are Extend's rules, which it uses.
+//
+// A held lock costs no goroutine: its next extension is a timer, and only
+// an extension under way runs one. Extensions are due on a grid of a
+// twentieth of the period (renewGrid), each moved earlier to the grid
+// line before it, so that the extensions of many locks held at once fall
+// due together and share each node's round trips (the node batches the
+// calls it is given at once, see node.Redis): a process holding thousands
+// of locks extends them in a few dozen round trips per period, not
+// thousands.
 
 // renewEvery is the renewal period for a TTL.
 func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
 
+// renewGrid is the grid the extensions of a TTL fall due on: at most a
+// twentieth of the period early.
+func renewGrid(ttl time.Duration) time.Duration { return max(renewEvery(ttl)/20, time.Millisecond) }
+
+// renewal is the renewal of one lease. ctx, holdEnd and done are set
+// once; the other fields are guarded by the holder's mu.
+type renewal struct {
+	ctx      context.Context //nolint:containedctx // the hold's, which each extension runs under: renewal stops when it ends
+	holdEnd  time.Time       // WithMaxHold's bound; zero for none
+	timer    *time.Timer     // the next extension's; nil while one runs
+	running  bool            // an extension is under way
+	stop     bool            // renewal is to stop: the lease ended, or ctx did
+	failures int             // extensions failed in a row
+	unhook   func() bool     // removes the hook on ctx's end
+	done     chan struct{}   // closed once renewal stopped and no extension runs
+}
+
 // renew starts renewing lease l until it ends or holdCtx does.
 func (h *Holder) renew(holdCtx context.Context, l *Lease) {
-	if err := h.Engine.Track(); err != nil {
-		return // closed: the lease runs out by itself
+	r := &renewal{ctx: holdCtx, done: make(chan struct{})}
+	if h.Settings.MaxHold > 0 {
+		r.holdEnd = l.start.Add(h.Settings.MaxHold)
 	}
-	stopped := make(chan struct{})
 	h.mu.Lock()
-	l.renewDone = stopped
+	defer h.mu.Unlock()
+	l.renewal = r
+	if l.Err != nil || h.Engine.Open() != nil {
+		h.renewalStopped(r) // ended, or closed: the lease runs out by itself
+		return
+	}
+	r.unhook = context.AfterFunc(holdCtx, func() {
+		h.renewalEnded(l, "renewal stopped: the context it was acquired with ended", nil)
+		h.stopRenewal(l)
+	})
+	h.schedule(l, l.start.Add(renewEvery(h.Settings.TTL)).Truncate(renewGrid(h.Settings.TTL)))
+}
+
+// schedule sets l's next extension for at. Called with h.mu held.
+func (h *Holder) schedule(l *Lease, at time.Time) {
+	l.renewal.timer = time.AfterFunc(at.Sub(h.Engine.Now()), func() {
+		h.Engine.Work(func() { h.extendDue(l) }) // closed: Close ends the lease
+	})
+}
+
+// stopRenewal stops l's renewal: its next extension is not made, and
+// renewal's done closes once the one under way, if any, returns.
+func (h *Holder) stopRenewal(l *Lease) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := l.renewal
+	if r == nil || r.stop {
+		return
+	}
+	r.stop = true
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	if !r.running {
+		h.renewalStopped(r)
+	}
+}
+
+// renewalStopped ends renewal r, which runs no extension. Called with
+// h.mu held.
+func (h *Holder) renewalStopped(r *renewal) {
+	r.stop = true
+	if r.unhook != nil {
+		r.unhook()
+	}
+	close(r.done)
+}
+
+// extendDue makes lease l's extension that fell due, and schedules the
+// next one: TTL/3 after this one began, on the grid (see renewGrid), or
+// after the retry back-off when it failed.
+func (h *Holder) extendDue(l *Lease) {
+	h.mu.Lock()
+	r := l.renewal
+	if r.stop || r.timer == nil || l.Err != nil {
+		h.mu.Unlock()
+		return // stopped meanwhile, or about to be (see end)
+	}
+	r.timer, r.running = nil, true
 	h.mu.Unlock()
-	go func() {
-		defer h.Engine.Untrack()
-		defer close(stopped)
-		h.renewing(holdCtx, l)
-	}()
-}
-
-// renewing is the renewal goroutine of lease l.
-func (h *Holder) renewing(holdCtx context.Context, l *Lease) {
-	cfg := &h.Settings
-	var holdEnd time.Time
-	if cfg.MaxHold > 0 {
-		holdEnd = l.start.Add(cfg.MaxHold)
-	}
-	timer := time.NewTimer(l.start.Add(renewEvery(cfg.TTL)).Sub(h.Engine.Now()))
-	defer timer.Stop()
-	failures := 0
-	for {
-		select {
-		case <-l.done:
-			return
-		case <-holdCtx.Done():
-			h.renewal(l, "renewal stopped: the context it was acquired with ended", nil)
-			return
-		case <-h.Engine.Closing():
-			return
-		case <-timer.C:
-		}
-		now := h.Engine.Now()
-		if !holdEnd.IsZero() && !now.Before(holdEnd) {
-			// Bounded: the lease runs out at its validity.
-			h.renewal(l, fmt.Sprintf("renewal stopped at the maximum hold, WithMaxHold(%v)", cfg.MaxHold), nil)
-			return
-		}
-		err := h.renewOnce(holdCtx, l)
-		h.renewal(l, "", err)
-		switch {
-		case err == nil:
-			failures = 0
-			timer.Reset(now.Add(renewEvery(cfg.TTL)).Sub(h.Engine.Now()))
-		case errors.Is(err, engine.ErrLockLost) || holdCtx.Err() != nil:
-			return
-		default:
-			// Nodes failing or slow: try again soon; the loss timer ends
-			// the lease if no extension succeeds in time.
-			failures++
-			timer.Reset(cfg.Retry().Delay(failures))
-		}
+	now := h.Engine.Now()
+	err, goOn := h.extendOnce(l, now)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r.running = false
+	switch {
+	case !goOn || r.stop:
+		h.renewalStopped(r)
+	case err == nil:
+		r.failures = 0
+		h.schedule(l, now.Add(renewEvery(h.Settings.TTL)).Truncate(renewGrid(h.Settings.TTL)))
+	default:
+		// Nodes failing or slow: try again soon; the loss timer ends the
+		// lease if no extension succeeds in time.
+		r.failures++
+		h.schedule(l, h.Engine.Now().Add(h.Settings.Retry().Delay(r.failures)))
 	}
 }
 
-// renewal records what renewal knows of lease l for the loss it may end
-// in (see holder.ranOut): why it stopped ("": it goes on), and its last
-// extension's failure (nil: it succeeded).
-func (h *Holder) renewal(l *Lease, stopped string, failed error) {
+// extendOnce is the extension of lease l due at now, unless the hold
+// reached its bound; it reports whether renewal goes on.
+func (h *Holder) extendOnce(l *Lease, now time.Time) (err error, goOn bool) {
+	r := l.renewal
+	if !r.holdEnd.IsZero() && !now.Before(r.holdEnd) {
+		// Bounded: the lease runs out at its validity.
+		h.renewalEnded(l, fmt.Sprintf("renewal stopped at the maximum hold, WithMaxHold(%v)", h.Settings.MaxHold), nil)
+		return nil, false
+	}
+	err = h.renewOnce(r.ctx, l)
+	h.renewalEnded(l, "", err)
+	return err, !errors.Is(err, engine.ErrLockLost) && r.ctx.Err() == nil
+}
+
+// renewalEnded records what renewal knows of lease l for the loss it may
+// end in (see holder.ranOut): why it stopped ("": it goes on), and its
+// last extension's failure (nil: it succeeded).
+func (h *Holder) renewalEnded(l *Lease, stopped string, failed error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if stopped != "" {

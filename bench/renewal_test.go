@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/redlock-go/redlock/redlock"
+)
+
+// BenchmarkRenewal holds many Mutexes with renewal (TTL 3 s, renewed
+// every second) and measures what holding costs, per lock held for one
+// second: an op is one lock-second, so -benchtime 20000x holds 5,000 locks
+// for 4 s. Acquiring and releasing them is left out: the figures cover the
+// hold alone, from a second after the last acquisition.
+//
+//	REDLOCK_BENCH_ADDRS=127.0.0.1:7101,... go test -run '^$' -bench Renewal -benchtime 20000x . -args -defaults
+//
+// It reports the client's CPU (its rusage) and the servers' (INFO cpu)
+// per lock-second, node 0's command time and calls per lock-second (about
+// one extension each) (INFO commandstats), the goroutines per lock
+// held, and the locks lost (a hold that ended before its Unlock: there
+// must be none on a quiet loopback).
+func BenchmarkRenewal(b *testing.B) {
+	addrs := benchAddrs(b)
+	for _, locks := range []int{500, 5000} {
+		b.Run(fmt.Sprintf("locks=%d", locks), func(b *testing.B) {
+			clients := benchClients(addrs)
+			defer closeAll(clients)
+			holdLocks(b, clients, locks)
+		})
+	}
+}
+
+// holdLocks is one run of BenchmarkRenewal: locks Mutexes held for
+// b.N/locks seconds (at least one).
+func holdLocks(b *testing.B, clients []redis.UniversalClient, locks int) {
+	b.Helper()
+	ctx := context.Background()
+	rl, err := redlock.New(clients, redlock.WithTTL(3*time.Second), redlock.WithRenewal())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = rl.Close(ctx) }()
+	run := renewalRuns.Add(1) // names of their own: the last run's keys may live on
+	ms := make([]*redlock.Mutex, locks)
+	var g errgroup.Group
+	g.SetLimit(64)
+	for i := range ms {
+		g.Go(func() error {
+			m, err := rl.NewMutex(fmt.Sprintf("renewal:%d:%d:%d", run, locks, i))
+			if err != nil {
+				return err
+			}
+			ms[i] = m
+			return m.Lock(ctx)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(time.Second) // renewals under way, spread as the acquisitions were
+	hold := time.Duration(max(1, (b.N+locks-1)/locks)) * time.Second
+	for _, c := range clients {
+		if err := c.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	servers0 := serversCPU(b, clients)
+	client0 := selfCPU()
+	goroutines := runtime.NumGoroutine()
+	b.ResetTimer()
+	time.Sleep(hold)
+	b.StopTimer()
+	client := selfCPU() - client0
+	servers := serversCPU(b, clients) - servers0
+	usec, calls := extensions(b, clients[0])
+	lost := 0
+	for _, m := range ms {
+		if m.Err() != nil {
+			lost++
+		}
+	}
+	lockSeconds := float64(locks) * hold.Seconds()
+	b.ReportMetric(float64(client.Microseconds())/lockSeconds, "client-µs/lock-s")
+	b.ReportMetric(float64(servers.Microseconds())/lockSeconds, "servers-µs/lock-s")
+	b.ReportMetric(float64(calls)/lockSeconds, "node0-calls/lock-s")
+	b.ReportMetric(usec/lockSeconds, "node0-µs/lock-s")
+	b.ReportMetric(float64(goroutines)/float64(locks), "goroutines/lock")
+	b.ReportMetric(float64(lost), "lost")
+	for _, m := range ms {
+		g.Go(func() error { return m.Unlock(ctx) })
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// renewalRuns counts BenchmarkRenewal's runs.
+var renewalRuns atomic.Int64
+
+// selfCPU is this process's CPU time so far, user and system.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// serversCPU is the servers' CPU time so far (INFO cpu), main thread and
+// children.
+func serversCPU(b *testing.B, clients []redis.UniversalClient) time.Duration {
+	b.Helper()
+	var total float64
+	for _, c := range clients {
+		info, err := c.Info(context.Background(), "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, f := range []string{"used_cpu_sys", "used_cpu_user"} {
+			total += infoFloat(info, f)
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+// extensions sums node c's command time (µs) and calls since its
+// statistics were reset: every command but INFO and CONFIG, the
+// benchmark's own (the hold runs nothing else).
+func extensions(b *testing.B, c redis.UniversalClient) (usec float64, calls int64) {
+	b.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" || strings.HasPrefix(name, "cmdstat_config") {
+			continue
+		}
+		for kv := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				n, _ := strconv.ParseInt(v, 10, 64)
+				calls += n
+			case "usec":
+				f, _ := strconv.ParseFloat(v, 64)
+				usec += f
+			}
+		}
+	}
+	return usec, calls
+}
+
+// infoFloat is the value of field in an INFO reply, 0 when absent.
+func infoFloat(info, field string) float64 {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
