@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // What Unlock and Do say when the caller's context has ended, fn's error
@@ -119,23 +121,29 @@ func TestDoPanicReleasesTheLock(t *testing.T) {
 	blocker := newMutex(t, other, name, redlock.WithTTL(2*time.Second))
 	require.NoError(t, blocker.Lock(ctx))
 	go func() { time.Sleep(300 * time.Millisecond); _ = blocker.Unlock(ctx) }()
+	renewals := &renewalStarts{}
 	got := func() (v any) {
 		defer func() { v = recover() }()
 		return rl.Do(ctx, name, func(context.Context) error {
 			time.Sleep(time.Second) // renewed once (every TTL/3)
 			panic(boom)
-		}, redlock.WithTTL(2*time.Second))
+		}, redlock.WithTTL(2*time.Second), redlock.WithObserver(renewals))
 	}()
+	returned := time.Now()
 	require.Equal(t, any(boom), got, "the panic goes on with its own value")
+	require.NotZero(t, renewals.since(time.Time{}), "renewed while held")
 	m := newMutex(t, other, name, redlock.WithTTL(2*time.Second))
 	if assert.NoError(t, m.TryLock(ctx), "the lock was released after the panic") {
 		require.NoError(t, m.Unlock(ctx))
 	}
-	// The hold's renewal is gone at once; the engines' clock watches (one
-	// per Redlock, while it holds a lease) stop within a second of the
-	// last lease's end.
-	require.NoError(t, goleak.Find(queueLife(before, goleak.IgnoreAnyFunction(clockWatch))...),
+	// The hold's renewal is gone at once: no goroutine of it is left (the
+	// Redlock's renewal workers, like its clock watch, stop within a
+	// second of their last work), and no extension starts after Do
+	// returned, past the next one due (TTL/3).
+	require.NoError(t, goleak.Find(queueLife(before, goleak.IgnoreAnyFunction(clockWatch), goleak.IgnoreAnyFunction(renewalWorker))...),
 		"the hold's renewal outlived it")
+	time.Sleep(time.Until(returned.Add(time.Second)))
+	assert.Zero(t, renewals.since(returned), "extensions after Do returned")
 	deadline := time.Now().Add(5 * time.Second)
 	err := goleak.Find(queueLife(before)...)
 	for err != nil && time.Now().Before(deadline) {
@@ -158,6 +166,41 @@ func queueLife(opts ...goleak.Option) []goleak.Option {
 		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9.(*channel).initHealthCheck.func1"),
 		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9.(*channel).initMsgChan.func1"),
 	)
+}
+
+// renewalWorker is a Redlock's worker that makes renewal's extensions,
+// kept a second after its last.
+const renewalWorker = "github.com/redlock-go/redlock/internal/life.(*Workers).work"
+
+// renewalStarts is an Observer that counts the extensions renewal starts.
+type renewalStarts struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (r *renewalStarts) OpStart(ctx context.Context, op report.Op) context.Context {
+	if op.Renewal {
+		r.mu.Lock()
+		r.at = append(r.at, time.Now())
+		r.mu.Unlock()
+	}
+	return ctx
+}
+func (*renewalStarts) OpEnd(context.Context, report.Op, report.OpResult) {}
+func (*renewalStarts) LeaseEnd(report.Lease)                             {}
+func (*renewalStarts) NodeFailed(context.Context, *report.NodeError)     {}
+
+// since counts the extensions started after t.
+func (r *renewalStarts) since(t time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, at := range r.at {
+		if at.After(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // clockWatch is the engine's clock watch, which runs while a lease is held.

@@ -88,11 +88,12 @@ func Made(nodes []node.Node) Maker {
 func NewEngine(n int, mk Maker, c Config) *Engine {
 	tolerance := c.Tolerance
 	e := &Engine{now: c.Now, leases: map[Held]string{}, Report: c.Report, nodeErr: c.NodeErr}
-	// At most a node's batch of extensions in flight at once: the
-	// extensions of thousands of locks, due together, wait their turn
-	// here rather than fill the nodes' queues (node.QueueLen) and turn
-	// Lock and Unlock away.
-	e.workers.G, e.workers.Max = &e.life, node.MaxBatch
+	// At most as many extensions in flight as a node's workers carry in
+	// one round trip each: the extensions of thousands of locks, due
+	// together, wait their turn here rather than fill the nodes' queues
+	// (node.QueueLen) and turn Lock and Unlock away, and go as fast as
+	// the nodes take them.
+	e.workers.G, e.workers.Max = &e.life, node.Workers*node.MaxBatch
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -165,9 +166,9 @@ func (e *Engine) Track() error {
 func (e *Engine) Untrack() { e.life.Done() }
 
 // Work runs f on one of the engine's workers, which it keeps for a
-// second after their last work, node.MaxBatch at most, the rest waiting
-// their turn (see life.Workers), unless the engine is closed: it then
-// runs nothing and reports false. Renewal makes its
+// second after their last work, node.Workers*node.MaxBatch at most, the
+// rest waiting their turn (see life.Workers), unless the engine is
+// closed: it then runs nothing and reports false. Renewal makes its
 // extensions there: a lock held costs no goroutine between them.
 func (e *Engine) Work(f func()) bool { return e.workers.Go(f) }
 

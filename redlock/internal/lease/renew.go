@@ -26,7 +26,9 @@ import (
 // due together and share each node's round trips (the node batches the
 // calls it is given at once, see node.Redis): a process holding thousands
 // of locks extends them in a few dozen round trips per period, not
-// thousands.
+// thousands. The extensions run on the engine's workers (Engine.Work), at
+// most as many at once as the nodes' workers carry in a round trip; the
+// others wait their turn there, not in the nodes' bounded queues.
 
 // renewEvery is the renewal period for a TTL.
 func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
@@ -65,12 +67,20 @@ func (h *Holder) renew(holdCtx context.Context, l *Lease) {
 		h.renewalEnded(l, "renewal stopped: the context it was acquired with ended", nil)
 		h.stopRenewal(l)
 	})
-	h.schedule(l, l.start.Add(renewEvery(h.Settings.TTL)).Truncate(renewGrid(h.Settings.TTL)))
+	h.schedule(l, h.onGrid(l.start.Add(renewEvery(h.Settings.TTL))))
 }
 
-// schedule sets l's next extension for at. Called with h.mu held.
-func (h *Holder) schedule(l *Lease, at time.Time) {
-	l.renewal.timer = time.AfterFunc(at.Sub(h.Engine.Now()), func() {
+// onGrid is how long from now until the grid line at or before at (see
+// renewGrid). The line is found on the wall clock, the wait measured on
+// the monotonic one: a jump of the wall clock moves an extension no more
+// than one grid step earlier, never later.
+func (h *Holder) onGrid(at time.Time) time.Duration {
+	return at.Sub(h.Engine.Now()) - at.Sub(at.Truncate(renewGrid(h.Settings.TTL)))
+}
+
+// schedule sets l's next extension d from now. Called with h.mu held.
+func (h *Holder) schedule(l *Lease, d time.Duration) {
+	l.renewal.timer = time.AfterFunc(d, func() {
 		h.Engine.Work(func() { h.extendDue(l) }) // closed: Close ends the lease
 	})
 }
@@ -126,12 +136,12 @@ func (h *Holder) extendDue(l *Lease) {
 		h.renewalStopped(r)
 	case err == nil:
 		r.failures = 0
-		h.schedule(l, now.Add(renewEvery(h.Settings.TTL)).Truncate(renewGrid(h.Settings.TTL)))
+		h.schedule(l, h.onGrid(now.Add(renewEvery(h.Settings.TTL))))
 	default:
 		// Nodes failing or slow: try again soon; the loss timer ends the
 		// lease if no extension succeeds in time.
 		r.failures++
-		h.schedule(l, h.Engine.Now().Add(h.Settings.Retry().Delay(r.failures)))
+		h.schedule(l, h.Settings.Retry().Delay(r.failures))
 	}
 }
 
