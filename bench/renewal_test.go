@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redlock-go/redlock/redlock"
+	"github.com/redlock-go/redlock/redlock/report"
 )
 
 // BenchmarkRenewal holds many Mutexes with renewal (TTL 3 s, renewed
@@ -47,7 +48,8 @@ func BenchmarkRenewal(b *testing.B) {
 func holdLocks(b *testing.B, clients []redis.UniversalClient, locks int) {
 	b.Helper()
 	ctx := context.Background()
-	rl, err := redlock.New(clients, redlock.WithTTL(3*time.Second), redlock.WithRenewal())
+	extFailed := &renewalFailures{b: b}
+	rl, err := redlock.New(clients, redlock.WithTTL(3*time.Second), redlock.WithRenewal(), redlock.WithObserver(extFailed))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -111,7 +113,24 @@ func holdLocks(b *testing.B, clients []redis.UniversalClient, locks int) {
 	}
 	_ = g.Wait()
 	b.ReportMetric(float64(unlockFailed.Load()), "unlock-failed")
+	b.ReportMetric(float64(extFailed.n.Load()), "renewals-failed")
 }
+
+// renewalFailures is an Observer that counts the extensions of renewal
+// that failed, and logs the first.
+type renewalFailures struct {
+	b *testing.B
+	n atomic.Int64
+}
+
+func (f *renewalFailures) OpStart(ctx context.Context, _ report.Op) context.Context { return ctx }
+func (f *renewalFailures) OpEnd(_ context.Context, op report.Op, res report.OpResult) {
+	if op.Renewal && res.Err != nil && f.n.Add(1) == 1 {
+		f.b.Log("first extension of renewal that failed:", res.Err)
+	}
+}
+func (*renewalFailures) LeaseEnd(report.Lease)                         {}
+func (*renewalFailures) NodeFailed(context.Context, *report.NodeError) {}
 
 // renewalRuns counts BenchmarkRenewal's runs, and renewalProcess tells
 // this process's names from those of the processes run before it.
