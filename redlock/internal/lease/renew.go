@@ -37,12 +37,14 @@ func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
 // twentieth of the period early.
 func renewGrid(ttl time.Duration) time.Duration { return max(renewEvery(ttl)/20, time.Millisecond) }
 
-// renewal is the renewal of one lease. ctx, holdEnd and done are set
-// once; the other fields are guarded by the holder's mu.
+// renewal is the renewal of one lease. ctx, holdEnd, done, timer and
+// run are set once; the other fields are guarded by the holder's mu.
 type renewal struct {
 	ctx      context.Context //nolint:containedctx // the hold's, which each extension runs under: renewal stops when it ends
 	holdEnd  time.Time       // WithMaxHold's bound; zero for none
-	timer    *time.Timer     // the next extension's; nil while one runs
+	timer    *time.Timer     // fires each extension, re-armed for the next
+	run      func()          // makes the extension that fell due (extendDue)
+	armed    bool            // the timer is set for the next extension
 	running  bool            // an extension is under way
 	stop     bool            // renewal is to stop: the lease ended, or ctx did
 	failures int             // extensions failed in a row
@@ -67,7 +69,11 @@ func (h *Holder) renew(holdCtx context.Context, l *Lease) {
 		h.renewalEnded(l, "renewal stopped: the context it was acquired with ended", nil)
 		h.stopRenewal(l)
 	})
-	h.schedule(l, h.onGrid(l.start.Add(renewEvery(h.Settings.TTL))))
+	r.run = func() { h.extendDue(l) }
+	r.armed = true
+	r.timer = time.AfterFunc(h.onGrid(l.start.Add(renewEvery(h.Settings.TTL))), func() {
+		h.Engine.Work(r.run) // closed: Close ends the lease
+	})
 }
 
 // onGrid is how long from now until the grid line at or before at (see
@@ -78,11 +84,10 @@ func (h *Holder) onGrid(at time.Time) time.Duration {
 	return at.Sub(h.Engine.Now()) - at.Sub(at.Truncate(renewGrid(h.Settings.TTL)))
 }
 
-// schedule sets l's next extension d from now. Called with h.mu held.
-func (h *Holder) schedule(l *Lease, d time.Duration) {
-	l.renewal.timer = time.AfterFunc(d, func() {
-		h.Engine.Work(func() { h.extendDue(l) }) // closed: Close ends the lease
-	})
+// schedule sets r's next extension d from now. Called with h.mu held.
+func (r *renewal) schedule(d time.Duration) {
+	r.armed = true
+	r.timer.Reset(d)
 }
 
 // stopRenewal stops l's renewal: its next extension is not made, and
@@ -95,9 +100,9 @@ func (h *Holder) stopRenewal(l *Lease) {
 		return
 	}
 	r.stop = true
-	if r.timer != nil {
+	if r.armed {
 		r.timer.Stop()
-		r.timer = nil
+		r.armed = false
 	}
 	if !r.running {
 		h.renewalStopped(r)
@@ -120,11 +125,11 @@ func (h *Holder) renewalStopped(r *renewal) {
 func (h *Holder) extendDue(l *Lease) {
 	h.mu.Lock()
 	r := l.renewal
-	if r.stop || r.timer == nil || l.Err != nil {
+	if r.stop || !r.armed || l.Err != nil {
 		h.mu.Unlock()
 		return // stopped meanwhile, or about to be (see end)
 	}
-	r.timer, r.running = nil, true
+	r.armed, r.running = false, true
 	h.mu.Unlock()
 	now := h.Engine.Now()
 	err, goOn := h.extendOnce(l, now)
@@ -136,12 +141,12 @@ func (h *Holder) extendDue(l *Lease) {
 		h.renewalStopped(r)
 	case err == nil:
 		r.failures = 0
-		h.schedule(l, h.onGrid(now.Add(renewEvery(h.Settings.TTL))))
+		r.schedule(h.onGrid(now.Add(renewEvery(h.Settings.TTL))))
 	default:
 		// Nodes failing or slow: try again soon; the loss timer ends the
 		// lease if no extension succeeds in time.
 		r.failures++
-		h.schedule(l, h.Settings.Retry().Delay(r.failures))
+		r.schedule(h.Settings.Retry().Delay(r.failures))
 	}
 }
 
