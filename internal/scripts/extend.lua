@@ -7,12 +7,14 @@
 --
 -- Returns 1 when the key held ARGV[1] and its expiry was set, 0 otherwise
 -- (a key of another type is not the caller's), or an error reply when GET
--- failed otherwise.
-local v = stored(KEYS[1])
-if type(v) == "table" then
-	return v
-end
+-- failed otherwise. It reads the key as stored.lua's stored does, written
+-- out: renewal runs it for every lock held, every third of a TTL, and
+-- defining stored.lua's functions on each call cost a fifth of its time.
+local v = redis.pcall("GET", KEYS[1])
 if v == ARGV[1] then
 	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+end
+if type(v) == "table" and v.err and string.sub(v.err, 1, 10) ~= "WRONGTYPE " then
+	return v
 end
 return 0

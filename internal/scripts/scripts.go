@@ -98,17 +98,17 @@ var (
 // and the run id when it held something else (-1 when ARGV[2] is ""), else
 // 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "c7ccf21a20b49b0f97fd3b585a8542a4fc18f871"}
+var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "02ce82f1bdcf4350e978a5c72648197831f0aba8"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
-var Extend = &Script{Source: storedSource + extendSource, Hash: "416829412fe1535fe07396c35186546cb50691de"}
+var Extend = &Script{Source: extendSource, Hash: "8e4345d5f0f23e9867497e8b17cef391f08236fa"}
 
 // AcquirePlain sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent; it
 // returns the node's time in Unix ms when ARGV[3] is "1" (1 when not, or
 // when the user may not run TIME)
 // when KEYS[1] holds ARGV[1] (now, or already), the value holding it otherwise, 0 when a reentrant lock holds
 // it, and an error reply when KEYS[1] holds something that is not a lock.
-var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSource + acquirePlainTailSource, Hash: "8eb843bcb2f6a0320aa78c831a2bec8044b2d911"}
+var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSource + acquirePlainTailSource, Hash: "c4fc9a221b8e85722dff9dd983c50b19140bb6b5"}
 
 // Acquire sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent, unless
 // the node has been up less than ARGV[3] seconds; it returns
@@ -116,14 +116,14 @@ var AcquirePlain = &Script{Source: acquirePlainSource + storedSource + grantedSo
 // {-1, uptime} refused, where counter is the fencing counter KEYS[2] ("0"
 // without it) and holder the value holding KEYS[1]; an error reply when
 // KEYS[1] holds something that is not a lock.
-var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: "acd28668d49b394b40c77ff4636638126000766f"}
+var Acquire = &Script{Source: guardSource + storedSource + acquireSource, Hash: "9f80783c6267f40e982a8c6867ab95b7751a0329"}
 
 // AcquireReentrant takes or re-takes the reentrant lock KEYS[1] for owner
 // ARGV[1] with ttl ARGV[2] ms (ARGV[3] "1": only if it still exists),
 // unless the node has been up less than ARGV[4] seconds; it returns
 // {holds, counter} (holds 0: held by another) or {-1, uptime}; an error
 // reply when KEYS[1] holds something that is not a lock.
-var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "94f12fd8fb0203f73658d3be1221fc4dfc5674d8"}
+var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReentrantSource, Hash: "ec5150335538c9f182787b74500aff19c9199643"}
 
 // ReleaseReentrant drops one hold (ARGV[2] "0"), all ("1") or the hold of a
 // failed acquisition ("2", deleting the key at zero) of owner
@@ -131,7 +131,7 @@ var AcquireReentrant = &Script{Source: guardSource + storedSource + acquireReent
 // returns the node's run id when the key was absent (for ARGV[2] "1"; 0
 // otherwise), -1 when it held something else, else 1 + 2 × the clients the
 // announcement reached (+ 1 when it named a waiter).
-var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "60d4baec3bd6fdc446a8b1d2df891559d22b1640"}
+var ReleaseReentrant = &Script{Source: storedSource + announceSource + releaseReentrantSource, Hash: "1ded2b3dd28b5c054b07d63772cd9fcfc9acfff6"}
 
 // ExtendReentrant sets KEYS[1]'s expiry to ARGV[2] ms if owner ARGV[1]
 // holds it; it returns 1 or 0.
@@ -139,7 +139,7 @@ var ExtendReentrant = &Script{Source: extendReentrantSource, Hash: "15552a83028f
 
 // Fence raises the fencing counter KEYS[2] to ARGV[2] and returns 1 if the
 // lock KEYS[1] holds token or owner ARGV[1] (ARGV[3] "1": reentrant), else 0.
-var Fence = &Script{Source: storedSource + fenceSource, Hash: "3a2b74e4d9f55494d237fab1febcc2dc77794c57"}
+var Fence = &Script{Source: storedSource + fenceSource, Hash: "febd2ca99db0b6cdfa018f35cdcaa3ecbaf271f7"}
 
 // SetFenced sets KEYS[1] to ARGV[1] and KEYS[2] to the fencing token ARGV[2]
 // unless KEYS[2] holds a higher token; it returns 1 when written, 0 when not.
@@ -151,7 +151,7 @@ var SetFenced = &Script{Source: setFencedSource, Hash: "a2315a39517a1ff2290defd8
 // semaphore (kind "zset") by its permit count and a token and remaining ms
 // per live permit, or an error reply when KEYS[1] holds something that is
 // neither.
-var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: "06ae1bfaf2881789097393d3e9a3e61f4570ec6b"}
+var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: "2028d8afc493aa90244da412db04f08fe2588993"}
 
 // ForceRelease deletes the lock KEYS[1] whoever holds it and announces the
 // release on ARGV[1] (a reentrant lock's with the id ARGV[2]), popping the
@@ -159,22 +159,22 @@ var Inspect = &Script{Source: storedSource + clockSource + inspectSource, Hash: 
 // absent, else {1 + 2 × the clients that heard it (+ 1 when it named a
 // waiter), holder, kind}, or an error reply, deleting nothing, when KEYS[1]
 // holds something that is not a lock. It never touches the fencing counter.
-var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "511ba5bc2ac785e097d3082a7dbc2db31cf9fae3"}
+var ForceRelease = &Script{Source: storedSource + announceSource + forceReleaseSource, Hash: "21174c49f9cfa05c6405c13ccfe38c2626671540"}
 
 // AcquireMulti sets every key of KEYS to ARGV[1] with ttl ARGV[2] ms if
 // each is absent or holds ARGV[1] already, else sets none, unless the node
 // has been up less than ARGV[3] seconds; it returns 1, the holder of a
 // held key, or 0 as AcquirePlain does, and {-1, uptime} as Acquire does.
-var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "6697e4cd0d7173bd280869b31b7c953075f71e44"}
+var AcquireMulti = &Script{Source: guardSource + storedSource + acquireMultiSource, Hash: "7b5af62d4e6954fec22af54127ebf9dcc99645b4"}
 
 // ReleaseMulti deletes the keys of KEYS that hold ARGV[1], announcing each
 // on ARGV[2] followed by its name (ARGV[2] "": no announcement); it returns
 // as Release does, never naming a waiter.
-var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "b9008b27a4febd1f14b2c2f58a1ac3cbd8fc340f"}
+var ReleaseMulti = &Script{Source: storedSource + releaseMultiSource, Hash: "2dc6d8a7fa825cf614a075dc1133a186ec05c14a"}
 
 // ExtendMulti sets every key of KEYS's expiry to ARGV[2] ms if each holds
 // ARGV[1]; it returns 1, or 0 having changed nothing.
-var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "eda9c59649f448a252ca8f6d1995ba9c12ff2b0f"}
+var ExtendMulti = &Script{Source: storedSource + extendMultiSource, Hash: "6d47e46e509fb2067afc4ce1f1270d2c0cadef57"}
 
 // SemAcquire drops the expired permits of the semaphore KEYS[1] (a sorted
 // set of tokens scored by expiry, node time in ms) and gives ARGV[1] one
@@ -190,7 +190,7 @@ var SemAcquire = &Script{Source: guardSource + clockSource + semaphoreSource + s
 // node's run id when no live permit was held (0 when ARGV[2] is ""), else
 // 1 + 2 × the clients the announcement reached (+ 1 when it named a
 // waiter); an error reply when KEYS[1] is not a semaphore.
-var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "2d8da021504f829e953ccfb58999aa4e534e7bb5"}
+var SemRelease = &Script{Source: storedSource + announceSource + clockSource + semaphoreSource + semReleaseSource, Hash: "a803c8fd7af9c26513575b18cc00a29b8bb28625"}
 
 // SemExtend re-arms ARGV[1]'s live permit of the semaphore KEYS[1] for
 // ARGV[2] ms; it returns 1 or 0, or an error reply when KEYS[1] is not a
@@ -198,16 +198,16 @@ var SemRelease = &Script{Source: storedSource + announceSource + clockSource + s
 var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "279e35e416a177fc2866114c29ee7f1d0301d1b6"}
 
 // ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
-var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "538ef1c9cc4a7f205200acc77e152b4e0a2dec17"}
+var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "9569ab0113f017f3ed4a81d0c2779f2dd60b1062"}
 
 // ReadExtend re-arms a read hold (read_extend.lua).
-var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "c0c3cf98d1b89239f1fd0e5dac053446b39717f2"}
+var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "ecee1f5da81ce5f7234b13743112f606f46b22d3"}
 
 // ReadRelease drops a read hold (read_release.lua).
-var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "24655e6c7b4fbf2e88b6b7859b79c5b9a07912c1"}
+var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "61bed89727ea0da5a89d7ba9cf67b8ad174c5a75"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
-var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "18f25a71b0fae38b649c42129300afb3359618ed"}
+var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "ab41e8161a28bff58b20ac71cb06f9e120731311"}
 
 // All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,

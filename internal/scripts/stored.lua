@@ -1,5 +1,5 @@
 -- stored.lua is not a script of its own: scripts.go puts it in front of the
--- scripts that read a lock's value, acquire.lua, release.lua, extend.lua
+-- scripts that read a lock's value, acquire.lua, release.lua
 -- and fence.lua (and of the reentrant ones, which need alien or server).
 
 -- stored returns the string that key holds, false when key is absent, and
