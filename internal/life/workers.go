@@ -1,6 +1,7 @@
 package life
 
 import (
+	"container/heap"
 	"sync"
 	"time"
 )
@@ -10,7 +11,8 @@ import (
 // extensions, due together on a grid) runs on goroutines whose stacks
 // have grown already, rather than on a new goroutine each, and nothing
 // waits on a goroutine of its own between bursts. At most Max run at
-// once; the functions given beyond wait their turn, in order. The zero
+// once; the functions given beyond wait their turn, the one due soonest
+// first (see Go). The zero
 // Workers is ready to use once G is set; it must not be copied after
 // first use.
 type Workers struct {
@@ -20,14 +22,16 @@ type Workers struct {
 
 	mu      sync.Mutex
 	idle    []chan func() // the idle workers' inboxes, the most recent last
-	pending []func()      // what waits for a worker, at Max
+	pending waiting       // what waits for a worker, at Max
+	given   uint64        // functions queued so far: ties go in order
 	running int
 }
 
 // Go runs f on an idle worker, on a new one, or, when Max run, on the
-// first that is done; unless the group is closing and no worker runs:
-// then it runs nothing and reports false.
-func (w *Workers) Go(f func()) bool {
+// first that is done, before every function waiting whose by is later
+// (those of equal by in the order given); unless the group is closing and
+// no worker runs: then it runs nothing and reports false.
+func (w *Workers) Go(by time.Time, f func()) bool {
 	w.mu.Lock()
 	if n := len(w.idle); n > 0 {
 		in := w.idle[n-1]
@@ -37,7 +41,8 @@ func (w *Workers) Go(f func()) bool {
 		return true
 	}
 	if w.Max > 0 && w.running >= w.Max {
-		w.pending = append(w.pending, f) // a worker runs it before it idles
+		w.given++
+		heap.Push(&w.pending, task{by: by, seq: w.given, f: f}) // a worker runs it before it idles
 		w.mu.Unlock()
 		return true
 	}
@@ -62,9 +67,7 @@ func (w *Workers) work(f func()) {
 		f()
 		w.mu.Lock()
 		if len(w.pending) > 0 {
-			f = w.pending[0]
-			w.pending[0] = nil
-			w.pending = w.pending[1:]
+			f = heap.Pop(&w.pending).(task).f
 			w.mu.Unlock()
 			continue
 		}
@@ -105,4 +108,32 @@ func (w *Workers) idleFor() time.Duration {
 		return w.Idle
 	}
 	return time.Second
+}
+
+// task is a function waiting for a worker.
+type task struct {
+	by  time.Time
+	seq uint64
+	f   func()
+}
+
+// waiting is the functions waiting for a worker, a heap by by, then by
+// the order given.
+type waiting []task
+
+func (q waiting) Len() int { return len(q) }
+func (q waiting) Less(i, j int) bool {
+	if !q[i].by.Equal(q[j].by) {
+		return q[i].by.Before(q[j].by)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q waiting) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *waiting) Push(x any)   { *q = append(*q, x.(task)) }
+func (q *waiting) Pop() any {
+	old := *q
+	t := old[len(old)-1]
+	old[len(old)-1] = task{}
+	*q = old[:len(old)-1]
+	return t
 }

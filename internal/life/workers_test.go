@@ -25,7 +25,7 @@ func TestWorkersReusedThenIdle(t *testing.T) {
 			var wg sync.WaitGroup
 			for range 10 {
 				wg.Add(1)
-				require.True(t, w.Go(func() {
+				require.True(t, w.Go(time.Time{}, func() {
 					time.Sleep(time.Millisecond) // a round trip: the burst overlaps
 					ran.Add(1)
 					wg.Done()
@@ -59,7 +59,7 @@ func TestWorkersBoundedInOrder(t *testing.T) {
 		var order []int
 		var running, most atomic.Int64
 		for i := range 6 {
-			w.Go(func() {
+			w.Go(time.Time{}, func() {
 				n := running.Add(1)
 				if n > most.Load() {
 					most.Store(n)
@@ -92,12 +92,43 @@ func TestWorkersEndOnClose(t *testing.T) {
 		var g Group
 		w := &Workers{G: &g, Idle: time.Hour}
 		done := make(chan struct{})
-		require.True(t, w.Go(func() { close(done) }))
+		require.True(t, w.Go(time.Time{}, func() { close(done) }))
 		<-done
 		g.Stop()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
 		defer cancel()
 		require.NoError(t, g.Wait(ctx), "idle workers return on close, not an hour later")
-		assert.False(t, w.Go(func() { t.Error("ran after close") }))
+		assert.False(t, w.Go(time.Time{}, func() { t.Error("ran after close") }))
+	})
+}
+
+// What waits for a worker runs by its time: the soonest first, those of
+// one time in the order given.
+func TestWorkersSoonestFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g Group
+		w := &Workers{G: &g, Max: 1}
+		release := make(chan struct{})
+		require.True(t, w.Go(time.Time{}, func() { <-release })) // the one worker, busy
+		var mu sync.Mutex
+		var order []string
+		at := time.Now()
+		for _, x := range []struct {
+			name string
+			by   time.Duration
+		}{{"c", 3}, {"a", 1}, {"b1", 2}, {"b2", 2}} {
+			require.True(t, w.Go(at.Add(x.by*time.Second), func() {
+				mu.Lock()
+				order = append(order, x.name)
+				mu.Unlock()
+			}))
+		}
+		close(release)
+		synctest.Wait()
+		mu.Lock()
+		assert.Equal(t, []string{"a", "b1", "b2", "c"}, order)
+		mu.Unlock()
+		g.Stop()
+		require.NoError(t, g.Wait(t.Context()))
 	})
 }

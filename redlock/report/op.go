@@ -23,8 +23,9 @@ type Observer interface {
 	// or redlock.Mutex.Extend starts (likewise redlock.Semaphore.Acquire,
 	// redlock.Semaphore.TryAcquire, redlock.Semaphore.Release and redlock.Semaphore.Extend,
 	// whose permits end with LeaseEnd too), and when renewal starts an extension, on
-	// the goroutine of that call (a renewal worker's for its extensions), after
-	// the nil-context check. ctx is the caller's (for renewal, the context
+	// the goroutine of that call (a renewal worker's for its extensions:
+	// one that blocks there delays the renewal of every lock of the
+	// Redlock), after the nil-context check. ctx is the caller's (for renewal, the context
 	// that bounds the hold). It returns the context the operation goes on
 	// with: ctx itself or a context derived from it (with a span, say),
 	// whose values every node call of the operation carries, so that they

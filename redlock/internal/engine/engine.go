@@ -166,11 +166,13 @@ func (e *Engine) Track() error {
 func (e *Engine) Untrack() { e.life.Done() }
 
 // Work runs f on one of the engine's workers, which it keeps for a
-// second after their last work, node.Workers*node.MaxBatch at most, the
-// rest waiting their turn (see life.Workers), unless the engine is
-// closed: it then runs nothing and reports false. Renewal makes its
-// extensions there: a lock held costs no goroutine between them.
-func (e *Engine) Work(f func()) bool { return e.workers.Go(f) }
+// second after their last work, node.Workers*node.MaxBatch at most: the
+// rest wait their turn, the one whose by is soonest first (see
+// life.Workers). Once the engine is closing it may still run f, on a
+// worker that has not returned yet, or report false and run nothing.
+// Renewal makes its extensions there, by the time each lease would count
+// as lost: a lock held costs no goroutine between them.
+func (e *Engine) Work(by time.Time, f func()) bool { return e.workers.Go(by, f) }
 
 // Closing is closed once the engine is closing: renewal and
 // identification stop.

@@ -28,14 +28,26 @@ import (
 // of locks extends them in a few dozen round trips per period, not
 // thousands. The extensions run on the engine's workers (Engine.Work), at
 // most as many at once as the nodes' workers carry in a round trip; the
-// others wait their turn there, not in the nodes' bounded queues.
+// others wait their turn there, not in the nodes' bounded queues, the
+// lease closest to counting as lost first. An extension can so start
+// later than TTL/3 when nodes are slow and many locks are held: with 256
+// in flight, each taking a node timeout, the 5,000th of one grid line
+// starts 20 node timeouts late. The Observer's OpStart and OpEnd of an
+// extension run on a worker too: one that blocks delays every lock's
+// renewal, not only its own.
 
 // renewEvery is the renewal period for a TTL.
 func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
 
 // renewGrid is the grid the extensions of a TTL fall due on: at most a
-// twentieth of the period early.
-func renewGrid(ttl time.Duration) time.Duration { return max(renewEvery(ttl)/20, time.Millisecond) }
+// twentieth of the period early; none (0) for a TTL under 60 ms, whose
+// grid would be finer than a timer's millisecond.
+func renewGrid(ttl time.Duration) time.Duration {
+	if g := renewEvery(ttl) / 20; g >= time.Millisecond {
+		return g
+	}
+	return 0
+}
 
 // renewal is the renewal of one lease. ctx, holdEnd, done, timer and
 // run are set once; the other fields are guarded by the holder's mu.
@@ -72,7 +84,10 @@ func (h *Holder) renew(holdCtx context.Context, l *Lease) {
 	r.run = func() { h.extendDue(l) }
 	r.armed = true
 	r.timer = time.AfterFunc(h.onGrid(l.start.Add(renewEvery(h.Settings.TTL))), func() {
-		h.Engine.Work(r.run) // closed: Close ends the lease
+		h.mu.Lock()
+		by := l.until.Add(-lossMargin(h.Settings.TTL)) // the lease counts as lost then
+		h.mu.Unlock()
+		h.Engine.Work(by, r.run) // closed: Close ends the lease
 	})
 }
 
@@ -81,7 +96,11 @@ func (h *Holder) renew(holdCtx context.Context, l *Lease) {
 // the monotonic one: a jump of the wall clock moves an extension no more
 // than one grid step earlier, never later.
 func (h *Holder) onGrid(at time.Time) time.Duration {
-	return at.Sub(h.Engine.Now()) - at.Sub(at.Truncate(renewGrid(h.Settings.TTL)))
+	d := at.Sub(h.Engine.Now())
+	if g := renewGrid(h.Settings.TTL); g > 0 {
+		d -= at.Sub(at.Truncate(g))
+	}
+	return d
 }
 
 // schedule sets r's next extension d from now. Called with h.mu held.
