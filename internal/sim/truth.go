@@ -252,6 +252,7 @@ func (t *tokens) reachedCounts(u string, n int) []int {
 type sighting struct {
 	client, node int
 	token        string
+	sent         time.Time // when the client first sent the token
 	first, last  time.Time
 }
 
@@ -269,7 +270,7 @@ func (s *Sim) sight(frame []byte) {
 		for i, n := range s.nodes {
 			for _, g := range n.grips(name.key) {
 				if seen, ok := s.tokens.of(g.token); ok {
-					s.hist.sighted(name.key, sighting{client: seen.client, node: i, token: g.token, first: time.Now(), last: time.Now()})
+					s.hist.sighted(name.key, sighting{client: seen.client, node: i, token: g.token, sent: seen.at, first: time.Now(), last: time.Now()})
 				}
 			}
 		}

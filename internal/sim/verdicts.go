@@ -241,14 +241,20 @@ func (h *history) sighted(name string, x sighting) {
 	h.quorums[name] = append(seen, x)
 }
 
-// sightedBetween reports whether one token of another client than c was
-// on each of a quorum of nodes, at some instant from `from` to to (not
-// all at one: a refused attempt's nodes answer at their own instants).
+// sightedBetween reports whether one token of another attempt than c's
+// call from `from` was on each of a quorum of nodes, at some instant from
+// `from` to to (not all at one: a refused attempt's nodes answer at their
+// own instants). Another client's token counts, and so does one client c
+// sent before the call: its earlier attempt, which failed, and whose late
+// grants were still being undone in the background as this call asked
+// (seed 630067: the undo of a node waits for that node's reply to the
+// acquisition, and the next attempt went ahead of it). To the call, that
+// is another acquisition's key, as another client's failed attempt's is.
 // Called with h.mu held.
 func (h *history) sightedBetween(name string, c, quorum int, from, to time.Time) bool {
 	nodes := map[string]map[int]bool{}
 	for _, x := range h.quorums[name] {
-		if x.client == c || x.first.After(to) || x.last.Before(from) {
+		if x.client == c && !x.sent.Before(from) || x.first.After(to) || x.last.Before(from) {
 			continue
 		}
 		if nodes[x.token] == nil {

@@ -158,7 +158,7 @@ func (h *history) extendUntrue(v verdict) string {
 // a quorum of nodes; or one was on each of a quorum of nodes at some
 // instant of the call, not all at one (Sim.sight: an attempt whose keys
 // stood on a quorum, then failed, its fence round or its validity, and
-// undid them; a key handed over to a waiter that gave up on some nodes
+// undid them, this client's own earlier attempt included; a key handed over to a waiter that gave up on some nodes
 // while others were handed over still: each node answers at its own
 // instant); or (a competitor that released meanwhile) a hold of another
 // client, from its attempt to its release's return, spans part of the
