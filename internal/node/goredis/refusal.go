@@ -48,7 +48,7 @@ func (d *dials) refused(n uint64, f *node.DialFailure) {
 	}
 	d.mu.Unlock()
 	for _, g := range heard {
-		g.dialRefused(f.Err)
+		g.dialRefused(n, f.Err)
 	}
 }
 
@@ -94,7 +94,17 @@ func (d *dials) listen(g *Transport) {
 type guards struct {
 	mu    sync.Mutex
 	next  uint64
-	calls map[uint64]context.CancelCauseFunc
+	calls map[uint64]guarded
+}
+
+// guarded is a call in flight: its cancel, and the number of dials begun
+// before it was guarded. A dial begun before the call cannot be the
+// call's own: its refusal, told late (the dialling goroutine was slow to
+// run), says nothing of a server that has come up since and must not end
+// the call.
+type guarded struct {
+	cancel context.CancelCauseFunc
+	since  uint64
 }
 
 // listener is who a transport tells of refused dials, until done.
@@ -148,18 +158,21 @@ func (g *Transport) Knock(ctx context.Context) {
 	}
 }
 
-// dialRefused ends the guarded calls in flight with err, a refused dial,
-// and tells the listener; nothing once its node is closed.
-func (g *Transport) dialRefused(err error) {
+// dialRefused ends the guarded calls in flight with err, the refusal of
+// dial number n, unless they were guarded after it began, and tells the
+// listener; nothing once its node is closed.
+func (g *Transport) dialRefused(n uint64, err error) {
 	if g.deaf() {
 		return
 	}
 	r := &g.guards
 	r.mu.Lock()
-	for _, cancel := range r.calls {
-		cancel(err)
+	for id, c := range r.calls {
+		if c.since < n {
+			c.cancel(err)
+			delete(r.calls, id)
+		}
 	}
-	clear(r.calls)
 	r.mu.Unlock()
 	g.heard.Load().f(err)
 }
@@ -175,11 +188,11 @@ func (g *Transport) Guard(ctx context.Context) (context.Context, func()) {
 	r := &g.guards
 	r.mu.Lock()
 	if r.calls == nil {
-		r.calls = map[uint64]context.CancelCauseFunc{}
+		r.calls = map[uint64]guarded{}
 	}
 	r.next++
 	id := r.next
-	r.calls[id] = cancel
+	r.calls[id] = guarded{cancel: cancel, since: g.dials.started.Load()}
 	r.mu.Unlock()
 	return ctx, func() {
 		r.mu.Lock()
