@@ -52,10 +52,13 @@ soak:
 ## own, apart from the other packages' timing-sensitive tests: 15 s with
 ## -race, then 60 s without, and TestReplay (a seed's runs are the same run);
 ## a failing seed prints the command that replays it, the same run.
+## One schedule in three places nodes and clients in three sites (WAN
+## delays); SIM_FLAGS=-sim.sites places every one so.
 SIM_TIME ?= 2m
 SIM_START ?= $(shell date +%s)
+SIM_FLAGS ?=
 sim:
-	$(GO) test -count=1 -timeout 0 -run TestSimulation ./internal/sim -sim.time=$(SIM_TIME) -sim.start=$(SIM_START) -v
+	$(GO) test -count=1 -timeout 0 -run TestSimulation ./internal/sim -sim.time=$(SIM_TIME) -sim.start=$(SIM_START) $(SIM_FLAGS) -v
 
 ## sim-mutants: the simulator over each deliberately broken variant of the
 ## lock (internal/sim/testdata/mutants), MUTANT_TIME (60s) each (or the

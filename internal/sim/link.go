@@ -14,9 +14,10 @@ import (
 type link struct {
 	node   *node
 	client int
-	dial   int      // how many links the client dialled to the node before
-	cli    net.Conn // the simulator's end of the client's pipe
-	srv    net.Conn // a connection to the node's server
+	dial   int           // how many links the client dialled to the node before
+	cli    net.Conn      // the simulator's end of the client's pipe
+	srv    net.Conn      // a connection to the node's server
+	wan    time.Duration // the one-way delay between their sites (see sites.go)
 
 	first uint64 // its first request past the handshake, see Sim.decisions
 
@@ -26,7 +27,7 @@ type link struct {
 	subscriber   bool         // the client subscribed on it: pushes come down it
 	setupReplies int          // replies to set-up requests still to pass, see handshake
 	pending      []*rand.Rand // the decisions of the replies to come, in order
-	queue        [][]byte     // frames from the server not passed on yet
+	queue        []stamped    // frames from the server not passed on yet
 	more         chan struct{}
 }
 
@@ -110,30 +111,32 @@ func handshake(cmd string) bool {
 // up passes requests from the client to the server.
 func (l *link) up() {
 	defer l.close()
-	frames := make(chan []byte, 1<<16) // never full: the client's writes never block
+	frames := make(chan stamped, 1<<16) // never full: the client's writes never block
 	go l.read(l.cli, frames)
 	setup := true
 	for {
-		var frame []byte
+		var f stamped
 		select {
-		case f, ok := <-frames:
+		case g, ok := <-frames:
 			if !ok {
 				return
 			}
-			frame = f
+			f = g
 		case <-l.done:
 			return
 		}
-		cmd := command(frame)
-		setup = setup && handshake(cmd)
-		if !l.request(frame, cmd, setup) {
+		cmd := command(f.frame)
+		if setup = setup && handshake(cmd); !setup {
+			l.arrive(f.at)
+		}
+		if !l.request(f.frame, cmd, setup) {
 			return
 		}
 	}
 }
 
 // read sends every frame from c to frames until c or the link closes.
-func (l *link) read(c net.Conn, frames chan<- []byte) {
+func (l *link) read(c net.Conn, frames chan<- stamped) {
 	defer close(frames)
 	r := bufio.NewReader(c)
 	for {
@@ -142,7 +145,7 @@ func (l *link) read(c net.Conn, frames chan<- []byte) {
 			return
 		}
 		select {
-		case frames <- frame:
+		case frames <- stamped{frame: frame, at: time.Now()}:
 		case <-l.done:
 			return
 		}
@@ -207,7 +210,7 @@ func (l *link) drain() {
 			return
 		}
 		l.mu.Lock()
-		l.queue = append(l.queue, frame)
+		l.queue = append(l.queue, stamped{frame: frame, at: time.Now()})
 		l.mu.Unlock()
 		select {
 		case l.more <- struct{}{}:
@@ -220,8 +223,8 @@ func (l *link) drain() {
 func (l *link) down() {
 	defer l.close()
 	for {
-		frame, ok := l.next()
-		if !ok || !l.reply(frame) {
+		f, ok := l.next()
+		if !ok || !l.reply(f) {
 			return
 		}
 	}
@@ -229,30 +232,31 @@ func (l *link) down() {
 
 // next waits for the next frame from the server; false when there will
 // be none.
-func (l *link) next() ([]byte, bool) {
+func (l *link) next() (stamped, bool) {
 	for {
 		l.mu.Lock()
 		if len(l.queue) > 0 {
-			frame := l.queue[0]
+			f := l.queue[0]
 			l.queue = l.queue[1:]
 			l.mu.Unlock()
-			return frame, true
+			return f, true
 		}
 		l.mu.Unlock()
 		select {
 		case _, ok := <-l.more:
 			if !ok {
-				return nil, false
+				return stamped{}, false
 			}
 		case <-l.done:
-			return nil, false
+			return stamped{}, false
 		}
 	}
 }
 
 // reply passes one frame from the server on, or not; false when the link
 // must end.
-func (l *link) reply(frame []byte) bool {
+func (l *link) reply(f stamped) bool {
+	frame := f.frame
 	push := isPush(frame)
 	l.mu.Lock()
 	setup := l.setupReplies > 0 && !push
@@ -261,6 +265,7 @@ func (l *link) reply(frame []byte) bool {
 	}
 	l.mu.Unlock()
 	if !setup { // see handshake
+		l.arrive(f.at)
 		if deliver, keep := l.fate(frame, push); !deliver {
 			return keep
 		}

@@ -57,6 +57,7 @@ type Config struct {
 	Primitives  []string      // the workloads each client runs, see workloads
 	TTL         time.Duration // the TTL of most locks
 	Trace       bool          // keep every request of the trace, not only its hash
+	Sites       bool          // nodes and clients in three data centres (see sites.go)
 }
 
 // Plan draws a run's configuration from seed.
@@ -78,6 +79,7 @@ func Plan(seed uint64) Config {
 	all := workloadNames()
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	c.Primitives = all[:2+rng.IntN(len(all)-1)]
+	c.Sites = drawSites(seed)
 	return c
 }
 
@@ -88,8 +90,8 @@ func (c Config) String() string {
 			cl = append(cl, fmt.Sprint(i))
 		}
 	}
-	return fmt.Sprintf("seed %d: %d nodes (cluster-like: %s), %d clients, ttl %v, faults %v then %v healed, workloads %s",
-		c.Seed, c.Nodes, strings.Join(cl, ","), c.Clients, c.TTL, c.Faults, c.Heal, strings.Join(c.Primitives, ","))
+	return fmt.Sprintf("seed %d: %d nodes (cluster-like: %s), %d clients, ttl %v, faults %v then %v healed, workloads %s%s",
+		c.Seed, c.Nodes, strings.Join(cl, ","), c.Clients, c.TTL, c.Faults, c.Heal, strings.Join(c.Primitives, ","), c.sitesString())
 }
 
 // Sim is one run.
@@ -273,7 +275,7 @@ func (s *Sim) dial(c, i int) (net.Conn, error) {
 		return nil, err
 	}
 	cli, end := net.Pipe()
-	l := &link{node: n, client: c, dial: k, cli: end, srv: srv,
+	l := &link{node: n, client: c, dial: k, cli: end, srv: srv, wan: s.siteDelay(c, n.idx),
 		done: make(chan struct{}), more: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.down || n.m != m {

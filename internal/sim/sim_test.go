@@ -30,6 +30,7 @@ var (
 	simSame   = flag.Int("sim.same", 0, "with -sim.seed: run the seed this many times and compare the requests the nodes received")
 	simProcs  = flag.Int("sim.procs", runtime.NumCPU(), "run seeds in this many processes (each runs Go on one thread)")
 	simStride = flag.Uint64("sim.stride", 1, "run every this many seeds from -sim.start (set by -sim.procs)")
+	simSites  = flag.Bool("sim.sites", false, "place every schedule's nodes and clients in three sites (see sites.go), not one schedule in three")
 )
 
 // TestSimulation runs seeded schedules for -sim.time (or the one seed
@@ -48,25 +49,36 @@ func TestSimulation(t *testing.T) {
 	var c counts
 	for seed := *simStart; time.Since(start) < *simTime; seed += *simStride {
 		res := runSeed(t, seed, false)
-		c.schedules++
-		c.acquisitions += res.Acquisitions
-		c.violations += len(res.Violations)
-		c.stalled += len(res.Stalled)
+		c.add(res)
 		reportFailures(t, res)
 	}
-	t.Logf("%s%d %d %d %d", countsMark, c.schedules, c.acquisitions, c.violations, c.stalled)
+	t.Logf("%s%d %d %d %d %d %d", countsMark, c.schedules, c.acquisitions, c.violations, c.stalled, c.sited, c.sitedAcq)
 	t.Log(c.line(time.Since(start), fmt.Sprintf("seeds from %d, every %d", *simStart, *simStride)))
 }
 
 // counts are what runs of seeds checked.
-type counts struct{ schedules, acquisitions, violations, stalled int }
+// sited and sitedAcq count the schedules with sites (see sites.go) and
+// their acquisitions.
+type counts struct{ schedules, acquisitions, violations, stalled, sited, sitedAcq int }
+
+// add counts res.
+func (c *counts) add(res Result) {
+	c.schedules++
+	c.acquisitions += res.Acquisitions
+	c.violations += len(res.Violations)
+	c.stalled += len(res.Stalled)
+	if res.Config.Sites {
+		c.sited++
+		c.sitedAcq += res.Acquisitions
+	}
+}
 
 // countsMark begins the line in which a process of spread tells its counts.
 const countsMark = "sim counts: "
 
 func (c counts) line(took time.Duration, seeds string) string {
-	return fmt.Sprintf("sim: %d schedules (%s) and %d acquisitions checked in %v (%.2f schedules/s), %d violations, %d workers without a turn once healed",
-		c.schedules, seeds, c.acquisitions, took.Round(time.Second), float64(c.schedules)/took.Seconds(), c.violations, c.stalled)
+	return fmt.Sprintf("sim: %d schedules (%s) and %d acquisitions checked in %v (%.2f schedules/s), %d violations, %d workers without a turn once healed; with sites: %d schedules, %d acquisitions",
+		c.schedules, seeds, c.acquisitions, took.Round(time.Second), float64(c.schedules)/took.Seconds(), c.violations, c.stalled, c.sited, c.sitedAcq)
 }
 
 // spread runs the seeds in -sim.procs processes of this test, every
@@ -83,7 +95,7 @@ func spread(t *testing.T) {
 	for i := range procs {
 		args := []string{"-test.run=^TestSimulation$", "-test.v", "-test.timeout=0", "-sim.procs=1",
 			fmt.Sprintf("-sim.start=%d", *simStart+uint64(i)), fmt.Sprintf("-sim.stride=%d", procs),
-			"-sim.time=" + simTime.String(), "-sim.only=" + *simOnly}
+			"-sim.time=" + simTime.String(), "-sim.only=" + *simOnly, fmt.Sprintf("-sim.sites=%t", *simSites)}
 		cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
 		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 		wg.Go(func() { errs[i] = cmd.Run() })
@@ -94,12 +106,14 @@ func spread(t *testing.T) {
 		var c counts
 		_, after, ok := strings.Cut(outs[i].String(), countsMark)
 		if ok {
-			_, _ = fmt.Sscan(after, &c.schedules, &c.acquisitions, &c.violations, &c.stalled)
+			_, _ = fmt.Sscan(after, &c.schedules, &c.acquisitions, &c.violations, &c.stalled, &c.sited, &c.sitedAcq)
 		}
 		all.schedules += c.schedules
 		all.acquisitions += c.acquisitions
 		all.violations += c.violations
 		all.stalled += c.stalled
+		all.sited += c.sited
+		all.sitedAcq += c.sitedAcq
 		if errs[i] != nil || !ok {
 			t.Errorf("process %d of %d (seeds from %d, every %d): %v\n%s", i+1, procs, *simStart+uint64(i), procs, errs[i], outs[i].String())
 		}
@@ -144,6 +158,7 @@ func runSeed(t *testing.T, seed uint64, keep bool) Result {
 	if *simOnly != "" {
 		cfg.Primitives = strings.Split(*simOnly, ",")
 	}
+	cfg.Sites = cfg.Sites || *simSites
 	cfg.Trace = keep
 	cryptotest.SetGlobalRandom(t, seed)
 	restore := jitter.Seed(seed)
@@ -159,6 +174,9 @@ func reportFailures(t *testing.T, res Result) {
 	only := ""
 	if *simOnly != "" {
 		only = " -sim.only=" + *simOnly
+	}
+	if *simSites {
+		only += " -sim.sites"
 	}
 	cmd := fmt.Sprintf("go test ./internal/sim -run TestSimulation -sim.seed=%d%s -sim.digest=%s -v", res.Config.Seed, only, res.Digest)
 	if raceEnabled {
