@@ -52,8 +52,8 @@ soak:
 ## own, apart from the other packages' timing-sensitive tests: 15 s with
 ## -race, then 60 s without, and TestReplay (a seed's runs are the same run);
 ## a failing seed prints the command that replays it, the same run.
-## One schedule in three places nodes and clients in three sites (WAN
-## delays); SIM_FLAGS=-sim.sites places every one so.
+## SIM_FLAGS=-sim.sites places every schedule's nodes and clients in three
+## sites (WAN delays, internal/sim/sites.go).
 SIM_TIME ?= 2m
 SIM_START ?= $(shell date +%s)
 SIM_FLAGS ?=

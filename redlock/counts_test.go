@@ -44,14 +44,16 @@ func TestFailedLapseCountsEveryNode(t *testing.T) {
 				for _, f := range fs[1:] {
 					f.Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 				}
+				// The failed nodes may hold the token: neither verdict
+				// is "not held".
 				err := m.Extend(t.Context())
-				require.ErrorIs(t, err, ErrNotHeld)
-				assert.ErrorContains(t, err, "lock not held: "+c.extended)
+				require.ErrorContains(t, err, "extension not confirmed: "+c.extended)
+				assert.NotErrorIs(t, err, ErrNotHeld)
 				assert.Len(t, report.NodeErrors(err), 2, "the failed nodes, named")
 
 				err = m.Unlock(t.Context())
-				require.ErrorIs(t, err, ErrNotHeld)
-				assert.ErrorContains(t, err, "lock not held: "+c.released)
+				require.ErrorContains(t, err, "release not confirmed: "+c.released)
+				assert.NotErrorIs(t, err, ErrNotHeld)
 				fs[0].Unhang()
 				synctest.Wait()
 			})

@@ -66,8 +66,8 @@ func processInvoice(ctx context.Context, rl *redlock.Redlock, steps []func()) (e
 	}
 	defer func() {
 		// Release even if ctx has ended. nil: no one else held the lock up to
-		// the release; ErrNotHeld: fewer than a quorum still held it (expired
-		// or taken), so someone else may have.
+		// the release; ErrNotHeld: the nodes said too few still held it
+		// (expired or taken), so someone else may have.
 		err = errors.Join(err, mu.Unlock(context.WithoutCancel(ctx)))
 	}()
 	for _, step := range steps {

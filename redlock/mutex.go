@@ -173,14 +173,16 @@ func (m *Mutex) live() *lease.Lease { return m.h.Live() }
 // closed): no other client held the lock up to the release, as far as the
 // nodes can tell (docs/API.md, ErrNotHeld, says when a node that finds the
 // key gone or another's confirms). Otherwise the error wraps one
-// [*report.NodeError] per failed node and [ErrNotHeld] (without I/O when
-// the mutex holds nothing), or instead: [ErrMisconfigured] when nodes that
-// refused it for good left no quorum; ctx.Err() when ctx had ended and
-// failed nodes left it unconfirmed; [ErrClockJump] when nodes whose clocks
-// jumped ahead, or that the clock guard refuses, left it unconfirmed; and
-// neither ("release not confirmed") when nodes answered from a server not
-// known to be the one the lock was taken on. Nodes that kept the token
-// free it when its TTL passes.
+// [*report.NodeError] per failed node and [ErrNotHeld] when the mutex
+// holds nothing (without I/O) or when so many nodes answered that the
+// token was gone that no quorum held it; or instead: [ErrMisconfigured]
+// when nodes that refused it for good left no quorum; "release not
+// confirmed" when failed nodes left it unconfirmed (they may have held the
+// token), wrapping ctx.Err() when ctx had ended; [ErrClockJump] when nodes
+// whose clocks jumped ahead, or that the clock guard refuses, left it
+// unconfirmed; and neither ("release not confirmed") when nodes answered
+// from a server not known to be the one the lock was taken on. Nodes that
+// kept the token free it when its TTL passes.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return engine.Invalid("nil context")
@@ -204,11 +206,14 @@ var errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
 // timeout (unless ctx ended), so that its error counts every node and
 // names those the token is gone from.
 //
-// On failure it returns an error wrapping [ErrNotHeld] ([ErrMisconfigured]
-// instead when nodes that refused it for good left no quorum), one
-// [*report.NodeError] per failed node, and ctx's error if ctx ended; Until
-// is then left as it was. When no quorum can hold the token any more, the
-// lock is lost: the error also wraps [ErrLockLost] and [Mutex.Done] closes.
+// On failure it returns an error with one [*report.NodeError] per failed
+// node, and ctx's error if ctx ended; Until is then left as it was. When
+// so many nodes answered that the token is gone that no quorum can hold
+// it any more, the lock is lost: the error wraps [ErrNotHeld] and
+// [ErrLockLost], and [Mutex.Done] closes. When failed nodes left it
+// neither confirmed nor refuted, it says "extension not confirmed",
+// without either: the lock stays held until Until. [ErrMisconfigured]
+// instead when nodes that refused it for good left no quorum.
 // From Done closing, TTL/20 before Until, Extend returns [ErrLockLost]
 // without [ErrNotHeld]: the acquisition has been given up.
 func (m *Mutex) Extend(ctx context.Context) error {

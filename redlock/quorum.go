@@ -46,11 +46,15 @@ var ErrNodesFailed = engine.ErrNodesFailed
 // ErrNotHeld is returned by [Mutex.Unlock] and [Mutex.Extend] (and by
 // [Semaphore.Release] and [Semaphore.Extend] for a permit) when the mutex
 // does not hold the lock: it was never acquired, was already unlocked, its
-// validity ran out (Extend), or fewer than a quorum of nodes still held
-// this acquisition's token. The error wraps one [*report.NodeError] per
-// node that failed. A release left unconfirmed otherwise (by failed nodes
-// once ctx ended, by clocks that jumped, by a server not known to be the
-// one the lock was taken on) returns another error: see [Mutex.Unlock].
+// validity ran out (Extend), or so many nodes answered that they no longer
+// hold this acquisition's token that the others cannot make a quorum (N-Q+1
+// of them: 3 of 5, 2 of 3). The error wraps one [*report.NodeError] per
+// node that failed. A release or an extension that failed nodes left
+// neither confirmed nor refuted (the nodes that failed may hold the token,
+// with those that answered yes) returns another error, "release not
+// confirmed" or "extension not confirmed", as do a release that clocks
+// that jumped or a server not known to be the one the lock was taken on
+// leave unconfirmed: see [Mutex.Unlock] and [Mutex.Extend].
 var ErrNotHeld = engine.ErrNotHeld
 
 // ErrLockLost means an acquisition (or a [Semaphore]'s permit) ended before

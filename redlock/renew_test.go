@@ -132,7 +132,7 @@ func TestRenewalFailsWhenMajorityStalls(t *testing.T) {
 		}
 		<-m.Done()
 		assert.ErrorIs(t, m.Err(), ErrLockLost)
-		assert.ErrorContains(t, m.Err(), "redlock: lock lost: validity ran out\nthe last extension failed: redlock: lock not held: extended on")
+		assert.ErrorContains(t, m.Err(), "redlock: lock lost: validity ran out\nthe last extension failed: redlock: extension not confirmed: extended on 2 of 5 nodes, quorum 3")
 		var failed []int
 		for _, ne := range report.NodeErrors(m.Err()) {
 			failed = append(failed, ne.Index)

@@ -68,21 +68,25 @@ func (s *Semaphore) Acquire(ctx context.Context) error { return s.sh.wait(ctx) }
 // It returns nil when a quorum of nodes (see [Semaphore.Quorum]) still
 // held the token, counted as for [Mutex.Unlock]: no more than the
 // semaphore's permits were held at once up to the release, as far as the
-// nodes can tell. Otherwise it returns an error wrapping [ErrNotHeld]
-// (without I/O when it holds no permit) and one [*report.NodeError] per
-// failed node; nodes that kept the token free it when its TTL passes. A
-// done ctx, slow nodes and undelivered releases are handled as by
-// Mutex.Unlock: an unconfirmed release after ctx ended wraps ctx.Err().
+// nodes can tell. Otherwise it returns an error with one
+// [*report.NodeError] per failed node, wrapping [ErrNotHeld] when it holds
+// no permit (without I/O) or when the nodes' answers leave no quorum
+// holding the token, and saying "release not confirmed" when failed nodes
+// left it unconfirmed, as [Mutex.Unlock] does; nodes that kept the token
+// free it when its TTL passes. A done ctx, slow nodes and undelivered
+// releases are handled as by Mutex.Unlock.
 func (s *Semaphore) Release(ctx context.Context) error { return s.sh.release(ctx) }
 
 // Extend re-arms the permit's full TTL on every node that still holds this
 // acquisition's token, as [Mutex.Extend] does for a lock: it moves
 // [Semaphore.Until] when a quorum did, never admits the token again where
 // its permit expired or was dropped, and makes no attempt once the
-// validity has run out. On failure it returns an error wrapping
-// [ErrNotHeld], one [*report.NodeError] per failed node, and ctx's error if
-// ctx ended; when no quorum can hold the token any more, the permit is
-// lost: the error also wraps [ErrLockLost] and [Semaphore.Done] closes.
+// validity has run out. On failure it returns an error with one
+// [*report.NodeError] per failed node, and ctx's error if ctx ended; when
+// the nodes' answers leave no quorum that can hold the token, the permit
+// is lost: the error wraps [ErrNotHeld] and [ErrLockLost], and
+// [Semaphore.Done] closes; when failed nodes left it unconfirmed, it says
+// "extension not confirmed", as [Mutex.Extend] does.
 func (s *Semaphore) Extend(ctx context.Context) error { return s.sh.extend(ctx) }
 
 // Until returns the end of the current permit's validity window: until

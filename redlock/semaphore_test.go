@@ -270,7 +270,8 @@ func TestSemaphoreExtendAndReleaseNeedItsQuorum(t *testing.T) {
 			f.Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		}
 		err = s.Release(t.Context())
-		require.ErrorIs(t, err, ErrNotHeld, "held on 3 of 5, quorum 4")
+		require.ErrorContains(t, err, "release not confirmed", "held on 3 of 5, quorum 4")
+		assert.NotErrorIs(t, err, ErrNotHeld, "the two failed may hold the permit")
 		assert.Len(t, report.NodeErrors(err), 2)
 	})
 }

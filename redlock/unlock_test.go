@@ -177,8 +177,26 @@ func TestUnlockMinorityFailing(t *testing.T) {
 		fs[1].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		fs[2].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
 		err := m.Unlock(t.Context())
-		require.ErrorIs(t, err, ErrNotHeld)
+		require.ErrorContains(t, err, "release not confirmed: token found on 2 of 5 nodes, quorum 3")
+		assert.NotErrorIs(t, err, ErrNotHeld, "the three failed may hold the token")
 		assert.Len(t, report.NodeErrors(err), 3)
+
+		// Three that answered without the token (an extension counts no
+		// absent key as its own), beside one that failed: not held.
+		for _, f := range fs[:3] {
+			f.Faults(func(n *nodetest.Fake) { n.Err = nil })
+		}
+		require.NoError(t, m.Lock(t.Context()))
+		synctest.Wait()
+		for _, f := range fs[:3] {
+			f.Faults(func(n *nodetest.Fake) { delete(n.Data, "k") })
+		}
+		fs[3].Faults(func(n *nodetest.Fake) { n.Err = errBoom })
+		err = m.Extend(t.Context())
+		require.ErrorIs(t, err, ErrNotHeld)
+		assert.ErrorIs(t, err, ErrLockLost)
+		assert.ErrorContains(t, err, "lock not held: extended on 1 of 5 nodes, quorum 3")
+		assert.Len(t, report.NodeErrors(err), 1)
 	})
 }
 

@@ -30,7 +30,7 @@ var (
 	simSame   = flag.Int("sim.same", 0, "with -sim.seed: run the seed this many times and compare the requests the nodes received")
 	simProcs  = flag.Int("sim.procs", runtime.NumCPU(), "run seeds in this many processes (each runs Go on one thread)")
 	simStride = flag.Uint64("sim.stride", 1, "run every this many seeds from -sim.start (set by -sim.procs)")
-	simSites  = flag.Bool("sim.sites", false, "place every schedule's nodes and clients in three sites (see sites.go), not one schedule in three")
+	simSites  = flag.Bool("sim.sites", false, "place every schedule's nodes and clients in three sites (see sites.go)")
 )
 
 // TestSimulation runs seeded schedules for -sim.time (or the one seed

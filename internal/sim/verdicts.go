@@ -91,8 +91,8 @@ func count(nodes []bool) int {
 
 // notHeld fills v, the verdict of a call that returned err (ErrNotHeld),
 // when held says which nodes held the token as it began: what it claims
-// is checked against the nodes that answered it (see notHeldUntrue); with
-// strictNotHeld, against every node.
+// is checked against every node, those that failed included (see
+// notHeldUntrue); the failed are counted for the message.
 //
 // resent, for a release, are the nodes it reached twice (the client
 // resent it after its reply was lost) and found another's token on at
@@ -103,30 +103,20 @@ func count(nodes []bool) int {
 func notHeld(v *verdict, err error, held, resent []bool) {
 	v.what, v.err = notHeldKind, err.Error()
 	v.clockJump = errors.Is(err, redlock.ErrClockJump)
-	answered := slices.Clone(held)
 	for _, ne := range report.NodeErrors(err) {
-		if ne.Index >= 0 && ne.Index < len(answered) {
-			answered[ne.Index] = false
+		if ne.Index >= 0 && ne.Index < len(held) {
 			v.failed++
 		}
 	}
+	counted := slices.Clone(held)
 	for i, on := range resent {
-		if on && answered[i] {
-			answered[i] = false
+		if on && counted[i] {
+			counted[i] = false
 			v.resent++
 		}
 	}
-	v.heldAll, v.held = count(held), count(answered)
-	if strictNotHeld {
-		v.held = v.heldAll
-	}
+	v.heldAll, v.held = count(held), count(counted)
 }
-
-// strictNotHeld makes every ErrNotHeld claim that the hold ended, also one
-// whose nodes failed so many that those that answered could not tell: the
-// library says "not held" for "not confirmed" then (ErrNotHeld's doc says
-// it wraps the nodes that failed), and a run finds that at once.
-const strictNotHeld = false
 
 // release releases g with op (named name), records its verdict when it is
 // nil or ErrNotHeld, and records g's holds (one per name, each until end)

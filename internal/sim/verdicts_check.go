@@ -29,7 +29,7 @@ type verdict struct {
 	clockJump bool
 	// ErrNotHeld's: the nodes that held the token as the call began,
 	// those its error names as failed, and those a resent release found
-	// another's (held counts neither, see notHeldUntrue)
+	// another's (held counts the failed, not the resent: see notHeldUntrue)
 	heldAll, failed, resent int
 }
 
@@ -103,19 +103,17 @@ func (h *history) releaseUntrue(v verdict, hs []hold) string {
 // notHeldUntrue checks ErrNotHeld from a release or an Extend. It says h's
 // hold had ended by the time it returned: it returned at or after Until
 // (the nodes may have let the token expire while the call ran), or fewer
-// than the quorum of the nodes that answered it (all but those its error
-// names as failed: a failed node's answer is unknown) held h's token (live
-// on the node's clock) as the call began, leaving out a node that
+// than the quorum of all the nodes held h's token (live on the node's
+// clock) as the call began: a node that failed is no excuse (the library
+// says "not confirmed" when failed nodes leave the count open), leaving
+// out a node that
 // restarted or whose clock stepped while the call ran (it may have lost
 // the key before the request reached it: see Sim.unfaulted). A node a release reached twice
 // (resent after its reply was lost) and found another's token on at its
 // return did not answer either: its first try freed the key, another took
 // it, and the resend, whose answer the library read, found it another's;
 // only the first try's answer (lost) could tell, and a "gone" resend is
-// still judged (the library must count it, see Mutex.Unlock). With
-// strictNotHeld, of all nodes: ErrNotHeld's doc says "fewer than a quorum
-// of nodes still held", and today's library also returns it when too many
-// nodes failed to tell. A lease given up for a node's clock jump (the
+// still judged (the library must count it, see Mutex.Unlock). A lease given up for a node's clock jump (the
 // error wraps ErrClockJump) is excused once some node's clock stepped or
 // it restarted: the guard cannot tell a jump that kept the key from one
 // that expired it, and says "may no longer be held" so.
@@ -129,7 +127,7 @@ func (h *history) notHeldUntrue(v verdict) string {
 		return ""
 	}
 	if v.ret.Before(v.until) && v.held >= v.quorum {
-		return fmt.Sprintf("%s: %s's %s at %v said not held, but %d nodes that answered (%d in all, %d failed, %d resent; quorum %d) held its token, valid until %v: %s",
+		return fmt.Sprintf("%s: %s's %s at %v said not held, but %d nodes (%d in all, %d of them failed, %d resent; quorum %d) held its token, valid until %v: %s",
 			x.res, x.who, v.op, h.at(v.call), v.held, v.heldAll, v.failed, v.resent, v.quorum, h.at(v.until), v.err)
 	}
 	return ""

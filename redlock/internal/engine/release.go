@@ -52,10 +52,11 @@ type Lapse struct {
 // context (a cancelled job, a program shutting down) frees the lock and
 // learns whether it held it. Once ctx has ended, Free also waits, within
 // that bound, for the nodes still due (a program going away leaves nothing
-// in the background), and a release that no quorum confirmed returns
+// in the background). A release that no quorum confirmed returns
 // ErrNotHeld only when the nodes answered that the token was gone from too
 // many of them for a quorum; otherwise (nodes failed) the error says the
-// release was not confirmed and wraps ctx.Err(), not ErrNotHeld.
+// release was not confirmed (and wraps ctx.Err() once ctx has ended), not
+// ErrNotHeld.
 //
 // A node that answers that the key is without the token (absent, or
 // another's) counts as holding it only before the expiry that node itself
@@ -118,6 +119,12 @@ func (e *Engine) Free(ctx context.Context, op node.Op, name string, announced bo
 // confirmed nor refuted (see unfreed): not ErrNotHeld.
 var errUnconfirmed = errors.New("redlock: release not confirmed")
 
+// errNotExtended heads the error of an extension that nodes left neither
+// confirmed nor refuted: no quorum extended, and too few answered that
+// the token was gone to say that no quorum holds it (the others failed).
+// The lease keeps its validity; not ErrNotHeld.
+var errNotExtended = errors.New("redlock: extension not confirmed")
+
 // unfreed is the error of a release that no quorum confirmed (see Free);
 // ended is ctx's error as the release was decided.
 func (e *Engine) unfreed(ctx context.Context, ended error, rule *releaseRule, t *quorum.Tally) error {
@@ -143,8 +150,13 @@ func (e *Engine) unfreed(ctx context.Context, ended error, rule *releaseRule, t 
 		}
 		return e.fail(sentinel, reason, ended, t)
 	}
-	if ended != nil && !t.LostForGood() && !t.Hopeless() {
-		return e.unconfirmed(ctx, reason, t)
+	if !t.LostForGood() && !t.Hopeless() {
+		// Too few said the token was gone to say that no quorum held it:
+		// the nodes that failed may have, with those that confirmed.
+		if ended != nil {
+			return e.unconfirmed(ctx, reason, t)
+		}
+		return e.fail(errUnconfirmed, reason, nil, t)
 	}
 	return e.failLapse("release", reason, ended, t)
 }
@@ -159,8 +171,9 @@ type Confirmed interface {
 }
 
 // failLapse is the error of a release or extension that no quorum
-// confirmed: ErrNotHeld with reason, unless the nodes that refused it for
-// good (node.ErrMisconfigured: a missing ACL permission, say) left no quorum.
+// confirmed and that the nodes refuted (see Free and Extend): ErrNotHeld
+// with reason, unless the nodes that refused it for good
+// (node.ErrMisconfigured: a missing ACL permission, say) left no quorum.
 // The lock is then not known to be lost: it is refused, and the error
 // wraps node.ErrMisconfigured instead.
 func (e *Engine) failLapse(what, reason string, ctxErr error, t *quorum.Tally) error {
@@ -274,7 +287,10 @@ func addNode(nodes []int, i int) []int {
 // Extend runs the extend request on every node and reports whether a
 // quorum still held the token and re-armed its TTL. It also returns the
 // nodes that answered yes by then, whatever the outcome: each re-armed
-// the key for the TTL from the round's start at the earliest.
+// the key for the TTL from the round's start at the earliest. A failure
+// is ErrNotHeld, with ErrLockLost, only when so many nodes answered that
+// the token was gone that no quorum can hold it; when nodes failed
+// instead, it is errNotExtended (the lease stands until its validity).
 func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) (granted []int, err error) {
 	if err := e.Track(); err != nil {
 		return nil, err
@@ -302,6 +318,11 @@ func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) (granted []int
 		// Those nodes answered, and no longer hold the token: not a
 		// failure of theirs, so no node error says it.
 		reason += fmt.Sprintf("; the token is gone from %s: its key expired there, or another client deleted it (a forced unlock)", nodeList(gone))
+	}
+	if !t.LostForGood() && !t.Hopeless() {
+		// Too few said the token was gone to say that no quorum holds
+		// it: the nodes that failed may, with those that extended.
+		return granted, e.fail(errNotExtended, reason, ctxErr, t)
 	}
 	err = e.failLapse("extension", reason, ctxErr, t)
 	if t.LostForGood() {
