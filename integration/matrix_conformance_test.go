@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	rlnode "github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/conformance"
 	rlgoredis "github.com/redlock-go/redlock/internal/node/goredis"
+	"github.com/redlock-go/redlock/internal/node/rueidiswire"
 )
 
 // matrixConformance runs the node protocol's cases (package conformance)
@@ -21,24 +23,35 @@ import (
 // a server with SET IFEQ alone releases as transactions do, and is held to
 // their row of the table of ways). Every case, each way, the same answers
 // as the unit tests hold miniredis and the fake to.
+//
+// It runs them twice: over go-redis clients, then over rueidis clients
+// (package rueidiswire, what redlockrueidis builds on), each a transport
+// of the same commands.
 func matrixConformance(t *testing.T, s *Servers, row serverRow) {
 	t.Helper()
 	require.GreaterOrEqual(t, s.Len(), 3)
-	sides := []*conformance.Side{
-		realSide(t, s, 0, rlnode.Scripts, rlnode.Scripts),
-		realSide(t, s, 1, rlnode.Transactions, rlnode.Transactions),
+	for _, client := range []string{"go-redis", "rueidis"} {
+		t.Run(client, func(t *testing.T) {
+			side := func(i int, way, as rlnode.Way) *conformance.Side {
+				if client == "rueidis" {
+					return rueidisSide(t, s, i, way, as)
+				}
+				return realSide(t, s, i, way, as)
+			}
+			sides := []*conformance.Side{side(0, rlnode.Scripts, rlnode.Scripts), side(1, rlnode.Transactions, rlnode.Transactions)}
+			native := rlnode.Transactions
+			if row.cmds.delIfEq || row.cmds.delEx {
+				native = rlnode.Native
+			}
+			if row.cmds.setIfEq || native == rlnode.Native {
+				sides = append(sides, side(2, rlnode.Native, native))
+			}
+			for _, side := range sides[1:] {
+				conformance.Refuses(t, side.Node, side.Way)
+			}
+			conformance.Run(t, fmt.Sprintf("conformance:%s:%d", client, time.Now().UnixNano()), sides, conformance.Cases())
+		})
 	}
-	native := rlnode.Transactions
-	if row.cmds.delIfEq || row.cmds.delEx {
-		native = rlnode.Native
-	}
-	if row.cmds.setIfEq || native == rlnode.Native {
-		sides = append(sides, realSide(t, s, 2, rlnode.Native, native))
-	}
-	for _, side := range sides[1:] {
-		conformance.Refuses(t, side.Node, side.Way)
-	}
-	conformance.Run(t, fmt.Sprintf("conformance:%d", time.Now().UnixNano()), sides, conformance.Cases())
 }
 
 // conformanceWithoutLua runs the cases on a node left to find by itself
@@ -61,7 +74,24 @@ func conformanceWithoutLua(t *testing.T, s *Servers, row serverRow) {
 // row as.
 func realSide(t *testing.T, s *Servers, i int, way, as rlnode.Way) *conformance.Side {
 	t.Helper()
-	n := rlgoredis.NewNode(redis.NewClient(&redis.Options{Addr: s.Addr(i)}))
+	return sideOf(t, s, i, rlgoredis.NewNode(redis.NewClient(&redis.Options{Addr: s.Addr(i)})), way, as)
+}
+
+// rueidisSide is realSide over a rueidis client.
+func rueidisSide(t *testing.T, s *Servers, i int, way, as rlnode.Way) *conformance.Side {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr(i)}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	side := sideOf(t, s, i, rueidiswire.NewNode(c, rlnode.Config{}), way, as)
+	side.Name = "rueidis, " + side.Name
+	return side
+}
+
+// sideOf is node n, of server i of s, spoken to in way, held to the table
+// of ways' row as.
+func sideOf(t *testing.T, s *Servers, i int, n *rlnode.Redis, way, as rlnode.Way) *conformance.Side {
+	t.Helper()
 	n.SetWay(way)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	admin := redis.NewClient(&redis.Options{Addr: s.Addr(i)})

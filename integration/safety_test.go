@@ -85,6 +85,19 @@ type nodesOf func(i int) []redis.UniversalClient
 // found its token on a quorum, and that fencing tokens grow with the holds.
 func safetyWorkload(t *testing.T, nodes nodesOf, name string, kind lockKind, newOpts ...redlock.Option) {
 	t.Helper()
+	safetyOver(t, func(t *testing.T, i int) *redlock.Redlock {
+		t.Helper()
+		return redlockOver(t, nodes(i), newOpts...)
+	}, name, kind)
+}
+
+// redlocksOf returns a new Redlock, the i-th of a workload, with clients of
+// its own, closed when t ends.
+type redlocksOf func(t *testing.T, i int) *redlock.Redlock
+
+// safetyOver is safetyWorkload over the Redlocks made gives.
+func safetyOver(t *testing.T, made redlocksOf, name string, kind lockKind) {
+	t.Helper()
 	ctx := timeout(t, 2*time.Minute)
 	// A node that answers within a second is up: a loaded machine is not
 	// what this test is about, and a release that timed out on a majority
@@ -92,7 +105,7 @@ func safetyWorkload(t *testing.T, nodes nodesOf, name string, kind lockKind, new
 	opts := append([]redlock.LockOption{redlock.WithTTL(5 * time.Second), redlock.WithNodeTimeout(time.Second)}, kind.opts...)
 	var workers []*safetyWorker
 	for i := range safetyRedlocks {
-		rl := redlockOver(t, nodes(i), newOpts...)
+		rl := made(t, i)
 		for range safetyWorkers {
 			workers = append(workers, &safetyWorker{id: len(workers), m: newMutex(t, rl, name, opts...)})
 		}
@@ -192,13 +205,22 @@ func (w *safetyWorker) lock(t *testing.T, ctx context.Context, holds, round int)
 // node) meet no other kind.
 func eachKind(t *testing.T, nodes nodesOf, base string) {
 	t.Helper()
+	eachKindOver(t, func(t *testing.T, i int) *redlock.Redlock {
+		t.Helper()
+		return redlockOver(t, nodes(i))
+	}, base)
+}
+
+// eachKindOver is eachKind over the Redlocks made gives.
+func eachKindOver(t *testing.T, made redlocksOf, base string) {
+	t.Helper()
 	for _, kind := range lockKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			name := base
 			if kind.name != plainKind.name {
 				name += "/" + kind.name
 			}
-			safetyWorkload(t, nodes, name, kind)
+			safetyOver(t, made, name, kind)
 		})
 	}
 }

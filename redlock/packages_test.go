@@ -32,6 +32,11 @@ var mayImport = map[string][]string{
 	// go-redis (see goRedisAllowed).
 	"internal/node/goredis":             {"internal/node", "internal/life"},
 	"internal/node/goredis/goredistest": {},
+	// The rueidis transport, go-redis' twin for redlockrueidis.
+	"internal/node/rueidiswire": {"internal/node", "internal/life"},
+	// The hook redlockrueidis builds a Redlock through (set by package
+	// redlock).
+	"internal/adapt": {"internal/node"},
 	// The node protocol's cases: what every way and the fake are held to.
 	"internal/node/conformance": {"internal/node"},
 	"internal/waitq":            {"internal/node", "internal/jitter", "internal/life"},

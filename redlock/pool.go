@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/adapt"
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/goredis"
 	"github.com/redlock-go/redlock/redlock/internal/engine"
@@ -57,6 +58,28 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 		c.NoScripts = cfg.NoScripts
 		return goredis.NewNodeWith(clients[i], c)
 	}, opts)
+}
+
+func init() { adapt.Build = newOver }
+
+// newOver builds a Redlock over transports, for the packages of other
+// clients (see package adapt).
+func newOver(ts []node.Transport, opts []any) (any, error) {
+	os := make([]Option, len(opts))
+	for i, o := range opts {
+		var ok bool
+		if os[i], ok = o.(Option); !ok {
+			return nil, engine.Invalid("option %d is a %T, not a redlock.Option", i, o)
+		}
+	}
+	r, err := build(len(ts), func(i int, c node.Config, cfg config) node.Node {
+		c.NoScripts = cfg.NoScripts
+		return node.NewOver(ts[i], c)
+	}, os)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // newRedlock builds a Redlock over nodes already made; tests pass fakes.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -13,6 +14,7 @@ import (
 	"github.com/redlock-go/redlock/internal/node/goredis"
 	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
+	"github.com/redlock-go/redlock/internal/node/rueidiswire"
 )
 
 // Every way, and the fake, checked against the cases (package
@@ -42,6 +44,24 @@ func TestWaysAnswerAsTheCases(t *testing.T) {
 	conformance.Run(t, "conformance", sides, conformance.Cases())
 }
 
+// TestRueidisAnswersAsTheCases runs the cases over the rueidis transport
+// (package rueidiswire) on miniredis, each way: the same commands, read
+// from another client's replies, give the same answers.
+func TestRueidisAnswersAsTheCases(t *testing.T) {
+	var sides []*conformance.Side
+	for _, w := range []node.Way{node.Scripts, node.Transactions, node.Native} {
+		s := waySideOver(t, w, func(addr string) *node.Redis {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			return rueidiswire.NewNode(c, node.Config{})
+		})
+		s.Name = "rueidis, " + s.Name
+		sides = append(sides, s)
+	}
+	conformance.Run(t, "conformance", sides, conformance.Cases())
+}
+
 // fakeSide is a nodetest fake, refused scripts when noScripts; its clock
 // is aged rather than waited for.
 func fakeSide(noScripts bool) *conformance.Side {
@@ -60,7 +80,20 @@ func fakeSide(noScripts bool) *conformance.Side {
 func waySide(t *testing.T, w node.Way) *conformance.Side {
 	t.Helper()
 	servers, clients := goredistest.Miniredis(t, 1)
-	s, n := servers[0], goredis.NewNode(clients[0])
+	return sideOn(t, servers[0], goredis.NewNode(clients[0]), w)
+}
+
+// waySideOver is waySide over the node over makes of a new miniredis
+// server's address.
+func waySideOver(t *testing.T, w node.Way, over func(addr string) *node.Redis) *conformance.Side {
+	t.Helper()
+	servers, _ := goredistest.Miniredis(t, 1)
+	return sideOn(t, servers[0], over(servers[0].Addr()), w)
+}
+
+// sideOn is node n of miniredis server s, spoken to in way w.
+func sideOn(t *testing.T, s *miniredis.Miniredis, n *node.Redis, w node.Way) *conformance.Side {
+	t.Helper()
 	n.SetWay(w)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	now := time.Now()
