@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 
 	"github.com/redlock-go/redlock/internal/node"
@@ -271,5 +272,38 @@ func TestReentrantUnlockNamesTheNextWaiter(t *testing.T) {
 		require.NoError(t, <-gotNext)
 		assert.Less(t, time.Since(start), time.Second, "the next waiter took the lock at the announcement, not after its back-off")
 		require.NoError(t, next.Unlock(t.Context()))
+	})
+}
+
+// TestReentrantReentryIsNotCourteous re-enters a reentrant lock that this
+// process took right after another of its Mutexes released it to waiters:
+// the courtesy (let the waiters just released go first) is not for the
+// holder's own re-entry, which no waiter can take meanwhile. It once
+// waited a queued back-off there, half the longest at least.
+func TestReentrantReentryIsNotCourteous(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		other, err := newRedlock(nodetest.Nodes(fs)) // another process on the same nodes
+		require.NoError(t, err)
+		defer func() { require.NoError(t, other.Close(context.Background())) }()
+		slow := WithRetryDelay(5*time.Second, 10*time.Second)
+		first := newFakeMutex(t, r, "k", WithReentrant(), slow)
+		next := newFakeMutex(t, r, "k", WithReentrant(), slow)
+		far := newFakeMutex(t, other, "k", WithReentrant(), slow)
+		require.NoError(t, first.Lock(t.Context()))
+		gotNext, gotFar := make(chan error, 1), make(chan error, 1)
+		go func() { gotNext <- next.Lock(t.Context()) }()
+		synctest.Wait() // refused, queued first
+		go func() { gotFar <- far.Lock(t.Context()) }()
+		synctest.Wait()                               // queued behind it
+		require.NoError(t, first.Unlock(t.Context())) // reaches the waiters: the courtesy begins
+		require.NoError(t, <-gotNext)
+		start := time.Now()
+		require.NoError(t, next.Lock(t.Context()), "re-entry")
+		assert.Less(t, time.Since(start), time.Millisecond, "the holder re-entered at once, without the courtesy's wait")
+		require.NoError(t, next.Unlock(t.Context()))
+		require.NoError(t, next.Unlock(t.Context()))
+		require.NoError(t, <-gotFar)
+		require.NoError(t, far.Unlock(t.Context()))
 	})
 }

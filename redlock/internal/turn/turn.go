@@ -23,7 +23,8 @@ import (
 //
 //   - Trying: a wait makes an attempt at once, unless this process's last
 //     release of the name reached waiters (the courtesy): it then lets
-//     them go first. A TryLock is a wait of one attempt, without the
+//     them go first; a reentrant lock's re-entry by its holder tries at
+//     once all the same. A TryLock is a wait of one attempt, without the
 //     courtesy or the queue (Once).
 //   - Settling: an attempt refused by a split (engine.ErrSplit: no one
 //     holds a quorum) does not count against the attempts bound while the
@@ -160,7 +161,9 @@ func (wt *Waiting) Begin(ctx context.Context) error {
 	if wt.Once {
 		wt.tries = 1
 	}
-	if wt.Kind >= Lock && !wt.Once {
+	// A holder's re-entry (a reentrant lock's Lock while it holds it)
+	// makes no one wait: no waiter can take the lock meanwhile.
+	if wt.Kind >= Lock && !wt.Once && wt.Holder.Live() == nil {
 		if err := wt.courtesy(ctx); err != nil {
 			return err
 		}
