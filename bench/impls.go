@@ -166,7 +166,13 @@ func redlockImplWith(name string, clients []redis.UniversalClient, newHolder fun
 	if err != nil {
 		panic(err)
 	}
-	im := impl{name: name, nodes: len(clients), close: func() { _ = rl.Close(context.Background()) }}
+	return redlockImplOver(name, rl, len(clients), newHolder)
+}
+
+// redlockImplOver is redlockImplWith over rl, a Redlock of n nodes made
+// already.
+func redlockImplOver(name string, rl *redlock.Redlock, n int, newHolder func(*redlock.Redlock, string) (holder, error)) impl {
+	im := impl{name: name, nodes: n, close: func() { _ = rl.Close(context.Background()) }}
 	im.lock = func(ctx context.Context, key string) (func(context.Context) error, error) {
 		h, err := newHolder(rl, key)
 		if err != nil {
@@ -188,10 +194,14 @@ func newRedsyncImpl(clients []redis.UniversalClient) impl {
 	for i, c := range clients {
 		pools[i] = goredis.NewPool(c)
 	}
-	rs := redsync.New(pools...)
+	return redsyncOver("redsync", redsync.New(pools...), len(clients))
+}
+
+// redsyncOver is redsync's impl over rs, of n nodes.
+func redsyncOver(name string, rs *redsync.Redsync, n int) impl {
 	return impl{
-		name:  "redsync",
-		nodes: len(clients),
+		name:  name,
+		nodes: n,
 		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
 			m := rs.NewMutex(key, redsync.WithTries(1), redsync.WithExpiry(ttl))
 			if err := m.LockContext(ctx); err != nil {

@@ -100,7 +100,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 type factory func([]redis.UniversalClient) impl
 
-var factories = []factory{newRedlockImpl, newRedsyncImpl, newRawImpl, newBsmImpl, newMultiImpl, newReadImpl, newWriteImpl, newSemaphoreImpl, newNoScriptsImpl}
+var factories = []factory{newRedlockImpl, newRedsyncImpl, newRueidisImpl, newValkeyImpl, newRedsyncRueidisImpl, newRawImpl, newBsmImpl, newMultiImpl, newReadImpl, newWriteImpl, newSemaphoreImpl, newNoScriptsImpl}
 
 // measureImpl measures the implementation that f makes, in round, on the
 // cluster's nodes and, when it uses five, through the proxies with two of

@@ -9,11 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
+	valkey "github.com/valkey-io/valkey-go"
 
 	rlnode "github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/conformance"
 	rlgoredis "github.com/redlock-go/redlock/internal/node/goredis"
 	"github.com/redlock-go/redlock/internal/node/rueidiswire"
+	"github.com/redlock-go/redlock/internal/node/valkeywire"
 )
 
 // matrixConformance runs the node protocol's cases (package conformance)
@@ -24,17 +26,17 @@ import (
 // their row of the table of ways). Every case, each way, the same answers
 // as the unit tests hold miniredis and the fake to.
 //
-// It runs them twice: over go-redis clients, then over rueidis clients
-// (package rueidiswire, what redlockrueidis builds on), each a transport
-// of the same commands.
+// It runs them over go-redis clients, then over rueidis and valkey-go
+// clients (packages rueidiswire and valkeywire, what redlockrueidis and
+// redlockvalkey build on), each a transport of the same commands.
 func matrixConformance(t *testing.T, s *Servers, row serverRow) {
 	t.Helper()
 	require.GreaterOrEqual(t, s.Len(), 3)
-	for _, client := range []string{"go-redis", "rueidis"} {
+	for _, client := range append([]string{"go-redis"}, otherClients...) {
 		t.Run(client, func(t *testing.T) {
 			side := func(i int, way, as rlnode.Way) *conformance.Side {
-				if client == "rueidis" {
-					return rueidisSide(t, s, i, way, as)
+				if client != "go-redis" {
+					return otherSide(t, client, s, i, way, as)
 				}
 				return realSide(t, s, i, way, as)
 			}
@@ -77,14 +79,27 @@ func realSide(t *testing.T, s *Servers, i int, way, as rlnode.Way) *conformance.
 	return sideOf(t, s, i, rlgoredis.NewNode(redis.NewClient(&redis.Options{Addr: s.Addr(i)})), way, as)
 }
 
-// rueidisSide is realSide over a rueidis client.
-func rueidisSide(t *testing.T, s *Servers, i int, way, as rlnode.Way) *conformance.Side {
+// otherSide is realSide over a client of another kind: rueidis or
+// valkey-go.
+func otherSide(t *testing.T, client string, s *Servers, i int, way, as rlnode.Way) *conformance.Side {
 	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr(i)}})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	side := sideOf(t, s, i, rueidiswire.NewNode(c, rlnode.Config{}), way, as)
-	side.Name = "rueidis, " + side.Name
+	var n *rlnode.Redis
+	switch client {
+	case "rueidis":
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr(i)}})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		n = rueidiswire.NewNode(c, rlnode.Config{})
+	case "valkey-go":
+		c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{s.Addr(i)}})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		n = valkeywire.NewNode(c, rlnode.Config{})
+	default:
+		t.Fatalf("no client %q", client)
+	}
+	side := sideOf(t, s, i, n, way, as)
+	side.Name = client + ", " + side.Name
 	return side
 }
 

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/redlock"
 	"github.com/stretchr/testify/assert"
@@ -47,13 +45,15 @@ func TestServerMatrix(t *testing.T) {
 			t.Run("lock", func(t *testing.T) { matrixLock(t, s) })
 			t.Run("conformance", func(t *testing.T) { matrixConformance(t, s, row) })
 			t.Run("safety", func(t *testing.T) { eachKind(t, allClients(s, nil), "matrix:safety") })
-			t.Run("safety over rueidis", func(t *testing.T) {
-				addrs := make([]string, s.Len())
-				for i := range addrs {
-					addrs[i] = s.Addr(i)
-				}
-				eachKindOver(t, rueidisMade(func() []rueidis.ClientOption { return rueidisEach(rueidis.ClientOption{}, addrs...) }), "matrix:rueidis")
-			})
+			for _, client := range otherClients {
+				t.Run("safety over "+client, func(t *testing.T) {
+					addrs := make([]string, s.Len())
+					for i := range addrs {
+						addrs[i] = s.Addr(i)
+					}
+					eachKindOver(t, otherMade(client, specsOf(addrs...)), "matrix:"+client)
+				})
+			}
 			// A node that answers within a second is up, as in the
 			// safety workload: a loaded machine is not what the matrix is
 			// about (the contention tests' own 100 ms is).

@@ -32,8 +32,10 @@ var mayImport = map[string][]string{
 	// go-redis (see goRedisAllowed).
 	"internal/node/goredis":             {"internal/node", "internal/life"},
 	"internal/node/goredis/goredistest": {},
-	// The rueidis transport, go-redis' twin for redlockrueidis.
+	// The rueidis transport, go-redis' twin for redlockrueidis, and its
+	// valkey-go copy (generated) for redlockvalkey.
 	"internal/node/rueidiswire": {"internal/node", "internal/life"},
+	"internal/node/valkeywire":  {"internal/node", "internal/life"},
 	// The hook redlockrueidis builds a Redlock through (set by package
 	// redlock).
 	"internal/adapt": {"internal/node"},

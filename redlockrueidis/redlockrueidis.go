@@ -16,8 +16,8 @@
 //
 // Each client is one node: a single server, a Sentinel-managed master
 // (ClientOption.Sentinel) or a Redis Cluster, each an independent master;
-// TLS and ACL users are the client's own options. A rueidis client
-// speaks RESP3, so every server must be Redis 6 or later (or Valkey).
+// TLS and ACL users are the client's own options. The servers are those
+// redlock.New supports (Redis 7.0 or later, Valkey 8.0 or later).
 //
 // What differs from go-redis: a node whose server refuses connections
 // fails each call with the client's own dial error, bounded by the node

@@ -8,6 +8,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
+	valkey "github.com/valkey-io/valkey-go"
 
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/conformance"
@@ -15,6 +16,7 @@ import (
 	"github.com/redlock-go/redlock/internal/node/goredis/goredistest"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 	"github.com/redlock-go/redlock/internal/node/rueidiswire"
+	"github.com/redlock-go/redlock/internal/node/valkeywire"
 )
 
 // Every way, and the fake, checked against the cases (package
@@ -44,20 +46,32 @@ func TestWaysAnswerAsTheCases(t *testing.T) {
 	conformance.Run(t, "conformance", sides, conformance.Cases())
 }
 
-// TestRueidisAnswersAsTheCases runs the cases over the rueidis transport
-// (package rueidiswire) on miniredis, each way: the same commands, read
-// from another client's replies, give the same answers.
-func TestRueidisAnswersAsTheCases(t *testing.T) {
-	var sides []*conformance.Side
-	for _, w := range []node.Way{node.Scripts, node.Transactions, node.Native} {
-		s := waySideOver(t, w, func(addr string) *node.Redis {
+// TestOtherTransportsAnswerAsTheCases runs the cases over the rueidis and
+// valkey-go transports (packages rueidiswire and valkeywire) on miniredis,
+// each way: the same commands, read from other clients' replies, give the
+// same answers.
+func TestOtherTransportsAnswerAsTheCases(t *testing.T) {
+	over := map[string]func(addr string) *node.Redis{
+		"rueidis": func(addr string) *node.Redis {
 			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return rueidiswire.NewNode(c, node.Config{})
-		})
-		s.Name = "rueidis, " + s.Name
-		sides = append(sides, s)
+		},
+		"valkey-go": func(addr string) *node.Redis {
+			c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			return valkeywire.NewNode(c, node.Config{})
+		},
+	}
+	var sides []*conformance.Side
+	for client, mk := range over {
+		for _, w := range []node.Way{node.Scripts, node.Transactions, node.Native} {
+			s := waySideOver(t, w, mk)
+			s.Name = client + ", " + s.Name
+			sides = append(sides, s)
+		}
 	}
 	conformance.Run(t, "conformance", sides, conformance.Cases())
 }

@@ -114,32 +114,40 @@ type doer interface {
 	DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult
 }
 
-// completed is a round trip's commands, reused.
-var completed = sync.Pool{New: func() any { return new([]rueidis.Completed) }}
+// scratch is a round trip's commands and the words of the one being
+// built, reused.
+type scratch struct {
+	cmds  []rueidis.Completed
+	words []string
+}
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
 
 // send sends cmds in one round trip on d and answers each.
 func send(ctx context.Context, d doer, cmds []*node.Cmd) {
-	buf := completed.Get().(*[]rueidis.Completed)
-	rcs := (*buf)[:0]
+	sc := scratches.Get().(*scratch)
 	for _, c := range cmds {
-		rcs = append(rcs, build(d.B(), c.Args))
+		sc.cmds = append(sc.cmds, sc.build(d.B(), c.Args))
 	}
-	for i, r := range d.DoMulti(ctx, rcs...) {
+	for i, r := range d.DoMulti(ctx, sc.cmds...) {
 		answer(cmds[i], r)
 	}
-	clear(rcs)
-	*buf = rcs[:0]
-	completed.Put(buf)
+	clear(sc.cmds)
+	sc.cmds = sc.cmds[:0]
+	scratches.Put(sc)
 }
 
 // build makes the command of args, its key marked as one (a cluster
 // client routes the command by it): the first argument after the name,
-// or a script's first key; none for the commands without one.
-func build(b rueidis.Builder, args []any) rueidis.Completed {
-	words := make([]string, len(args))
-	for i, a := range args {
-		words[i] = text(a)
+// or a script's first key; none for the commands without one. The
+// command copies the words it is given.
+func (sc *scratch) build(b rueidis.Builder, args []any) rueidis.Completed {
+	words := sc.words[:0]
+	for _, a := range args {
+		words = append(words, text(a))
 	}
+	sc.words = words
+	defer clear(words)
 	if k := keyAt(words); k > 0 {
 		return b.Arbitrary(words[:k]...).Keys(words[k]).Args(words[k+1:]...).Build()
 	}
