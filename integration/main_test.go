@@ -53,6 +53,13 @@ func startCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 // would have, at go-redis' default options), closed after the test.
 func newRedlock(tb testing.TB, c nodeSet, opts ...redlock.Option) *redlock.Redlock {
 	tb.Helper()
+	if o, ok := c.(overClient); ok {
+		addrs := make([]string, o.Len())
+		for i := range addrs {
+			addrs[i] = o.Addr(i)
+		}
+		return otherOver(tb, o.client, specsOf(addrs...), opts...)
+	}
 	clients := c.Clients(nil)
 	rl, err := redlock.New(clients, opts...)
 	require.NoError(tb, err)

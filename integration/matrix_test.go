@@ -46,12 +46,20 @@ func TestServerMatrix(t *testing.T) {
 			t.Run("conformance", func(t *testing.T) { matrixConformance(t, s, row) })
 			t.Run("safety", func(t *testing.T) { eachKind(t, allClients(s, nil), "matrix:safety") })
 			for _, client := range otherClients {
-				t.Run("safety over "+client, func(t *testing.T) {
+				t.Run("over "+client, func(t *testing.T) {
 					addrs := make([]string, s.Len())
 					for i := range addrs {
 						addrs[i] = s.Addr(i)
 					}
-					eachKindOver(t, otherMade(client, specsOf(addrs...)), "matrix:"+client)
+					t.Run("safety", func(t *testing.T) { eachKindOver(t, otherMade(client, specsOf(addrs...)), "matrix:"+client) })
+					// The primitives, contended, with their checks.
+					over := overClient{s, client}
+					t.Run("rwmutex", func(t *testing.T) { rwContention(t, over, false, redlock.WithNodeTimeout(time.Second)) })
+					t.Run("semaphore", func(t *testing.T) {
+						n, _ := semContention(t, over, 4, 2*time.Second)
+						assert.Greater(t, n, 20)
+					})
+					t.Run("multi", func(t *testing.T) { multiContention(t, over, false, redlock.WithNodeTimeout(time.Second)) })
 				})
 			}
 			// A node that answers within a second is up, as in the

@@ -84,6 +84,13 @@ func otherOver(tb testing.TB, client string, specs []nodeSpec, newOpts ...redloc
 	return rl
 }
 
+// overClient is a node set whose Redlocks (newRedlock's) are built over
+// clients of another kind.
+type overClient struct {
+	nodeSet
+	client string
+}
+
 // otherMade is the Redlocks of a workload over new clients of client's
 // kind, one per node of specs, a new set for each Redlock.
 func otherMade(client string, specs []nodeSpec, newOpts ...redlock.Option) redlocksOf {
