@@ -293,7 +293,8 @@ func TestReentrantReentryIsNotCourteous(t *testing.T) {
 		require.NoError(t, first.Lock(t.Context()))
 		gotNext, gotFar := make(chan error, 1), make(chan error, 1)
 		go func() { gotNext <- next.Lock(t.Context()) }()
-		synctest.Wait() // refused, queued first
+		synctest.Wait()              // refused, queued first
+		time.Sleep(time.Millisecond) // far's wait begins later: its place is behind
 		go func() { gotFar <- far.Lock(t.Context()) }()
 		synctest.Wait()                               // queued behind it
 		require.NoError(t, first.Unlock(t.Context())) // reaches the waiters: the courtesy begins
