@@ -114,27 +114,24 @@ type doer interface {
 	DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult
 }
 
-// scratch is a round trip's commands and the words of the one being
-// built, reused.
-type scratch struct {
-	cmds  []rueidis.Completed
-	words []string
-}
+// scratch is the words of the command being built, reused.
+type scratch struct{ words []string }
 
 var scratches = sync.Pool{New: func() any { return new(scratch) }}
 
-// send sends cmds in one round trip on d and answers each.
+// send sends cmds in one round trip on d and answers each. The commands'
+// slice is the client's once given: a round trip that ctx ended is still
+// written in the background, from that slice.
 func send(ctx context.Context, d doer, cmds []*node.Cmd) {
 	sc := scratches.Get().(*scratch)
-	for _, c := range cmds {
-		sc.cmds = append(sc.cmds, sc.build(d.B(), c.Args))
+	rcs := make([]rueidis.Completed, len(cmds))
+	for i, c := range cmds {
+		rcs[i] = sc.build(d.B(), c.Args)
 	}
-	for i, r := range d.DoMulti(ctx, sc.cmds...) {
+	scratches.Put(sc)
+	for i, r := range d.DoMulti(ctx, rcs...) {
 		answer(cmds[i], r)
 	}
-	clear(sc.cmds)
-	sc.cmds = sc.cmds[:0]
-	scratches.Put(sc)
 }
 
 // build makes the command of args, its key marked as one (a cluster
