@@ -21,13 +21,13 @@ import (
 // block of the top-level *.md files and of docs/*.md but whole programs
 // (those that start with `package main`, which integration's
 // TestQuickStartAsPasted pastes into a module and runs) must be a copy of
-// consecutive lines of a test file of this package, redlockotel or redlockrueidis
+// consecutive lines of a test file of this package, redlockotel, redlockrueidis or redlockvalkey
 // (spaces at either end of a line aside), which go test compiles, and whose
 // examples it runs. Change a snippet by changing the example it is copied
 // from, then copying it again.
 func TestDocSnippets(t *testing.T) {
 	var sources [][]string
-	for _, pattern := range []string{"*_test.go", "../redlockotel/*_test.go", "../redlockrueidis/*_test.go"} {
+	for _, pattern := range []string{"*_test.go", "../redlockotel/*_test.go", "../redlockrueidis/*_test.go", "../redlockvalkey/*_test.go"} {
 		files, err := filepath.Glob(pattern)
 		require.NoError(t, err)
 		for _, f := range files {
