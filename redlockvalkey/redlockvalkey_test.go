@@ -36,7 +36,9 @@ func clients(t *testing.T, n int) []valkey.Client {
 }
 
 // TestEveryKindOverValkey takes, extends, hands over and releases every
-// kind of lock over valkey-go clients.
+// kind of lock over valkey-go clients: Mutexes plain, fenced and reentrant,
+// an RWMutex's read and write locks, a semaphore's permits, and a
+// multi-name lock.
 func TestEveryKindOverValkey(t *testing.T) {
 	rl, err := redlockvalkey.New(clients(t, 3))
 	require.NoError(t, err)
@@ -67,12 +69,26 @@ func TestEveryKindOverValkey(t *testing.T) {
 		rw, err := rl.NewRWMutex("rw")
 		require.NoError(t, err)
 		require.NoError(t, rw.RLock(ctx))
+		require.NoError(t, rw.Extend(ctx), "the read lock")
 		w, err := rl.NewRWMutex("rw")
 		require.NoError(t, err)
 		require.Error(t, w.TryLock(ctx), "a reader holds it")
 		require.NoError(t, rw.RUnlock(ctx))
 		require.NoError(t, w.Lock(ctx))
+		require.NoError(t, w.Extend(ctx), "the write lock")
 		require.NoError(t, w.Unlock(ctx))
+	})
+	t.Run("multi-name", func(t *testing.T) {
+		both, err := rl.NewMultiMutex([]string{"{ab}a", "{ab}b"})
+		require.NoError(t, err)
+		one, err := rl.NewMutex("{ab}b")
+		require.NoError(t, err)
+		require.NoError(t, both.Lock(ctx))
+		require.NoError(t, both.Extend(ctx))
+		require.ErrorIs(t, one.TryLock(ctx), redlock.ErrNotAcquired, "b is held with a")
+		require.NoError(t, both.Unlock(ctx))
+		require.NoError(t, one.TryLock(ctx))
+		require.NoError(t, one.Unlock(ctx))
 	})
 	t.Run("semaphore", func(t *testing.T) {
 		sems := make([]*redlock.Semaphore, 3)
@@ -81,6 +97,7 @@ func TestEveryKindOverValkey(t *testing.T) {
 			require.NoError(t, err)
 		}
 		require.NoError(t, sems[0].Acquire(ctx))
+		require.NoError(t, sems[0].Extend(ctx))
 		require.NoError(t, sems[1].Acquire(ctx))
 		require.Error(t, sems[2].TryAcquire(ctx), "both permits taken")
 		require.NoError(t, sems[0].Release(ctx))
