@@ -117,8 +117,15 @@ func fenceKey(name string, cfg *engine.Settings) string {
 // announced is the release of lease l of name that announces itself to
 // the name's waiters.
 func announced(name string, l *lease.Lease) *node.Release {
-	return &node.Release{Key: name, Token: l.Token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name),
-		Queued: l.Queued}
+	return handingOver(name, l.Token, l.Queued)
+}
+
+// handingOver is the release of token of name that hands the lock over to
+// the name's next waiter and announces it, removing queued (the releaser's
+// own member of the queues, "" for none) first.
+func handingOver(name, token, queued string) *node.Release {
+	return &node.Release{Key: name, Token: token, Channel: node.ReleaseChannel(name), QueueKey: node.QueueKey(name),
+		Queued: queued}
 }
 
 // plainLock is a lock of one name, fenced or not.

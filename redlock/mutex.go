@@ -89,7 +89,21 @@ func (m *Mutex) attempt(ctx context.Context, wt *turn.Waiting) (engine.Refusal, 
 	if took || err != nil {
 		return engine.Refusal{}, err
 	}
-	return m.tryWith(ctx, token, token, wt.Released(), quorum.MaxReasks)
+	return m.tryHanded(ctx, token, wt.Member(), wt.Released())
+}
+
+// tryHanded is the attempt with token, which releases handed this Mutex's
+// wait on some nodes (see turn/handoff.go). When it fails and no
+// competitor holds a quorum (the handoffs split between waiters whose
+// places the nodes saw in different orders), its undo is a release that
+// hands the lock over in turn: the nodes that handed it this token hand it
+// to their next waiter at once, rather than lie free, unannounced, until
+// the waiters' back-offs end (engine.Spec.HandOver). member is the wait's
+// own member of the queues, which the release removes first.
+func (m *Mutex) tryHanded(ctx context.Context, token, member, released string) (engine.Refusal, error) {
+	s := m.spec(token, false)
+	s.HandOver = handingOver(m.h.Name, token, member)
+	return m.acquire(ctx, s, token, released, quorum.MaxReasks)
 }
 
 // TryLock makes one attempt to acquire the lock, without waiting for a
@@ -133,13 +147,18 @@ func (m *Mutex) tryLock(ctx context.Context, released string, reasks int) (engin
 // tryWith is an attempt with token, whose release is announced with
 // notice.
 func (m *Mutex) tryWith(ctx context.Context, token, notice, released string, reasks int) (engine.Refusal, error) {
-	s := m.spec(token, false)
+	return m.acquire(ctx, m.spec(token, false), notice, released, reasks)
+}
+
+// acquire makes the acquisition s, and takes the lock with notice when it
+// succeeds.
+func (m *Mutex) acquire(ctx context.Context, s engine.Spec, notice, released string, reasks int) (engine.Refusal, error) {
 	s.Released, s.Reasks = released, reasks
 	g, failed, err := m.h.Engine.Acquire(ctx, s)
 	if err != nil {
 		return failed, err
 	}
-	m.h.Take(ctx, token, notice, g)
+	m.h.Take(ctx, s.Token, notice, g)
 	return engine.Refusal{}, nil
 }
 

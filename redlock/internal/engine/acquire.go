@@ -46,9 +46,17 @@ type Refusal struct {
 // Spec is one acquisition to make: the operation, its undo, the rule and
 // the settings it runs with.
 type Spec struct {
-	Op       node.Op
-	Undo     node.Op // gives back what op may have taken, silently
-	Token    string  // what op sets: competitors are ranked against it
+	Op   node.Op
+	Undo node.Op // gives back what op may have taken, silently
+	// HandOver, when set, replaces Undo after an attempt that no
+	// competitor was seen to win (a split: see quorum.Attempt.Strongest):
+	// it gives back what op may have taken by handing it over to each
+	// node's next waiter, announced (a handed token's attempt, see
+	// turn/handoff.go). Where a competitor holds a quorum, its own release
+	// hands the lock over later, and Undo frees the other nodes for the
+	// attempts of whoever it hands to.
+	HandOver node.Op
+	Token    string // what op sets: competitors are ranked against it
 	Settings *Settings
 	Report   quorum.ReportFunc
 	// quorum is how many nodes must grant: 0 for a majority.
@@ -130,6 +138,9 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 			return g, Refusal{}, nil
 		}
 		return e.fence(ctx, s, g, a.Highest)
+	}
+	if s.HandOver != nil && a.Strongest() < t.Majority {
+		s.Undo = s.HandOver
 	}
 	e.undo(ctx, s, gates, a.MayHold, ctxErr == nil, t.GrantedNodes())
 	failed := Refusal{Granted: t.Yes, Took: e.Now().Sub(rd.Start), GaveWay: a.GaveWay, Hopeless: t.Hopeless()}
@@ -275,8 +286,8 @@ func notAcquired(t *quorum.Tally, a *quorum.Attempt, took, ttl time.Duration, ru
 // says it may hold its token (nil: every node), each once its acquire
 // requests there returned (gates; nil: at once). When wait is set, it
 // waits, at most a node timeout, for the releases of the nodes in
-// granted. An undo announces nothing, and the next attempt of the same
-// name follows it on each node (one lane per name).
+// granted. The next attempt of the same name follows it on each node (one
+// lane per name). An undo announces nothing unless it is s.HandOver.
 func (e *Engine) undo(ctx context.Context, s Spec, gates []*quorum.Gate, only func(int) bool, wait bool, granted []int) {
 	rd := e.releaseRound(ctx, s.Settings, s.Report)
 	rd.SendAll(s.Undo, gates, only)

@@ -163,3 +163,45 @@ func TestEngineGrantedOnlyWithValidityLeft(t *testing.T) {
 	_, ok = e.Granted(now.Add(-validity+time.Millisecond), &cfg, voters)
 	assert.True(t, ok, "a millisecond of it left")
 }
+
+// A failed attempt with a hand-over undo (a handed token's) hands back
+// what it took, announced, when no competitor was seen on a quorum: the
+// nodes it held go to their next waiter rather than lie free unannounced.
+// Where a competitor holds a quorum, it is undone silently: that holder's
+// release hands the lock over later. A waiter is queued on every node
+// (a release no one waits for announces nothing).
+func TestEngineHandOverOnlyAfterASplit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		holders []string // nodes 2, 3 and 4
+		handed  bool
+	}{
+		{"split", []string{"a", "a", "b"}, true},
+		{"won by another", []string{"a", "a", "a"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, fs := newFakeEngine(t, 5)
+				cfg := settings()
+				for i, h := range tc.holders {
+					fs[2+i].Set("k", h, time.Minute)
+				}
+				for _, f := range fs {
+					f.Faults(func(n *nodetest.Fake) { n.Queues = map[string]map[string]int64{node.QueueKey("k"): {"next": 1}} })
+				}
+				s := lockSpec(&cfg, "k", "t", true)
+				s.HandOver = &node.Release{Key: "k", Token: "t", Channel: node.ReleaseChannel("k"), QueueKey: node.QueueKey("k")}
+				_, _, err := e.Acquire(t.Context(), s)
+				require.ErrorIs(t, err, engine.ErrNotAcquired)
+				synctest.Wait()
+				for i, f := range fs[:2] {
+					_, held := f.Get("k")
+					assert.False(t, held, "node %d still holds the failed attempt", i)
+					f.Faults(func(n *nodetest.Fake) {
+						assert.Equal(t, tc.handed, n.Published > 0, "node %d: announced %d times", i, n.Published)
+					})
+				}
+			})
+		})
+	}
+}

@@ -41,7 +41,10 @@ import (
 //     node, no one, and waiters try at their back-off.
 //   - Handed: a plain lock's release that pops a waiter's token sets the
 //     key to it instead (handoff.go): a quorum of those is the waiter's
-//     grant; fewer, and it tries with the token.
+//     grant; fewer, and it tries with the token. That attempt, when it
+//     fails with no one holding a quorum (a split), is undone by a release
+//     that hands over in turn, so the nodes it held go to their next
+//     waiter at once.
 //   - Left: a wait that ends leaves the queues; its lease's release
 //     removes its member first, so no release names an ended wait.
 //
