@@ -42,7 +42,12 @@ var oneWay = [3][3]time.Duration{
 // client's waits no longer starve: with a 300 ms TTL, about one sited
 // schedule in a hundred leaves the client in site C without a turn for
 // the 3.6 s after healing, while its name lies free for 2 s of them and
-// the others take it about 20 times (seeds 37 and 800083).
+// the others take it about 20 times (seeds 37 and 800083). Since a
+// split's loser hands its nodes on (Mutex.tryHanded), those seeds failed 0
+// of 30 runs (2 of 12 before), and 227 sited schedules, 31,074
+// acquisitions, left no one without a turn: too few yet to say one
+// starving schedule in a few hundred is gone, which would fail make test's
+// simulator now and then.
 func drawSites(seed uint64) bool {
 	return sitesByDefault && rand.New(rand.NewPCG(seed, 2)).IntN(3) == 0
 }
