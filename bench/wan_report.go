@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -70,6 +72,7 @@ func (r *wanResults) table(p placement) string {
 	}
 	r.renewalLine(&b)
 	r.contendedTable(&b, p)
+	r.longestWaits(&b)
 	r.transitTable(&b, p)
 	return b.String()
 }
@@ -113,6 +116,54 @@ func (r *wanResults) contendedTable(b *strings.Builder, p placement) {
 		}
 		fmt.Fprintf(b, "| %s | %s | %d | %.0f | %.2f | %.1f | %.1f |\n", im.name, strings.Join(rates, ", "), failed,
 			ms(longest), largestShare(p, runs), quantileMs(all, 0.5), quantileMs(all, 0.99))
+	}
+}
+
+// longestWaits writes to b, for each library, its three longest waits
+// (a Lock called to its return) and what happened during each: the holds
+// of others that began and ended inside it (turns passed), and how long
+// the lock lay between holders (from an Unlock called to the next Lock
+// returning, the wait's own included). Turns passed with little time
+// between holders is a waiter passed over; much time between holders is
+// a lock that lay free while someone waited.
+func (r *wanResults) longestWaits(b *strings.Builder) {
+	b.WriteString("\nLongest waits (site, ms; holds of others inside the wait; ms the lock lay between holders during it):\n\n")
+	for _, im := range implementations {
+		type wait struct {
+			site        int
+			d, between  time.Duration
+			turnsPassed int
+		}
+		var ws []wait
+		for _, run := range r.runs[im.name] {
+			for i, h := range run.holds {
+				w := wait{site: h.site, d: h.locked.Sub(h.called)}
+				for j := i - 1; j >= 0; j-- {
+					o := run.holds[j]
+					if o.locked.Before(h.called) {
+						break
+					}
+					w.turnsPassed++
+				}
+				for j := 1; j <= i; j++ {
+					prev, next := run.holds[j-1], run.holds[j]
+					from, to := prev.unlocking, next.locked
+					if from.Before(h.called) {
+						from = h.called
+					}
+					if to.After(from) && !next.locked.Before(h.called) {
+						w.between += to.Sub(from)
+					}
+				}
+				ws = append(ws, w)
+			}
+		}
+		slices.SortFunc(ws, func(a, b wait) int { return cmp.Compare(b.d, a.d) })
+		var parts []string
+		for _, w := range ws[:min(3, len(ws))] {
+			parts = append(parts, fmt.Sprintf("%s %.0f; %d; %.0f", wanSites[w.site], ms(w.d), w.turnsPassed, ms(w.between)))
+		}
+		fmt.Fprintf(b, "- %s: %s\n", im.name, strings.Join(parts, " / "))
 	}
 }
 
