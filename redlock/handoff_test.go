@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/internal/node/nodetest"
 )
 
@@ -325,5 +326,30 @@ func TestUnlockHandsNothingToItsOwnEndedWait(t *testing.T) {
 			}
 		}
 		assert.Less(t, held, quorum.Majority(len(fs)), "the lock is free on a quorum when Unlock returns")
+	})
+}
+
+// A handed token's failed attempt that no competitor won (a split: two
+// holders of two nodes and one) hands back what it took, announced, to
+// each node's next waiter (Mutex.tryHanded); the nodes it took are free or
+// handed on, never left with its token.
+func TestHandedAttemptAfterASplitHandsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for i, h := range []string{"a", "a", "b"} {
+			fs[2+i].Set("k", h, time.Minute)
+		}
+		for _, f := range fs {
+			f.Faults(func(n *nodetest.Fake) { n.Queues = map[string]map[string]int64{node.QueueKey("k"): {"next": 1}} })
+		}
+		m := newFakeMutex(t, r, "k")
+		_, err := m.tryHanded(t.Context(), "t", "", "")
+		require.ErrorIs(t, err, ErrNotAcquired)
+		synctest.Wait()
+		for i, f := range fs[:2] {
+			v, _ := f.Get("k")
+			assert.NotEqual(t, "t", v, "node %d keeps the failed attempt's token", i)
+			f.Faults(func(n *nodetest.Fake) { assert.Positive(t, n.Published, "node %d: its undo announced nothing", i) })
+		}
 	})
 }
