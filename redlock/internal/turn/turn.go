@@ -355,14 +355,15 @@ func queued(rt jitter.Backoff, d time.Duration) time.Duration {
 // wait their back-off, except after an attempt that an announced release
 // woke (woke) and some nodes granted: the release had reached those
 // nodes and not yet the others, and a reader or a permit tries again as
-// soon, and as few times, as a lock does.
+// soon, and as many times in a row, as a lock does (wt.splits counts the
+// soon retries since the wake).
 func (wt *Waiting) delay(attempt int, failed engine.Refusal, woke bool) time.Duration {
 	rt := wt.Holder.Settings.Retry()
 	delay := rt.Delay(attempt)
 	if wt.w != nil {
 		delay = queued(rt, delay)
 	}
-	if (wt.Kind >= Lock || woke) && failed.Granted > 0 && !failed.GaveWay && wt.splits < soonInARow {
+	if (wt.Kind >= Lock || woke || wt.splits > 0) && failed.Granted > 0 && !failed.GaveWay && wt.splits < soonInARow {
 		wt.splits++
 		return min(delay, soon(failed))
 	}
