@@ -343,7 +343,7 @@ func TestHandedAttemptAfterASplitHandsOver(t *testing.T) {
 			f.Faults(func(n *nodetest.Fake) { n.Queues = map[string]map[string]int64{node.QueueKey("k"): {"next": 1}} })
 		}
 		m := newFakeMutex(t, r, "k")
-		_, err := m.tryHanded(t.Context(), "t", "", "")
+		_, err := m.tryHanded(t.Context(), "t", "", "", nil)
 		require.ErrorIs(t, err, ErrNotAcquired)
 		synctest.Wait()
 		for i, f := range fs[:2] {

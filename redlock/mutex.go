@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/redlock/internal/engine"
 	"github.com/redlock-go/redlock/redlock/internal/lease"
 	"github.com/redlock-go/redlock/redlock/internal/turn"
@@ -89,7 +90,7 @@ func (m *Mutex) attempt(ctx context.Context, wt *turn.Waiting) (engine.Refusal, 
 	if took || err != nil {
 		return engine.Refusal{}, err
 	}
-	return m.tryHanded(ctx, token, wt.Member(), wt.Released())
+	return m.tryHanded(ctx, token, wt.Member(), wt.Released(), wt.Handoffs())
 }
 
 // tryHanded is the attempt with token, which releases handed this Mutex's
@@ -99,10 +100,14 @@ func (m *Mutex) attempt(ctx context.Context, wt *turn.Waiting) (engine.Refusal, 
 // hands the lock over in turn: the nodes that handed it this token hand it
 // to their next waiter at once, rather than lie free, unannounced, until
 // the waiters' back-offs end (engine.Spec.HandOver). member is the wait's
-// own member of the queues, which the release removes first.
-func (m *Mutex) tryHanded(ctx context.Context, token, member, released string) (engine.Refusal, error) {
+// own member of the queues, which the release removes first. handed
+// receives the token's handoffs: a node that refused the attempt and
+// hands the lock over to token while it is out counts as a grant
+// (engine.Spec.Handed).
+func (m *Mutex) tryHanded(ctx context.Context, token, member, released string, handed <-chan node.Handed) (engine.Refusal, error) {
 	s := m.spec(token, false)
 	s.HandOver = handingOver(m.h.Name, token, member)
+	s.Handed = handed
 	return m.acquire(ctx, s, token, released, quorum.MaxReasks)
 }
 

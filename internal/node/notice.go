@@ -59,3 +59,19 @@ func ParseNotice(channel, payload string) Notice {
 	}
 	return n
 }
+
+// Handed is one node's handoff of the lock to a waiter (see
+// internal/waitq): node Node set the lock to Token, the waiter's.
+type Handed struct {
+	Node  int
+	Token string
+	// Released is the token whose release handed the lock over (the
+	// notice's id): other nodes may still hold it, their release on its
+	// way.
+	Released string
+	// NodeTime is the node's clock when it handed the lock over; zero
+	// when the node did not say.
+	NodeTime time.Time
+	// At is when this process heard it.
+	At time.Time
+}

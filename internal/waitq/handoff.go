@@ -25,17 +25,6 @@ import (
 // told of each, except the handoffs of a token that the layer above keeps
 // (it won the lock with that token).
 
-// Handed is one node's handoff of the lock to a waiter.
-type Handed struct {
-	Node  int
-	Token string
-	// NodeTime is the node's clock when it handed the lock over; zero
-	// when the node did not say.
-	NodeTime time.Time
-	// At is when this process heard it.
-	At time.Time
-}
-
 // Orphan is told that node i handed lock name over to token, which no
 // waiter of this process waits with any more, for ttl; timeout bounds the
 // release it calls for. It must not block.
@@ -57,7 +46,7 @@ func (w *Waiter) Handoff() string {
 
 // Handed receives each node's handoff to w; nil for a waiter that does not
 // take the lock handed over.
-func (w *Waiter) Handed() <-chan Handed { return w.handed }
+func (w *Waiter) Handed() <-chan node.Handed { return w.handed }
 
 // renew gives w a new token and member. Called with q.mu held, or before
 // w is shared.
@@ -109,7 +98,7 @@ func (q *Queue) handOver(i int, n node.Notice) {
 	if !ok {
 		return
 	}
-	h := Handed{Node: i, Token: token, At: q.now(), NodeTime: n.At}
+	h := node.Handed{Node: i, Token: token, Released: n.ID, At: q.now(), NodeTime: n.At}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if l := q.names[name]; l != nil {

@@ -159,7 +159,7 @@ type Waiter struct {
 	// ttl is set for a waiter that takes the lock handed over (see
 	// JoinHandoff), and handed receives each node's handoff.
 	ttl    time.Duration
-	handed chan Handed
+	handed chan node.Handed
 	// Guarded by q.mu:
 	gen   int    // bumped when it must be queued again
 	woken string // the release that last woke it
@@ -193,7 +193,7 @@ func (q *Queue) join(name string, timeout time.Duration, reader bool, ttl time.D
 	w := &Waiter{q: q, name: name, id: id, reader: reader, since: q.now().UnixMilli(),
 		wake: make(chan string, 1), gen: 1}
 	if ttl > 0 {
-		w.ttl, w.handed = ttl, make(chan Handed, 2*len(q.nodes))
+		w.ttl, w.handed = ttl, make(chan node.Handed, 2*len(q.nodes))
 		w.renew()
 	}
 	q.mu.Lock()

@@ -56,6 +56,12 @@ type Spec struct {
 	// hands the lock over later, and Undo frees the other nodes for the
 	// attempts of whoever it hands to.
 	HandOver node.Op
+	// Handed, when set, receives the handoffs of Token (an attempt with a
+	// token that releases hand the lock over to, see turn/handoff.go): a
+	// node that refused the attempt, the holder's release not having
+	// reached it yet, and handed the lock over to Token since counts as a
+	// grant (see quorum.Attempt.HearHandoffs).
+	Handed   <-chan node.Handed
 	Token    string // what op sets: competitors are ranked against it
 	Settings *Settings
 	Report   quorum.ReportFunc
@@ -127,8 +133,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 	e.guarded(s)
 	gates := quorum.NewGates(e.Pool.Size())
 	rd := quorum.NewRound(ctx, e.Pool, s.Settings.NodeTimeout, s.Report, e.Pool.Size()*(1+quorum.MaxReasks)).Needs(s.Quorum)
-	a := quorum.NewAttempt(rd, s.Op, s.Token, gates, s.Split, s.Released, s.Reasks)
-	ctxErr := a.Run(ctx)
+	a, ctxErr := e.run(ctx, rd, s, gates)
 	t := rd.Tally
 	won := ctxErr == nil && t.Won()
 	idErr := e.IDs.distinct(idr, won, rd.Start, rd.Start.Add(s.Settings.NodeTimeout))
@@ -148,6 +153,45 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 		return Grant{}, failed, idErr
 	}
 	return Grant{}, failed, e.fail(refusalWords(s, t, a, ctxErr), notAcquired(t, a, failed.Took, s.Settings.TTL, s.Rule)+e.skewed(), ctxErr, t)
+}
+
+// run makes the attempt of s over rd, and returns it with ctx's error if
+// ctx ended first. An attempt with a handed token counts the handoffs of
+// it that come while it is out (Spec.Handed), and, when it failed, those
+// that came since.
+func (e *Engine) run(ctx context.Context, rd *quorum.Round, s Spec, gates []*quorum.Gate) (*quorum.Attempt, error) {
+	a := quorum.NewAttempt(rd, s.Op, s.Token, gates, s.Split, s.Released, s.Reasks)
+	if s.Handed == nil {
+		return a, a.Run(ctx)
+	}
+	a.HearHandoffs(s.Handed, func(h node.Handed) bool { return e.mayVote(h, rd.Start) })
+	err := a.Run(ctx)
+	if !rd.Tally.Won() {
+		e.drain(s, a)
+	}
+	return a, err
+}
+
+// drain counts the handoffs of s.Token that came since a's vote loop
+// returned without a quorum (see quorum.Attempt.Drain), and releases
+// those of any other token.
+func (e *Engine) drain(s Spec, a *quorum.Attempt) {
+	a.Drain()
+	for _, h := range a.Strays {
+		e.orphan(h.Node, node.LaneOf(s.Op), h.Token, s.Settings.TTL, s.Settings.NodeTimeout)
+	}
+}
+
+// mayVote reports whether the clock guard lets node h.Node's handoff,
+// made after start, count as a vote (no guard: it does).
+func (e *Engine) mayVote(h node.Handed, start time.Time) bool {
+	switch {
+	case e.Guard == nil:
+		return true
+	case h.NodeTime.IsZero():
+		return e.Guard.Refused(h.Node) == nil
+	}
+	return e.Guard.Check(h.Node, start, h.At, h.NodeTime) == nil
 }
 
 // refusalWords is the error a refusal of s wraps: its words, with the

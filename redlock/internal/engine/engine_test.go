@@ -205,3 +205,86 @@ func TestEngineHandOverOnlyAfterASplit(t *testing.T) {
 		})
 	}
 }
+
+// An attempt with a handed token that nodes refused because the holder's
+// release had not reached them yet, and that those nodes then handed the
+// lock over to while it was out, counts them as grants (Spec.Handed): it
+// acquires where it would have undone its grants and waited. A handoff
+// from a node that never refused (it granted, or did not answer) counts
+// no more than its reply did, and too few handoffs leave the attempt
+// failed, its undo covering the nodes handed over too.
+func TestEngineCountsHandoffsDuringTheAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		handed []int // nodes whose handoffs came during the attempt
+		won    bool
+	}{
+		{"a quorum with the handoffs", []int{1, 2}, true},
+		{"none", nil, false},
+		{"too few", []int{1}, false},
+		{"from a node that granted", []int{0}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, fs := newFakeEngine(t, 5)
+				cfg := settings()
+				for _, f := range fs[1:] {
+					f.Set("k", "holder", time.Minute)
+				}
+				handed := make(chan node.Handed, 5)
+				for _, i := range tc.handed {
+					handed <- node.Handed{Node: i, Token: "t", At: time.Now()}
+				}
+				s := lockSpec(&cfg, "k", "t", true)
+				s.Handed = handed
+				g, _, err := e.Acquire(t.Context(), s)
+				synctest.Wait()
+				if !tc.won {
+					require.ErrorIs(t, err, engine.ErrNotAcquired)
+					_, held := fs[0].Get("k")
+					assert.False(t, held, "node 0 still holds the failed attempt")
+					for _, i := range tc.handed {
+						assert.Positive(t, fs[i].Count("release"), "node %d, handed over, was not undone", i)
+					}
+					return
+				}
+				require.NoError(t, err)
+				assert.ElementsMatch(t, []int{0, 1, 2}, g.Voters)
+				assert.Equal(t, quorum.ValidUntil(g.Start, cfg.TTL, cfg.DriftFactor), g.Until, "the validity counts from the attempt's start")
+				assert.Empty(t, handed, "every handoff read")
+			})
+		})
+	}
+}
+
+// The releaser's token (Spec.Released) does not count as a holder: the
+// attempt waits for the nodes it holds, and their handoffs, arriving while
+// the attempt is out, win it at once. Every node's reply takes 1 ms; the
+// releaser holds nodes 1 to 3, whose handoffs come 5 ms in.
+func TestEngineHandoffsWinTheAttemptWhenTheyCome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, fs := newFakeEngine(t, 5)
+		cfg := settings()
+		for i, f := range fs {
+			f.Faults(func(n *nodetest.Fake) { n.Delay = time.Millisecond })
+			if i > 0 && i < 4 {
+				f.Set("k", "releaser", time.Minute)
+			}
+		}
+		handed := make(chan node.Handed, 5)
+		go func() {
+			time.Sleep(5 * time.Millisecond)
+			for _, i := range []int{1, 2} {
+				fs[i].Set("k", "t", cfg.TTL)
+				handed <- node.Handed{Node: i, Token: "t", Released: "releaser", At: time.Now()}
+			}
+		}()
+		s := lockSpec(&cfg, "k", "t", true)
+		s.Handed, s.Released, s.Reasks = handed, "releaser", quorum.MaxReasks
+		start := time.Now()
+		g, _, err := e.Acquire(t.Context(), s)
+		require.NoError(t, err)
+		assert.Equal(t, 5*time.Millisecond, time.Since(start), "won as the handoffs came")
+		assert.ElementsMatch(t, []int{0, 1, 4}, g.Voters, "the free nodes and the first handoff")
+	})
+}

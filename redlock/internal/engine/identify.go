@@ -134,7 +134,7 @@ func (id *identifier) wait(idr *quorum.Round, start, deadline time.Time) error {
 		return id.err()
 	}
 	ctx, cancel := context.WithDeadline(id.life, deadline) // Close cuts the wait short
-	if idr.Collect(ctx, answeredRule{idr}) == nil {
+	if idr.Collect(ctx, answeredRule{rd: idr}) == nil {
 		idr.Linger(min(quorum.AsLongAgain(id.now().Sub(start)), deadline.Sub(id.now())))
 	}
 	cancel()
@@ -177,7 +177,10 @@ func (id *identifier) err() error {
 }
 
 // answeredRule waits for a quorum of answers, whatever they say.
-type answeredRule struct{ rd *quorum.Round }
+type answeredRule struct {
+	rd *quorum.Round
+	quorum.NoHandoffs
+}
 
 func (a answeredRule) Take(v quorum.Vote) bool {
 	a.rd.Add(v)

@@ -83,6 +83,12 @@ type Attempt struct {
 	released string // a token being released: its holds count as about to go
 	reasks   int    // how many times a node may be asked again
 	Highest  uint64 // the highest fencing counter read
+
+	// The handoffs heard (see HearHandoffs): nil channel for none.
+	handoffs <-chan node.Handed
+	mayVote  func(node.Handed) bool
+	handedTo []bool // per node: handed the lock over to the token
+	Strays   []node.Handed
 }
 
 // rivals is what the refusals of an attempt say of its competitors.
@@ -172,6 +178,9 @@ func (a *Attempt) Take(v Vote) bool {
 	a.rd.Add(v)
 	if t.Answers[i] == refused {
 		a.refusedBy(i, g.Holder)
+		if a.handedTo != nil && a.handedTo[i] {
+			a.countHanded(i)
+		}
 	}
 	return a.judge()
 }
@@ -317,6 +326,84 @@ func (a *Attempt) Strongest() int {
 		}
 	}
 	return most
+}
+
+// HearHandoffs makes the attempt count the handoffs that arrive on ch,
+// during its vote loop and after it (see Drain): a waiter's attempt with
+// the token that releases hand the lock over to (see
+// redlock/internal/turn/handoff.go). mayVote says whether the clock guard
+// lets a handoff count as a vote.
+func (a *Attempt) HearHandoffs(ch <-chan node.Handed, mayVote func(node.Handed) bool) {
+	a.handoffs, a.mayVote = ch, mayVote
+	a.handedTo = make([]bool, len(a.held))
+}
+
+// Handoffs implements Rule.
+func (a *Attempt) Handoffs() <-chan node.Handed { return a.handoffs }
+
+// Handoff implements Rule: it counts h (see handedOver) and judges.
+func (a *Attempt) Handoff(h node.Handed) bool {
+	a.handedOver(h)
+	return a.judge()
+}
+
+// Drain counts the handoffs that came since the vote loop returned,
+// without waiting for more: a failed attempt may win with them, and its
+// undo covers the nodes they came from.
+func (a *Attempt) Drain() {
+	for {
+		select {
+		case h := <-a.handoffs:
+			a.handedOver(h)
+		default:
+			return
+		}
+	}
+}
+
+// handedOver notes that node h.Node handed the lock over to h.Token (a
+// release popped the waiter the token is registered for). The node holds
+// the token from then on, so a failed attempt's undo releases it. When
+// the node refused the attempt, naming another holder, it counts as a
+// grant (see countHanded): the node applies its requests of one name in
+// order, so it handed the lock over after the attempt's request reached
+// it, after the attempt's start, and the key expires no sooner than a
+// grant to the attempt would. A refusal that comes after the handoff
+// counts when it comes (see Take). A handoff of another token (not this
+// attempt's: cannot happen while the waiter's token is the attempt's) is
+// kept in Strays, for the caller to release.
+func (a *Attempt) handedOver(h node.Handed) {
+	if h.Token != a.token {
+		a.Strays = append(a.Strays, h)
+		return
+	}
+	i := h.Node
+	a.mu.Lock()
+	a.held[i] |= mayHold
+	a.mu.Unlock()
+	if !a.mayVote(h) {
+		return
+	}
+	a.handedTo[i] = true
+	a.countHanded(i)
+}
+
+// countHanded turns node i's refusal into a grant, the node having handed
+// the lock over to the token since. A refusal that named the token
+// itself is not turned (a hand-over from before the request, which a
+// native SET NX refuses: its key was set before the attempt began), nor a
+// node that has not answered (it may never apply the request).
+func (a *Attempt) countHanded(i int) {
+	t := a.rd.Tally
+	h := a.counters.holders[i]
+	if t.Answers[i] != refused || h == a.token {
+		return
+	}
+	t.regrant(i)
+	a.counters.seen[h]--
+	a.mu.Lock()
+	a.held[i] |= granted
+	a.mu.Unlock()
 }
 
 // Stop ends the re-asks when the vote loop returns.

@@ -171,8 +171,22 @@ type Rule interface {
 	Take(v Vote) bool        // count a vote; true when the outcome is certain
 	Timer() <-chan time.Time // an extra wake-up, nil for none
 	Tick() bool              // the extra wake-up fired; true when certain
-	Stop()                   // the loop is done
+	// Handoffs is where nodes' handoffs of the lock to the round's token
+	// arrive (nil for none: see Attempt.Handoff), and Handoff counts one;
+	// true when the outcome is certain.
+	Handoffs() <-chan node.Handed
+	Handoff(h node.Handed) bool
+	Stop() // the loop is done
 }
+
+// NoHandoffs is the part of a Rule that hears no handoffs.
+type NoHandoffs struct{}
+
+// Handoffs implements Rule: none.
+func (NoHandoffs) Handoffs() <-chan node.Handed { return nil }
+
+// Handoff implements Rule: never called.
+func (NoHandoffs) Handoff(node.Handed) bool { return false }
 
 // Add counts v in the tally, and keeps the reply when asked to.
 func (rd *Round) Add(v Vote) {
@@ -188,7 +202,10 @@ func (rd *Round) Add(v Vote) {
 
 // quorumRule decides a round as soon as a quorum granted or no quorum can:
 // fence, release and extend.
-type quorumRule struct{ rd *Round }
+type quorumRule struct {
+	rd *Round
+	NoHandoffs
+}
 
 func (q quorumRule) Take(v Vote) bool {
 	q.rd.Add(v)
@@ -200,7 +217,10 @@ func (quorumRule) Stop()                   {}
 
 // everyRule waits for every node: inspect, forced release, identify, the
 // waiters' queues.
-type everyRule struct{ rd *Round }
+type everyRule struct {
+	rd *Round
+	NoHandoffs
+}
 
 func (e everyRule) Take(v Vote) bool {
 	e.rd.Add(v)
@@ -211,10 +231,10 @@ func (e everyRule) Tick() bool            { return e.rd.Tally.Pending() == 0 }
 func (everyRule) Stop()                   {}
 
 // Decide runs the round's plain rule: a quorum either way.
-func (rd *Round) Decide(ctx context.Context) error { return rd.Collect(ctx, quorumRule{rd}) }
+func (rd *Round) Decide(ctx context.Context) error { return rd.Collect(ctx, quorumRule{rd: rd}) }
 
 // Gather waits for every node.
-func (rd *Round) Gather(ctx context.Context) error { return rd.Collect(ctx, everyRule{rd}) }
+func (rd *Round) Gather(ctx context.Context) error { return rd.Collect(ctx, everyRule{rd: rd}) }
 
 // Collect is the vote loop: it feeds votes to r until the outcome is
 // certain, the node timeout passes, or ctx ends, whose error it then
@@ -231,6 +251,10 @@ func (rd *Round) Collect(ctx context.Context, r Rule) error {
 			}
 		case <-r.Timer():
 			if r.Tick() {
+				return nil
+			}
+		case h := <-r.Handoffs():
+			if r.Handoff(h) {
 				return nil
 			}
 		case <-timer.C:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/jitter"
+	"github.com/redlock-go/redlock/internal/node"
 
 	"github.com/redlock-go/redlock/redlock/internal/lease"
 
@@ -41,10 +42,11 @@ import (
 //     node, no one, and waiters try at their back-off.
 //   - Handed: a plain lock's release that pops a waiter's token sets the
 //     key to it instead (handoff.go): a quorum of those is the waiter's
-//     grant; fewer, and it tries with the token. That attempt, when it
-//     fails with no one holding a quorum (a split), is undone by a release
-//     that hands over in turn, so the nodes it held go to their next
-//     waiter at once.
+//     grant; fewer, and it tries with the token, counting the handoffs
+//     that come while it is out, its releaser's token taken for no
+//     holder's. That attempt, when it fails with no one holding a quorum
+//     (a split), is undone by a release that hands over in turn, so the
+//     nodes it held go to their next waiter at once.
 //   - Left: a wait that ends leaves the queues; its lease's release
 //     removes its member first, so no release names an ended wait.
 //
@@ -210,7 +212,7 @@ func (wt *Waiting) After(ctx context.Context, failed engine.Refusal, err error) 
 // channels when it is not queued): the announcements of releases, and the
 // handoffs; a wait that was named and failed, or used its handed token,
 // takes its place in the queues again first.
-func (wt *Waiting) listen() (<-chan string, <-chan waitq.Handed) {
+func (wt *Waiting) listen() (<-chan string, <-chan node.Handed) {
 	if wt.w == nil {
 		return nil, nil
 	}
@@ -281,7 +283,7 @@ func (wt *Waiting) courtesy(ctx context.Context) error {
 		return nil
 	}
 	var wake <-chan string
-	var handed <-chan waitq.Handed
+	var handed <-chan node.Handed
 	if h.Settings.Listen {
 		wt.w = wt.join()
 		wake, handed = wt.w.Wake(), wt.w.Handed()
