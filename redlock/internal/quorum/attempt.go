@@ -192,13 +192,25 @@ func (a *Attempt) refusedBy(i int, holder string) {
 	}
 	a.counters.holders[i] = holder
 	a.counters.seen[holder]++
-	if holder != "" && holder == a.released {
+	if holder != "" && holder == a.released && a.handoffs == nil {
 		// The release of that token is on its way to this node (another
 		// node's announcement came first): ask again at once; it lands
-		// before the request does, as a rule.
+		// before the request does, as a rule. An attempt that hears
+		// handoffs waits for the node's instead (see awaits).
 		a.inflight[i] = true
 		a.ask(i)
 	}
+}
+
+// awaits reports whether the attempt waits for node i's handoff rather
+// than ask it again: it hears handoffs, and the node refused it naming
+// the token whose release handed it the lock elsewhere, on its way to
+// this node too. A re-ask would cost a round trip more than the handoff,
+// and a node near the waiter would refuse every re-ask before the release
+// reached it.
+func (a *Attempt) awaits(i int) bool {
+	h := a.counters.holders[i]
+	return a.handoffs != nil && a.rd.Tally.Answers[i] == refused && h != "" && h == a.released
 }
 
 // judge decides the attempt if it can. Once the attempt split the nodes
@@ -256,9 +268,10 @@ func (a *Attempt) schedule() {
 	a.gap *= 2
 }
 
-// soft returns the refusing nodes that may still grant, with re-asks left:
-// held by a competitor that holds no more nodes than this attempt (it may
-// give way), or by the token whose release was announced. Only an attempt
+// soft returns the refusing nodes that may still grant, with re-asks left
+// (or a handoff awaited, see awaits): held by a competitor that holds no
+// more nodes than this attempt (it may give way), or by the token whose
+// release was announced. Only an attempt
 // with grants asks a competitor's nodes again; one without is not
 // splitting anything.
 func (a *Attempt) soft() []int {
@@ -270,7 +283,7 @@ func (a *Attempt) soft() []int {
 	for i, ans := range t.Answers {
 		h := a.counters.holders[i]
 		releasing := h != "" && h == a.released
-		if ans == refused && (releasing || t.Yes > 0 && a.counters.seen[h] <= t.Yes) && (a.inflight[i] || a.asked[i] <= a.reasks) {
+		if ans == refused && (releasing || t.Yes > 0 && a.counters.seen[h] <= t.Yes) && (a.inflight[i] || a.asked[i] <= a.reasks || a.awaits(i)) {
 			out = append(out, i)
 		}
 	}
@@ -294,7 +307,7 @@ func (a *Attempt) Tick() bool {
 		return true
 	}
 	for _, i := range a.soft() {
-		if !a.inflight[i] {
+		if !a.inflight[i] && !a.awaits(i) {
 			a.inflight[i] = true
 			a.ask(i)
 		}
