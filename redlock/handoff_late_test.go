@@ -65,11 +65,14 @@ func TestHandedAttemptCountsLateHandoffs(t *testing.T) {
 		holderClients[i] = c
 	}
 	slow := WithRetryDelay(5*time.Second, 10*time.Second) // a back-off would fail the test
-	holderRL, err := New(holderClients, WithTTL(10*time.Second), slow)
+	// A node timeout far above a loaded machine's slowest reply: a waiter
+	// whose registration timed out on a node would not be queued there.
+	patient := WithNodeTimeout(time.Second)
+	holderRL, err := New(holderClients, WithTTL(10*time.Second), slow, patient)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, holderRL.Close(context.Background())) })
 	rec := &recorder{}
-	waiterRL, err := New(waiterClients, WithTTL(10*time.Second), slow, WithObserver(rec))
+	waiterRL, err := New(waiterClients, WithTTL(10*time.Second), slow, patient, WithObserver(rec))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, waiterRL.Close(context.Background())) })
 

@@ -196,8 +196,15 @@ func survey(ctx context.Context, e *engine.Engine, name string, op node.Op, time
 		return nil, err
 	}
 	defer e.Untrack()
+	ended := ctx.Err()
 	rd := quorum.NewRound(ctx, e.Pool, timeout, e.Report, e.Pool.Size()).KeepReplies().SendAll(op, nil, nil)
-	return rd.Replies, rd.Gather(ctx)
+	err := rd.Gather(ctx)
+	if err == nil && ended != nil {
+		// Ended before any node was read: the nodes' replies may still win
+		// the vote loop's race with ctx, and the caller is told all the same.
+		err = ended
+	}
+	return rd.Replies, err
 }
 
 // Audit reads every node's settings and its user's rights now, with
