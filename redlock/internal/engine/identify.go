@@ -134,7 +134,7 @@ func (id *identifier) wait(idr *quorum.Round, start, deadline time.Time) error {
 		return id.err()
 	}
 	ctx, cancel := context.WithDeadline(id.life, deadline) // Close cuts the wait short
-	if idr.Collect(ctx, answeredRule{rd: idr}) == nil {
+	if idr.Collect(ctx, answeredRule{idr}) == nil {
 		idr.Linger(min(quorum.AsLongAgain(id.now().Sub(start)), deadline.Sub(id.now())))
 	}
 	cancel()
@@ -177,18 +177,17 @@ func (id *identifier) err() error {
 }
 
 // answeredRule waits for a quorum of answers, whatever they say.
-type answeredRule struct {
-	rd *quorum.Round
-	quorum.NoHandoffs
-}
+type answeredRule struct{ rd *quorum.Round }
 
 func (a answeredRule) Take(v quorum.Vote) bool {
 	a.rd.Add(v)
 	return a.rd.Tally.N-a.rd.Tally.Pending() >= a.rd.Tally.Majority
 }
-func (answeredRule) Timer() <-chan time.Time { return nil }
-func (a answeredRule) Tick() bool            { return a.rd.Tally.Pending() == 0 }
-func (answeredRule) Stop()                   {}
+func (answeredRule) Timer() <-chan time.Time      { return nil }
+func (answeredRule) Handoffs() <-chan node.Handed { return nil }
+func (answeredRule) Handoff(node.Handed) bool     { return false }
+func (a answeredRule) Tick() bool                 { return a.rd.Tally.Pending() == 0 }
+func (answeredRule) Stop()                        {}
 
 // later hands idr, the first round of identities (nil: none), to
 // the background: its remaining answers are collected, and the nodes that

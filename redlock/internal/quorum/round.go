@@ -179,15 +179,6 @@ type Rule interface {
 	Stop() // the loop is done
 }
 
-// NoHandoffs is the part of a Rule that hears no handoffs.
-type NoHandoffs struct{}
-
-// Handoffs implements Rule: none.
-func (NoHandoffs) Handoffs() <-chan node.Handed { return nil }
-
-// Handoff implements Rule: never called.
-func (NoHandoffs) Handoff(node.Handed) bool { return false }
-
 // Add counts v in the tally, and keeps the reply when asked to.
 func (rd *Round) Add(v Vote) {
 	ok := v.rep.OK
@@ -202,39 +193,37 @@ func (rd *Round) Add(v Vote) {
 
 // quorumRule decides a round as soon as a quorum granted or no quorum can:
 // fence, release and extend.
-type quorumRule struct {
-	rd *Round
-	NoHandoffs
-}
+type quorumRule struct{ rd *Round }
 
 func (q quorumRule) Take(v Vote) bool {
 	q.rd.Add(v)
 	return q.rd.Tally.decided()
 }
-func (quorumRule) Timer() <-chan time.Time { return nil }
-func (q quorumRule) Tick() bool            { return q.rd.Tally.decided() }
-func (quorumRule) Stop()                   {}
+func (quorumRule) Timer() <-chan time.Time      { return nil }
+func (quorumRule) Handoffs() <-chan node.Handed { return nil }
+func (quorumRule) Handoff(node.Handed) bool     { return false }
+func (q quorumRule) Tick() bool                 { return q.rd.Tally.decided() }
+func (quorumRule) Stop()                        {}
 
 // everyRule waits for every node: inspect, forced release, identify, the
 // waiters' queues.
-type everyRule struct {
-	rd *Round
-	NoHandoffs
-}
+type everyRule struct{ rd *Round }
 
 func (e everyRule) Take(v Vote) bool {
 	e.rd.Add(v)
 	return e.rd.Tally.Pending() == 0
 }
-func (everyRule) Timer() <-chan time.Time { return nil }
-func (e everyRule) Tick() bool            { return e.rd.Tally.Pending() == 0 }
-func (everyRule) Stop()                   {}
+func (everyRule) Timer() <-chan time.Time      { return nil }
+func (everyRule) Handoffs() <-chan node.Handed { return nil }
+func (everyRule) Handoff(node.Handed) bool     { return false }
+func (e everyRule) Tick() bool                 { return e.rd.Tally.Pending() == 0 }
+func (everyRule) Stop()                        {}
 
 // Decide runs the round's plain rule: a quorum either way.
-func (rd *Round) Decide(ctx context.Context) error { return rd.Collect(ctx, quorumRule{rd: rd}) }
+func (rd *Round) Decide(ctx context.Context) error { return rd.Collect(ctx, quorumRule{rd}) }
 
 // Gather waits for every node.
-func (rd *Round) Gather(ctx context.Context) error { return rd.Collect(ctx, everyRule{rd: rd}) }
+func (rd *Round) Gather(ctx context.Context) error { return rd.Collect(ctx, everyRule{rd}) }
 
 // Collect is the vote loop: it feeds votes to r until the outcome is
 // certain, the node timeout passes, or ctx ends, whose error it then
