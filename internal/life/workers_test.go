@@ -3,6 +3,7 @@ package life
 import (
 	"context"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,7 +20,6 @@ func TestWorkersReusedThenIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var g Group
 		w := &Workers{G: &g, Idle: time.Second}
-		before := runtime.NumGoroutine()
 		var ran atomic.Int64
 		burst := func() {
 			var wg sync.WaitGroup
@@ -35,19 +35,33 @@ func TestWorkersReusedThenIdle(t *testing.T) {
 			synctest.Wait()
 		}
 		burst()
-		grown := runtime.NumGoroutine() - before
+		grown := workersAlive()
 		assert.Equal(t, 10, grown, "a worker per piece of work in flight")
 		for range 5 {
 			time.Sleep(500 * time.Millisecond)
 			burst()
-			assert.Equal(t, grown, runtime.NumGoroutine()-before, "the same workers, burst after burst")
+			assert.Equal(t, grown, workersAlive(), "the same workers, burst after burst")
 		}
 		assert.EqualValues(t, 60, ran.Load())
 		time.Sleep(time.Second)
 		synctest.Wait()
-		assert.Equal(t, 0, runtime.NumGoroutine()-before, "idle a second: gone")
+		assert.Equal(t, 0, workersAlive(), "idle a second: gone")
 		require.NoError(t, g.Wait(t.Context()))
 	})
+}
+
+// workersAlive counts the goroutines running Workers.work, in the whole
+// process: runtime.NumGoroutine would count the other tests' goroutines
+// too, which come and go meanwhile (it once saw 9 workers of 10 so).
+func workersAlive() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "life.(*Workers).work(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // At Max, what is given beyond waits, and runs in order as workers free.
