@@ -18,16 +18,18 @@ import (
 	"github.com/redlock-go/redlock/redlock/report"
 )
 
-// refusal tells a lock held elsewhere (75) from nodes failing (69) and
-// nodes refusing this client for good (78), by the node errors alone.
+// refusal tells a lock held elsewhere (75: the library said ErrHeld or
+// ErrSplit) from nodes failing or a wait that ended before anything told
+// (69) and nodes refusing this client for good (78).
 func TestRefusal(t *testing.T) {
 	down := func(i int) error { return &report.NodeError{Index: i, Err: report.ErrNodeDown} }
 	wrongPass := func(i int) error {
 		return &report.NodeError{Index: i, Err: fmt.Errorf("%w: WRONGPASS invalid username-password pair", redlock.ErrMisconfigured)}
 	}
-	notAcquired := func(nodeErrs ...error) error {
-		return errors.Join(append([]error{fmt.Errorf("%w: 0 of 3 nodes granted", redlock.ErrNotAcquired)}, nodeErrs...)...)
+	refusedAs := func(class error, nodeErrs ...error) error {
+		return errors.Join(append([]error{fmt.Errorf("%w: 0 of 3 nodes granted", class)}, nodeErrs...)...)
 	}
+	notAcquired := func(nodeErrs ...error) error { return refusedAs(redlock.ErrHeld, nodeErrs...) }
 	for _, c := range []struct {
 		name                    string
 		err                     error
@@ -43,6 +45,12 @@ func TestRefusal(t *testing.T) {
 		{"a semaphore's quorum of all 3: one down", notAcquired(down(0)), 3, 3, exitUnavailable, 1, 0},
 		{"five nodes, two down", notAcquired(down(0), down(1)), 5, 3, exitTempFail, 2, 0},
 		{"five nodes, three refusing", notAcquired(wrongPass(0), wrongPass(1), wrongPass(4)), 5, 3, exitConfig, 3, 3},
+		{"split between contenders", refusedAs(redlock.ErrSplit), 3, 2, exitTempFail, 0, 0},
+		// Nothing says another holds it: the wait ended before an attempt
+		// could tell, or the grant came too late.
+		{"the wait ended first", refusedAs(redlock.ErrNotAcquired, context.DeadlineExceeded), 3, 2, exitUnavailable, 0, 0},
+		{"the wait ended first, one node down", refusedAs(redlock.ErrNotAcquired, down(2)), 3, 2, exitUnavailable, 1, 0},
+		{"nodes failed", refusedAs(redlock.ErrNodesFailed, down(2)), 3, 2, exitUnavailable, 1, 0},
 	} {
 		status, failed, refused := refusal(c.err, c.n, c.quorum)
 		assert.Equal(t, []int{c.status, c.failed, c.refused}, []int{status, failed, refused}, c.name)

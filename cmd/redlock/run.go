@@ -167,8 +167,10 @@ func notAcquired(stderr io.Writer, inv *invocation, h held, err error) int {
 	case status == exitConfig:
 		why = fmt.Sprintf("%d of %d nodes refuse it for a reason no retry changes (a wrong password, a missing right, another count: "+
 			"see below), a quorum of %d cannot grant it until they are fixed", refused, n, quorum)
-	case status == exitUnavailable:
+	case status == exitUnavailable && n-failed < quorum:
 		why = fmt.Sprintf("%d of %d nodes failed, a quorum of %d cannot grant it", failed, n, quorum)
+	case status == exitUnavailable:
+		why = fmt.Sprintf("no attempt could tell why before the wait ended (nodes slow to answer, or a grant too late to leave validity); %d of %d nodes failed", failed, n)
 	case failed > 0:
 		why = fmt.Sprintf("%s; %d of %d nodes failed", why, failed, n)
 	}
@@ -189,13 +191,15 @@ func notAcquired(stderr io.Writer, inv *invocation, h held, err error) int {
 //     leave fewer than a quorum: no retry succeeds until they are fixed;
 //   - exitUnavailable when the nodes that failed, however, leave fewer
 //     than a quorum that answered: the lock may well be free;
-//   - exitTempFail otherwise: a quorum of nodes answered and did not grant
-//     it, so it is held elsewhere (as far as these nodes tell: a split vote
-//     among contenders reads the same).
+//   - exitTempFail when the library says the lock is held by another
+//     (ErrHeld: a quorum of the nodes that answered refused it, naming its
+//     holder, or no permit or read lock was free) or that contenders split
+//     the nodes between them (ErrSplit);
+//   - exitUnavailable otherwise: the wait ended before any attempt could
+//     tell why (the nodes slow to answer, or a grant that came too late to
+//     leave validity), which says nothing of another holder.
 //
-// It reads the node errors only, so that a cron job's "|| [ $? -eq 75 ]"
-// hides a busy lock and nothing else; the one place to change once the
-// library tells "held by another" apart itself.
+// So a cron job's "|| [ $? -eq 75 ]" hides a busy lock and nothing else.
 func refusal(err error, n, quorum int) (status, failed, refused int) {
 	nodeErrs := report.NodeErrors(err)
 	for _, ne := range nodeErrs {
@@ -209,8 +213,10 @@ func refusal(err error, n, quorum int) (status, failed, refused int) {
 		return exitConfig, failed, refused
 	case n-failed < quorum:
 		return exitUnavailable, failed, refused
+	case errors.Is(err, redlock.ErrHeld), errors.Is(err, redlock.ErrSplit):
+		return exitTempFail, failed, refused
 	}
-	return exitTempFail, failed, refused
+	return exitUnavailable, failed, refused
 }
 
 // stillHeld checks, once the command has exited, that h was held to the
