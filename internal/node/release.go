@@ -138,18 +138,10 @@ func (o *Release) args(l Layout) []any {
 	case Any:
 		return evalArgs(scripts.ForceRelease, l.keys(o.Key, QueueKey(o.Key)), ReleaseChannel(o.Key), o.Notice)
 	}
-	return o.plainArgs(keys)
-}
-
-// plainArgs is release.lua's arguments for a Plain lock's release with
-// keys: the releaser's own member and the waiter it prefers only when the
-// queue is among them.
-func (o *Release) plainArgs(keys []string) []any {
 	switch {
-	case len(keys) < 2:
-	case o.To != "":
+	case o.To != "" && len(keys) > 1:
 		return evalArgs(scripts.Release, keys, o.Token, o.Channel, "", o.Queued, o.To)
-	case o.Queued != "":
+	case o.Queued != "" && len(keys) > 1:
 		return evalArgs(scripts.Release, keys, o.Token, o.Channel, "", o.Queued)
 	}
 	return evalArgs(scripts.Release, keys, o.Token, o.Channel)
