@@ -98,20 +98,15 @@ func (m *Mutex) attempt(ctx context.Context, wt *turn.Waiting) (engine.Refusal, 
 // competitor holds a quorum (the handoffs split between waiters whose
 // places the nodes saw in different orders), its undo is a release that
 // hands the lock over in turn: the nodes that handed it this token hand it
-// at once to the competitor the attempt gave way to, where that one is
-// queued, else to their next waiter, rather than lie free, unannounced,
-// until the waiters' back-offs end (engine.Spec.HandOver). member is the wait's
+// to their next waiter at once, rather than lie free, unannounced, until
+// the waiters' back-offs end (engine.Spec.HandOver). member is the wait's
 // own member of the queues, which the release removes first. handed
 // receives the token's handoffs: a node that refused the attempt and
 // hands the lock over to token while it is out counts as a grant
 // (engine.Spec.Handed).
 func (m *Mutex) tryHanded(ctx context.Context, token, member, released string, handed <-chan node.Handed) (engine.Refusal, error) {
 	s := m.spec(token, false)
-	s.HandOver = func(to string) node.Op {
-		r := handingOver(m.h.Name, token, member)
-		r.To = to
-		return r
-	}
+	s.HandOver = handingOver(m.h.Name, token, member)
 	s.Handed = handed
 	return m.acquire(ctx, s, token, released, quorum.MaxReasks)
 }

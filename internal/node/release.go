@@ -32,11 +32,6 @@ type Release struct {
 	// name, since the wait's own removal goes in the background and may not
 	// have reached the node.
 	Queued string
-	// To is, for a Plain release that announces itself, the token of the
-	// waiter to hand the lock over to first, when it is queued on the node
-	// and takes it so ("" for the oldest waiter): a split's loser hands
-	// its nodes to the rival it gave way to.
-	To string
 	// Also are a Multi lock's names after Key. Any Channel announces each
 	// name's release on the name's own channel, naming no waiter.
 	Also []string
@@ -138,10 +133,7 @@ func (o *Release) args(l Layout) []any {
 	case Any:
 		return evalArgs(scripts.ForceRelease, l.keys(o.Key, QueueKey(o.Key)), ReleaseChannel(o.Key), o.Notice)
 	}
-	switch {
-	case o.To != "" && len(keys) > 1:
-		return evalArgs(scripts.Release, keys, o.Token, o.Channel, "", o.Queued, o.To)
-	case o.Queued != "" && len(keys) > 1:
+	if o.Queued != "" && len(keys) > 1 {
 		return evalArgs(scripts.Release, keys, o.Token, o.Channel, "", o.Queued)
 	}
 	return evalArgs(scripts.Release, keys, o.Token, o.Channel)

@@ -17,9 +17,6 @@
 --          the background, and may not have reached this node yet): it is
 --          removed first, so that the release neither hands the lock back
 --          to a wait that has ended nor names it
--- ARGV[5]  with two keys, optional: the token of the waiter the lock goes
---          to first, when it is queued here and takes it handed over (see
---          preferred); "" or absent for the oldest waiter
 --
 -- A release no one waits for ends in release_head.lua, which scripts.go
 -- puts in front of this file: a compare-and-delete, announced to no one.
@@ -85,31 +82,6 @@ local function hand_over(id, waiter)
 	return 2 * publish(channel, id .. "|" .. waiter .. "#h" .. now .. "|" .. KEYS[1]) + 1
 end
 
--- preferred returns the member of the waiter whose token is ARGV[5],
--- taken out of the queue, when it is queued here and takes the lock handed
--- over; nil otherwise. A split's loser hands its nodes so to the rival it
--- gave way to, which holds the others already: the oldest waiter here may
--- be a third, and the split would go on (the nodes' queues differ while
--- registrations are on their way).
-local function preferred()
-	local to = ARGV[5]
-	if #KEYS ~= 2 or not to or to == "" then
-		return nil
-	end
-	local members = redis.pcall("ZRANGE", KEYS[2], 0, -1)
-	if type(members) ~= "table" or members.err then
-		return nil
-	end
-	for _, m in ipairs(members) do
-		local _, _, token = string.match(m, "^([^/]+)/h%-(%d+)%-(.+)$")
-		if token == to and taker(m) then
-			redis.call("ZREM", KEYS[2], m)
-			return m
-		end
-	end
-	return nil
-end
-
 if #KEYS > 1 and ARGV[4] and ARGV[4] ~= "" then
 	redis.pcall("ZREM", KEYS[2], ARGV[4])
 end
@@ -126,7 +98,7 @@ if v == ARGV[1] then
 	redis.call("DEL", KEYS[1])
 	local heard = 0
 	if ARGV[2] ~= "" then
-		local waiter = preferred() or next_waiter()
+		local waiter = next_waiter()
 		if #KEYS == 2 then
 			heard = hand_over(ARGV[1], waiter)
 		end
@@ -144,11 +116,8 @@ if v == false then
 			-- this node, and a waiter that takes it handed over gets it, so
 			-- that a node left out of one handoff is not left out of every
 			-- later one. Any other waiter is left to its turn.
-			local to = preferred()
 			local head = redis.pcall("ZRANGE", KEYS[2], 0, 0)
-			if to then
-				hand_over(ARGV[1], to)
-			elseif type(head) == "table" and head[1] and taker(head[1]) then
+			if type(head) == "table" and head[1] and taker(head[1]) then
 				hand_over(ARGV[1], next_waiter())
 			end
 		end

@@ -238,24 +238,6 @@ func lockCases() []Case {
 				{op: lock(k, "b"), want: answer{Holder: "t6"}}, // to t6
 			}
 		}},
-		{"waiters' queue: a release hands the lock to the waiter it prefers, when queued, else to the oldest", []Capability{Handoff}, func(k string) []step {
-			process := "prefer-" + k
-			member := func(token string) string { return node.HandoffMember(process, ttl, token) }
-			to := func(r *node.Release, token string) *node.Release { r.To = token; return r }
-			handed := answer{OK: true, Named: true, Heard: 1}
-			return []step{
-				{wake: process},
-				{op: queueOf(k, member("t1"), member("t2"), member("t3")), want: granted},
-				{op: lock(k, "a"), want: granted},
-				{op: to(unlock(k, "a"), "t2"), want: handed},
-				{op: lock(k, "b"), want: answer{Holder: "t2"}}, // past t1
-				{op: to(unlock(k, "t2"), "t9"), want: handed},  // t9 is not queued: the oldest
-				{op: lock(k, "b"), want: answer{Holder: "t1"}},
-				{op: undo(k, "t1"), want: granted},
-				{op: to(unlock(k, "t1"), "t3"), want: gone}, // free here: handed over all the same
-				{op: lock(k, "b"), want: answer{Holder: "t3"}},
-			}
-		}},
 		{"waiters' queue: a release names no member of the releaser's own", nil, func(k string) []step {
 			process := "own-" + k
 			own := "mine-" + k + "/w1" // the wait that took the lock: its process does not listen here

@@ -311,14 +311,8 @@ func (n *Fake) releasePlain(r *node.Release) (ok bool, heard int, gone bool) {
 // transactions, hands nothing over: see conformance.Lacks). It returns
 // what the announcement returned. Called with n.mu held.
 func (n *Fake) handOverOrAnnounce(r *node.Release, queue string) int {
-	heard := 0
+	waiter, heard := n.popWaiter(queue), 0
 	if queue != "" && !n.NoScripts { // a transaction hands nothing over
-		if to := n.preferred(r, queue); to != "" {
-			return n.handOver(r.Key, r.Token, to)
-		}
-	}
-	waiter := n.popWaiter(queue)
-	if queue != "" && !n.NoScripts {
 		heard = n.handOver(r.Key, r.Token, waiter)
 	}
 	if heard == 0 {
@@ -393,27 +387,9 @@ func (n *Fake) handOverFree(r *node.Release) {
 	if queue == "" || n.NoScripts { // a transaction hands nothing over
 		return
 	}
-	if to := n.preferred(r, queue); to != "" {
-		n.handOver(r.Key, r.Token, to)
-	} else if head := n.headWaiter(queue); head != "" && n.taker(head) {
+	if head := n.headWaiter(queue); head != "" && n.taker(head) {
 		n.handOver(r.Key, r.Token, n.popWaiter(queue))
 	}
-}
-
-// preferred is preferred in release.lua: the member of queue of the
-// waiter whose token is r.To, taken out of the queue, when it takes the
-// lock handed over; "" otherwise. Called with n.mu held.
-func (n *Fake) preferred(r *node.Release, queue string) string {
-	if r.To == "" {
-		return ""
-	}
-	for m := range n.Queues[queue] {
-		if _, _, token, ok := node.Handoff(m); ok && token == r.To && n.taker(m) {
-			delete(n.Queues[queue], m)
-			return m
-		}
-	}
-	return ""
 }
 
 // taker is taker in release.lua: whether waiter takes the lock handed

@@ -48,16 +48,14 @@ type Refusal struct {
 type Spec struct {
 	Op   node.Op
 	Undo node.Op // gives back what op may have taken, silently
-	// HandOver, when set, makes the undo after an attempt that no
+	// HandOver, when set, replaces Undo after an attempt that no
 	// competitor was seen to win (a split: see quorum.Attempt.Strongest):
-	// it gives back what op may have taken by handing it over, announced
-	// (a handed token's attempt, see turn/handoff.go), to the competitor
-	// the attempt gave way to (to, its token) where that one is queued,
-	// else to each node's next waiter; to is "" when it gave way to none.
-	// Where a competitor holds a quorum, its own release hands the lock
-	// over later, and Undo frees the other nodes for the attempts of
-	// whoever it hands to.
-	HandOver func(to string) node.Op
+	// it gives back what op may have taken by handing it over to each
+	// node's next waiter, announced (a handed token's attempt, see
+	// turn/handoff.go). Where a competitor holds a quorum, its own release
+	// hands the lock over later, and Undo frees the other nodes for the
+	// attempts of whoever it hands to.
+	HandOver node.Op
 	// Handed, when set, receives the handoffs of Token (an attempt with a
 	// token that releases hand the lock over to, see turn/handoff.go): a
 	// node that refused the attempt, the holder's release not having
@@ -147,7 +145,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec) (Grant, Refusal, error) {
 		return e.fence(ctx, s, g, a.Highest)
 	}
 	if s.HandOver != nil && a.Strongest() < t.Majority {
-		s.Undo = s.HandOver(a.RivalToken)
+		s.Undo = s.HandOver
 	}
 	e.undo(ctx, s, gates, a.MayHold, ctxErr == nil, t.GrantedNodes())
 	failed := Refusal{Granted: t.Yes, Took: e.Now().Sub(rd.Start), GaveWay: a.GaveWay, Hopeless: t.Hopeless()}

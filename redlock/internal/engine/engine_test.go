@@ -190,9 +190,7 @@ func TestEngineHandOverOnlyAfterASplit(t *testing.T) {
 					f.Faults(func(n *nodetest.Fake) { n.Queues = map[string]map[string]int64{node.QueueKey("k"): {"next": 1}} })
 				}
 				s := lockSpec(&cfg, "k", "t", true)
-				s.HandOver = func(to string) node.Op {
-					return &node.Release{Key: "k", Token: "t", Channel: node.ReleaseChannel("k"), QueueKey: node.QueueKey("k"), To: to}
-				}
+				s.HandOver = &node.Release{Key: "k", Token: "t", Channel: node.ReleaseChannel("k"), QueueKey: node.QueueKey("k")}
 				_, _, err := e.Acquire(t.Context(), s)
 				require.ErrorIs(t, err, engine.ErrNotAcquired)
 				synctest.Wait()
@@ -202,53 +200,6 @@ func TestEngineHandOverOnlyAfterASplit(t *testing.T) {
 					f.Faults(func(n *nodetest.Fake) {
 						assert.Equal(t, tc.handed, n.Published > 0, "node %d: announced %d times", i, n.Published)
 					})
-				}
-			})
-		})
-	}
-}
-
-// A failed attempt that gave way to a competitor hands the nodes it held
-// to that competitor, where it is queued to take the lock handed over,
-// past an older waiter: the competitor holds others already, and the
-// older waiter taking these would split the nodes again.
-func TestEngineHandOverGoesToTheRival(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		to   bool // the undo names the rival
-		want string
-	}{
-		{"to the rival", true, "r"},
-		{"to the oldest waiter, which is only named", false, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				e, fs := newFakeEngine(t, 5)
-				cfg := settings()
-				rival := node.HandoffMember("p", time.Minute, "r")
-				for i, f := range fs {
-					if i >= 2 {
-						f.Set("k", map[bool]string{true: "r", false: "b"}[i < 4], time.Minute)
-					}
-					f.Faults(func(n *nodetest.Fake) {
-						n.Queues = map[string]map[string]int64{node.QueueKey("k"): {"next": 1, rival: 2}}
-					})
-					require.NoError(t, f.Subscribe().Subscribe(t.Context(), node.WakeChannel("p")))
-				}
-				s := lockSpec(&cfg, "k", "0", true) // "0" ranks below "r": it gives way
-				s.HandOver = func(to string) node.Op {
-					if !tc.to {
-						to = ""
-					}
-					return &node.Release{Key: "k", Token: "0", Channel: node.ReleaseChannel("k"), QueueKey: node.QueueKey("k"), To: to}
-				}
-				_, failed, err := e.Acquire(t.Context(), s)
-				require.ErrorIs(t, err, engine.ErrNotAcquired)
-				require.True(t, failed.GaveWay)
-				synctest.Wait()
-				for i, f := range fs[:2] {
-					v, _ := f.Get("k")
-					assert.Equal(t, tc.want, v, "node %d", i)
 				}
 			})
 		})

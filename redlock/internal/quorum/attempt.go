@@ -73,17 +73,16 @@ type Attempt struct {
 	held []uint8    // per node: mayHold (see mustUndo) and granted bits
 
 	// Owned by the vote loop.
-	counters   rivals
-	asked      []int  // per node: acquire requests sent
-	inflight   []bool // per node: a re-ask awaits its reply
-	reask      *time.Timer
-	gap        time.Duration // until the next re-ask
-	GaveWay    bool
-	Rival      int    // nodes held by the competitor given way to
-	RivalToken string // that competitor's token
-	released   string // a token being released: its holds count as about to go
-	reasks     int    // how many times a node may be asked again
-	Highest    uint64 // the highest fencing counter read
+	counters rivals
+	asked    []int  // per node: acquire requests sent
+	inflight []bool // per node: a re-ask awaits its reply
+	reask    *time.Timer
+	gap      time.Duration // until the next re-ask
+	GaveWay  bool
+	Rival    int    // nodes held by the competitor given way to
+	released string // a token being released: its holds count as about to go
+	reasks   int    // how many times a node may be asked again
+	Highest  uint64 // the highest fencing counter read
 
 	// The handoffs heard (see HearHandoffs): nil channel for none.
 	handoffs <-chan node.Handed
@@ -322,7 +321,7 @@ func (a *Attempt) outranked() bool {
 	t := a.rd.Tally
 	for h, n := range a.counters.seen {
 		if n > 0 && h != a.released && outranks(n, h, t.Yes, a.token) {
-			a.GaveWay, a.Rival, a.RivalToken = true, n, h
+			a.GaveWay, a.Rival = true, n
 			return true
 		}
 	}

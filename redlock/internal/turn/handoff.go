@@ -48,13 +48,10 @@ import (
 // competitor holds a quorum (a split: the nodes handed the lock to
 // different waiters), that undo hands the lock over as a holder's release
 // does (Mutex.tryHanded): a node that handed this waiter the lock hands it
-// on and announces it, rather than lie free, unannounced, until the
-// waiters' back-offs end (make bench-wan, one run of each beside redsync:
-// longest wait 545-915 ms against 863-1027 without, acquisitions/s
-// 2.4-2.5x redsync's against 1.9-2.3x). It hands it to the competitor the
-// attempt gave way to, where that one is queued to take it so (it holds
-// the other nodes), and otherwise to the node's oldest waiter, who may be
-// a third waiter and split the nodes again. A waiter that gives
+// to its next waiter and announces it, rather than lie free, unannounced,
+// until the waiters' back-offs end (make bench-wan, one run of each beside
+// redsync: longest wait 545-915 ms against 863-1027 without,
+// acquisitions/s 2.4-2.5x redsync's against 1.9-2.3x). A waiter that gives
 // up before an attempt with its token releases the token on every node: a
 // node may have handed it the lock without the announcement reaching it.
 

@@ -46,8 +46,7 @@ import (
 //     that come while it is out, its releaser's token taken for no
 //     holder's. That attempt, when it fails with no one holding a quorum
 //     (a split), is undone by a release that hands over in turn, so the
-//     nodes it held go at once to the competitor it gave way to (where
-//     that one is queued), else to their next waiter.
+//     nodes it held go to their next waiter at once.
 //   - Left: a wait that ends leaves the queues; its lease's release
 //     removes its member first, so no release names an ended wait.
 //
