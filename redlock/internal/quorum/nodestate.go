@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -196,29 +195,18 @@ func (p *Pool) DialRefused(i int, err error) {
 	p.MarkDown(i, node.Classify(err))
 }
 
-// NthTrip returns the n-th shortest of the nodes' round trips, each
-// smoothed over its last replies (see nodeState.trip), of the nodes up and
-// not in skip: when, after the replies of skip, the
-// n-th more of requests sent to every node at once has arrived, as a
-// rule. The slowest of them when fewer are up; zero when n < 1.
-func (p *Pool) NthTrip(skip map[int]bool, n int) time.Duration {
-	if n < 1 {
-		return 0
-	}
-	trips := make([]time.Duration, 0, len(p.states))
-	for i, s := range p.states {
-		if skip[i] {
-			continue
-		}
+// SlowestTrip returns the longest of the nodes' round trips, each smoothed
+// over its last replies (see nodeState.trip), of the nodes not down: how
+// far apart, at most, the replies of requests sent to every node at once
+// arrive. Zero before any reply.
+func (p *Pool) SlowestTrip() time.Duration {
+	var slowest time.Duration
+	for _, s := range p.states {
 		s.mu.Lock()
 		if !s.down {
-			trips = append(trips, s.rtt)
+			slowest = max(slowest, s.rtt)
 		}
 		s.mu.Unlock()
 	}
-	if len(trips) == 0 {
-		return 0
-	}
-	slices.Sort(trips)
-	return trips[min(n, len(trips))-1]
+	return slowest
 }

@@ -56,15 +56,10 @@ import (
 // node may have handed it the lock without the announcement reaching it.
 
 // handoffWindow is how long a waiter that heard one node hand it the lock
-// waits for a quorum of them before it makes an attempt, beyond the round
-// trip of the node whose handoff would complete the quorum: the k-th
-// shortest of the others', k handoffs short (quorum.Pool.NthTrip). The
-// releases were sent to every node at once, from wherever the holder is:
-// their announcements come within about those round trips of one another.
-// Not the slowest node's: with two of five nodes 50 ms away and the near
-// ones enough, a waiter one near handoff short (it went to another
-// waiter) waited for a far one where an attempt settles sooner (make
-// bench-availability's far phase: Lock wait p99 1.4-1.6x a41c0ed's).
+// waits for a quorum of them before it makes an attempt, beyond the
+// slowest node's round trip (quorum.Pool.SlowestTrip). The releases were
+// sent to every node at once, from wherever the holder is: their
+// announcements come within about the slowest round trip of one another.
 // An attempt made before the rest come costs a round trip to a quorum
 // again, and, sent while the release is still on its way to a far node,
 // it finds the lock held there and splits the nodes with the waiter it
@@ -92,25 +87,23 @@ type handoffOf struct {
 func (wt *Waiting) collect(ctx context.Context, h node.Handed) error {
 	e := wt.Holder.Engine
 	q := quorum.Majority(e.Pool.Size())
+	timer := time.NewTimer(handoffWindow + e.Pool.SlowestTrip())
+	defer timer.Stop()
 	// The attempt that follows, if one does, finds the releaser's token
 	// on the nodes its release has not reached yet: it waits for their
 	// handoffs rather than take it for a holder (engine.Spec.Released).
 	wt.released = h.Released
-	if wt.count(h); len(wt.Handed.votes) >= q {
-		return nil
-	}
-	timer := time.NewTimer(handoffWindow + e.Pool.NthTrip(wt.Handed.heard, q-len(wt.Handed.votes)))
-	defer timer.Stop()
 	for {
+		wt.count(h)
+		if len(wt.Handed.votes) >= q {
+			return nil
+		}
 		select {
 		case h = <-wt.w.Handed():
 		case <-timer.C:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
-		}
-		if wt.count(h); len(wt.Handed.votes) >= q {
-			return nil
 		}
 	}
 }

@@ -86,8 +86,7 @@ import (
 //     the attempts bound (settles).
 //   - queuedShare (1/2), below: a queued waiter's fallback back-off is at
 //     least that share of the longest back-off (queued).
-//   - handoffWindow (5 ms, plus the round trip of the node that would
-//     complete the quorum) and
+//   - handoffWindow (5 ms, plus the slowest node's round trip) and
 //     handoffFresh (1/2 of the TTL), handoff.go: how long a handed-over
 //     waiter waits for the other nodes' handoffs, and how old a handoff may
 //     be and still be taken.
