@@ -57,6 +57,23 @@ func TestRefusal(t *testing.T) {
 	}
 }
 
+// What stderr says of each refusal is what its error says: "held
+// elsewhere" only where the library said so.
+func TestRefusalReason(t *testing.T) {
+	down := &report.NodeError{Index: 2, Err: report.ErrNodeDown}
+	for _, c := range []struct {
+		name, want string
+		err        error
+	}{
+		{"held", "held elsewhere; 1 of 3 nodes failed", errors.Join(fmt.Errorf("%w: held", redlock.ErrHeld), down)},
+		{"nodes failed", "1 of 3 nodes failed, too many for the refusals alone", errors.Join(fmt.Errorf("%w: failed", redlock.ErrNodesFailed), down)},
+		{"the wait ended", "nothing said another holds it", errors.Join(redlock.ErrNotAcquired, context.DeadlineExceeded)},
+	} {
+		status, failed, refused := refusal(c.err, 3, 2)
+		assert.Contains(t, reason(status, c.err, "held elsewhere", 3, 2, failed, refused), c.want, c.name)
+	}
+}
+
 // `redlock run` exits 75 only when the lock is held elsewhere: 69 when
 // two of three nodes are gone, 78 when two refuse its password.
 func TestRunExitCodes(t *testing.T) {

@@ -162,18 +162,7 @@ func acquire(hold context.Context, stop func(), h held, wait time.Duration, sigs
 func notAcquired(stderr io.Writer, inv *invocation, h held, err error) int {
 	n, quorum := len(inv.nodes), h.Quorum()
 	status, failed, refused := refusal(err, n, quorum)
-	why := h.busy()
-	switch {
-	case status == exitConfig:
-		why = fmt.Sprintf("%d of %d nodes refuse it for a reason no retry changes (a wrong password, a missing right, another count: "+
-			"see below), a quorum of %d cannot grant it until they are fixed", refused, n, quorum)
-	case status == exitUnavailable && n-failed < quorum:
-		why = fmt.Sprintf("%d of %d nodes failed, a quorum of %d cannot grant it", failed, n, quorum)
-	case status == exitUnavailable:
-		why = fmt.Sprintf("no attempt could tell why before the wait ended (nodes slow to answer, or a grant too late to leave validity); %d of %d nodes failed", failed, n)
-	case failed > 0:
-		why = fmt.Sprintf("%s; %d of %d nodes failed", why, failed, n)
-	}
+	why := reason(status, err, h.busy(), n, quorum, failed, refused)
 	within := "in one attempt"
 	if inv.wait > 0 {
 		within = "within " + inv.wait.String()
@@ -181,6 +170,27 @@ func notAcquired(stderr io.Writer, inv *invocation, h held, err error) int {
 	fmt.Fprintf(stderr, "redlock: run: %s not acquired %s: %s\n", h.what(), within, why)
 	describeNodeErrors(stderr, err)
 	return status
+}
+
+// reason is why an acquisition over n nodes needing quorum failed with
+// err, for refusal's status, as stderr says it: busy when the library
+// said the lock is held, each other case by what the error says of it.
+func reason(status int, err error, busy string, n, quorum, failed, refused int) string {
+	switch {
+	case status == exitConfig:
+		return fmt.Sprintf("%d of %d nodes refuse it for a reason no retry changes (a wrong password, a missing right, another count: "+
+			"see below), a quorum of %d cannot grant it until they are fixed", refused, n, quorum)
+	case status == exitUnavailable && n-failed < quorum:
+		return fmt.Sprintf("%d of %d nodes failed, a quorum of %d cannot grant it", failed, n, quorum)
+	case status == exitUnavailable && errors.Is(err, redlock.ErrNodesFailed):
+		return fmt.Sprintf("%d of %d nodes failed, too many for the refusals alone to say it is held (see below)", failed, n)
+	case status == exitUnavailable:
+		return fmt.Sprintf("nothing said another holds it (nodes slow to answer, the wait ended first, or a grant too late to leave validity); "+
+			"%d of %d nodes failed", failed, n)
+	case failed > 0:
+		return fmt.Sprintf("%s; %d of %d nodes failed", busy, failed, n)
+	}
+	return busy
 }
 
 // refusal classifies an acquisition over n nodes needing quorum that
@@ -195,9 +205,11 @@ func notAcquired(stderr io.Writer, inv *invocation, h held, err error) int {
 //     (ErrHeld: a quorum of the nodes that answered refused it, naming its
 //     holder, or no permit or read lock was free) or that contenders split
 //     the nodes between them (ErrSplit);
-//   - exitUnavailable otherwise: the wait ended before any attempt could
-//     tell why (the nodes slow to answer, or a grant that came too late to
-//     leave validity), which says nothing of another holder.
+//   - exitUnavailable otherwise: nodes failed so many that the refusals
+//     alone do not say it is held (ErrNodesFailed), or the wait ended
+//     before any attempt could tell why (the nodes slow to answer, or a
+//     grant that came too late to leave validity): nothing says another
+//     holds it.
 //
 // So a cron job's "|| [ $? -eq 75 ]" hides a busy lock and nothing else.
 func refusal(err error, n, quorum int) (status, failed, refused int) {
