@@ -352,3 +352,26 @@ func TestInspectSemaphoreKinds(t *testing.T) {
 		assert.Equal(t, report.KindLock, st.Nodes[0].Kind, "each node still says what it holds")
 	})
 }
+
+// A wait whose deadline cuts its last attempt short says what the attempt
+// before found: the lock is held (ErrHeld), not merely "not acquired"
+// (redlock run's exit 75 rests on it).
+func TestWaitCutShortSaysWhatItFound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		holder := newFakeMutex(t, r, "k", WithTTL(time.Minute))
+		require.NoError(t, holder.Lock(t.Context()))
+		synctest.Wait()
+		for _, f := range fs {
+			f.Faults(func(n *nodetest.Fake) { n.Delay = 100 * time.Millisecond })
+		}
+		// The first attempt ends at 100 ms, refused; the second starts by
+		// 120 ms and is out when the wait ends, at 150.
+		m := newFakeMutex(t, r, "k", WithNodeTimeout(time.Second), WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
+		err := m.LockWithin(t.Context(), 150*time.Millisecond)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, ErrHeld, "%v", err)
+		assert.Contains(t, err.Error(), "held by another, as the last attempt that could tell found, ")
+		assert.Equal(t, 2, fs[0].Count("acquire")-1, "the holder's, then two attempts")
+	})
+}

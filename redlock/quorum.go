@@ -17,7 +17,10 @@ import "github.com/redlock-go/redlock/redlock/internal/engine"
 // node that failed before the outcome was certain (a node still silent
 // then is not reported), the context's error when it ended, and, when the
 // attempt can tell what refused it, one of [ErrHeld], [ErrSplit] and
-// [ErrNodesFailed], which each wrap ErrNotAcquired.
+// [ErrNodesFailed], which each wrap ErrNotAcquired. A wait (Lock,
+// LockWithin, Acquire, RLock) whose end cut its last attempt short says
+// what the last attempt that could tell found, and how long before the
+// wait ended.
 var ErrNotAcquired = engine.ErrNotAcquired
 
 // ErrHeld wraps [ErrNotAcquired]: the lock is held by another. A lock's

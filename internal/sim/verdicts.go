@@ -199,15 +199,17 @@ func (s *Sim) extend(g *grant, w extendable) {
 	s.hist.judged(v)
 }
 
-// refused records the verdict of a TryLock of g that failed with err, at
-// its return, when err says the lock is held by another.
-func (s *Sim) refused(g *grant, err error) {
+// refused records the verdict of an acquisition of g, op, that failed with
+// err, at its return, when err says the lock is held by another: a
+// TryLock's, or a LockWithin's whose wait ended (what its last attempt
+// that could tell found: the window is the whole call).
+func (s *Sim) refused(g *grant, op string, err error) {
 	if !heldElsewhere(err) {
 		return
 	}
 	most := s.competitor(g.names[0], g.client)
-	s.hist.judged(verdict{what: refusedHeld, op: "TryLock", hold: g.hold, call: g.attempt, ret: time.Now(),
-		held: most, quorum: g.quorum, err: err.Error()})
+	s.hist.judged(verdict{what: refusedHeld, hold: g.hold, call: g.attempt, ret: time.Now(),
+		op: op, held: most, quorum: g.quorum, err: err.Error()})
 }
 
 // heldElsewhere reports whether err, a refused attempt's, says that

@@ -19,8 +19,8 @@ var resources = map[string][]string{
 	"rwmutex": {"rw"}, "semaphore": {"sem"}, "do": {"do"},
 }
 
-// refusable are the workloads whose TryLock refusals are judged (see
-// Sim.refused).
+// refusable are the workloads whose refusals (TryLock's, and LockWithin's
+// once its wait ended) are judged (see Sim.refused).
 var refusable = map[string]bool{"mutex": true, "fenced": true}
 
 var workloads = map[string]workload{
@@ -134,10 +134,10 @@ func mutexLoop(name string, opts ...redlock.LockOption) workload {
 			if rng.IntN(4) == 0 {
 				err = mu.TryLock(ctx)
 				if err != nil {
-					s.refused(g, err)
+					s.refused(g, "TryLock", err)
 				}
-			} else {
-				err = mu.LockWithin(ctx, waitFor(rng))
+			} else if err = mu.LockWithin(ctx, waitFor(rng)); err != nil && ctx.Err() == nil {
+				s.refused(g, "LockWithin", err)
 			}
 			if err != nil {
 				idle(rng)

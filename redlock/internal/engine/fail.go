@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 )
@@ -55,6 +56,54 @@ type refusal struct {
 func (e *refusal) Error() string { return e.words.Error() + ": " + cmp.Or(e.phrase, e.class.phrase) }
 
 func (e *refusal) Unwrap() []error { return []error{e.words, e.class} }
+
+// classOf returns the class err was refused as, with its phrase (nil, "":
+// none).
+func classOf(err error) (*classError, string) {
+	var r *refusal
+	if errors.As(err, &r) {
+		return r.class, cmp.Or(r.phrase, r.class.phrase)
+	}
+	for _, c := range []*classError{ErrHeld, ErrSplit, ErrNodesFailed} {
+		if errors.Is(err, c) {
+			return c, c.phrase
+		}
+	}
+	return nil, ""
+}
+
+// Classed reports whether err, a failed attempt's, says what refused it:
+// ErrHeld, ErrSplit or ErrNodesFailed.
+func Classed(err error) bool {
+	c, _ := classOf(err)
+	return c != nil
+}
+
+// Told is what an earlier attempt of a wait said, as the wait's verdict
+// once its last attempt could not tell (the wait ended while it was out):
+// err is that earlier attempt's error, ago how long before the wait's end
+// it returned. It wraps err's class and names the attempt's age; nil when
+// err has no class.
+func Told(err error, ago time.Duration) error {
+	c, phrase := classOf(err)
+	if c == nil {
+		return nil
+	}
+	return &told{class: c, phrase: phrase, ago: ago}
+}
+
+// told is Told's error.
+type told struct {
+	class  *classError
+	phrase string
+	ago    time.Duration
+}
+
+func (e *told) Error() string {
+	return fmt.Sprintf("redlock: %s, as the last attempt that could tell found, %v before the wait ended", e.phrase, e.ago.Round(time.Microsecond))
+}
+
+func (e *told) Unwrap() error { return e.class }
 
 // Invalid is an error wrapping ErrInvalidArgument.
 func Invalid(format string, args ...any) error {

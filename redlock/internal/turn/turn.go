@@ -129,6 +129,11 @@ type Waiting struct {
 	attempts int    // attempts made
 	tries    int    // the attempts bound (0: none)
 	settleBy time.Time
+	// told is the error of the last attempt that said what refused it
+	// (engine.Classed), returned at toldAt: the wait's verdict when a
+	// later attempt could not tell (see verdict).
+	told   error
+	toldAt time.Time
 }
 
 // soonAttempts bounds, in attempt times, the retry after a split (soon);
@@ -193,6 +198,9 @@ func (wt *Waiting) After(ctx context.Context, failed engine.Refusal, err error) 
 	if wt.attempts == 1 {
 		wt.settleBy = wt.settleBy.Add(max(wt.Holder.Settings.NodeTimeout, settleAttempts*failed.Took))
 	}
+	if engine.Classed(err) {
+		wt.told, wt.toldAt = err, wt.Holder.Engine.Now()
+	}
 	settle := wt.settling(ctx, wt.tries, wt.attempts, failed, err, wt.settleBy)
 	if done, err := final(ctx, wt.tries, wt.attempts-wt.settled, failed, err); done {
 		if err == nil && wt.w != nil {
@@ -200,12 +208,24 @@ func (wt *Waiting) After(ctx context.Context, failed engine.Refusal, err error) 
 			// background: the lease's release removes it too.
 			wt.Holder.Left(wt.w.Member())
 		}
-		return true, err
+		return true, wt.verdict(err)
 	}
 	if ctxErr := wt.pause(ctx, wt.attempts, failed, settle); ctxErr != nil {
-		return true, errors.Join(err, ctxErr)
+		return true, wt.verdict(errors.Join(err, ctxErr))
 	}
 	return false, nil
+}
+
+// verdict is err, the error a wait ends with, and, when its last attempt
+// could not say what refused it (the wait ended while it was out, or a
+// quorum granted too late), what the last attempt that could said: a wait
+// cut short by its deadline in the middle of an attempt still says that
+// the lock is held, when it was, as the attempts before had found.
+func (wt *Waiting) verdict(err error) error {
+	if err == nil || wt.told == nil || engine.Classed(err) {
+		return err
+	}
+	return errors.Join(err, engine.Told(wt.told, wt.Holder.Engine.Now().Sub(wt.toldAt)))
 }
 
 // listen returns what a queued wait listens to between attempts (nil
