@@ -73,10 +73,10 @@ func classOf(err error) (*classError, string) {
 }
 
 // Classed reports whether err, a failed attempt's, says what refused it:
-// ErrHeld, ErrSplit or ErrNodesFailed.
+// ErrHeld, ErrSplit or ErrNodesFailed. It allocates nothing (every
+// attempt of a wait asks it).
 func Classed(err error) bool {
-	c, _ := classOf(err)
-	return c != nil
+	return err != nil && (errors.Is(err, ErrHeld) || errors.Is(err, ErrSplit) || errors.Is(err, ErrNodesFailed))
 }
 
 // Told is what an earlier attempt of a wait said, as the wait's verdict
