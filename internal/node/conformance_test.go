@@ -42,14 +42,15 @@ func TestWaysAnswerAsTheCases(t *testing.T) {
 	sides := []*conformance.Side{
 		fakeSide(false), waySide(t, node.Scripts), fakeSide(true),
 		waySide(t, node.Transactions), waySide(t, node.Native),
+		conformance.Coalesced(waySide(t, node.Scripts)),
 	}
 	conformance.Run(t, "conformance", sides, conformance.Cases())
 }
 
 // TestOtherTransportsAnswerAsTheCases runs the cases over the rueidis and
 // valkey-go transports (packages rueidiswire and valkeywire) on miniredis,
-// each way: the same commands, read from other clients' replies, give the
-// same answers.
+// each way (and with extensions coalesced): the same commands, read from
+// other clients' replies, give the same answers.
 func TestOtherTransportsAnswerAsTheCases(t *testing.T) {
 	over := map[string]func(addr string) *node.Redis{
 		"rueidis": func(addr string) *node.Redis {
@@ -72,6 +73,9 @@ func TestOtherTransportsAnswerAsTheCases(t *testing.T) {
 			s.Name = client + ", " + s.Name
 			sides = append(sides, s)
 		}
+		s := conformance.Coalesced(waySideOver(t, node.Scripts, mk))
+		s.Name = client + ", " + s.Name
+		sides = append(sides, s)
 	}
 	conformance.Run(t, "conformance", sides, conformance.Cases())
 }

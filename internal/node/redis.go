@@ -214,6 +214,7 @@ type worker struct {
 	cmds  []*Cmd
 	lead  Cmd // a PING that leads the pipeline (see leadsNil)
 	clock Cmd // the TIME that ends it (see clockFor)
+	runs  []coalesced
 }
 
 // send makes one round trip for batch and hands each call its reply. Calls
@@ -266,17 +267,18 @@ func (n *Redis) exchange(ctx context.Context, w *worker, batch []*call) (time.Ti
 			all = append(all, &w.lead)
 		}
 	}
-	for _, c := range batch {
-		for i := range c.cmds {
-			all = append(all, &c.cmds[i])
-		}
-	}
+	all = n.coalesce(w, batch, all)
 	if clock != nil {
 		all = append(all, clock)
 	}
 	err := n.via.Batch(ctx, all)
 	clear(all)
 	w.cmds = all[:0]
+	if err == nil {
+		n.answerRuns(ctx, w)
+	}
+	clear(w.runs)
+	w.runs = w.runs[:0]
 	if err != nil || !asked {
 		return time.Time{}, err
 	}

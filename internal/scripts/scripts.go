@@ -35,6 +35,8 @@ var (
 	releaseSource string
 	//go:embed extend.lua
 	extendSource string
+	//go:embed extend_many.lua
+	extendManySource string
 	//go:embed acquire_reentrant.lua
 	acquireReentrantSource string
 	//go:embed release_reentrant.lua
@@ -102,6 +104,10 @@ var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource +
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: extendSource, Hash: "8e4345d5f0f23e9867497e8b17cef391f08236fa"}
+
+// ExtendMany is Extend for several keys in one call: ARGV holds a token
+// and a TTL per key, and it returns 1, 0, or -1 (GET failed) per key.
+var ExtendMany = &Script{Source: extendManySource, Hash: "a0cfcc6828a5805cba2766085e3d2e76f7339744"}
 
 // AcquirePlain sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent; it
 // returns the node's time in Unix ms when ARGV[3] is "1" (1 when not, or
@@ -210,6 +216,6 @@ var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + 
 var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "ab41e8161a28bff58b20ac71cb06f9e120731311"}
 
 // All is every script a lock node runs, to load into its cache at once.
-var All = []*Script{AcquirePlain, Release, Extend, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,
+var All = []*Script{AcquirePlain, Release, Extend, ExtendMany, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,
 	AcquireMulti, ReleaseMulti, ExtendMulti, SemAcquire, SemRelease, SemExtend,
 	ReadAcquire, ReadExtend, ReadRelease, WriteAcquire}
