@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -373,5 +374,35 @@ func TestWaitCutShortSaysWhatItFound(t *testing.T) {
 		require.ErrorIs(t, err, ErrHeld, "%v", err)
 		assert.Contains(t, err.Error(), "held by another, as the last attempt that could tell found, ")
 		assert.Equal(t, 2, fs[0].Count("acquire")-1, "the holder's, then two attempts")
+	})
+}
+
+// TestWaitCutShortCountsWhatItFound: the failed nodes a cut wait's
+// verdict stands on are in its error. Three of five nodes fail, each after
+// 100 ms: each attempt finds too many failed to say anything else
+// (ErrNodesFailed, three node errors); the third is out when the wait ends
+// at 300 ms, before any node answered it. report.NodeErrors names the
+// three, once each (redlock run's "3 of 5 nodes failed" counts them; it
+// said "0 of 5" when the verdict carried the class alone).
+func TestWaitCutShortCountsWhatItFound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 5)
+		for i, f := range fs {
+			f.Faults(func(n *nodetest.Fake) {
+				n.Delay = 100 * time.Millisecond
+				if i < 3 {
+					n.Err = errors.New("broken")
+				}
+			})
+		}
+		m := newFakeMutex(t, r, "k", WithNodeTimeout(time.Second), WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
+		err := m.LockWithin(t.Context(), 300*time.Millisecond)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, ErrNodesFailed, "%v", err)
+		var failed []int
+		for _, ne := range report.NodeErrors(err) {
+			failed = append(failed, ne.Index)
+		}
+		assert.ElementsMatch(t, []int{0, 1, 2}, failed, "%v", err)
 	})
 }

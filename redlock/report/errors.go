@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/redlock-go/redlock/internal/node"
 )
@@ -38,16 +39,19 @@ func (e *NodeError) Error() string {
 // Unwrap returns the cause, so errors.Is(err, redlock.ErrNodeTimeout) works.
 func (e *NodeError) Unwrap() error { return e.Err }
 
-// NodeErrors returns every [*NodeError] in err's tree, in the order
+// NodeErrors returns the [*NodeError]s in err's tree, in the order
 // [errors.Join] holds them: one per node that failed in the operation that
-// returned err before its outcome was certain. errors.As finds only the
-// first.
+// returned err before its outcome was certain. A wait cut short in an
+// attempt holds two attempts' (see ErrNotAcquired): a node that failed in
+// both is named once, by the first found. errors.As finds only the first.
 func NodeErrors(err error) []*NodeError {
 	var out []*NodeError
 	var walk func(error)
 	walk = func(err error) {
 		if ne, ok := err.(*NodeError); ok { //nolint:errorlint // walking the tree by hand
-			out = append(out, ne)
+			if !slices.ContainsFunc(out, func(o *NodeError) bool { return o.Index == ne.Index }) {
+				out = append(out, ne)
+			}
 			return
 		}
 		switch u := err.(type) { //nolint:errorlint // walking the tree by hand

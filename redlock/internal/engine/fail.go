@@ -82,28 +82,30 @@ func Classed(err error) bool {
 // Told is what an earlier attempt of a wait said, as the wait's verdict
 // once its last attempt could not tell (the wait ended while it was out):
 // err is that earlier attempt's error, ago how long before the wait's end
-// it returned. It wraps err's class and names the attempt's age; nil when
+// it returned. It wraps err whole (its class, and the node errors its
+// count of failed nodes stands on) and names the attempt's age; nil when
 // err has no class.
 func Told(err error, ago time.Duration) error {
 	c, phrase := classOf(err)
 	if c == nil {
 		return nil
 	}
-	return &told{class: c, phrase: phrase, ago: ago}
+	return &told{err: err, phrase: phrase, ago: ago}
 }
 
 // told is Told's error.
 type told struct {
-	class  *classError
+	err    error
 	phrase string
 	ago    time.Duration
 }
 
 func (e *told) Error() string {
-	return fmt.Sprintf("redlock: %s, as the last attempt that could tell found, %v before the wait ended", e.phrase, e.ago.Round(time.Microsecond))
+	return fmt.Sprintf("redlock: %s, as the last attempt that could tell found, %v before the wait ended (%v)",
+		e.phrase, e.ago.Round(time.Microsecond), e.err)
 }
 
-func (e *told) Unwrap() error { return e.class }
+func (e *told) Unwrap() error { return e.err }
 
 // Invalid is an error wrapping ErrInvalidArgument.
 func Invalid(format string, args ...any) error {
