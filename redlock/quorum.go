@@ -18,9 +18,10 @@ import "github.com/redlock-go/redlock/redlock/internal/engine"
 // then is not reported), the context's error when it ended, and, when the
 // attempt can tell what refused it, one of [ErrHeld], [ErrSplit] and
 // [ErrNodesFailed], which each wrap ErrNotAcquired. A wait (Lock,
-// LockWithin, Acquire, RLock) whose end cut its last attempt short says
-// what the last attempt that could tell found, and how long before the
-// wait ended.
+// LockWithin, Acquire, RLock) whose end cut its last attempt short also
+// wraps the error of the last attempt that could tell (its class and its
+// node errors: [report.NodeErrors] names each node once), and says how
+// long before the wait ended it returned.
 var ErrNotAcquired = engine.ErrNotAcquired
 
 // ErrHeld wraps [ErrNotAcquired]: the lock is held by another. A lock's
