@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/scripts"
@@ -12,21 +13,31 @@ import (
 // of plain extensions. Sent as they are, each is one EVALSHA of extend.lua;
 // the worker sends each run of them that follow one another in its batch as
 // one EVALSHA of extend_many.lua instead, and answers each extension's own
-// command from its element of the reply. Decode, NOSCRIPT's reload and the
-// scripts' refusal then read each extension as if it had gone alone.
+// command from its element of the reply. Decode, the reload after NOSCRIPT
+// and the scripts' refusal then read each extension as if it had gone
+// alone.
 //
-// Where the many-key script cannot say what extend.lua would (its call was
-// refused with a reply: a key the ACL denies, a script the node lost, a
-// node without scripts; or one key's GET failed), the run's extensions
-// concerned go again alone, in a second round trip, and answer what they
-// answer alone. They may then land after a later call of the batch on the
-// same name: an extension only re-arms its own token's key and answers from
-// the state it finds, so no other call's answer depends on where it lands.
-// A failure to talk to the node is every extension's failure. Not on a
+// Where the many-key script cannot say what extend.lua would, the run's
+// extensions concerned go again alone, in a second round trip, and answer
+// what they answer alone: as EVAL when the node lost the script (NOSCRIPT:
+// its scripts are loaded again); as they were after any other error reply
+// (a key the ACL denies, a read-only replica, a node without scripts),
+// and then no run is made on the node for runPause; for one key whose GET
+// failed. So that landing later changes nothing, a run carries no
+// extension that a later call of its batch on the same name must follow
+// (Laned's order). When the batch asked the node's time, it is asked
+// again after them: every reply's time is read after its operation. A
+// failure to talk to the node is every extension's failure. Not on a
 // sharded node: the keys of a run may live on different servers.
 
 // minRun is the fewest extensions coalesced into one script call.
 const minRun = 2
+
+// runPause is how long a node makes no run after a run's call was refused
+// with an error reply other than NOSCRIPT: a refusal that may last (an ACL
+// that denies one name) would otherwise cost each extension a second round
+// trip, every batch.
+const runPause = time.Minute
 
 // coalesced is one run of a batch's plain extensions sent as one command.
 type coalesced struct {
@@ -48,20 +59,11 @@ func alone(c *call) bool {
 // minRun plain extensions as one extend_many.lua, kept in w.runs.
 func (n *Redis) coalesce(w *worker, batch []*call, all []*Cmd) []*Cmd {
 	w.runs = w.runs[:0]
-	if n.layout.Sharded || n.via.Sharded() {
+	if n.layout.Sharded || n.via.Sharded() || n.now().UnixNano() < n.runsFrom.Load() {
 		return appendCmds(all, batch)
 	}
-	for i := 0; i < len(batch); {
-		j := i
-		for j < len(batch) && alone(batch[j]) {
-			j++
-		}
-		if j-i >= minRun {
-			w.runs = append(w.runs, coalesced{calls: batch[i:j]})
-			i = j
-			continue
-		}
-		i = max(j, i+1)
+	if w.findRuns(batch); len(w.runs) == 0 {
+		return appendCmds(all, batch)
 	}
 	k := 0
 	for i := 0; i < len(batch); {
@@ -77,6 +79,55 @@ func (n *Redis) coalesce(w *worker, batch []*call, all []*Cmd) []*Cmd {
 		i++
 	}
 	return all
+}
+
+// findRuns sets w.runs to batch's runs: its calls alone that follow one
+// another, at least minRun, none followed by a call on its name.
+func (w *worker) findRuns(batch []*call) {
+	if count(batch, alone) < minRun {
+		return // the common batch, of grants and releases: nothing to look for
+	}
+	followed := w.followed(batch)
+	for i := 0; i < len(batch); {
+		j := i
+		for j < len(batch) && alone(batch[j]) && !followed[j] {
+			j++
+		}
+		if j-i >= minRun {
+			w.runs = append(w.runs, coalesced{calls: batch[i:j]})
+		}
+		i = max(j, i+1)
+	}
+}
+
+// count is how many calls of batch f holds for.
+func count(batch []*call, f func(*call) bool) int {
+	n := 0
+	for _, c := range batch {
+		if f(c) {
+			n++
+		}
+	}
+	return n
+}
+
+// followed reports, for each call of batch that is alone, whether a later
+// call of batch is on its name.
+func (w *worker) followed(batch []*call) []bool {
+	w.later = append(w.later[:0], make([]bool, len(batch))...)
+	if w.names == nil {
+		w.names = map[string]struct{}{}
+	}
+	clear(w.names)
+	for i := len(batch) - 1; i >= 0; i-- {
+		name := LaneOf(batch[i].op)
+		if name == "" {
+			continue
+		}
+		_, w.later[i] = w.names[name]
+		w.names[name] = struct{}{}
+	}
+	return w.later
 }
 
 // appendCmds appends the commands of each call of batch to all.
@@ -105,18 +156,37 @@ func manyArgs(calls []*call) []any {
 }
 
 // answerRuns answers each extension of w.runs from its run's reply, and
-// sends again alone those it cannot answer (see Coalescing).
-func (n *Redis) answerRuns(ctx context.Context, w *worker) {
+// returns the commands of those that go again alone (see Coalescing).
+func (n *Redis) answerRuns(w *worker) []*Cmd {
 	var again []*Cmd
 	for k := range w.runs {
-		again = w.runs[k].answer(again)
+		r := &w.runs[k]
+		err := r.cmd.Err()
+		switch {
+		case says(err, "NOSCRIPT"):
+			n.cached.Store(false)
+			n.loadScripts()
+			for _, c := range r.calls {
+				c.cmds[0], _ = asEval(&c.cmds[0])
+			}
+		case isReply(err):
+			n.runsFrom.Store(n.now().Add(runPause).UnixNano())
+		}
+		again = r.answer(again)
 		w.runs[k] = coalesced{}
 	}
 	w.runs = w.runs[:0]
-	if again != nil {
-		n.via.Send(ctx, again...)
-	}
+	n.sentAlone.Add(uint64(len(again)))
+	return again
 }
+
+// SentAlone is how many extensions of runs went again alone, since the
+// node was made (see Coalescing): the conformance suite's coalesced side
+// checks that it sent none.
+func (n *Redis) SentAlone() uint64 { return n.sentAlone.Load() }
+
+// ScriptsCached reports whether the node is known to hold every script.
+func (n *Redis) ScriptsCached() bool { return n.cached.Load() }
 
 // answer answers each extension of r from r's reply, and appends to again
 // the commands of those it cannot answer.
@@ -124,7 +194,7 @@ func (r *coalesced) answer(again []*Cmd) []*Cmd {
 	err := r.cmd.Err()
 	vals, ok := r.cmd.Val().([]any)
 	switch {
-	case err != nil && !isReply(err):
+	case err != nil && !isReply(err) && !errors.Is(err, ErrNil):
 		for _, c := range r.calls {
 			c.cmds[0].Answer(nil, err) // the node did not answer: none of them
 		}
@@ -157,6 +227,9 @@ func elem(vals []any, i int) (int64, bool) {
 // conformance suite sends through this what it must see go together (a
 // run of extensions, see Coalescing). No op may be a Runner.
 func (n *Redis) DoTogether(ctx context.Context, ops ...Op) []Reply {
+	if len(ops) == 0 {
+		return nil
+	}
 	n.start.Do(func() { n.run(LaneOf(ops[0])) })
 	reps := make([]Reply, len(ops))
 	batch := make([]*call, 0, len(ops))

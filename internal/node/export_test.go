@@ -28,6 +28,3 @@ func Reload(ctx context.Context, c Conn, cmds []Cmd) bool { return reload(ctx, c
 
 // EvalArgs is evalArgs.
 func EvalArgs(s *scripts.Script, keys []string, args ...any) []any { return evalArgs(s, keys, args...) }
-
-// ScriptsCached reports whether the node is known to hold every script.
-func (n *Redis) ScriptsCached() bool { return n.cached.Load() }

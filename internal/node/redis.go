@@ -64,6 +64,11 @@ type Redis struct {
 	cached    atomic.Bool
 	loading   atomic.Bool
 	onRefused func(err error) // told of refused dials (see OnRefused)
+	// runsFrom is when the node may make runs of extensions again, in
+	// Unix nanoseconds; sentAlone counts the extensions of runs that went
+	// again alone (see Coalescing).
+	runsFrom  atomic.Int64
+	sentAlone atomic.Uint64
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -212,9 +217,11 @@ func (n *Redis) work() {
 // worker is what a worker keeps from one round trip to the next.
 type worker struct {
 	cmds  []*Cmd
-	lead  Cmd // a PING that leads the pipeline (see leadsNil)
-	clock Cmd // the TIME that ends it (see clockFor)
-	runs  []coalesced
+	lead  Cmd         // a PING that leads the pipeline (see leadsNil)
+	clock Cmd         // the TIME that ends it (see clockFor)
+	runs  []coalesced // see Coalescing
+	later []bool
+	names map[string]struct{}
 }
 
 // send makes one round trip for batch and hands each call its reply. Calls
@@ -274,13 +281,21 @@ func (n *Redis) exchange(ctx context.Context, w *worker, batch []*call) (time.Ti
 	err := n.via.Batch(ctx, all)
 	clear(all)
 	w.cmds = all[:0]
-	if err == nil {
-		n.answerRuns(ctx, w)
-	}
-	clear(w.runs)
-	w.runs = w.runs[:0]
-	if err != nil || !asked {
+	if err != nil {
+		clear(w.runs)
+		w.runs = w.runs[:0]
 		return time.Time{}, err
+	}
+	if again := n.answerRuns(w); len(again) > 0 {
+		if asked {
+			// The node's time after the extensions sent again too.
+			w.clock = Cmd{Args: timeArgs}
+			again = append(again, &w.clock)
+		}
+		n.via.Send(ctx, again...)
+	}
+	if !asked {
+		return time.Time{}, nil
 	}
 	return n.readClock(&w.clock), nil
 }

@@ -24,9 +24,10 @@ import (
 // twentieth of the period (renewGrid), each moved earlier to the grid
 // line before it, so that the extensions of many locks held at once fall
 // due together and share each node's round trips (the node batches the
-// calls it is given at once, see node.Redis): a process holding thousands
-// of locks extends them in a few dozen round trips per period, not
-// thousands. The extensions run on the engine's workers (Engine.Work), at
+// calls it is given at once, see node.Redis, and sends a batch's plain
+// extensions as one script call, see node's Coalescing): a process
+// holding thousands of locks extends them in a few dozen round trips and
+// script calls per period, not thousands. The extensions run on the engine's workers (Engine.Work), at
 // most as many at once as the nodes' workers carry in a round trip; the
 // others wait their turn there, not in the nodes' bounded queues, the
 // lease closest to counting as lost first. An extension can so start
