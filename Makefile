@@ -101,6 +101,9 @@ bench-wan:
 ## loopback; CPU_BENCH lists BenchmarkPair's runs (IMPL/GOROUTINES, or
 ## -test.bench patterns), CPU_FLAGS adds flags (see bench/cmd/cpupair), e.g.
 ## make bench-cpu CPU_REVS=7eb7bc3,. CPU_BENCH=redlock-go/64,redsync/64,raw_floor/64
+## Holding 5,000 locks with renewal, per lock-second (the client's CPU, the
+## servers', node 0's), against main:
+## make bench-cpu CPU_BENCH='Renewal/locks=5000$' CPU_FLAGS='-nodes 3 -ops 15000 -rounds 5'
 CPU_REVS ?= main,.
 CPU_BENCH ?= redlock-go/64
 bench-cpu:
