@@ -104,10 +104,14 @@ bench-wan:
 ## Holding 5,000 locks with renewal, per lock-second (the client's CPU, the
 ## servers', node 0's), against main:
 ## make bench-cpu CPU_BENCH='Renewal/locks=5000$' CPU_FLAGS='-nodes 3 -ops 15000 -rounds 5'
+## The servers are the matrix's CPU_SERVER (redis-7.0, redis-8.6, valkey-8.0,
+## valkey-8.1 or valkey-9.1), fetched as make test fetches them.
 CPU_REVS ?= main,.
 CPU_BENCH ?= redlock-go/64
+CPU_SERVER ?= redis-7.0
 bench-cpu:
-	cd bench && $(GO) run ./cmd/cpupair -revs '$(CPU_REVS)' -bench '$(CPU_BENCH)' $(CPU_FLAGS)
+	servers=$$(scripts/fetch-servers.sh) && server=$$(grep '/$(CPU_SERVER)$$' "$$servers") && \
+	cd bench && $(GO) run ./cmd/cpupair -server "$$server" -revs '$(CPU_REVS)' -bench '$(CPU_BENCH)' $(CPU_FLAGS)
 
 ## bench-handoff: idle time between holders, notified and polling only.
 bench-handoff:

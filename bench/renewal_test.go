@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -81,9 +84,11 @@ func holdLocks(b *testing.B, clients []redis.UniversalClient, locks int) {
 	servers0 := serversCPU(b, clients)
 	client0 := selfCPU()
 	goroutines := runtime.NumGoroutine()
+	stopProfile := profileHold(b)
 	b.ResetTimer()
 	time.Sleep(hold)
 	b.StopTimer()
+	stopProfile()
 	client := selfCPU() - client0
 	servers := serversCPU(b, clients) - servers0
 	usec, calls := extensions(b, clients[0])
@@ -114,6 +119,33 @@ func holdLocks(b *testing.B, clients []redis.UniversalClient, locks int) {
 	_ = g.Wait()
 	b.ReportMetric(float64(unlockFailed.Load()), "unlock-failed")
 	b.ReportMetric(float64(extFailed.n.Load()), "renewals-failed")
+}
+
+// holdProfile, when set, is where BenchmarkRenewal writes a CPU profile
+// of the hold alone (the last run's), without the acquisitions and
+// releases around it that -cpuprofile counts too.
+var holdProfile = flag.String("holdprofile", "", "BenchmarkRenewal: write a CPU profile of the hold alone to this file")
+
+// profileHold starts the hold's CPU profile, if asked for; the function
+// it returns stops it.
+func profileHold(b *testing.B) func() {
+	b.Helper()
+	if *holdProfile == "" {
+		return func() {}
+	}
+	f, err := os.Create(*holdProfile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
 }
 
 // renewalFailures is an Observer that counts the extensions of renewal

@@ -21,7 +21,8 @@ import (
 // matrixConformance runs the node protocol's cases (package conformance)
 // on a real server of s's kind, each way of speaking to it on a server of
 // its own: scripts on the first (and again with extensions coalesced, see
-// conformance.Coalesced), transactions on the second, and the
+// conformance.Coalesced; and each way with extensions together, see
+// conformance.Together), transactions on the second, and the
 // server's own commands on the third where it has them (DELIFEQ or DELEX;
 // a server with SET IFEQ alone releases as transactions do, and is held to
 // their row of the table of ways). Every case, each way, the same answers
@@ -58,6 +59,16 @@ func matrixConformance(t *testing.T, s *Servers, row serverRow) {
 			// under names of their own.
 			coalesced := []*conformance.Side{conformance.Coalesced(side(0, rlnode.Scripts, rlnode.Scripts))}
 			conformance.Run(t, fmt.Sprintf("conformance:coalesced:%s:%d", client, time.Now().UnixNano()), coalesced, conformance.Cases())
+			// Each way again, each plain extension sent as one of three
+			// in one request (renewal's node.Extensions).
+			together := []*conformance.Side{
+				conformance.Together(side(0, rlnode.Scripts, rlnode.Scripts)),
+				conformance.Together(side(1, rlnode.Transactions, rlnode.Transactions)),
+			}
+			if len(sides) > 2 {
+				together = append(together, conformance.Together(side(2, rlnode.Native, native)))
+			}
+			conformance.Run(t, fmt.Sprintf("conformance:together:%s:%d", client, time.Now().UnixNano()), together, conformance.Cases())
 		})
 	}
 }
@@ -76,6 +87,12 @@ func conformanceWithoutLua(t *testing.T, s *Servers, row serverRow) {
 	side.Name = "without Lua on " + s.Launcher().Name
 	conformance.Refuses(t, side.Node, as)
 	conformance.Run(t, fmt.Sprintf("conformance:nolua:%d", time.Now().UnixNano()), []*conformance.Side{side}, conformance.Cases())
+	// Again with each plain extension one of three in a request
+	// (node.Extensions), whose script is refused as every other.
+	side = realSide(t, s, 1, rlnode.Scripts, as)
+	side.Name = "without Lua on " + s.Launcher().Name
+	conformance.Refuses(t, side.Node, as)
+	conformance.Run(t, fmt.Sprintf("conformance:nolua-together:%d", time.Now().UnixNano()), []*conformance.Side{conformance.Together(side)}, conformance.Cases())
 }
 
 // realSide is node i of s spoken to in way, held to the table of ways'

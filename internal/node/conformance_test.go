@@ -43,6 +43,8 @@ func TestWaysAnswerAsTheCases(t *testing.T) {
 		fakeSide(false), waySide(t, node.Scripts), fakeSide(true),
 		waySide(t, node.Transactions), waySide(t, node.Native),
 		conformance.Coalesced(waySide(t, node.Scripts)),
+		conformance.Together(waySide(t, node.Scripts)), conformance.Together(fakeSide(false)),
+		conformance.Together(waySide(t, node.Transactions)), conformance.Together(waySide(t, node.Native)),
 	}
 	conformance.Run(t, "conformance", sides, conformance.Cases())
 }
@@ -73,9 +75,10 @@ func TestOtherTransportsAnswerAsTheCases(t *testing.T) {
 			s.Name = client + ", " + s.Name
 			sides = append(sides, s)
 		}
-		s := conformance.Coalesced(waySideOver(t, node.Scripts, mk))
-		s.Name = client + ", " + s.Name
-		sides = append(sides, s)
+		for _, s := range []*conformance.Side{conformance.Coalesced(waySideOver(t, node.Scripts, mk)), conformance.Together(waySideOver(t, node.Scripts, mk))} {
+			s.Name = client + ", " + s.Name
+			sides = append(sides, s)
+		}
 	}
 	conformance.Run(t, "conformance", sides, conformance.Cases())
 }

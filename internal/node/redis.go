@@ -139,6 +139,11 @@ func (n *Redis) Layout() Layout { return n.layout }
 
 // Do implements Node.
 func (n *Redis) Do(ctx context.Context, sendBy time.Time, op Op, done func(Reply)) {
+	if m, ok := op.(*Extensions); ok && n.layout.Sharded {
+		// The keys may live on different servers: each its own call.
+		DoEach(m, func(e Op, done func(Reply)) { n.Do(ctx, sendBy, e, done) }, done)
+		return
+	}
 	n.start.Do(func() { n.run(LaneOf(op)) })
 	c := callPool.Get().(*call)
 	c.ctx, c.sendBy, c.op, c.done = ctx, sendBy, op, done

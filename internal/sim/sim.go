@@ -218,9 +218,10 @@ func (s *Sim) rng(stream uint64) *rand.Rand {
 
 // A client is one process: a Redlock over its own go-redis clients.
 type client struct {
-	idx     int
-	rl      *redlock.Redlock
-	clients []*redis.Client
+	idx      int
+	rl       *redlock.Redlock
+	clients  []*redis.Client
+	renewals *renewals // renewal's verdicts, when "renewed" runs
 }
 
 func (s *Sim) newClient(idx int) *client {
@@ -243,7 +244,7 @@ func (s *Sim) newClient(idx int) *client {
 		c.clients = append(c.clients, rc)
 		ucs = append(ucs, rc)
 	}
-	rl, err := redlock.New(ucs)
+	rl, err := redlock.New(ucs, s.observe(c)...)
 	if err != nil {
 		panic(err)
 	}

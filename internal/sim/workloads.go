@@ -16,7 +16,7 @@ type workload func(ctx context.Context, s *Sim, c *client, rng *rand.Rand)
 // resources names what each workload holds, for the liveness check.
 var resources = map[string][]string{
 	"mutex": {"m"}, "fenced": {"f"}, "reentrant": {"re"}, "multi": {"{ab}a", "{ab}b"},
-	"rwmutex": {"rw"}, "semaphore": {"sem"}, "do": {"do"},
+	"rwmutex": {"rw"}, "semaphore": {"sem"}, "do": {"do"}, "renewed": {"r0", "r1", "r2"},
 }
 
 // refusable are the workloads whose refusals (TryLock's, and LockWithin's
@@ -31,6 +31,7 @@ var workloads = map[string]workload{
 	"rwmutex":   rwLoop,
 	"semaphore": semaphoreLoop,
 	"do":        doLoop,
+	"renewed":   renewedLoop,
 }
 
 func workloadNames() []string {

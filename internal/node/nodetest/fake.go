@@ -272,8 +272,13 @@ func (n *Fake) Waiting(key string) []string {
 // transport's worker would, and hands the reply to done. Operations of one
 // lock name (see node.Laned) are applied in the order Do was called for
 // them, one after the other, as a transport's lane sends them: each waits
-// until the one before has been answered (its delay included).
-func (n *Fake) Do(_ context.Context, _ time.Time, op node.Op, done func(node.Reply)) {
+// until the one before has been answered (its delay included). The
+// extensions of node.Extensions are each applied as an Extend.
+func (n *Fake) Do(ctx context.Context, sendBy time.Time, op node.Op, done func(node.Reply)) {
+	if m, ok := op.(*node.Extensions); ok {
+		node.DoEach(m, func(e node.Op, done func(node.Reply)) { n.Do(ctx, sendBy, e, done) }, done)
+		return
+	}
 	name := node.LaneOf(op)
 	if name == "" {
 		go func() { done(n.answer(op)) }()

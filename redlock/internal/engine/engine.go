@@ -33,6 +33,9 @@ type Engine struct {
 	life life.Group // operations, renewals, identification; closing stops renewal and identification
 	// workers run renewal's extensions (see Work), counted in life.
 	workers life.Workers
+	// together is the extensions of renewal waiting for a round of
+	// their own (see ExtendTogether).
+	together together
 	// leases are the leases held, each with its token: close ends them,
 	// and their loss timers with them. Guarded by leasesMu, recorded only
 	// while life is open (life.While), so that close, which stops life

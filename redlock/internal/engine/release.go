@@ -313,6 +313,12 @@ func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) (granted []int
 		return granted, nil
 	}
 	settle(rd, ctxErr, c.Settings.NodeTimeout)
+	return granted, e.notExtended(t, ctxErr)
+}
+
+// notExtended is the error of an extension that no quorum granted, as
+// its tally t says (ctxErr: the caller's context's, when it ended first).
+func (e *Engine) notExtended(t *quorum.Tally, ctxErr error) error {
 	reason := counted("extended on", t)
 	if gone := t.RefusedNodes(); len(gone) > 0 {
 		// Those nodes answered, and no longer hold the token: not a
@@ -322,9 +328,9 @@ func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) (granted []int
 	if !t.LostForGood() && !t.Hopeless() {
 		// Too few said the token was gone to say that no quorum holds
 		// it: the nodes that failed may, with those that extended.
-		return granted, e.fail(errNotExtended, reason, ctxErr, t)
+		return e.fail(errNotExtended, reason, ctxErr, t)
 	}
-	err = e.failLapse("extension", reason, ctxErr, t)
+	err := e.failLapse("extension", reason, ctxErr, t)
 	if t.LostForGood() {
 		// So many nodes answered that the token is gone (N-Q+1 of them, a
 		// quorum only for odd N) that no quorum can hold it. Extend never
@@ -332,7 +338,7 @@ func (e *Engine) Extend(ctx context.Context, op node.Op, c Lapse) (granted []int
 		// lost.
 		err = errors.Join(err, ErrLockLost)
 	}
-	return granted, err
+	return err
 }
 
 // settle waits, after a release or an extension failed, for the nodes not

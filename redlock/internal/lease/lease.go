@@ -316,8 +316,10 @@ func unextendable(ended error, start, until time.Time) error {
 	return nil
 }
 
-// extend extends lease l: see Mutex.Extend.
-func (h *Holder) extend(ctx context.Context, l *Lease) error {
+// extend extends lease l: see Mutex.Extend. Renewal's (together) waits
+// for a round of extensions shared with the other leases' (see
+// engine.ExtendTogether); a caller's goes at once, alone.
+func (h *Holder) extend(ctx context.Context, l *Lease, together bool) error {
 	h.mu.Lock()
 	until, ended := l.until, l.Err
 	h.mu.Unlock()
@@ -333,7 +335,11 @@ func (h *Holder) extend(ctx context.Context, l *Lease) error {
 		l.confirm([]int{i}, next, jumps)
 		h.mu.Unlock()
 	}
-	granted, err := h.Engine.Extend(ctx, op, engine.Lapse{Settings: &h.Settings, Report: h.Report, Quorum: h.Quorum, Late: late})
+	extend := h.Engine.Extend
+	if together {
+		extend = h.Engine.ExtendTogether
+	}
+	granted, err := extend(ctx, op, engine.Lapse{Settings: &h.Settings, Report: h.Report, Quorum: h.Quorum, Late: late})
 	if len(granted) > 0 {
 		// Each re-armed the key, whether or not a quorum did.
 		jumps := h.jumps()
@@ -371,7 +377,7 @@ func (h *Holder) ExtendCurrent(ctx context.Context) error {
 	if l == nil {
 		return h.errNotHeld()
 	}
-	return h.extend(ctx, l)
+	return h.extend(ctx, l, false)
 }
 
 // Until returns the end of the current lease's validity; the zero Time

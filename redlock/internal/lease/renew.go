@@ -201,5 +201,5 @@ func (h *Holder) renewOnce(holdCtx context.Context, l *Lease) error {
 	c := h.Call(StepExtend)
 	c.Renewal = true
 	ctx, end := h.Observe(holdCtx, c)
-	return end(0, h.extend(ctx, l))
+	return end(0, h.extend(ctx, l, true))
 }
