@@ -20,9 +20,8 @@ import (
 
 // matrixConformance runs the node protocol's cases (package conformance)
 // on a real server of s's kind, each way of speaking to it on a server of
-// its own: scripts on the first (and again with extensions coalesced, see
-// conformance.Coalesced; and each way with extensions together, see
-// conformance.Together), transactions on the second, and the
+// its own: scripts on the first (and each way again with extensions
+// together, see conformance.Together), transactions on the second, and the
 // server's own commands on the third where it has them (DELIFEQ or DELEX;
 // a server with SET IFEQ alone releases as transactions do, and is held to
 // their row of the table of ways). Every case, each way, the same answers
@@ -54,11 +53,6 @@ func matrixConformance(t *testing.T, s *Servers, row serverRow) {
 				conformance.Refuses(t, side.Node, side.Way)
 			}
 			conformance.Run(t, fmt.Sprintf("conformance:%s:%d", client, time.Now().UnixNano()), sides, conformance.Cases())
-			// Scripts again, each plain extension sent in one round trip
-			// with two others (one extend_many.lua), on the first server
-			// under names of their own.
-			coalesced := []*conformance.Side{conformance.Coalesced(side(0, rlnode.Scripts, rlnode.Scripts))}
-			conformance.Run(t, fmt.Sprintf("conformance:coalesced:%s:%d", client, time.Now().UnixNano()), coalesced, conformance.Cases())
 			// Each way again, each plain extension sent as one of three
 			// in one request (renewal's node.Extensions).
 			together := []*conformance.Side{

@@ -49,9 +49,7 @@ func (Clock) Transact(context.Context, *Tx) Reply { return Reply{OK: true} }
 // clockFor reports whether a batch's pipeline ends with TIME: when a call
 // of the batch is Timed and the layout has one server. One TIME serves the
 // whole batch: its operations were applied in that round trip, on that
-// connection, just before it. Extensions of a run sent again alone (see
-// Coalescing) are followed by a TIME of their own, which then serves the
-// whole batch: read after every operation of it.
+// connection, just before it.
 func (n *Redis) clockFor(batch []*call) bool {
 	if n.layout.Sharded {
 		return false

@@ -42,7 +42,6 @@ func TestWaysAnswerAsTheCases(t *testing.T) {
 	sides := []*conformance.Side{
 		fakeSide(false), waySide(t, node.Scripts), fakeSide(true),
 		waySide(t, node.Transactions), waySide(t, node.Native),
-		conformance.Coalesced(waySide(t, node.Scripts)),
 		conformance.Together(waySide(t, node.Scripts)), conformance.Together(fakeSide(false)),
 		conformance.Together(waySide(t, node.Transactions)), conformance.Together(waySide(t, node.Native)),
 	}
@@ -51,7 +50,7 @@ func TestWaysAnswerAsTheCases(t *testing.T) {
 
 // TestOtherTransportsAnswerAsTheCases runs the cases over the rueidis and
 // valkey-go transports (packages rueidiswire and valkeywire) on miniredis,
-// each way (and with extensions coalesced): the same commands, read from
+// each way (and with extensions together): the same commands, read from
 // other clients' replies, give the same answers.
 func TestOtherTransportsAnswerAsTheCases(t *testing.T) {
 	over := map[string]func(addr string) *node.Redis{
@@ -75,7 +74,7 @@ func TestOtherTransportsAnswerAsTheCases(t *testing.T) {
 			s.Name = client + ", " + s.Name
 			sides = append(sides, s)
 		}
-		for _, s := range []*conformance.Side{conformance.Coalesced(waySideOver(t, node.Scripts, mk)), conformance.Together(waySideOver(t, node.Scripts, mk))} {
+		for _, s := range []*conformance.Side{conformance.Together(waySideOver(t, node.Scripts, mk))} {
 			s.Name = client + ", " + s.Name
 			sides = append(sides, s)
 		}

@@ -64,11 +64,6 @@ type Redis struct {
 	cached    atomic.Bool
 	loading   atomic.Bool
 	onRefused func(err error) // told of refused dials (see OnRefused)
-	// runsFrom is when the node may make runs of extensions again, in
-	// Unix nanoseconds; sentAlone counts the extensions of runs that went
-	// again alone (see Coalescing).
-	runsFrom  atomic.Int64
-	sentAlone atomic.Uint64
 }
 
 // Batching limits. Workers bounds the round trips in flight per node (and
@@ -222,11 +217,8 @@ func (n *Redis) work() {
 // worker is what a worker keeps from one round trip to the next.
 type worker struct {
 	cmds  []*Cmd
-	lead  Cmd         // a PING that leads the pipeline (see leadsNil)
-	clock Cmd         // the TIME that ends it (see clockFor)
-	runs  []coalesced // see Coalescing
-	later []bool
-	names map[string]struct{}
+	lead  Cmd // a PING that leads the pipeline (see leadsNil)
+	clock Cmd // the TIME that ends it (see clockFor)
 }
 
 // send makes one round trip for batch and hands each call its reply. Calls
@@ -279,7 +271,7 @@ func (n *Redis) exchange(ctx context.Context, w *worker, batch []*call) (time.Ti
 			all = append(all, &w.lead)
 		}
 	}
-	all = n.coalesce(w, batch, all)
+	all = appendCmds(all, batch)
 	if clock != nil {
 		all = append(all, clock)
 	}
@@ -287,17 +279,7 @@ func (n *Redis) exchange(ctx context.Context, w *worker, batch []*call) (time.Ti
 	clear(all)
 	w.cmds = all[:0]
 	if err != nil {
-		clear(w.runs)
-		w.runs = w.runs[:0]
 		return time.Time{}, err
-	}
-	if again := n.answerRuns(w); len(again) > 0 {
-		if asked {
-			// The node's time after the extensions sent again too.
-			w.clock = Cmd{Args: timeArgs}
-			again = append(again, &w.clock)
-		}
-		n.via.Send(ctx, again...)
 	}
 	if !asked {
 		return time.Time{}, nil
@@ -377,3 +359,16 @@ func (n *Redis) Close(ctx context.Context) error {
 	}
 	return n.life.Wait(ctx)
 }
+
+// appendCmds appends the commands of each call of batch to all.
+func appendCmds(all []*Cmd, batch []*call) []*Cmd {
+	for _, c := range batch {
+		for i := range c.cmds {
+			all = append(all, &c.cmds[i])
+		}
+	}
+	return all
+}
+
+// ScriptsCached reports whether the node is known to hold every script.
+func (n *Redis) ScriptsCached() bool { return n.cached.Load() }

@@ -107,7 +107,7 @@ var Extend = &Script{Source: extendSource, Hash: "8e4345d5f0f23e9867497e8b17cef3
 
 // ExtendMany is Extend for several keys in one call: ARGV holds a token
 // and a TTL per key, and it returns 1, 0, or -1 (GET failed) per key.
-var ExtendMany = &Script{Source: extendManySource, Hash: "a0cfcc6828a5805cba2766085e3d2e76f7339744"}
+var ExtendMany = &Script{Source: extendManySource, Hash: "8e716bdb6b0eab91639bef8653ec567be4365830"}
 
 // AcquirePlain sets KEYS[1] to ARGV[1] with ttl ARGV[2] ms if absent; it
 // returns the node's time in Unix ms when ARGV[3] is "1" (1 when not, or

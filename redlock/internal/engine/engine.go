@@ -36,6 +36,8 @@ type Engine struct {
 	// together is the extensions of renewal waiting for a round of
 	// their own (see ExtendTogether).
 	together together
+	// due is renewal's lines of extensions falling due (see Due).
+	due dueLines
 	// leases are the leases held, each with its token: close ends them,
 	// and their loss timers with them. Guarded by leasesMu, recorded only
 	// while life is open (life.While), so that close, which stops life

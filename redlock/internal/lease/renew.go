@@ -23,12 +23,13 @@ import (
 // an extension under way runs one. Extensions are due on a grid of a
 // twentieth of the period (renewGrid), each moved earlier to the grid
 // line before it, so that the extensions of many locks held at once fall
-// due together and share each node's round trips (the node batches the
-// calls it is given at once, see node.Redis, and sends a batch's plain
-// extensions as one script call, see node's Coalescing): a process
-// holding thousands of locks extends them in a few dozen round trips and
-// script calls per period, not thousands. The extensions run on the engine's workers (Engine.Work), at
-// most as many at once as the nodes' workers carry in a round trip; the
+// due together and share quorum rounds: the plain extensions that wait
+// while one round is under way go together in the next, one request and
+// one script call (or one SET IFEQ each) per node, each tallied on its
+// own (see engine.ExtendTogether): a process holding thousands of locks
+// extends them in a few dozen rounds per period, not thousands. The
+// extensions run on the engine's workers (Engine.Work), at most as many
+// at once as the nodes' workers carry in a round trip; the
 // others wait their turn there, not in the nodes' bounded queues, the
 // lease closest to counting as lost first. An extension can so start
 // later than TTL/3 when nodes are slow and many locks are held: with 256
@@ -50,12 +51,12 @@ func renewGrid(ttl time.Duration) time.Duration {
 	return 0
 }
 
-// renewal is the renewal of one lease. ctx, holdEnd, done, timer and
+// renewal is the renewal of one lease. ctx, holdEnd, done, fire and
 // run are set once; the other fields are guarded by the holder's mu.
 type renewal struct {
 	ctx      context.Context //nolint:containedctx // the hold's, which each extension runs under: renewal stops when it ends
 	holdEnd  time.Time       // WithMaxHold's bound; zero for none
-	timer    *time.Timer     // fires each extension, re-armed for the next
+	fire     func()          // hands the extension due to a worker (see Engine.Due)
 	run      func()          // makes the extension that fell due (extendDue)
 	armed    bool            // the timer is set for the next extension
 	running  bool            // an extension is under way
@@ -83,31 +84,40 @@ func (h *Holder) renew(holdCtx context.Context, l *Lease) {
 		h.stopRenewal(l)
 	})
 	r.run = func() { h.extendDue(l) }
-	r.armed = true
-	r.timer = time.AfterFunc(h.onGrid(l.start.Add(renewEvery(h.Settings.TTL))), func() {
+	r.fire = func() {
 		h.mu.Lock()
+		if r.stop || !r.armed {
+			h.mu.Unlock()
+			return // stopped meanwhile: no worker for nothing
+		}
 		by := l.until.Add(-lossMargin(h.Settings.TTL)) // the lease counts as lost then
 		h.mu.Unlock()
 		h.Engine.Work(by, r.run) // closed: Close ends the lease
-	})
+	}
+	line, d := h.onGrid(l.start.Add(renewEvery(h.Settings.TTL)))
+	h.schedule(r, line, d)
 }
 
-// onGrid is how long from now until the grid line at or before at (see
-// renewGrid). The line is found on the wall clock, the wait measured on
-// the monotonic one: a jump of the wall clock moves an extension no more
-// than one grid step earlier, never later.
-func (h *Holder) onGrid(at time.Time) time.Duration {
+// onGrid is the grid line at or before at (see renewGrid), and how long
+// from now until it. The line is found on the wall clock, the wait
+// measured on the monotonic one: a jump of the wall clock moves an
+// extension no more than one grid step earlier, never later.
+func (h *Holder) onGrid(at time.Time) (time.Time, time.Duration) {
 	d := at.Sub(h.Engine.Now())
 	if g := renewGrid(h.Settings.TTL); g > 0 {
-		d -= at.Sub(at.Truncate(g))
+		line := at.Truncate(g)
+		return line, d - at.Sub(line)
 	}
-	return d
+	return at, d
 }
 
-// schedule sets r's next extension d from now. Called with h.mu held.
-func (r *renewal) schedule(d time.Duration) {
+// schedule sets r's next extension on line, d from now: with the others
+// due on the same line, one timer for them all (Engine.Due). A stopped
+// renewal's extension still fires, and finds it stopped (extendDue).
+// Called with h.mu held.
+func (h *Holder) schedule(r *renewal, line time.Time, d time.Duration) {
 	r.armed = true
-	r.timer.Reset(d)
+	h.Engine.Due(line, d, r.fire)
 }
 
 // stopRenewal stops l's renewal: its next extension is not made, and
@@ -120,10 +130,7 @@ func (h *Holder) stopRenewal(l *Lease) {
 		return
 	}
 	r.stop = true
-	if r.armed {
-		r.timer.Stop()
-		r.armed = false
-	}
+	r.armed = false // its extension, due, finds it stopped
 	if !r.running {
 		h.renewalStopped(r)
 	}
@@ -161,12 +168,14 @@ func (h *Holder) extendDue(l *Lease) {
 		h.renewalStopped(r)
 	case err == nil:
 		r.failures = 0
-		r.schedule(h.onGrid(now.Add(renewEvery(h.Settings.TTL))))
+		line, d := h.onGrid(now.Add(renewEvery(h.Settings.TTL)))
+		h.schedule(r, line, d)
 	default:
 		// Nodes failing or slow: try again soon; the loss timer ends the
 		// lease if no extension succeeds in time.
 		r.failures++
-		r.schedule(h.Settings.Retry().Delay(r.failures))
+		d := h.Settings.Retry().Delay(r.failures)
+		h.schedule(r, h.Engine.Now().Add(d), d)
 	}
 }
 

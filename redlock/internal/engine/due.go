@@ -1,0 +1,54 @@
+package engine
+
+import (
+	"sync"
+	"time"
+)
+
+// Due lines. Renewal's extensions fall due on a grid (redlock/internal/
+// lease), thousands on one line when thousands of locks are held: each
+// with a timer of its own, each line fired thousands of timers, each on a
+// goroutine of its own. The engine keeps one timer per line instead, which
+// runs the line's functions one after the other on its goroutine.
+
+// dueLines are the lines waiting for their time, by their instant.
+type dueLines struct {
+	mu    sync.Mutex
+	lines map[int64]*dueLine
+}
+
+// dueLine is one line: its functions, run when its timer fires.
+type dueLine struct {
+	fs []func()
+}
+
+// Due runs f after d, with the other functions due at the same instant at
+// (the line, read on the wall clock; d is measured on the monotonic one:
+// the first function of a line sets its timer). f runs on the line's
+// timer goroutine, after the line's earlier functions: it must not block
+// (renewal's hands its extension to Work). Nothing cancels it: f checks
+// whether it is still wanted.
+func (e *Engine) Due(at time.Time, d time.Duration, f func()) {
+	ds := &e.due
+	key := at.UnixNano()
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if l, ok := ds.lines[key]; ok {
+		l.fs = append(l.fs, f)
+		return
+	}
+	if ds.lines == nil {
+		ds.lines = map[int64]*dueLine{}
+	}
+	l := &dueLine{fs: []func(){f}}
+	ds.lines[key] = l
+	time.AfterFunc(d, func() {
+		ds.mu.Lock()
+		delete(ds.lines, key)
+		fs := l.fs
+		ds.mu.Unlock()
+		for _, f := range fs {
+			f()
+		}
+	})
+}
