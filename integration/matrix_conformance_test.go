@@ -82,7 +82,9 @@ func conformanceWithoutLua(t *testing.T, s *Servers, row serverRow) {
 	conformance.Refuses(t, side.Node, as)
 	conformance.Run(t, fmt.Sprintf("conformance:nolua:%d", time.Now().UnixNano()), []*conformance.Side{side}, conformance.Cases())
 	// Again with each plain extension one of three in a request
-	// (node.Extensions), whose script is refused as every other.
+	// (node.Extensions), on a node already switched off scripts: each
+	// goes as its own call (a request refused its script first is
+	// internal/node's TestExtensionsRefusedScriptsGoEachAlone).
 	side = realSide(t, s, 1, rlnode.Scripts, as)
 	side.Name = "without Lua on " + s.Launcher().Name
 	conformance.Refuses(t, side.Node, as)

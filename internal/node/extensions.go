@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/redlock-go/redlock/internal/scripts"
 )
@@ -15,11 +16,15 @@ import (
 // element of the Reply's Value, an []Reply in the order of Each; the Reply
 // itself is OK when any was, and its Err is the node's failure that voids
 // them all. On one server it is one command: extend_many.lua, or one
-// SET IFEQ each where the server has it (see native.go); without scripts,
-// each Extend's transaction in turn; on a sharded node (Cluster, Ring: the
-// keys may live on different servers) each Extend goes as its own call.
+// SET IFEQ each where the server has it (see native.go). Each Extend goes
+// as its own call, and answers as it does alone (see split): on a sharded
+// node (Cluster, Ring: the keys may live on different servers); without
+// scripts otherwise (each its own transaction, side by side by name, not
+// one after the other on one connection); after an error reply to the
+// script (one key the ACL denies fails that key alone); and, for a key
+// whose GET failed in the script, that Extend (whose reply says why).
 //
-// Each must hold at least two extensions, each Together.
+// Each must hold extensions that are each Together.
 type Extensions struct {
 	Each []*Extend
 	enc  encoding
@@ -101,15 +106,6 @@ func (o *Extensions) decodeNative(cmds []Cmd) (Reply, func(context.Context, *Tx)
 	return joined(each), nil
 }
 
-// Transact implements Transacted: each extension's transaction in turn.
-func (o *Extensions) Transact(ctx context.Context, t *Tx) Reply {
-	each := make([]Reply, len(o.Each))
-	for i, e := range o.Each {
-		each[i] = e.Transact(ctx, t)
-	}
-	return joined(each)
-}
-
 // joined is the Reply of Extensions whose extensions answered each: OK
 // when any was; failed, with the first's error, when every one failed.
 func joined(each []Reply) Reply {
@@ -141,4 +137,50 @@ func DoEach(o *Extensions, do func(op Op, done func(Reply)), done func(Reply)) {
 			}
 		})
 	}
+}
+
+// split sends each extension of call c, which carries o, as its own call
+// (see Extensions), and answers c once every one answered.
+func (n *Redis) split(c *call, o *Extensions) {
+	ctx, sendBy, done := c.ctx, c.sendBy, c.done
+	*c = call{}
+	callPool.Put(c)
+	DoEach(o, func(e Op, done func(Reply)) { n.Do(ctx, sendBy, e, done) }, done)
+}
+
+// answerExtensions answers call c, which carries o, from its script's
+// reply (with the node's time at), or sends what the reply cannot say
+// again alone: every extension after an error reply, each extension whose
+// GET failed.
+func (n *Redis) answerExtensions(c *call, o *Extensions, at time.Time) {
+	if err := c.cmds[0].Err(); isReply(err) && !errors.Is(err, ErrNil) {
+		n.split(c, o)
+		return
+	}
+	rep := o.Decode(c.cmds)
+	each, _ := rep.Value.([]Reply)
+	var again []int
+	for i, r := range each {
+		if errors.Is(r.Err, errGetFailed) {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		c.finish(n.timed(o, rep, at))
+		return
+	}
+	ctx, sendBy, done := c.ctx, c.sendBy, c.done
+	*c = call{}
+	callPool.Put(c)
+	sub := &Extensions{Each: make([]*Extend, len(again))}
+	for k, i := range again {
+		sub.Each[k] = o.Each[i]
+	}
+	DoEach(sub, func(e Op, done func(Reply)) { n.Do(ctx, sendBy, e, done) }, func(r Reply) {
+		alone, _ := r.Value.([]Reply)
+		for k, i := range again {
+			each[i] = alone[k]
+		}
+		done(n.timed(o, joined(each), at))
+	})
 }

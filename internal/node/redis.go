@@ -317,6 +317,10 @@ func (n *Redis) roundTrip(w *worker, batch []*call) {
 			if !refused && !n.scriptsRan.Load() {
 				n.scriptsRan.Store(true) // see Do: the plain lock may speak natively beside scripts
 			}
+			if o, ok := c.op.(*Extensions); ok {
+				n.answerExtensions(c, o, at)
+				continue
+			}
 			c.finish(n.timed(c.op, c.op.Decode(c.cmds), at))
 		} else if rep, done := open.decode(c); done {
 			c.finish(n.timed(c.op, rep, at))

@@ -133,6 +133,15 @@ func (n *Redis) refuseScripts(err error) {
 // the names side by side, each call on its own connection. Calls whose
 // node timeout passed are not sent.
 func (n *Redis) transactAll(batch []*call) {
+	rest := batch[:0]
+	for _, c := range batch {
+		if o, ok := c.op.(*Extensions); ok {
+			n.split(c, o) // each its own call: side by side by name
+			continue
+		}
+		rest = append(rest, c)
+	}
+	batch = rest
 	if len(batch) == 0 {
 		return
 	}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -62,35 +64,87 @@ func (e *Engine) ExtendTogether(ctx context.Context, op node.Op, c Lapse) ([]int
 	lead := !t.running
 	t.running = true
 	t.mu.Unlock()
-	if !lead {
-		select {
-		case <-j.done:
-			return j.granted, j.err
-		case <-j.wake:
+	if !lead && !j.await(ctx) {
+		if t.leave(j) {
+			return nil, errors.Join(fmt.Errorf("%w: not sent, its context ended first", errNotExtended), context.Cause(ctx))
 		}
+		j.await(context.Background()) // taken into a round, or to lead the next
 	}
-	e.leadTogether()
+	if !j.finished() {
+		e.leadTogether()
+	}
 	<-j.done
 	return j.granted, j.err
 }
 
+// await waits until j's outcome is known or j is to lead the next round;
+// false when ctx ended first.
+func (j *joined) await(ctx context.Context) bool {
+	select {
+	case <-j.done:
+	case <-j.wake:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// finished reports whether j's outcome is known.
+func (j *joined) finished() bool {
+	select {
+	case <-j.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// leave takes j out of the extensions waiting, unless a round took it or
+// it is to lead the next; it reports whether it did.
+func (t *together) leave(j *joined) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-j.wake:
+		return false
+	default:
+	}
+	k := slices.Index(t.waiting, j)
+	if k < 0 {
+		return false
+	}
+	t.waiting = slices.Delete(t.waiting, k, k+1)
+	return true
+}
+
 // leadTogether runs one round of the extensions waiting, its own among
 // them (the first), and wakes the first of those still waiting to run the
-// next: each leader goes back to its own lease once its round is over.
+// next once it is decided: each leader goes back to its own lease once
+// its round is over.
 func (e *Engine) leadTogether() {
 	t := &e.together
 	t.mu.Lock()
-	n := min(len(t.waiting), maxTogether)
-	batch := slices.Clone(t.waiting[:n])
-	t.waiting = slices.Delete(t.waiting, 0, n)
-	t.mu.Unlock()
-	if len(batch) == 1 {
-		j := batch[0]
-		j.granted, j.err = e.Extend(j.ctx, j.op, j.c)
-		close(j.done)
-	} else {
-		e.extendTogether(batch)
+	// Those of the leader's node timeout: one round waits for the
+	// slowest node as long as its timeout says.
+	timeout := t.waiting[0].c.Settings.NodeTimeout
+	var batch []*joined
+	rest := t.waiting[:0]
+	for _, j := range t.waiting {
+		if len(batch) < maxTogether && j.c.Settings.NodeTimeout == timeout {
+			batch = append(batch, j)
+		} else {
+			rest = append(rest, j)
+		}
 	}
+	clear(t.waiting[len(rest):])
+	t.waiting = rest
+	t.mu.Unlock()
+	e.extendTogether(batch, t.handOff)
+}
+
+// handOff wakes the first extension waiting to lead the next round, if
+// any.
+func (t *together) handOff() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.waiting) == 0 {
@@ -101,37 +155,52 @@ func (e *Engine) leadTogether() {
 }
 
 // extendTogether runs one round for the extensions of batch, and tells
-// each its outcome.
-func (e *Engine) extendTogether(batch []*joined) {
+// each its outcome; once the round is decided it calls next, before the
+// failed extensions' linger (see settle), which holds back neither the
+// extensions granted nor the next round.
+func (e *Engine) extendTogether(batch []*joined, next func()) {
 	op := &node.Extensions{Each: make([]*node.Extend, len(batch))}
 	tallies := make([]*quorum.Tally, len(batch))
-	timeout := batch[0].c.Settings.NodeTimeout
+	timeout := batch[0].c.Settings.NodeTimeout // each one's (see leadTogether)
 	for k, j := range batch {
 		op.Each[k] = j.op
 		j.tally = quorum.NewTally(e.Pool.Size(), j.c.Quorum)
 		tallies[k] = j.tally
-		timeout = max(timeout, j.c.Settings.NodeTimeout)
 	}
 	rd := quorum.NewRound(context.Background(), e.Pool, timeout, reportEach(batch), e.Pool.Size())
 	late := &lateEach{batch: batch, reps: make([]*node.Reply, e.Pool.Size())}
 	rd.Hook = late
 	rd.SendAll(op, nil, nil)
 	_ = rd.DecideEach(context.Background(), tallies)
-	won := true
 	for _, j := range batch {
 		j.granted = j.tally.GrantedNodes()
-		won = won && j.tally.Won()
 	}
 	late.decided()
-	if !won {
-		rd.LingerEach(timeout, tallies) // see settle
-	}
+	var lost []*joined
 	for _, j := range batch {
-		if !j.tally.Won() {
-			j.err = e.notExtended(j.tally, nil)
+		if j.tally.Won() {
+			close(j.done) // the others' errors need not hold it back
+		} else {
+			lost = append(lost, j)
 		}
-		close(j.done)
 	}
+	next()
+	if len(lost) == 0 {
+		return
+	}
+	tallies = tallies[:0]
+	for _, j := range lost {
+		tallies = append(tallies, j.tally)
+	}
+	// On a goroutine of its own: the leader, granted, goes back to its
+	// lease (the waiting extensions hold the engine open meanwhile).
+	e.life.Go(func() {
+		rd.LingerEach(timeout, tallies) // see settle
+		for _, j := range lost {
+			j.err = e.notExtended(j.tally, nil)
+			close(j.done)
+		}
+	})
 }
 
 // reportEach reports a node's failure in a round of extensions together
