@@ -13,13 +13,27 @@ import (
 
 // dueLines are the lines waiting for their time, by their instant.
 type dueLines struct {
-	mu    sync.Mutex
-	lines map[int64]*dueLine
+	mu     sync.Mutex
+	lines  map[int64]*dueLine
+	closed bool // Close stopped every line: nothing is due any more
 }
 
 // dueLine is one line: its functions, run when its timer fires.
 type dueLine struct {
-	fs []func()
+	fs    []func()
+	timer *time.Timer
+}
+
+// stop stops every line waiting, whose functions then never run, and
+// every line asked for later: the engine is closing.
+func (ds *dueLines) stop() {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	ds.closed = true
+	for key, l := range ds.lines {
+		l.timer.Stop()
+		delete(ds.lines, key)
+	}
 }
 
 // Due runs f after d, with the other functions due at the same instant at
@@ -27,12 +41,15 @@ type dueLine struct {
 // the first function of a line sets its timer). f runs on the line's
 // timer goroutine, after the line's earlier functions: it must not block
 // (renewal's hands its extension to Work). Nothing cancels it: f checks
-// whether it is still wanted.
+// whether it is still wanted. Once the engine is closing, nothing runs.
 func (e *Engine) Due(at time.Time, d time.Duration, f func()) {
 	ds := &e.due
 	key := at.UnixNano()
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
+	if ds.closed {
+		return
+	}
 	if l, ok := ds.lines[key]; ok {
 		l.fs = append(l.fs, f)
 		return
@@ -42,7 +59,7 @@ func (e *Engine) Due(at time.Time, d time.Duration, f func()) {
 	}
 	l := &dueLine{fs: []func(){f}}
 	ds.lines[key] = l
-	time.AfterFunc(d, func() {
+	l.timer = time.AfterFunc(d, func() {
 		ds.mu.Lock()
 		delete(ds.lines, key)
 		fs := l.fs

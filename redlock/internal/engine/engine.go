@@ -239,6 +239,7 @@ var ErrRedlockClosed = fmt.Errorf("%w: the Redlock was closed", ErrLockLost)
 // (see life.Group.Wait: every component closes this way).
 func (e *Engine) Close(ctx context.Context) error {
 	e.life.Stop()
+	e.due.stop()
 	e.leasesMu.Lock()
 	leases := e.leases
 	e.leases = map[Held]string{}
