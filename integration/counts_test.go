@@ -31,6 +31,16 @@ func TestForcedUnlockCountsEveryNode(t *testing.T) {
 	operator := newRedlock(t, s, redlock.WithNodeTimeout(time.Second))
 	m := newMutex(t, holder, "counts:forced", redlock.WithTTL(time.Minute))
 	require.NoError(t, m.Lock(t.Context()))
+	// Lock returns at a quorum: the third node's SET may still be on its
+	// way, and a forced unlock that overtook it would find nothing there.
+	require.Eventually(t, func() bool {
+		for _, c := range s.Clients(nil) {
+			if c.Exists(t.Context(), "counts:forced").Val() != 1 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "the lock on every node")
 	out, err := operator.ForceUnlock(t.Context(), "counts:forced")
 	require.NoError(t, err)
 	for _, fr := range out {
