@@ -103,7 +103,7 @@ bench-wan:
 ## make bench-cpu CPU_REVS=7eb7bc3,. CPU_BENCH=redlock-go/64,redsync/64,raw_floor/64
 ## Holding 5,000 locks with renewal, per lock-second (the client's CPU, the
 ## servers', node 0's), against main:
-## make bench-cpu CPU_BENCH='Renewal/locks=5000$' CPU_FLAGS='-nodes 3 -ops 15000 -rounds 5'
+## make bench-cpu CPU_BENCH='Renewal/locks=5000$' CPU_FLAGS='-nodes 3 -ops 15000 -rounds 5 -setup=false'
 ## The servers are the matrix's CPU_SERVER (redis-7.0, redis-8.6, valkey-8.0,
 ## valkey-8.1 or valkey-9.1), fetched as make test fetches them.
 CPU_REVS ?= main,.

@@ -15,9 +15,14 @@
 //
 // Each run resets the servers' statistics (CONFIG RESETSTAT) and reads,
 // around the benchmark process: the servers' CPU from /proc/PID/stat, the
-// benchmark process's own CPU from its rusage (set-up included), and node
-// 0's INFO commandstats. Only loopback is used; every server started is
-// stopped by its PID at the end.
+// benchmark process's own CPU from its rusage, and node 0's INFO
+// commandstats. Each is measured twice, for one operation and for -ops,
+// and the difference divided (-setup): a process's set-up costs as much
+// in a short run as in a long one, and a build's benchmark may set up
+// more than another's (bench/ constructs every implementation it has,
+// the rueidis and valkey-go clients among them, whichever one runs).
+// Only loopback is used; every server started is stopped by its PID at
+// the end.
 package main
 
 import (
@@ -49,6 +54,7 @@ var (
 	server   = flag.String("server", "redis-server", "the redis-server binary")
 	defaults = flag.Bool("defaults", true, "pass -defaults to the benchmark (go-redis' default client options)")
 	keep     = flag.Bool("keep", false, "keep the temporary directory of the builds")
+	setup    = flag.Bool("setup", true, "subtract a run of one operation from each run, so that the set-up's CPU and calls count in no figure; false for a benchmark whose own metrics are the figures (BenchmarkRenewal)")
 )
 
 func main() {
@@ -299,18 +305,68 @@ func (m measurement) perCall(c string) float64 {
 
 var benchLine = regexp.MustCompile(`^Benchmark\S*\s+(\d+)\s+(.*)$`)
 
-// measure runs binary once against the servers.
+// sample is what one run of a benchmark binary cost in all, set-up
+// included: the process's CPU, the servers' CPU, node 0's commandstats
+// (calls and µs by command), in seconds and counts, and its output.
+type sample struct {
+	client, servers float64
+	calls, usec     map[string]float64
+	out             []byte
+}
+
+// measure measures bench of binary against the servers, per operation:
+// a run of *ops operations, less (with -setup) a run of one just before
+// it, so that what a run costs whatever its length (the process's start,
+// dialing, the benchmark's set-up of implementations it does not run,
+// loading scripts) counts in no build's figures.
 func measure(ctx context.Context, s *servers, binary, bench string) (measurement, error) {
+	var base sample
+	if *setup {
+		var err error
+		if base, err = runOnce(ctx, s, binary, bench, 1); err != nil {
+			return measurement{}, err
+		}
+	}
+	full, err := runOnce(ctx, s, binary, bench, *ops)
+	if err != nil {
+		return measurement{}, err
+	}
+	m := measurement{metrics: map[string]float64{}, calls: map[string]float64{}, usec: map[string]float64{}}
+	n := m.read(full.out)
+	if n == 0 {
+		return m, fmt.Errorf("no benchmark matched %q: %s", bench, full.out)
+	}
+	if *setup {
+		n = max(1, n-1) // the longer run's operations beyond the shorter's
+	}
+	m.perOp(full, base, n)
+	return m, nil
+}
+
+// perOp sets m's CPU and node 0's commandstats to what full cost beyond
+// base (a zero sample: nothing), per operation of the n it ran beyond it.
+func (m *measurement) perOp(full, base sample, n float64) {
+	m.client = (full.client - base.client) / n * 1e6
+	m.servers = (full.servers - base.servers) / n * 1e6
+	for c, x := range full.calls {
+		m.calls[c] = (x - base.calls[c]) / n
+		m.usec[c] = (full.usec[c] - base.usec[c]) / n
+	}
+}
+
+// runOnce runs bench of binary once, for ops operations, and reads what
+// it cost.
+func runOnce(ctx context.Context, s *servers, binary, bench string, ops int) (sample, error) {
 	for _, c := range s.clients {
 		if err := c.ConfigResetStat(ctx).Err(); err != nil {
-			return measurement{}, err
+			return sample{}, err
 		}
 	}
 	s0, err := s.cpu()
 	if err != nil {
-		return measurement{}, err
+		return sample{}, err
 	}
-	args := []string{"-test.run", "^$", "-test.bench", pattern(bench), "-test.benchtime", fmt.Sprintf("%dx", *ops), "-test.count", "1"}
+	args := []string{"-test.run", "^$", "-test.bench", pattern(bench), "-test.benchtime", fmt.Sprintf("%dx", ops), "-test.count", "1"}
 	if *defaults {
 		args = append(args, "-defaults")
 	}
@@ -319,26 +375,24 @@ func measure(ctx context.Context, s *servers, binary, bench string) (measurement
 	cmd.Dir = filepath.Dir(binary)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return measurement{}, fmt.Errorf("%w: %s", err, out)
+		return sample{}, fmt.Errorf("%w: %s", err, out)
 	}
 	s1, err := s.cpu()
 	if err != nil {
-		return measurement{}, err
-	}
-	m := measurement{metrics: map[string]float64{}, calls: map[string]float64{}, usec: map[string]float64{}}
-	n := m.read(out)
-	if n == 0 {
-		return m, fmt.Errorf("no benchmark matched %q: %s", bench, out)
+		return sample{}, err
 	}
 	usage := cmd.ProcessState
-	m.client = (usage.UserTime() + usage.SystemTime()).Seconds() / n * 1e6
-	m.servers = (s1 - s0) / n * 1e6
+	r := sample{
+		client:  (usage.UserTime() + usage.SystemTime()).Seconds(),
+		servers: s1 - s0,
+		out:     out,
+	}
 	info, err := s.clients[0].Info(ctx, "commandstats").Result()
 	if err != nil {
-		return m, err
+		return r, err
 	}
-	m.commandstats(info, n)
-	return m, nil
+	r.calls, r.usec = commandstats(info)
+	return r, nil
 }
 
 // read takes the benchmark lines of out into m, and returns how many
@@ -377,9 +431,10 @@ func (m *measurement) metric(unit string, v float64) {
 	}
 }
 
-// commandstats takes node 0's calls and command time per operation, n
-// operations in all, from its INFO commandstats.
-func (m *measurement) commandstats(info string, n float64) {
+// commandstats reads node 0's calls and command time by command, in
+// all, from its INFO commandstats.
+func commandstats(info string) (calls, usec map[string]float64) {
+	calls, usec = map[string]float64{}, map[string]float64{}
 	for line := range strings.SplitSeq(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") {
@@ -391,12 +446,13 @@ func (m *measurement) commandstats(info string, n float64) {
 			x, _ := strconv.ParseFloat(v, 64)
 			switch k {
 			case "calls":
-				m.calls[name] = x / n
+				calls[name] = x
 			case "usec":
-				m.usec[name] = x / n
+				usec[name] = x
 			}
 		}
 	}
+	return calls, usec
 }
 
 func median(xs []float64) float64 {

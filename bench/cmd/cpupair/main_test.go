@@ -53,3 +53,30 @@ func TestProcCPU(t *testing.T) {
 	}
 	_ = x
 }
+
+// perOp counts what the longer run cost beyond the shorter one: a set-up
+// that costs both runs the same counts in no figure.
+func TestPerOpLeavesSetUpOut(t *testing.T) {
+	const setUp, each = 0.25, 50e-6 // seconds
+	run := func(ops float64) sample {
+		return sample{
+			client: setUp + ops*each, servers: 0.1 + ops*2*each,
+			calls: map[string]float64{"evalsha": 30 + ops, "script|load": 30},
+			usec:  map[string]float64{"evalsha": 90 + ops*4, "script|load": 300},
+		}
+	}
+	m := measurement{calls: map[string]float64{}, usec: map[string]float64{}}
+	m.perOp(run(20001), run(1), 20000)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"client µs", m.client, 50}, {"servers µs", m.servers, 100},
+		{"EVALSHA calls", m.calls["evalsha"], 1}, {"EVALSHA µs", m.usec["evalsha"], 4},
+		{"SCRIPT LOAD calls", m.calls["script|load"], 0},
+	} {
+		if c.got < c.want-1e-6 || c.got > c.want+1e-6 {
+			t.Errorf("%s per op = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}

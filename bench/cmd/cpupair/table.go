@@ -12,14 +12,22 @@ import (
 // each build's ratio to the first.
 func table(builds []build) string {
 	t := &sideBySide{builds: builds}
-	fmt.Fprintf(&t.b, "\n%s, %d ops per run, %d rounds, %d nodes; medians per op\n\n", *bench, *ops, *rounds, *nodes)
+	less := ""
+	if *setup {
+		less = " less a run of one"
+	}
+	fmt.Fprintf(&t.b, "\n%s, %d ops per run%s, %d rounds, %d nodes; medians per op\n\n", *bench, *ops, less, *rounds, *nodes)
 	t.b.WriteString("| per op |")
 	for _, bd := range builds {
 		fmt.Fprintf(&t.b, " %s |", label(bd))
 	}
 	t.b.WriteString("\n|---|" + strings.Repeat("---:|", len(builds)) + "\n")
 	t.row("wall time, µs", func(m measurement) float64 { return m.wall })
-	t.row("client CPU, µs (set-up included)", func(m measurement) float64 { return m.client })
+	client := "client CPU, µs"
+	if !*setup {
+		client += " (set-up included)"
+	}
+	t.row(client, func(m measurement) float64 { return m.client })
 	t.row(fmt.Sprintf("%d servers' CPU, µs", *nodes), func(m measurement) float64 { return m.servers })
 	// A script's own commands count in its EVALSHA's time and again
 	// under their own names, as INFO commandstats reports them.
