@@ -63,6 +63,10 @@ type ClockGuard struct {
 
 	mu    sync.Mutex
 	nodes []nodeClock
+	// counts is every node's jumps, as JumpsOf returns them: a slice
+	// replaced, never changed, when a jump is counted (under mu), so that
+	// the grants and extensions that read it take neither mu nor a copy.
+	counts atomic.Pointer[[]int]
 }
 
 // nodeClock is what the guard knows of one node's clock.
@@ -86,7 +90,10 @@ type nodeClock struct {
 // tolerance, telling tell why a node stops voting and jumped of a node
 // whose clock jumped ahead (either nil: no one).
 func NewClockGuard(n int, tolerance time.Duration, tell func(i int, err error), jumped func(i int)) *ClockGuard {
-	return &ClockGuard{Tolerance: tolerance, nodes: make([]nodeClock, n), tell: tell, jumped: jumped}
+	g := &ClockGuard{Tolerance: tolerance, nodes: make([]nodeClock, n), tell: tell, jumped: jumped}
+	counts := make([]int, n)
+	g.counts.Store(&counts)
+	return g
 }
 
 // InUse records that a lease of ttl may be held.
@@ -107,7 +114,13 @@ func (g *ClockGuard) Check(i int, sent, got, at time.Time) error {
 	slack := got.Sub(sent) / 2
 	g.mu.Lock()
 	nc := &g.nodes[i]
+	counted := nc.jumps
 	why, jumped := nc.judge(g.Tolerance, mid, slack, at)
+	if nc.jumps != counted {
+		counts := slices.Clone(*g.counts.Load())
+		counts[i] = nc.jumps
+		g.counts.Store(&counts)
+	}
 	tell, why := nc.episode(why, mid, time.Duration(g.longest.Load()))
 	g.mu.Unlock()
 	if tell != nil && g.tell != nil {
@@ -193,16 +206,9 @@ func (g *ClockGuard) Jumps(i int) int {
 	return g.nodes[i].jumps
 }
 
-// JumpsOf returns how many forward jumps of each node were found so far.
-func (g *ClockGuard) JumpsOf() []int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]int, len(g.nodes))
-	for i, nc := range g.nodes {
-		out[i] = nc.jumps
-	}
-	return out
-}
+// JumpsOf returns how many forward jumps of each node were found so far,
+// as Jumps counts them; the slice is shared: the caller must not change it.
+func (g *ClockGuard) JumpsOf() []int { return *g.counts.Load() }
 
 // ProcessSkew reports whether this process's own wall clock is the one
 // that is off: every node seen is more than the tolerance away from it,
