@@ -15,7 +15,7 @@ import (
 // renewedLoop holds the three locks of "renewed" at once, with renewal
 // (WithRenewal), for up to two TTLs: taken one after the other within
 // milliseconds, their extensions fall due together and share rounds (see
-// engine.ExtendTogether). What renewal tells each holder (its Until, its
+// engine.ExtendAll). What renewal tells each holder (its Until, its
 // loss) is what its writes trust: an extension counted for a lease that
 // no quorum extended shows as two holders of one name, and each extension
 // that succeeded is judged as an Extend's nil (see renewals).

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/redlock/internal/engine"
 )
 
 // The functions due on one line run at its instant, one after the other
@@ -22,7 +24,7 @@ func TestDueLinesRunTogether(t *testing.T) {
 		var order []int
 		const n = 50
 		for k := range n {
-			e.Due(at, time.Second, func() {
+			e.Due(at, time.Second, func(*engine.Batch) {
 				most.Store(max(most.Load(), running.Add(1)))
 				order = append(order, k) // one goroutine: no race
 				time.Sleep(time.Millisecond)
@@ -38,9 +40,9 @@ func TestDueLinesRunTogether(t *testing.T) {
 			assert.Equal(t, k, order[k])
 		}
 		var late atomic.Bool
-		e.Due(time.Now().Add(time.Second), time.Second, func() { late.Store(true) })
+		e.Due(time.Now().Add(time.Second), time.Second, func(*engine.Batch) { late.Store(true) })
 		require.NoError(t, e.Close(context.Background()))
-		e.Due(time.Now().Add(time.Second), time.Second, func() { late.Store(true) })
+		e.Due(time.Now().Add(time.Second), time.Second, func(*engine.Batch) { late.Store(true) })
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		assert.False(t, late.Load(), "nothing runs after Close")

@@ -33,9 +33,6 @@ type Engine struct {
 	life life.Group // operations, renewals, identification; closing stops renewal and identification
 	// workers run renewal's extensions (see Work), counted in life.
 	workers life.Workers
-	// together is the extensions of renewal waiting for a round of
-	// their own (see ExtendTogether).
-	together together
 	// due is renewal's lines of extensions falling due (see Due).
 	due dueLines
 	// leases are the leases held, each with its token: close ends them,
@@ -175,8 +172,8 @@ func (e *Engine) Untrack() { e.life.Done() }
 // rest wait their turn, the one whose by is soonest first (see
 // life.Workers). Once the engine is closing it may still run f, on a
 // worker that has not returned yet, or report false and run nothing.
-// Renewal makes its extensions there, by the time each lease would count
-// as lost: a lock held costs no goroutine between them.
+// Renewal makes there the extensions that cannot go with others (see
+// ExtendAll), by the time each lease would count as lost.
 func (e *Engine) Work(by time.Time, f func()) bool { return e.workers.Go(by, f) }
 
 // Closing is closed once the engine is closing: renewal and

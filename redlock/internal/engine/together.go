@@ -2,203 +2,128 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redlock-go/redlock/internal/node"
 	"github.com/redlock-go/redlock/redlock/internal/quorum"
 )
 
 // Extensions together. Renewal makes the extensions of the locks held
-// fall due together (redlock/internal/lease); each was its own quorum
-// round, with its own request, reply and timers on every node. Those
-// that may (node.Together: plain, of one name, without WAIT) now join the
-// extensions waiting for a round: while one round is under way the next
-// gathers, and goes as one request per node (node.Extensions), each
-// extension tallied on its own as its own round would tally it (its
-// quorum, its late yeses, its error). The first extension of a burst goes
-// with the few that came with it; the rest gather while it travels.
+// fall due together, on the lines of a grid (redlock/internal/lease, and
+// Due); each was its own quorum round, with its own request, reply and
+// timers on every node, and a goroutine waiting for it. The extensions of
+// one line that may travel together (node.Together: plain, of one name,
+// without WAIT) now go as one request per node (node.Extensions), made
+// and answered on the line's own goroutine, each tallied on its own as
+// its own round would tally it (its quorum, its late yeses, its error).
 
-// maxTogether bounds the extensions of one round: as many as renewal runs
-// at once (see Work).
+// maxTogether bounds the extensions of one round (one request per node).
 const maxTogether = node.Workers * node.MaxBatch
 
-// together is the extensions waiting for a round, and whether one runs.
-type together struct {
-	mu      sync.Mutex
-	waiting []*joined
-	running bool
+// Extension is one extension of a batch (see ExtendAll).
+type Extension struct {
+	// Ctx is the extension's context: its node failures are reported
+	// with it, and one that ended before its round leaves it unsent.
+	Ctx context.Context //nolint:containedctx // the holder's, carried to the line's goroutine
+	Op  *node.Extend
+	C   Lapse
+	// By is when the lease would count as lost: the earliest go first.
+	By time.Time
+	// Done is told the extension's outcome, once, as Extend answers it:
+	// the nodes that granted it, and its error. It is called on the
+	// goroutine of the batch, or, for an extension that no quorum
+	// granted, after its linger; it must not block.
+	Done func(granted []int, err error)
 }
 
-// joined is one extension waiting for its round, and its outcome.
-type joined struct {
-	ctx     context.Context //nolint:containedctx // the caller's, for its node failures' reports
-	op      *node.Extend
-	c       Lapse
-	tally   *quorum.Tally
-	granted []int
-	err     error
-	wake    chan struct{} // closed when it is to lead the next round
-	done    chan struct{} // closed once its outcome is known
-}
+// Batch is the extensions given to the functions of one line (see Due):
+// they go together once the line's functions have run.
+type Batch struct{ xs []Extension }
 
-// ExtendTogether is Extend for renewal: an extension that may travel with
-// others (node.Together) waits for the next round of extensions and
-// shares its requests; any other goes alone. It blocks until its outcome
-// is known, and answers as Extend does.
-func (e *Engine) ExtendTogether(ctx context.Context, op node.Op, c Lapse) ([]int, error) {
-	ext, ok := op.(*node.Extend)
-	if !ok || !node.Together(ext) {
-		return e.Extend(ctx, op, c)
-	}
-	if err := e.Track(); err != nil {
-		return nil, err
-	}
-	defer e.life.Done()
-	j := &joined{ctx: ctx, op: ext, c: c, wake: make(chan struct{}), done: make(chan struct{})}
-	t := &e.together
-	t.mu.Lock()
-	t.waiting = append(t.waiting, j)
-	lead := !t.running
-	t.running = true
-	t.mu.Unlock()
-	if !lead && !j.await(ctx) {
-		if t.leave(j) {
-			return nil, errors.Join(fmt.Errorf("%w: not sent, its context ended first", errNotExtended), context.Cause(ctx))
-		}
-		j.await(context.Background()) // taken into a round, or to lead the next
-	}
-	if !j.finished() {
-		e.leadTogether()
-	}
-	<-j.done
-	return j.granted, j.err
-}
+// Add adds x to the batch.
+func (b *Batch) Add(x Extension) { b.xs = append(b.xs, x) }
 
-// await waits until j's outcome is known or j is to lead the next round;
-// false when ctx ended first.
-func (j *joined) await(ctx context.Context) bool {
-	select {
-	case <-j.done:
-	case <-j.wake:
-	case <-ctx.Done():
-		return false
-	}
-	return true
-}
-
-// finished reports whether j's outcome is known.
-func (j *joined) finished() bool {
-	select {
-	case <-j.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// leave takes j out of the extensions waiting, unless a round took it or
-// it is to lead the next; it reports whether it did.
-func (t *together) leave(j *joined) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	select {
-	case <-j.wake:
-		return false
-	default:
-	}
-	k := slices.Index(t.waiting, j)
-	if k < 0 {
-		return false
-	}
-	t.waiting = slices.Delete(t.waiting, k, k+1)
-	return true
-}
-
-// leadTogether runs one round of the extensions waiting, its own among
-// them (the first), and wakes the first of those still waiting to run the
-// next once it is decided: each leader goes back to its own lease once
-// its round is over.
-func (e *Engine) leadTogether() {
-	t := &e.together
-	t.mu.Lock()
-	// Those of the leader's node timeout: one round waits for the
-	// slowest node as long as its timeout says.
-	timeout := t.waiting[0].c.Settings.NodeTimeout
-	var batch []*joined
-	rest := t.waiting[:0]
-	for _, j := range t.waiting {
-		if len(batch) < maxTogether && j.c.Settings.NodeTimeout == timeout {
-			batch = append(batch, j)
-		} else {
-			rest = append(rest, j)
-		}
-	}
-	clear(t.waiting[len(rest):])
-	t.waiting = rest
-	t.mu.Unlock()
-	e.extendTogether(batch, t.handOff)
-}
-
-// handOff wakes the first extension waiting to lead the next round, if
-// any.
-func (t *together) handOff() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.waiting) == 0 {
-		t.running = false
+// ExtendAll makes the extensions xs, as few rounds as the nodes allow,
+// one after the other: a round takes the extensions of one node timeout
+// (it waits for the slowest node as long as that says), at most
+// maxTogether of them, the soonest lost first. It returns once every
+// extension granted is told; those that no quorum granted are told after
+// their linger, on a goroutine of the engine's.
+func (e *Engine) ExtendAll(xs []Extension) {
+	if len(xs) == 0 {
 		return
 	}
-	close(t.waiting[0].wake)
+	if err := e.Track(); err != nil {
+		for _, x := range xs {
+			x.Done(nil, err)
+		}
+		return
+	}
+	defer e.life.Done()
+	slices.SortStableFunc(xs, func(a, b Extension) int { return a.By.Compare(b.By) })
+	for len(xs) > 0 {
+		timeout := xs[0].C.Settings.NodeTimeout
+		var round []Extension
+		rest := xs[:0]
+		for _, x := range xs {
+			switch {
+			case x.Ctx.Err() != nil:
+				x.Done(nil, fmt.Errorf("%w: not sent, its context ended first: %w", errNotExtended, context.Cause(x.Ctx)))
+			case len(round) < maxTogether && x.C.Settings.NodeTimeout == timeout:
+				round = append(round, x)
+			default:
+				rest = append(rest, x)
+			}
+		}
+		xs = rest
+		if len(round) > 0 {
+			e.extendTogether(round, timeout)
+		}
+	}
 }
 
-// extendTogether runs one round for the extensions of batch, and tells
-// each its outcome; once the round is decided it calls next, before the
-// failed extensions' linger (see settle), which holds back neither the
-// extensions granted nor the next round.
-func (e *Engine) extendTogether(batch []*joined, next func()) {
+// extendTogether runs one round for the extensions of batch, all of node
+// timeout timeout, and tells each its outcome: those a quorum granted
+// once the round is decided, the others after their linger (see settle),
+// which holds back neither the extensions granted nor the next round.
+func (e *Engine) extendTogether(batch []Extension, timeout time.Duration) {
 	op := &node.Extensions{Each: make([]*node.Extend, len(batch))}
 	tallies := make([]*quorum.Tally, len(batch))
-	timeout := batch[0].c.Settings.NodeTimeout // each one's (see leadTogether)
-	for k, j := range batch {
-		op.Each[k] = j.op
-		j.tally = quorum.NewTally(e.Pool.Size(), j.c.Quorum)
-		tallies[k] = j.tally
+	for k, x := range batch {
+		op.Each[k] = x.Op
+		tallies[k] = quorum.NewTally(e.Pool.Size(), x.C.Quorum)
 	}
 	rd := quorum.NewRound(context.Background(), e.Pool, timeout, reportEach(batch), e.Pool.Size())
-	late := &lateEach{batch: batch, reps: make([]*node.Reply, e.Pool.Size())}
+	late := &lateEach{batch: batch, granted: make([][]int, len(batch)), reps: make([]*node.Reply, e.Pool.Size())}
 	rd.Hook = late
 	rd.SendAll(op, nil, nil)
 	_ = rd.DecideEach(context.Background(), tallies)
-	for _, j := range batch {
-		j.granted = j.tally.GrantedNodes()
+	for k, t := range tallies {
+		late.granted[k] = t.GrantedNodes()
 	}
 	late.decided()
-	var lost []*joined
-	for _, j := range batch {
-		if j.tally.Won() {
-			close(j.done) // the others' errors need not hold it back
+	var lost []int
+	for k, x := range batch {
+		if tallies[k].Won() {
+			x.Done(late.granted[k], nil)
 		} else {
-			lost = append(lost, j)
+			lost = append(lost, k)
 		}
 	}
-	next()
 	if len(lost) == 0 {
 		return
 	}
-	tallies = tallies[:0]
-	for _, j := range lost {
-		tallies = append(tallies, j.tally)
-	}
-	// On a goroutine of its own: the leader, granted, goes back to its
-	// lease (the waiting extensions hold the engine open meanwhile).
 	e.life.Go(func() {
-		rd.LingerEach(timeout, tallies) // see settle
-		for _, j := range lost {
-			j.err = e.notExtended(j.tally, nil)
-			close(j.done)
+		losers := make([]*quorum.Tally, len(lost))
+		for n, k := range lost {
+			losers[n] = tallies[k]
+		}
+		rd.LingerEach(timeout, losers) // see settle
+		for _, k := range lost {
+			batch[k].Done(late.granted[k], e.notExtended(tallies[k], nil))
 		}
 	})
 }
@@ -206,11 +131,11 @@ func (e *Engine) extendTogether(batch []*joined, next func()) {
 // reportEach reports a node's failure in a round of extensions together
 // as each extension's own round would have: to each one's reporter, with
 // its context.
-func reportEach(batch []*joined) quorum.ReportFunc {
+func reportEach(batch []Extension) quorum.ReportFunc {
 	return func(_ context.Context, i int, err error, late bool) {
-		for _, j := range batch {
-			if j.c.Report != nil {
-				j.c.Report(j.ctx, i, err, late)
+		for _, x := range batch {
+			if x.C.Report != nil {
+				x.C.Report(x.Ctx, i, err, late)
 			}
 		}
 	}
@@ -219,10 +144,11 @@ func reportEach(batch []*joined) quorum.ReportFunc {
 // lateEach tells each extension of a round together of the nodes that
 // granted it after the round was decided (see lateYes, Lapse.Late).
 type lateEach struct {
-	mu    sync.Mutex
-	batch []*joined
-	reps  []*node.Reply // each node's reply, once in
-	done  bool
+	mu      sync.Mutex
+	batch   []Extension
+	granted [][]int       // each extension's voters, once the round is decided
+	reps    []*node.Reply // each node's reply, once in
+	done    bool
 }
 
 // Heard implements quorum.Hook, on node i's goroutine.
@@ -248,17 +174,17 @@ func (l *lateEach) decided() {
 	l.mu.Unlock()
 	for i, rep := range reps {
 		if rep != nil {
-			l.tell(i, *rep, func(j *joined) bool { return slices.Contains(j.granted, i) })
+			l.tell(i, *rep, func(k int) bool { return slices.Contains(l.granted[k], i) })
 		}
 	}
 }
 
 // tell tells each extension that node i granted in rep, unless voted says
 // it counted the node already.
-func (l *lateEach) tell(i int, rep node.Reply, voted func(*joined) bool) {
-	for k, j := range l.batch {
-		if j.c.Late != nil && quorum.Each(rep, k).OK && (voted == nil || !voted(j)) {
-			j.c.Late(i)
+func (l *lateEach) tell(i int, rep node.Reply, voted func(k int) bool) {
+	for k, x := range l.batch {
+		if x.C.Late != nil && quorum.Each(rep, k).OK && (voted == nil || !voted(k)) {
+			x.C.Late(i)
 		}
 	}
 }

@@ -54,10 +54,36 @@ func newCountedEngine(t *testing.T, n int) (*engine.Engine, []*nodetest.Fake, []
 	return e, fs, cs
 }
 
-// Extensions made at once share their rounds' requests, and each is told
-// what its own round would have told it: its voters, the nodes that
-// granted it after its round was decided, and, for a token no node
-// holds, that the lock is lost.
+// outcomes gathers what each extension of a batch is told.
+type outcomes struct {
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	granted map[int][]int
+	errs    map[int]error
+	told    map[int]int
+}
+
+func newOutcomes() *outcomes {
+	return &outcomes{granted: map[int][]int{}, errs: map[int]error{}, told: map[int]int{}}
+}
+
+// extension is extension k of a batch: op's, by cfg; its outcome goes to o.
+func (o *outcomes) extension(ctx context.Context, k int, op *node.Extend, c engine.Lapse) engine.Extension {
+	o.wg.Add(1)
+	return engine.Extension{Ctx: ctx, Op: op, C: c, Done: func(granted []int, err error) {
+		o.mu.Lock()
+		o.granted[k], o.errs[k] = granted, err
+		o.told[k]++
+		o.mu.Unlock()
+		o.wg.Done()
+	}}
+}
+
+// The extensions a line's functions add go together once its every
+// function ran: one request per node for them all, and each is told what
+// its own round would have told it: its voters, the nodes that granted it
+// after its round was decided, and, for a token no node holds, that the
+// lock is lost.
 func TestExtensionsTogetherAnswerEachAsAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs, cs := newCountedEngine(t, 3)
@@ -71,9 +97,8 @@ func TestExtensionsTogetherAnswerEachAsAlone(t *testing.T) {
 		fs[2].Faults(func(n *nodetest.Fake) { n.Delay = 50 * time.Millisecond }) // its yes comes after the quorum's
 		var mu sync.Mutex
 		late := map[int][]int{}
-		granted := make([][]int, locks+1)
-		errs := make([]error, locks+1)
-		var wg sync.WaitGroup
+		o := newOutcomes()
+		at := time.Now().Add(time.Second)
 		for k := range locks + 1 {
 			token := fmt.Sprint("t", k)
 			if k == locks {
@@ -85,25 +110,28 @@ func TestExtensionsTogetherAnswerEachAsAlone(t *testing.T) {
 				late[k] = append(late[k], i)
 				mu.Unlock()
 			}}
-			wg.Go(func() { granted[k], errs[k] = e.ExtendTogether(t.Context(), op, lapse) })
+			x := o.extension(t.Context(), k, op, lapse)
+			e.Due(at, time.Second, func(b *engine.Batch) { b.Add(x) })
 		}
-		wg.Wait()
+		o.wg.Wait()
 		time.Sleep(time.Second) // every late yes told
 		synctest.Wait()
 		for k := range locks {
-			require.NoError(t, errs[k], "k%d", k)
-			slices.Sort(granted[k])
-			assert.Equal(t, []int{0, 1}, granted[k], "k%d's voters", k)
+			require.NoError(t, o.errs[k], "k%d", k)
+			slices.Sort(o.granted[k])
+			assert.Equal(t, []int{0, 1}, o.granted[k], "k%d's voters", k)
 			assert.Equal(t, []int{2}, late[k], "k%d: node 2 granted after the quorum", k)
 			assert.Greater(t, fs[2].Expiry(fmt.Sprint("k", k)), time.Now().Add(cfg.TTL/2), "k%d extended on node 2", k)
 		}
-		require.ErrorIs(t, errs[locks], engine.ErrNotHeld)
-		require.ErrorIs(t, errs[locks], engine.ErrLockLost)
-		assert.Contains(t, errs[locks].Error(), "the token is gone from")
+		require.ErrorIs(t, o.errs[locks], engine.ErrNotHeld)
+		require.ErrorIs(t, o.errs[locks], engine.ErrLockLost)
+		assert.Contains(t, o.errs[locks].Error(), "the token is gone from")
 		assert.Empty(t, late[locks], "nobody's token was granted nowhere")
-		sent, together := cs[0].requests.Load()-before, cs[0].together.Load()
-		assert.Less(t, sent, int64(locks/2), "requests to node 0 for %d extensions", locks+1)
-		assert.Positive(t, together, "requests to node 0 that carried many extensions")
+		for k := range locks + 1 {
+			assert.Equal(t, 1, o.told[k], "k%d told its outcome once", k)
+		}
+		assert.Equal(t, int64(1), cs[0].requests.Load()-before, "requests to node 0 for %d extensions", locks+1)
+		assert.Equal(t, int64(1), cs[0].together.Load(), "requests to node 0 that carried many extensions")
 	})
 }
 
@@ -120,36 +148,36 @@ func TestExtensionsTogetherCountEachFailure(t *testing.T) {
 			require.NoError(t, err)
 		}
 		fs[0].Faults(func(n *nodetest.Fake) { n.Err = node.ErrNodeTimeout })
-		fs[2].Faults(func(n *nodetest.Fake) { n.Delay = 10 * time.Millisecond }) // the others gather while the first round is out
 		fs[1].Faults(func(n *nodetest.Fake) {
 			n.Data["k1"] = nodetest.Entry{Value: "another", Expires: time.Now().Add(time.Minute)}
 		})
-		errs := make([]error, 4)
-		var wg sync.WaitGroup
+		o := newOutcomes()
+		var xs []engine.Extension
 		for k := range 4 {
 			op := &node.Extend{Key: fmt.Sprint("k", k), Token: fmt.Sprint("t", k), TTL: cfg.TTL}
-			wg.Go(func() { _, errs[k] = e.ExtendTogether(t.Context(), op, engine.Lapse{Settings: &cfg}) })
+			xs = append(xs, o.extension(t.Context(), k, op, engine.Lapse{Settings: &cfg}))
 		}
-		wg.Wait()
+		e.ExtendAll(xs)
+		o.wg.Wait()
 		for _, k := range []int{0, 2, 3} {
-			assert.NoError(t, errs[k], "k%d: nodes 1 and 2 extended it", k)
+			assert.NoError(t, o.errs[k], "k%d: nodes 1 and 2 extended it", k)
 		}
-		require.Error(t, errs[1], "k1: refused by node 1, failed on node 0")
-		assert.NotErrorIs(t, errs[1], engine.ErrNotHeld, "node 0 may hold it still, with node 2")
-		assert.Contains(t, errs[1].Error(), "extension not confirmed")
-		assert.Contains(t, errs[1].Error(), "node 0: ")
-		assert.Contains(t, errs[1].Error(), "extended on 1 of 3 nodes")
-		assert.Positive(t, cs[1].together.Load(), "requests to node 1 that carried many extensions")
+		require.Error(t, o.errs[1], "k1: refused by node 1, failed on node 0")
+		assert.NotErrorIs(t, o.errs[1], engine.ErrNotHeld, "node 0 may hold it still, with node 2")
+		assert.Contains(t, o.errs[1].Error(), "extension not confirmed")
+		assert.Contains(t, o.errs[1].Error(), "node 0: ")
+		assert.Contains(t, o.errs[1].Error(), "extended on 1 of 3 nodes")
+		assert.Equal(t, int64(1), cs[1].together.Load(), "requests to node 1 that carried many extensions")
 	})
 }
 
 // A round waits for a silent node as long as its extensions' node timeout
-// says: extensions of another timeout wait for a round of their own, and
-// those that a quorum granted return before the round's failed ones
-// linger for the silent node.
+// says: extensions of another timeout go in a round of their own, and
+// those that a quorum granted are told before the round's failed ones
+// linger for the silent node; the soonest lost go first.
 func TestExtensionsTogetherKeepTheirNodeTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, fs, _ := newCountedEngine(t, 3)
+		e, fs, cs := newCountedEngine(t, 3)
 		short, long := settings(), settings()
 		long.NodeTimeout = 5 * time.Second
 		for k := range 8 {
@@ -165,12 +193,12 @@ func TestExtensionsTogetherKeepTheirNodeTimeout(t *testing.T) {
 			})
 		}
 		took := make([]time.Duration, 8)
-		errs := make([]error, 8)
-		var wg sync.WaitGroup
+		o := newOutcomes()
+		var xs []engine.Extension
 		start := time.Now()
-		// k1 (long) leads the first round; k3 (long) the next, which the
-		// short ones, k6 among them, must not join.
-		for _, k := range []int{1, 3, 0, 2, 4, 5, 6, 7} {
+		// k1 (long) is the soonest lost: its round, the first, takes the
+		// long ones alone; the short ones, k6 among them, go next.
+		for _, k := range []int{0, 2, 4, 5, 6, 7, 3, 1} {
 			cfg, token := &short, fmt.Sprint("t", k)
 			if k%2 == 1 {
 				cfg = &long
@@ -178,54 +206,65 @@ func TestExtensionsTogetherKeepTheirNodeTimeout(t *testing.T) {
 			if k == 6 {
 				token = "nobody's" // refused: its error lingers for node 2
 			}
-			op := &node.Extend{Key: fmt.Sprint("k", k), Token: token, TTL: cfg.TTL}
-			wg.Go(func() {
-				_, errs[k] = e.ExtendTogether(t.Context(), op, engine.Lapse{Settings: cfg})
+			x := o.extension(t.Context(), k, &node.Extend{Key: fmt.Sprint("k", k), Token: token, TTL: cfg.TTL}, engine.Lapse{Settings: cfg})
+			x.By = start.Add(time.Duration(k) * time.Second)
+			if k%2 == 0 {
+				x.By = x.By.Add(time.Minute) // after every long one
+			}
+			done := x.Done
+			x.Done = func(granted []int, err error) {
 				took[k] = time.Since(start)
-			})
-			synctest.Wait() // waiting, in this order
+				done(granted, err)
+			}
+			xs = append(xs, x)
 		}
-		wg.Wait()
+		before := cs[0].requests.Load()
+		e.ExtendAll(xs)
+		o.wg.Wait()
 		for k := range 8 {
 			if k == 6 {
-				require.ErrorIs(t, errs[k], engine.ErrLockLost)
+				require.ErrorIs(t, o.errs[k], engine.ErrLockLost)
 				assert.Less(t, took[k], 2*short.NodeTimeout, "k6 lingers for its own node timeout, not a long one")
 				continue
 			}
-			require.NoError(t, errs[k], "k%d", k)
-			assert.LessOrEqual(t, took[k], 30*time.Millisecond, "k%d: granted by nodes 0 and 1 in its round, whatever node 2 and k6 do", k)
+			require.NoError(t, o.errs[k], "k%d", k)
+			assert.LessOrEqual(t, took[k], 40*time.Millisecond, "k%d: granted by nodes 0 and 1 in its round, whatever node 2 and k6 do", k)
+			if k%2 == 0 {
+				assert.Greater(t, took[k], took[1], "k%d, short, went in the round after the long ones'", k)
+			}
 		}
+		assert.Equal(t, int64(2), cs[0].requests.Load()-before, "rounds")
 	})
 }
 
-// An extension whose context ends while it waits for a round leaves
-// without being sent.
+// An extension whose context ended before its round leaves without being
+// sent.
 func TestExtensionsTogetherLeaveWhenTheirContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, fs, cs := newCountedEngine(t, 3)
-		cfg := settings()
+		short, long := settings(), settings()
+		long.NodeTimeout = time.Second
 		for k := range 2 {
-			_, _, err := e.Acquire(t.Context(), lockSpec(&cfg, fmt.Sprint("k", k), fmt.Sprint("t", k), false))
+			_, _, err := e.Acquire(t.Context(), lockSpec(&short, fmt.Sprint("k", k), fmt.Sprint("t", k), false))
 			require.NoError(t, err)
 		}
 		for _, f := range fs {
 			f.Faults(func(n *nodetest.Fake) { n.Delay = 50 * time.Millisecond })
 		}
 		before := cs[0].requests.Load()
-		first := make(chan error, 1)
-		go func() {
-			_, err := e.ExtendTogether(t.Context(), &node.Extend{Key: "k0", Token: "t0", TTL: cfg.TTL}, engine.Lapse{Settings: &cfg})
-			first <- err
-		}()
-		synctest.Wait() // the first round is out
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 		defer cancel()
+		o := newOutcomes()
 		start := time.Now()
-		_, err := e.ExtendTogether(ctx, &node.Extend{Key: "k1", Token: "t1", TTL: cfg.TTL}, engine.Lapse{Settings: &cfg})
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Contains(t, err.Error(), "not sent")
-		assert.Equal(t, 10*time.Millisecond, time.Since(start), "left when its context ended")
-		require.NoError(t, <-first)
+		first := o.extension(t.Context(), 0, &node.Extend{Key: "k0", Token: "t0", TTL: short.TTL}, engine.Lapse{Settings: &long})
+		second := o.extension(ctx, 1, &node.Extend{Key: "k1", Token: "t1", TTL: short.TTL}, engine.Lapse{Settings: &short})
+		second.By = start.Add(time.Second) // after the first, in a round of its own: its context ends meanwhile
+		e.ExtendAll([]engine.Extension{first, second})
+		o.wg.Wait()
+		require.NoError(t, o.errs[0])
+		require.ErrorIs(t, o.errs[1], context.DeadlineExceeded)
+		assert.Contains(t, o.errs[1].Error(), "not sent")
+		assert.Equal(t, 50*time.Millisecond, time.Since(start), "the first round's time, and no second")
 		synctest.Wait()
 		assert.Equal(t, int64(1), cs[0].requests.Load()-before, "k1's extension was never sent")
 	})
