@@ -151,16 +151,26 @@ type lateEach struct {
 	done    bool
 }
 
-// Heard implements quorum.Hook, on node i's goroutine.
+// Heard implements quorum.Hook, on node i's goroutine. It also reports
+// each extension's own failure where the node answered the request (a
+// sharded node's call for one key that failed, see node.DoEach): the
+// round's reporter hears only of a request that failed whole.
 func (l *lateEach) Heard(i int, rep node.Reply) {
-	if !rep.OK || rep.Err != nil {
+	if rep.Err != nil {
 		return
 	}
 	l.mu.Lock()
-	l.reps[i] = &rep
+	if rep.OK {
+		l.reps[i] = &rep
+	}
 	done := l.done
 	l.mu.Unlock()
-	if done {
+	for k, x := range l.batch {
+		if r := quorum.Each(rep, k); r.Err != nil && x.C.Report != nil {
+			x.C.Report(x.Ctx, i, r.Err, done)
+		}
+	}
+	if done && rep.OK {
 		l.tell(i, rep, nil)
 	}
 }

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -267,5 +268,67 @@ func TestExtensionsTogetherLeaveWhenTheirContextEnds(t *testing.T) {
 		assert.Equal(t, 50*time.Millisecond, time.Since(start), "the first round's time, and no second")
 		synctest.Wait()
 		assert.Equal(t, int64(1), cs[0].requests.Load()-before, "k1's extension was never sent")
+	})
+}
+
+// failsOne is a node that answers every request of many extensions with
+// its second extension failed, the others as the node answers them.
+type failsOne struct{ node.Node }
+
+var errOneKey = errors.New("the key's server is down")
+
+func (f failsOne) Do(ctx context.Context, sendBy time.Time, op node.Op, done func(node.Reply)) {
+	if _, ok := op.(*node.Extensions); !ok {
+		f.Node.Do(ctx, sendBy, op, done)
+		return
+	}
+	f.Node.Do(ctx, sendBy, op, func(rep node.Reply) {
+		if each, ok := rep.Value.([]node.Reply); ok && rep.Err == nil {
+			each = slices.Clone(each)
+			each[1] = node.Reply{Err: errOneKey}
+			rep.Value = each
+		}
+		done(rep)
+	})
+}
+
+// An extension that one node failed, where the node answered the others
+// of its request, is reported as failed there, to its own reporter only:
+// as its own round would have reported it.
+func TestExtensionsTogetherReportEachFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := nodetest.Fakes(3)
+		nodes := nodetest.Nodes(fs)
+		nodes[0] = failsOne{nodes[0]}
+		e := engine.NewEngine(len(nodes), engine.Made(nodes), engine.Config{
+			NodeErr: func(i int, err error) error { return fmt.Errorf("node %d: %w", i, err) }})
+		t.Cleanup(func() { require.NoError(t, e.Close(context.Background())) })
+		cfg := settings()
+		var mu sync.Mutex
+		reported := map[int][]string{}
+		o := newOutcomes()
+		var xs []engine.Extension
+		for k := range 3 {
+			_, _, err := e.Acquire(t.Context(), lockSpec(&cfg, fmt.Sprint("k", k), fmt.Sprint("t", k), false))
+			require.NoError(t, err)
+			report := func(_ context.Context, i int, err error, _ bool) {
+				mu.Lock()
+				reported[k] = append(reported[k], fmt.Sprintf("node %d: %v", i, err))
+				mu.Unlock()
+			}
+			op := &node.Extend{Key: fmt.Sprint("k", k), Token: fmt.Sprint("t", k), TTL: cfg.TTL}
+			xs = append(xs, o.extension(t.Context(), k, op, engine.Lapse{Settings: &cfg, Report: report}))
+		}
+		e.ExtendAll(xs)
+		o.wg.Wait()
+		synctest.Wait()
+		for k := range 3 {
+			require.NoError(t, o.errs[k], "k%d: nodes 1 and 2 extended it", k)
+		}
+		require.Len(t, reported[1], 1, "k1's failure on node 0")
+		assert.Contains(t, reported[1][0], "node 0: ")
+		assert.Contains(t, reported[1][0], errOneKey.Error())
+		assert.Empty(t, reported[0], "k0 did not fail")
+		assert.Empty(t, reported[2], "k2 did not fail")
 	})
 }
