@@ -47,6 +47,9 @@ type Round struct {
 	// Quiet rounds ask the nodes without the pool learning from the
 	// answers, and ask down nodes too (see pool.ask).
 	Quiet bool
+	// first holds the first request to each node, all in one allocation
+	// (see Post).
+	first []request
 }
 
 // Granter decides whether node i's reply counts as a grant.
@@ -64,7 +67,7 @@ type Hook interface {
 func NewRound(ctx context.Context, p *Pool, timeout time.Duration, report ReportFunc, capacity int) *Round {
 	return &Round{
 		p: p, ctx: context.WithoutCancel(ctx), report: report, Start: p.now(), timeout: timeout,
-		votes: make(chan Vote, capacity), Tally: newTally(p.Size()),
+		votes: make(chan Vote, capacity), Tally: newTally(p.Size()), first: make([]request, p.Size()),
 	}
 }
 
@@ -102,7 +105,13 @@ func (rd *Round) SendAll(op node.Op, gates []*Gate, only func(int) bool) *Round 
 // becomes a vote, marked again for a re-ask. A request that enters g holds
 // back what goes through g after it until its reply.
 func (rd *Round) Post(i int, op node.Op, g *Gate, only func(int) bool, again, enter bool) {
-	q := &request{rd: rd, i: i, op: op, g: g, only: only, again: again, enter: enter}
+	var q *request
+	if !again && rd.first[i].rd == nil {
+		q = &rd.first[i] // a round's first request to each node: one allocation for them all
+	} else {
+		q = new(request)
+	}
+	*q = request{rd: rd, i: i, op: op, g: g, only: only, again: again, enter: enter}
 	if g == nil {
 		q.run()
 		return
