@@ -289,38 +289,8 @@ func TestDeployCluster(t *testing.T) {
 
 	// Many locks held with renewal: their extensions due on one line go
 	// together, each its own call on the cluster (its keys are on
-	// different masters) and one script call on each plain node. Another
-	// process never gets any of them while they are held, and each is
-	// still held after more than two TTLs.
-	t.Run("renewal of many", func(t *testing.T) {
-		const locks, ttl = 40, 2 * time.Second
-		holder := redlockOver(t, clients(), redlock.WithTTL(ttl), redlock.WithRenewal())
-		other := redlockOver(t, clients(), redlock.WithTTL(ttl))
-		ms := make([]*redlock.Mutex, locks)
-		theirs := make([]*redlock.Mutex, locks)
-		first := make([]time.Time, locks)
-		for k := range ms {
-			name := fmt.Sprintf("deploy:renewed:%d", k)
-			ms[k], theirs[k] = newMutex(t, holder, name), newMutex(t, other, name)
-			require.NoError(t, ms[k].Lock(ctx))
-			first[k] = ms[k].Until()
-		}
-		for end := time.Now().Add(ttl * 5 / 2); time.Now().Before(end); time.Sleep(ttl / 4) {
-			for k, m := range ms {
-				require.NoError(t, m.Err(), "lock %d lost while held with renewal", k)
-				err := theirs[k].TryLock(ctx)
-				require.ErrorIs(t, err, redlock.ErrNotAcquired, "another process took lock %d while it was held", k)
-			}
-		}
-		for k, m := range ms {
-			assert.True(t, m.Until().After(first[k].Add(ttl)), "lock %d: validity %v, first %v: not renewed", k, m.Until(), first[k])
-			require.NoError(t, m.Unlock(ctx), "lock %d", k)
-		}
-		for k, m := range theirs {
-			require.NoError(t, m.TryLock(ctx), "lock %d, released", k)
-			require.NoError(t, m.Unlock(ctx))
-		}
-	})
+	// different masters) and one script call on each plain node.
+	t.Run("renewal of many", func(t *testing.T) { holdManyWithRenewal(t, ctx, clients) })
 
 	t.Run("the same cluster twice", func(t *testing.T) {
 		addrs := rc.Addrs()
