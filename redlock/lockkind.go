@@ -117,7 +117,9 @@ func fenceKey(name string, cfg *engine.Settings) string {
 // announced is the release of lease l of name that announces itself to
 // the name's waiters.
 func announced(name string, l *lease.Lease) *node.Release {
-	return handingOver(name, l.Token, l.Queued)
+	r := handingOver(name, l.Token, l.Queued)
+	r.QueuedSince = l.QueuedSince
+	return r
 }
 
 // handingOver is the release of token of name that hands the lock over to

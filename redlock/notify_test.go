@@ -330,3 +330,69 @@ func assertOwnChannelOnly(t *testing.T, channels map[string]bool, msg string) {
 // courtesyMax is the longest courtesy (internal/waitq, whose
 // TestCourtesyBounds pins it).
 const courtesyMax = 20 * time.Millisecond
+
+// releases is a fake node that keeps the plain releases sent to it.
+type releases struct {
+	*nodetest.Fake
+	mu   sync.Mutex
+	sent []*node.Release
+}
+
+// Do implements node.Node.
+func (n *releases) Do(ctx context.Context, sendBy time.Time, op node.Op, done func(node.Reply)) {
+	if r, ok := op.(*node.Release); ok && r.Shape == node.Plain {
+		n.mu.Lock()
+		n.sent = append(n.sent, r)
+		n.mu.Unlock()
+	}
+	n.Fake.Do(ctx, sendBy, op, done)
+}
+
+// A waiter's release names the member its wait was queued as, with its
+// score, so that a node can tell the member is no longer queued from the
+// waiter it pops (see release_head.lua).
+func TestReleaseNamesItsWaitsMemberAndScore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fs := newFakeRedlock(t, 3)
+		kept := make([]*releases, len(fs))
+		nodes := make([]node.Node, len(fs))
+		for i, f := range fs {
+			kept[i] = &releases{Fake: f}
+			nodes[i] = kept[i]
+		}
+		other, err := newRedlock(nodes)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, other.Close(context.Background())) }()
+		holder := newFakeMutex(t, r, "k")
+		waiter := newFakeMutex(t, other, "k", WithRetryDelay(time.Hour, time.Hour))
+		require.NoError(t, holder.Lock(t.Context()))
+		got := make(chan error, 1)
+		go func() { got <- waiter.Lock(t.Context()) }()
+		time.Sleep(time.Second)
+		var member string
+		var score int64
+		fs[0].Faults(func(n *nodetest.Fake) {
+			for m, s := range n.Queues[node.QueueKey("k")] {
+				member, score = m, s
+			}
+		})
+		require.NotEmpty(t, member, "the waiter is queued")
+		require.NoError(t, holder.Unlock(t.Context()))
+		require.NoError(t, <-got)
+		require.NoError(t, waiter.Unlock(t.Context()))
+		synctest.Wait()
+		for _, n := range kept {
+			n.mu.Lock()
+			var named []*node.Release // the Unlock's (a late handoff's orphan release names no member)
+			for _, rel := range n.sent {
+				if rel.Queued != "" {
+					named = append(named, rel)
+				}
+			}
+			n.mu.Unlock()
+			require.Len(t, named, 1, n.Name)
+			assert.Equal(t, member, named[0].Queued, n.Name)
+			assert.Equal(t, score, named[0].QueuedSince, n.Name)
+		}
+	})
+}

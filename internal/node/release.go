@@ -32,6 +32,12 @@ type Release struct {
 	// name, since the wait's own removal goes in the background and may not
 	// have reached the node.
 	Queued string
+	// QueuedSince is Queued's score in the queue (when its wait began,
+	// Unix ms), 0 when not known. A plain release that pops a waiter
+	// queued later knows Queued is not queued (it would have come first)
+	// and spares its removal: in a run of hand-overs the releaser's member
+	// was popped by the release that handed it the lock.
+	QueuedSince int64
 	// Also are a Multi lock's names after Key. Any Channel announces each
 	// name's release on the name's own channel, naming no waiter.
 	Also []string
@@ -133,10 +139,20 @@ func (o *Release) args(l Layout) []any {
 	case Any:
 		return evalArgs(scripts.ForceRelease, l.keys(o.Key, QueueKey(o.Key)), ReleaseChannel(o.Key), o.Notice)
 	}
-	if o.Queued != "" && len(keys) > 1 {
-		return evalArgs(scripts.Release, keys, o.Token, o.Channel, "", o.Queued)
+	return o.plainArgs(keys)
+}
+
+// plainArgs is release.lua's arguments for a plain lock's release with
+// keys: its own queue member, and that member's score when known, only
+// when the queue is among them.
+func (o *Release) plainArgs(keys []string) []any {
+	switch {
+	case o.Queued == "" || len(keys) < 2:
+		return evalArgs(scripts.Release, keys, o.Token, o.Channel)
+	case o.QueuedSince > 0:
+		return evalArgs(scripts.Release, keys, o.Token, o.Channel, "", o.Queued, strconv.FormatInt(o.QueuedSince, 10))
 	}
-	return evalArgs(scripts.Release, keys, o.Token, o.Channel)
+	return evalArgs(scripts.Release, keys, o.Token, o.Channel, "", o.Queued)
 }
 
 // writeArgs is release.lua's arguments for a Write lock's release with

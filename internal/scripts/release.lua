@@ -17,6 +17,8 @@
 --          the background, and may not have reached this node yet): it is
 --          removed first, so that the release neither hands the lock back
 --          to a wait that has ended nor names it
+-- ARGV[5]  with ARGV[4], optional: that member's score, which spares its
+--          removal when the oldest waiter came after it (release_head.lua)
 --
 -- A release no one waits for ends in release_head.lua, which scripts.go
 -- puts in front of this file: a compare-and-delete, announced to no one.
@@ -82,29 +84,36 @@ local function hand_over(id, waiter)
 	return 2 * publish(channel, id .. "|" .. waiter .. "#h" .. now .. "|" .. KEYS[1]) + 1
 end
 
-if #KEYS > 1 and ARGV[4] and ARGV[4] ~= "" then
-	redis.pcall("ZREM", KEYS[2], ARGV[4])
+if removed == nil and #KEYS > 1 and ARGV[4] and ARGV[4] ~= "" then
+	redis.pcall("ZREM", KEYS[2], ARGV[4]) -- unless release_head.lua did
 end
 if #KEYS > 2 and redis.call("GET", KEYS[3]) == ARGV[3] then
 	-- A reader-writer lock's writer drops its waiting mark (see
 	-- write_acquire.lua) on every node, also where its grant did not land.
 	redis.call("DEL", KEYS[3])
 end
-local v = stored(KEYS[1])
+local v = got -- read by release_head.lua, as stored reads it
+if v == nil then
+	v = stored(KEYS[1])
+elseif type(v) == "table" and v.err and string.sub(v.err, 1, 10) == "WRONGTYPE " then
+	v = nil
+end
 if type(v) == "table" then
 	return v
 end
 if v == ARGV[1] then
-	redis.call("DEL", KEYS[1])
+	if ARGV[2] == "" then
+		redis.call("DEL", KEYS[1])
+		return 1
+	end
+	local waiter = popped or next_waiter()
 	local heard = 0
-	if ARGV[2] ~= "" then
-		local waiter = next_waiter()
-		if #KEYS == 2 then
-			heard = hand_over(ARGV[1], waiter)
-		end
-		if heard == 0 then
-			heard = announce(ARGV[2], ARGV[1], waiter)
-		end
+	if #KEYS == 2 then
+		heard = hand_over(ARGV[1], waiter) -- its SET replaces the token
+	end
+	if heard == 0 then
+		redis.call("DEL", KEYS[1])
+		heard = announce(ARGV[2], ARGV[1], waiter)
 	end
 	return 1 + heard
 end

@@ -100,7 +100,7 @@ var (
 // and the run id when it held something else (-1 when ARGV[2] is ""), else
 // 1 + 2 × the clients the announcement reached,
 // + 1 when it named a waiter.
-var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "02ce82f1bdcf4350e978a5c72648197831f0aba8"}
+var Release = &Script{Source: releaseHeadSource + storedSource + grantedSource + announceSource + releaseSource, Hash: "c3feafbb71ed0efca1cbbd72fc9dcf2b749647ee"}
 
 // Extend sets KEYS[1]'s expiry to ARGV[2] ms if it holds ARGV[1]; it returns 1 or 0.
 var Extend = &Script{Source: extendSource, Hash: "8e4345d5f0f23e9867497e8b17cef391f08236fa"}

@@ -236,6 +236,9 @@ func (w *Waiter) Member() string {
 	return w.id
 }
 
+// Since is when w began waiting, Unix ms: its score in the nodes' queues.
+func (w *Waiter) Since() int64 { return w.since }
+
 // Leave unregisters w. When it was the last waiter on its name, the name's
 // subscription lingers for Linger, then goes.
 func (w *Waiter) Leave(timeout time.Duration) {

@@ -286,10 +286,36 @@ func lockCases() []Case {
 				{op: unlock(k, "b"), want: answer{OK: true, Named: true, Heard: 1}}, // without Queued: handed to t1
 				{op: lock(k, "c"), want: answer{Holder: "t1"}},
 				{op: unlock(k, "t1"), want: granted},
+				{listen: true},
 				{op: queueOf(k, own), want: granted},
 				{op: lock(k, "a"), want: granted},
-				{op: release("a"), want: granted}, // to every waiter: no one listens on the lock's channel
+				{op: release("a"), want: answer{OK: true, Heard: 1}}, // the queue held the releaser alone: to every waiter
 				{op: lock(k, "d"), want: granted},
+			}
+		}},
+		{"waiters' queue: a release told its member's score removes the member wherever it is", nil, func(k string) []step {
+			process := "own-" + k
+			own := "mine-" + k + "/w2" // the wait that took the lock, queued second (score 2)
+			release := func(token string) *node.Release {
+				r := unlock(k, token)
+				r.Queued, r.QueuedSince = own, 2
+				return r
+			}
+			queue := func(member string, score int64) *node.Queue {
+				return &node.Queue{Changes: []node.QueueChange{{Lock: k, Member: member, Score: score, TTL: ttl}}}
+			}
+			return []step{
+				{wake: process},
+				{listen: true},
+				{op: queueOf(k, process+"/w1", own), want: granted},
+				{op: lock(k, "a"), want: granted},
+				{op: release("a"), want: answer{OK: true, Named: true, Heard: 1}}, // w1, older than the member
+				{op: queue(process+"/w5", 5), want: granted},
+				{op: lock(k, "b"), want: granted},
+				{op: unlock(k, "b"), want: answer{OK: true, Named: true, Heard: 1}}, // w5: the member went with the release before
+				{op: queue(process+"/w6", 6), want: granted},
+				{op: lock(k, "c"), want: granted},
+				{op: release("c"), want: answer{OK: true, Named: true, Heard: 1}}, // w6, queued after the member
 			}
 		}},
 		{"a plain release no one is queued for announces nothing", []Capability{QuietRelease}, func(k string) []step {

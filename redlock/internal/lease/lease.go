@@ -46,10 +46,12 @@ type Lease struct {
 	until time.Time // the validity's end; moves with every extension
 	Holds int       // holds taken on a reentrant lock; 1 otherwise
 	// Queued is the queue member of the wait that took the lease, "" for
-	// none: its release removes it first (see node.Release.Queued).
-	Queued string
-	Err    error       // why the lease ended; set before done is closed
-	loss   *time.Timer // ends the lease lossMargin before until
+	// none: its release removes it first (see node.Release.Queued), and
+	// QueuedSince its score.
+	Queued      string
+	QueuedSince int64
+	Err         error       // why the lease ended; set before done is closed
+	loss        *time.Timer // ends the lease lossMargin before until
 
 	// stopped says why renewal stopped ("": it did not), and failed is
 	// the last extension's failure (nil: none, or one succeeded since):
@@ -178,12 +180,12 @@ func (h *Holder) Take(ctx context.Context, token, notice string, g engine.Grant)
 }
 
 // Left records member, the queue member of the wait that took the current
-// lease, when it took one (see Lease.Queued).
-func (h *Holder) Left(member string) {
+// lease, and its score since, when it took one (see Lease.Queued).
+func (h *Holder) Left(member string, since int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lease.Live() {
-		h.lease.Queued = member
+		h.lease.Queued, h.lease.QueuedSince = member, since
 	}
 }
 

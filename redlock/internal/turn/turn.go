@@ -206,7 +206,7 @@ func (wt *Waiting) After(ctx context.Context, failed engine.Refusal, err error) 
 		if err == nil && wt.w != nil {
 			// Its removal from the nodes' queues goes in the
 			// background: the lease's release removes it too.
-			wt.Holder.Left(wt.w.Member())
+			wt.Holder.Left(wt.w.Member(), wt.w.Since())
 		}
 		return true, wt.verdict(err)
 	}
