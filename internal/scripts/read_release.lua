@@ -21,17 +21,10 @@
 -- plus, when it was the last reader and ARGV[2] is set, announce(...): 2 ×
 -- the clients the announcement reached, + 1 when it named a waiter (the
 -- oldest, popped from the queue, goes first, as for a lock).
-local t = now()
--- The caller's own field first: only a readers' hash holds a reader's
--- token as a field (a plain lock is a string, whose HGET fails; a
--- reentrant lock's hash is keyed by its own token), so when it is there
--- the key's kind need not be asked.
-local was = false
-local expiry = redis.pcall("HGET", KEYS[1], ARGV[1])
-if type(expiry) == "string" then
-	redis.call("HDEL", KEYS[1], ARGV[1]) -- also a hold that expired
-	was = tonumber(expiry) > t
-else
+-- read_release_head.lua, in front of this file, read t, expiry, was and
+-- left, and ended the releases that leave many fields or the mark alone:
+-- here a live reader left a few (2 to SMALL, the mark among them).
+if type(expiry) ~= "string" then
 	local state = kind(KEYS[1])
 	if type(state) == "table" then
 		return state
@@ -50,12 +43,8 @@ if not was then
 	end
 	return 0
 end
-local left = redis.call("HLEN", KEYS[1])
-if left > SMALL or left > 1 and keep(KEYS[1], t) then
-	return 1 -- other readers hold it (or may: many fields are left): no one waits for this release
-end
-if left == 1 then
-	redis.call("DEL", KEYS[1]) -- the mark alone is left
+if keep(KEYS[1], t) then
+	return 1 -- other readers hold it: no one waits for this release
 end
 if ARGV[2] == "" then
 	return 1

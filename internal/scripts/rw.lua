@@ -1,5 +1,7 @@
 -- rw.lua is not a script of its own: scripts.go puts it in front of the
--- reader-writer lock's scripts (after clock.lua and stored.lua).
+-- reader-writer lock's scripts (after clock.lua, stored.lua and
+-- rw_base.lua, which holds the constants below and the functions a read
+-- grant's first lines need).
 --
 -- A reader-writer lock's writer holds its name, KEYS[1], as a plain lock
 -- does: a string, the writer's token, with the lock's TTL. Its readers
@@ -16,14 +18,6 @@
 -- and by a grant once the hash has grown to twice its size after the last
 -- pruning (MARK's value is that size, so the work is constant per grant on
 -- average). Every script reads a field's expiry, never its presence alone.
-
-local MARK = "redlock:readers"
-
--- PRUNE_MIN is the least size at which a grant prunes the hash; a release
--- that leaves at most SMALL fields prunes it, so that the last live
--- reader's release is seen as the last and announced.
-local PRUNE_MIN = 16
-local SMALL = 8
 
 -- keep drops the expired readers of key (at t, the node's time in ms),
 -- and makes key expire with the last live one; with none left it deletes
@@ -79,13 +73,6 @@ local function readers(key)
 	return state, t
 end
 
--- live reports whether token is a reader of key whose hold has not
--- expired at t.
-local function live(key, token, t)
-	local expiry = redis.call("HGET", key, token)
-	return expiry and tonumber(expiry) > t
-end
-
 -- prune drops the expired readers of the readers' hash key once it has
 -- grown to twice its size after the last pruning, and then says whether
 -- a live reader is left (true when it did not prune).
@@ -99,18 +86,4 @@ local function prune(key, t)
 	end
 	redis.call("HSET", key, MARK, math.max(PRUNE_MIN, 2 * redis.call("HLEN", key)))
 	return true
-end
-
--- hold makes token a reader of key until ttl (text, in ms) from t, and
--- keeps key at least until then; fresh says that key holds nothing yet.
-local function hold(key, token, t, ttl, fresh)
-	if fresh then
-		redis.call("HSET", key, MARK, PRUNE_MIN, token, t + tonumber(ttl))
-		redis.call("PEXPIRE", key, ttl)
-		return
-	end
-	redis.call("HSET", key, token, t + tonumber(ttl))
-	if redis.call("PTTL", key) < tonumber(ttl) then
-		redis.call("PEXPIRE", key, ttl)
-	end
 end

@@ -3,11 +3,13 @@
 // its KEYS, ARGV and return values; it is embedded at build time and run by
 // its digest (EVALSHA, falling back to EVAL when a node does not have the
 // script cached yet).
-// guard.lua, stored.lua, granted.lua and announce.lua are the exceptions: not scripts,
-// but functions that several scripts share, put in front of each; and
-// release_head.lua and acquire_plain_tail.lua, the first lines of
-// release.lua's script (its fast path, ahead of every function definition)
-// and the last of acquire_plain.lua's (after them).
+// guard.lua, stored.lua, granted.lua, announce.lua, clock.lua, rw_base.lua
+// and rw.lua are the exceptions: not scripts, but functions that several
+// scripts share, put in front of each; and release_head.lua,
+// read_acquire_head.lua, read_release_head.lua and acquire_plain_tail.lua,
+// the first lines of release.lua's, read_acquire.lua's and
+// read_release.lua's scripts (their fast paths, ahead of the functions only
+// the rest needs) and the last of acquire_plain.lua's (after them).
 //
 // The digests are constants, never computed here: a process in FIPS 140
 // only mode (GODEBUG=fips140=only) refuses SHA-1, and go-redis'
@@ -75,6 +77,12 @@ var (
 	clockSource string
 	//go:embed rw.lua
 	rwSource string
+	//go:embed rw_base.lua
+	rwBaseSource string
+	//go:embed read_acquire_head.lua
+	readAcquireHeadSource string
+	//go:embed read_release_head.lua
+	readReleaseHeadSource string
 	//go:embed read_acquire.lua
 	readAcquireSource string
 	//go:embed read_extend.lua
@@ -204,16 +212,16 @@ var SemRelease = &Script{Source: storedSource + announceSource + clockSource + s
 var SemExtend = &Script{Source: clockSource + semaphoreSource + semExtendSource, Hash: "279e35e416a177fc2866114c29ee7f1d0301d1b6"}
 
 // ReadAcquire takes a read hold of a reader-writer lock (read_acquire.lua).
-var ReadAcquire = &Script{Source: guardSource + storedSource + clockSource + rwSource + readAcquireSource, Hash: "9569ab0113f017f3ed4a81d0c2779f2dd60b1062"}
+var ReadAcquire = &Script{Source: clockSource + rwBaseSource + readAcquireHeadSource + guardSource + storedSource + rwSource + readAcquireSource, Hash: "690c185f93775a05c7e1e8f1246ef83576ea5087"}
 
 // ReadExtend re-arms a read hold (read_extend.lua).
-var ReadExtend = &Script{Source: storedSource + clockSource + rwSource + readExtendSource, Hash: "ecee1f5da81ce5f7234b13743112f606f46b22d3"}
+var ReadExtend = &Script{Source: storedSource + clockSource + rwBaseSource + rwSource + readExtendSource, Hash: "74e959de52d13ebb831223b79daaeda9e53ffda3"}
 
 // ReadRelease drops a read hold (read_release.lua).
-var ReadRelease = &Script{Source: storedSource + announceSource + clockSource + rwSource + readReleaseSource, Hash: "61bed89727ea0da5a89d7ba9cf67b8ad174c5a75"}
+var ReadRelease = &Script{Source: clockSource + announceSource + rwBaseSource + readReleaseHeadSource + storedSource + rwSource + readReleaseSource, Hash: "75858d3f3d459bbe7fcd97b37fdb09b463d5e9f7"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
-var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwSource + writeAcquireSource, Hash: "ab41e8161a28bff58b20ac71cb06f9e120731311"}
+var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwBaseSource + rwSource + writeAcquireSource, Hash: "2bc38129c229526fb051e707e9d8b5e9edd24b73"}
 
 // All is every script a lock node runs, to load into its cache at once.
 var All = []*Script{AcquirePlain, Release, Extend, ExtendMany, AcquireReentrant, ReleaseReentrant, ExtendReentrant, Acquire, Fence, Inspect, ForceRelease,

@@ -184,6 +184,18 @@ func rwCases() []Case {
 				{op: &node.Release{Shape: node.Read, Key: k, Token: "r2"}, want: goneQuiet},
 			}
 		}},
+		{"the last live reader's release is the last, beside expired readers", nil, func(k string) []step {
+			short := read(k, "r1")
+			short.TTL = time.Second
+			return []step{
+				{listen: true},
+				{op: short, want: granted},
+				{op: read(k, "r2"), want: granted},
+				wait(2 * time.Second),
+				{op: readRelease(k, "r2"), want: answer{OK: true, Heard: 1}}, // r1 expired: the name is free
+				{op: write(k, "w", "t1"), want: granted},
+			}
+		}},
 		{"a Mutex on the readers' name", nil, func(k string) []step {
 			return []step{
 				{op: read(k, "r1"), want: granted},
