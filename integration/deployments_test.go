@@ -290,7 +290,7 @@ func TestDeployCluster(t *testing.T) {
 	// Many locks held with renewal: their extensions due on one line go
 	// together, each its own call on the cluster (its keys are on
 	// different masters) and one script call on each plain node.
-	t.Run("renewal of many", func(t *testing.T) { holdManyWithRenewal(t, ctx, clients) })
+	t.Run("renewal of many", func(t *testing.T) { holdManyWithRenewal(t, ctx, 2*time.Second, clients) })
 
 	t.Run("the same cluster twice", func(t *testing.T) {
 		addrs := rc.Addrs()

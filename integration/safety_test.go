@@ -295,6 +295,9 @@ func TestSafetySentinel(t *testing.T) {
 	}
 	eachKind(t, over(0), "safety:sentinel")
 	t.Run("RESP2", func(t *testing.T) { safetyWorkload(t, over(2), "safety:sentinel:resp2", plainKind) })
+	t.Run("renewal of many", func(t *testing.T) {
+		holdManyWithRenewal(t, timeout(t, time.Minute), 2*time.Second, func() []redis.UniversalClient { return over(0)(1) })
+	})
 }
 
 // TestSafetyRing runs the workload with go-redis Rings of two plain
@@ -327,6 +330,9 @@ func TestSafetyRing(t *testing.T) {
 			safetyWorkload(t, mixed, "safety:ring:mixed/"+kind.name, kind)
 		})
 	}
+	t.Run("one Ring and two servers, renewal of many", func(t *testing.T) {
+		holdManyWithRenewal(t, timeout(t, time.Minute), 2*time.Second, func() []redis.UniversalClient { return mixed(0) })
+	})
 	t.Run("three Rings", func(t *testing.T) {
 		safetyWorkload(t, func(int) []redis.UniversalClient {
 			return []redis.UniversalClient{ring(addrs[0], addrs[1]), ring(addrs[2], addrs[3]), ring(addrs[4], addrs[5])}
@@ -349,6 +355,9 @@ func TestSafetyTLS(t *testing.T) {
 	}
 	eachKind(t, over(0), "safety:tls")
 	t.Run("RESP2", func(t *testing.T) { safetyWorkload(t, over(2), "safety:tls:resp2", plainKind) })
+	t.Run("renewal of many", func(t *testing.T) {
+		holdManyWithRenewal(t, timeout(t, time.Minute), 2*time.Second, func() []redis.UniversalClient { return over(0)(0) })
+	})
 }
 
 // TestSafetyACL runs the workload on three nodes as the user of each ACL
@@ -364,7 +373,11 @@ func TestSafetyACL(t *testing.T) {
 		return func(int) []redis.UniversalClient { return userClients(c, user, pass) }
 	}
 	t.Run("full line", func(t *testing.T) {
-		eachKind(t, as(fullLineUser(ctx, t, admin)), "locks:safety:full")
+		user, pass := fullLineUser(ctx, t, admin)
+		eachKind(t, as(user, pass), "locks:safety:full")
+		t.Run("renewal of many", func(t *testing.T) {
+			holdManyWithRenewal(t, ctx, 2*time.Second, func() []redis.UniversalClient { return as(user, pass)(0) })
+		})
 	})
 	for _, tier := range aclTiers {
 		t.Run(tier.name, func(t *testing.T) {
@@ -385,6 +398,10 @@ func TestSafetyWithoutScripts(t *testing.T) {
 	c := startCluster(t, 3)
 	noScriptsUser(t, c)
 	eachKind(t, func(int) []redis.UniversalClient { return userClients(c, "noscripts", "pw") }, "safety:noscripts")
+	t.Run("renewal of many", func(t *testing.T) {
+		// Each extension is a transaction of its own on every node.
+		holdManyWithRenewal(t, timeout(t, time.Minute), 2*time.Second, func() []redis.UniversalClient { return userClients(c, "noscripts", "pw") })
+	})
 	t.Run("WithoutScripts", func(t *testing.T) {
 		safetyWorkload(t, func(int) []redis.UniversalClient { return c.Clients(nil) },
 			"safety:withoutscripts", plainKind, redlock.WithoutScripts())
@@ -419,4 +436,9 @@ func TestSafetyReplicated(t *testing.T) {
 	acked := lockKind{name: "plain, acknowledged", opts: []redlock.LockOption{redlock.WithNodeTimeout(3 * time.Second)}, holds: 1}
 	safetyWorkload(t, masters, "safety:replicated", acked,
 		redlock.WithNodeTimeout(3*time.Second), redlock.WithReplicaAck(1, 1500*time.Millisecond))
+	t.Run("renewal of many", func(t *testing.T) {
+		// Each extension waits for a replica, one round of its own.
+		holdManyWithRenewal(t, timeout(t, 2*time.Minute), 12*time.Second, func() []redis.UniversalClient { return masters(0) },
+			redlock.WithNodeTimeout(3*time.Second), redlock.WithReplicaAck(1, 1500*time.Millisecond))
+	})
 }
