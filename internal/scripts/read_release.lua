@@ -22,8 +22,9 @@
 -- the clients the announcement reached, + 1 when it named a waiter (the
 -- oldest, popped from the queue, goes first, as for a lock).
 -- read_release_head.lua, in front of this file, read t, expiry, was and
--- left, and ended the releases that leave many fields or the mark alone:
--- here a live reader left a few (2 to SMALL, the mark among them).
+-- left, and ended the releases of a live reader that left many fields or
+-- the mark alone. What is left: a caller that was no live reader, and a
+-- live reader that left a few fields (2 to SMALL, the mark among them).
 if type(expiry) ~= "string" then
 	local state = kind(KEYS[1])
 	if type(state) == "table" then

@@ -218,7 +218,7 @@ var ReadAcquire = &Script{Source: clockSource + rwBaseSource + readAcquireHeadSo
 var ReadExtend = &Script{Source: storedSource + clockSource + rwBaseSource + rwSource + readExtendSource, Hash: "74e959de52d13ebb831223b79daaeda9e53ffda3"}
 
 // ReadRelease drops a read hold (read_release.lua).
-var ReadRelease = &Script{Source: clockSource + announceSource + rwBaseSource + readReleaseHeadSource + storedSource + rwSource + readReleaseSource, Hash: "75858d3f3d459bbe7fcd97b37fdb09b463d5e9f7"}
+var ReadRelease = &Script{Source: clockSource + announceSource + rwBaseSource + readReleaseHeadSource + storedSource + rwSource + readReleaseSource, Hash: "6a5b4ea6ba8b057306f8f866a440b244a5bb415a"}
 
 // WriteAcquire takes a reader-writer lock's write lock (write_acquire.lua).
 var WriteAcquire = &Script{Source: guardSource + storedSource + grantedSource + clockSource + rwBaseSource + rwSource + writeAcquireSource, Hash: "2bc38129c229526fb051e707e9d8b5e9edd24b73"}
