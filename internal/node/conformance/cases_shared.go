@@ -124,6 +124,19 @@ func writeRelease(k, w, token string) *node.Release {
 
 var writerWaits = answer{WriterWaits: true}
 
+// oneExpired listens on k's channel, and makes r1 a reader of k for a
+// second and r2 for the TTL, then waits until r1 expired.
+func oneExpired(k string) []step {
+	short := read(k, "r1")
+	short.TTL = time.Second
+	return []step{
+		{listen: true},
+		{op: short, want: granted},
+		{op: read(k, "r2"), want: granted},
+		wait(2 * time.Second),
+	}
+}
+
 func rwCases() []Case {
 	return []Case{
 		{"a writer's release names no member of its own", nil, func(k string) []step {
@@ -170,31 +183,19 @@ func rwCases() []Case {
 			}
 		}},
 		{"readers expire; extend and release of the absent", nil, func(k string) []step {
-			short := read(k, "r1")
-			short.TTL = time.Second
-			return []step{
-				{listen: true},
-				{op: short, want: granted},
-				{op: read(k, "r2"), want: granted},
-				wait(2 * time.Second),
-				{op: readExtend(k, "r1"), want: refused},
-				{op: readRelease(k, "r1"), want: gone},
-				{op: readRelease(k, "r2"), want: answer{OK: true, Heard: 1}},
-				{op: readExtend(k, "r2"), want: refused},
-				{op: &node.Release{Shape: node.Read, Key: k, Token: "r2"}, want: goneQuiet},
-			}
+			return append(oneExpired(k),
+				step{op: readExtend(k, "r1"), want: refused},
+				step{op: readRelease(k, "r1"), want: gone},
+				step{op: readRelease(k, "r2"), want: answer{OK: true, Heard: 1}},
+				step{op: readExtend(k, "r2"), want: refused},
+				step{op: &node.Release{Shape: node.Read, Key: k, Token: "r2"}, want: goneQuiet},
+			)
 		}},
 		{"the last live reader's release is the last, beside expired readers", nil, func(k string) []step {
-			short := read(k, "r1")
-			short.TTL = time.Second
-			return []step{
-				{listen: true},
-				{op: short, want: granted},
-				{op: read(k, "r2"), want: granted},
-				wait(2 * time.Second),
-				{op: readRelease(k, "r2"), want: answer{OK: true, Heard: 1}}, // r1 expired: the name is free
-				{op: write(k, "w", "t1"), want: granted},
-			}
+			return append(oneExpired(k),
+				step{op: readRelease(k, "r2"), want: answer{OK: true, Heard: 1}}, // r1 expired: the name is free
+				step{op: write(k, "w", "t1"), want: granted},
+			)
 		}},
 		{"a Mutex on the readers' name", nil, func(k string) []step {
 			return []step{
