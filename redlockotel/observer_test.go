@@ -112,9 +112,14 @@ func attr(set attribute.Set, key attribute.Key) string {
 func TestObserverMetrics(t *testing.T) {
 	s := newSetup(t, 3)
 	ctx := t.Context()
-	holder, err := s.rl.NewMutex("metrics:a")
+	// The node timeout is far above a loaded machine's round trips: the
+	// test counts attempts, and asserts below that no node failed (at the
+	// default 100 ms, `make test` beside other work failed both now and
+	// then).
+	near := redlock.WithNodeTimeout(time.Second)
+	holder, err := s.rl.NewMutex("metrics:a", near)
 	require.NoError(t, err)
-	other, err := s.rl.NewMutex("metrics:a", redlock.WithTries(2))
+	other, err := s.rl.NewMutex("metrics:a", redlock.WithTries(2), near)
 	require.NoError(t, err)
 
 	require.NoError(t, holder.Lock(ctx))
@@ -122,7 +127,7 @@ func TestObserverMetrics(t *testing.T) {
 	require.ErrorIs(t, other.Lock(ctx), redlock.ErrNotAcquired) // two attempts
 	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
-	loose, err := s.rl.NewMutex("metrics:a")
+	loose, err := s.rl.NewMutex("metrics:a", near)
 	require.NoError(t, err)
 	require.ErrorIs(t, loose.Lock(short), context.DeadlineExceeded)
 	time.Sleep(20 * time.Millisecond)
